@@ -1,0 +1,29 @@
+# Two commands matter: `make lab` (set up, open the suite) and `make test` (set up, run every test).
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.ropepool-installed
+
+.PHONY: setup lab test doctor bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[test]"
+	touch $@
+
+lab: setup
+	$(PY) -m ropepool lab
+
+# Unit tests, every notebook (nbmake) and the browser test, two workers.
+# -rs prints why anything was skipped (e.g. the browser test without /usr/bin/chromium).
+test: setup
+	$(PY) -m pytest -n 2 -rs --nbmake tests notebooks
+
+doctor: setup
+	$(PY) -m ropepool doctor
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis artifacts build *.egg-info

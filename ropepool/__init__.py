@@ -1,0 +1,25 @@
+"""ropepool: learn and explore ``rope_pool_fused``, NeoX RoPE fused with the KV-pool write.
+
+Shapes use one vocabulary (:mod:`ropepool.shapes`): q ``[T, Hq, D]``, k and v ``[T, Hkv, D]``,
+positions and slots ``[T]``, pools ``[P, Hkv, D]``.
+"""
+
+from .backends import available_backends, best_backend
+from .errors import CATALOG, RopePoolError
+from .inputs import make_inputs
+from .op import rope_pool_fused
+from .reference import rope_pool_reference
+from .shapes import Shapes
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CATALOG",
+    "RopePoolError",
+    "Shapes",
+    "available_backends",
+    "best_backend",
+    "make_inputs",
+    "rope_pool_fused",
+    "rope_pool_reference",
+]

@@ -1,0 +1,32 @@
+"""Command line: ``python -m ropepool {doctor,lab,...}``."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ropepool", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("doctor", help="versions, and which backends run here (and why the others don't)")
+
+    lab = sub.add_parser("lab", help="JupyterLab on notebooks/ at 127.0.0.1, behind a token")
+    lab.add_argument("--port", type=int, default=8888)
+    lab.add_argument("--token", default=None, help="default: a fresh random token")
+    lab.add_argument("--no-browser", action="store_true")
+
+    args = parser.parse_args(argv)
+    if args.command == "doctor":
+        from .doctor import report
+
+        print(report())
+    elif args.command == "lab":
+        from .lab import main as lab_main
+
+        lab_main(args.port, args.token, not args.no_browser)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,36 @@
+"""Array kinds: the op takes ``mx.array`` or NumPy arrays and answers in the kind of q."""
+
+from __future__ import annotations
+
+import mlx.core as mx
+import numpy as np
+
+FLOAT_DTYPES = ("float16", "bfloat16", "float32")
+
+
+def is_array(x) -> bool:
+    return isinstance(x, (mx.array, np.ndarray))
+
+
+def dtype_name(x) -> str:
+    """'float16', 'bfloat16', 'int32', ... for an mx.array or a NumPy array."""
+    if isinstance(x, mx.array):
+        return str(x.dtype).rsplit(".", 1)[-1]
+    return np.dtype(x.dtype).name
+
+
+def to_mx(x) -> mx.array:
+    return x if isinstance(x, mx.array) else mx.array(x)
+
+
+def to_numpy(x, dtype=None) -> np.ndarray:
+    """A NumPy copy; bfloat16 (which NumPy lacks) goes through float32 exactly."""
+    if isinstance(x, mx.array):
+        if x.dtype == mx.bfloat16:
+            x = x.astype(mx.float32)
+        x = np.array(x)
+    return np.asarray(x, dtype=dtype)
+
+
+def mx_dtype(name: str):
+    return getattr(mx, name)

@@ -1,0 +1,77 @@
+"""Which implementations run here, and the choice ``backend="auto"`` makes.
+
+=======  ==============================================================
+metal    the fused kernel through ``mx.fast.metal_kernel`` (Apple Silicon)
+cuda     the fused kernel through ``mx.fast.cuda_kernel`` (NVIDIA, mlx[cuda13])
+mlx      MLX ops, any MLX device, the CPU included
+=======  ==============================================================
+
+``auto`` takes the first that runs, in that order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import mlx.core as mx
+
+from .mlx_ops import rope_pool_mlx
+
+PREFERENCE = ("metal", "cuda", "mlx")
+
+
+@dataclass(frozen=True)
+class BackendStatus:
+    name: str
+    available: bool
+    reason: str  # where it runs, or why it does not
+
+    def __str__(self) -> str:
+        return f"{self.name}: {'runs: ' if self.available else ''}{self.reason}"
+
+
+def _kernel_statuses() -> dict[str, tuple[BackendStatus, Callable | None]]:
+    from . import kernels
+
+    return kernels.statuses()
+
+
+def _registry() -> dict[str, tuple[BackendStatus, Callable | None]]:
+    reg = dict(_kernel_statuses())
+    reg["mlx"] = (BackendStatus("mlx", True, f"MLX ops on {mx.default_device()}"), rope_pool_mlx)
+    return {name: reg[name] for name in PREFERENCE}
+
+
+def available_backends() -> dict[str, BackendStatus]:
+    """Each backend's status, in ``auto``'s order of preference.
+
+    Example
+    -------
+    >>> import ropepool
+    >>> ropepool.available_backends()["mlx"].available
+    True
+    """
+    return {name: status for name, (status, _) in _registry().items()}
+
+
+def best_backend() -> str:
+    """The backend ``auto`` picks here."""
+    return next(name for name, s in available_backends().items() if s.available)
+
+
+def resolve(backend: str) -> tuple[str, Callable]:
+    """``(name, implementation)`` for ``backend``, or a RopePoolError saying why not."""
+    from .validation import fail
+
+    reg = _registry()
+    if backend == "auto":
+        backend = best_backend()
+    if backend not in reg:
+        raise fail("unknown_backend", expected=f"'auto' or one of {list(reg)}", got=repr(backend),
+                   hint="see ropepool.available_backends().")
+    status, impl = reg[backend]
+    if not status.available:
+        raise fail("backend_unavailable", expected=f"a backend that runs here: {best_backend()!r} or 'auto'",
+                   got=repr(backend), hint=f"{status}.")
+    return backend, impl

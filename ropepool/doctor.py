@@ -1,0 +1,40 @@
+"""``python -m ropepool doctor``: versions, and which backends run here and why the others don't."""
+
+from __future__ import annotations
+
+import platform
+import sys
+from importlib import metadata
+
+PACKAGES = ("numpy", "mlx", "matplotlib", "ipywidgets", "jupyterlab")
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def findings() -> list[tuple[str, str]]:
+    """(item, finding) rows: the environment, then one row per backend."""
+    import mlx.core as mx
+
+    from .backends import available_backends, best_backend
+
+    rows = [
+        ("python", sys.version.split()[0]),
+        ("platform", f"{platform.system()} {platform.machine()}"),
+    ]
+    rows += [(name, _version(name)) for name in PACKAGES]
+    rows.append(("mlx default device", str(mx.default_device())))
+    rows += [(f"backend {name}", ("runs: " if s.available else "does not run: ") + s.reason)
+             for name, s in available_backends().items()]
+    rows.append(("backend='auto' picks", best_backend()))
+    return rows
+
+
+def report() -> str:
+    rows = findings()
+    width = max(len(item) for item, _ in rows)
+    return "\n".join(f"{item:<{width}}  {finding}" for item, finding in rows)

@@ -1,0 +1,59 @@
+"""``rope_pool_fused``: validate, pick a backend, run it, answer in the kind of q."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._arrays import to_mx, to_numpy
+from .backends import resolve
+from .validation import validate
+
+
+def rope_pool_fused(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_heads, num_kv_heads,
+                    rope_base, backend="auto", check_values=True):
+    """Rotate q and k with NeoX RoPE and write rotated k and raw v into the KV pools.
+
+    The rotation is the one in :mod:`ropepool.reference` (pair ``i`` with ``i + D/2``),
+    computed in float32 with one rounding to the output dtype.
+
+    Parameters
+    ----------
+    q : mx.array or np.ndarray ``[T, Hq, D]``
+    k, v : ``[T, Hkv, D]``, q's dtype (float16, bfloat16 or float32)
+    positions : int32 ``[T]``, each in ``[0, 2**24)``
+    slots : int32 ``[T]``; token t writes pool row ``slots[t]``; ``slots[t] < 0`` writes nothing
+    k_pool, v_pool : ``[P, Hkv, D]``, q's dtype
+    head_dim, num_qo_heads, num_kv_heads : int, D, Hq and Hkv (Hq a multiple of Hkv)
+    rope_base : float, the config's ``rope_theta``
+    backend : "auto", "metal", "cuda" or "mlx" (see :func:`ropepool.available_backends`)
+    check_values : bool, also check positions and slots by value (range, duplicate slots);
+        this reads them on the host. With False, an out-of-range slot still writes nothing.
+
+    Returns
+    -------
+    (q_rot ``[T, Hq, D]``, k_rot ``[T, Hkv, D]``, k_pool_new, v_pool_new ``[P, Hkv, D]``), of the
+    kind of q (mx.array or NumPy). Pool rows no token writes keep their bits. With mx.arrays the
+    pools are not mutated; rebind them (``k_pool = k_pool_new``) so MLX can reuse their buffers.
+
+    Raises
+    ------
+    RopePoolError
+        For every problem in ``ropepool.errors.CATALOG``, before anything is written.
+
+    Example
+    -------
+    >>> import ropepool
+    >>> from ropepool.shapes import Shapes
+    >>> kw = ropepool.make_inputs(Shapes(tokens=2, num_qo_heads=4, num_kv_heads=2, head_dim=8, pool_rows=5))
+    >>> q_rot, k_rot, k_pool, v_pool = ropepool.rope_pool_fused(**kw)
+    >>> k_pool.shape
+    (5, 2, 8)
+    """
+    _, impl = resolve(backend)
+    validate(q, k, v, positions, slots, k_pool, v_pool, head_dim=head_dim, num_qo_heads=num_qo_heads,
+             num_kv_heads=num_kv_heads, rope_base=rope_base, check_values=check_values)
+    args = [to_mx(x) for x in (q, k, v, positions, slots, k_pool, v_pool)]
+    out = impl(*args, rope_base=float(rope_base))
+    if isinstance(q, np.ndarray):
+        return tuple(to_numpy(o) for o in out)
+    return out

@@ -1,0 +1,165 @@
+"""The validation contract of ``rope_pool_fused``.
+
+First SGLang's own checks, in its order and with its messages (its Python wrapper, then
+its C++ extension); then the checks SGLang leaves out, whose failures are silent wrong
+answers or out-of-bounds writes in its kernel. Every failure raises
+:class:`~ropepool.errors.RopePoolError`; nothing is written before validation passes.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._arrays import FLOAT_DTYPES, dtype_name, is_array, to_numpy
+from .errors import CATALOG, RopePoolError
+
+#: Positions at or above this lose integer exactness in float32 (24-bit significand).
+MAX_POSITION = 2**24
+
+
+def fail(code: str, *, expected, got, hint: str, **fmt) -> RopePoolError:
+    """Build the error ``code`` with the catalog's message formatted by ``fmt``."""
+    return RopePoolError(code, CATALOG[code].message.format(got=got, **fmt), expected=expected, got=got, hint=hint)
+
+
+def _k_shape_hint(k_shape, T, num_qo_heads, num_kv_heads, head_dim) -> str:
+    k_T, k_H, k_D = k_shape
+    if k_T != T:
+        return f"k has {k_T} tokens but q has {T}: q, k and v must come from the same tokens."
+    if k_D != head_dim:
+        return (f"k's last axis is {k_D}, not head_dim={head_dim}: if head_dim was computed as "
+                "hidden_size // num_attention_heads, the model may set head_dim explicitly (Gemma-2: 256).")
+    if k_H == num_qo_heads != num_kv_heads:
+        return (f"k carries as many heads as q ({k_H}): an MHA-style k under a GQA config "
+                f"(G = {num_qo_heads} // {num_kv_heads}). k must keep its own {num_kv_heads} KV heads "
+                "(do not repeat them for attention before the cache write), and num_kv_heads must come "
+                "from the K projection, i.e. config.num_key_value_heads.")
+    if num_kv_heads == num_qo_heads and k_H < num_qo_heads:
+        return (f"num_kv_heads equals num_qo_heads ({num_qo_heads}) but k has {k_H} heads: num_kv_heads "
+                "was likely taken from config.num_attention_heads. Under GQA it comes from the K "
+                f"projection, i.e. config.num_key_value_heads (here {k_H}).")
+    return (f"k has {k_H} heads but num_kv_heads={num_kv_heads}: num_kv_heads must come from the K "
+            "projection, i.e. config.num_key_value_heads.")
+
+
+def validate(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_heads, num_kv_heads,
+             rope_base, check_values=True) -> None:
+    """Raise :class:`RopePoolError` for the first problem found; return None if the call is valid.
+
+    With ``check_values`` the values of positions and slots are checked too (range,
+    duplicates); that reads them on the host, a synchronisation for lazy MLX arrays.
+    """
+    named = dict(q=q, k=k, v=v, positions=positions, slots=slots, k_pool=k_pool, v_pool=v_pool)
+    for name, x in named.items():
+        if not is_array(x):
+            raise fail("not_an_array", name=name, kind=type(x).__name__, expected="mx.array or np.ndarray",
+                       got=type(x).__name__, hint=f"wrap {name} with mx.array(...) or np.asarray(...).")
+
+    # --- SGLang's Python wrapper, in its order ---------------------------------------------
+    if q.ndim != 3 or k.ndim != 3 or v.ndim != 3:
+        raise fail("qkv_ndim", expected="3-D q, k, v: [T, Hq, D], [T, Hkv, D], [T, Hkv, D]",
+                   got=f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}",
+                   hint="a 2-D [T, H*D] array is a projection output whose heads were not split yet: "
+                        "reshape it to [T, H, D].")
+    if positions.ndim != 1 or slots.ndim != 1:
+        raise fail("index_ndim", expected="positions [T] and slots [T]",
+                   got=f"positions {tuple(positions.shape)}, slots {tuple(slots.shape)}",
+                   hint="flatten them with .reshape(-1).")
+    if k_pool.ndim != 3 or v_pool.ndim != 3:
+        raise fail("pool_ndim", expected="k_pool and v_pool of shape [P, Hkv, D]",
+                   got=f"k_pool {tuple(k_pool.shape)}, v_pool {tuple(v_pool.shape)}",
+                   hint=f"view each pool as [P, {num_kv_heads}, {head_dim}].")
+    T = q.shape[0]
+    if tuple(q.shape) != (T, num_qo_heads, head_dim):
+        hint = f"q has {q.shape[1]} heads of size {q.shape[2]}."
+        if q.shape[1] == num_kv_heads != num_qo_heads and q.shape[2] == head_dim:
+            hint += " num_qo_heads and num_kv_heads look swapped: num_qo_heads is config.num_attention_heads."
+        elif q.shape[2] != head_dim:
+            hint += " head_dim disagrees with q's last axis: use the model's head_dim."
+        raise fail("q_shape", shape=tuple(q.shape), expected=f"{(T, num_qo_heads, head_dim)} = [T, Hq, D]",
+                   got=tuple(q.shape), hint=hint)
+    if tuple(k.shape) != (T, num_kv_heads, head_dim):
+        raise fail("k_shape", shape=tuple(k.shape), expected=f"{(T, num_kv_heads, head_dim)} = [T, Hkv, D]",
+                   got=tuple(k.shape), hint=_k_shape_hint(tuple(k.shape), T, num_qo_heads, num_kv_heads, head_dim))
+    if tuple(v.shape) != tuple(k.shape):
+        raise fail("v_shape", shape=tuple(v.shape), k_shape=tuple(k.shape), expected=f"{tuple(k.shape)} like k",
+                   got=tuple(v.shape), hint="v must be [T, Hkv, D] exactly like k; do not repeat its heads.")
+    if positions.shape[0] != T or slots.shape[0] != T:
+        raise fail("index_len", expected=f"{T} positions and {T} slots (one per token)",
+                   got=f"{positions.shape[0]} positions, {slots.shape[0]} slots",
+                   hint="in a decode step pass only the new tokens' positions and slots.")
+    if tuple(k_pool.shape[1:]) != (num_kv_heads, head_dim):
+        hint = f"each pool row must hold one token's k: [{num_kv_heads}, {head_dim}]."
+        if k_pool.shape[1] == num_qo_heads != num_kv_heads:
+            hint += " The pool has num_qo_heads heads: allocate it with config.num_key_value_heads."
+        raise fail("k_pool_shape", shape=tuple(k_pool.shape), expected=f"[P, {num_kv_heads}, {head_dim}]",
+                   got=tuple(k_pool.shape), hint=hint)
+    if tuple(v_pool.shape) != tuple(k_pool.shape):
+        raise fail("v_pool_shape", shape=tuple(v_pool.shape), k_shape=tuple(k_pool.shape),
+                   expected=f"{tuple(k_pool.shape)} like k_pool", got=tuple(v_pool.shape),
+                   hint="allocate v_pool exactly like k_pool.")
+    dt = {name: dtype_name(x) for name, x in named.items()}
+    if not dt["q"] == dt["k"] == dt["v"]:
+        raise fail("qkv_dtype", expected=f"one dtype for q, k, v", got=f"q {dt['q']}, k {dt['k']}, v {dt['v']}",
+                   hint=f"cast k and v to {dt['q']} (or all three to the pool's dtype).")
+    if not dt["k_pool"] == dt["v_pool"] == dt["q"]:
+        raise fail("pool_dtype", expected=f"pools in {dt['q']}", got=f"k_pool {dt['k_pool']}, v_pool {dt['v_pool']}",
+                   hint="allocate the pools in the activations' dtype; this op does not convert or quantize.")
+
+    # --- SGLang's C++ extension --------------------------------------------------------------
+    if dt["positions"] != "int32" or dt["slots"] != "int32":
+        raise fail("index_dtype", expected="int32 positions and slots",
+                   got=f"positions {dt['positions']}, slots {dt['slots']}",
+                   hint="arange defaults to int64: cast with .astype(np.int32) or .astype(mx.int32).")
+    if head_dim % 2:
+        raise fail("head_dim_odd", expected="an even head_dim", got=head_dim,
+                   hint="NeoX RoPE pairs dimension i with i + head_dim/2.")
+    if dt["q"] not in FLOAT_DTYPES:
+        raise fail("unsupported_dtype", expected="float16, bfloat16 or float32", got=dt["q"],
+                   hint="NumPy defaults to float64: cast to float32 (or float16).")
+
+    # --- What SGLang leaves unchecked --------------------------------------------------------
+    if not (num_qo_heads > 0 and num_kv_heads > 0 and head_dim > 0):
+        got = f"num_qo_heads={num_qo_heads}, num_kv_heads={num_kv_heads}, head_dim={head_dim}"
+        raise fail("head_count", expected="all three > 0", got=got,
+                   hint="read them from the model's config; a missing field is not 0.")
+    if num_qo_heads % num_kv_heads:
+        raise fail("group_size", expected="num_qo_heads % num_kv_heads == 0",
+                   got=f"{num_qo_heads} and {num_kv_heads}",
+                   hint=f"{num_qo_heads} query heads cannot be split evenly over {num_kv_heads} KV heads: "
+                        "take both from the same model's config.")
+    try:
+        base_ok = math.isfinite(float(rope_base)) and float(rope_base) > 0
+    except (TypeError, ValueError):
+        base_ok = False
+    if not base_ok:
+        raise fail("rope_base", expected="a finite rope_base > 0, e.g. 10000.0 or 500000.0", got=repr(rope_base),
+                   hint="pass config.rope_theta (10000.0 where the config has none).")
+    if check_values:
+        _validate_values(to_numpy(positions, np.int64), to_numpy(slots, np.int64), k_pool.shape[0])
+
+
+def _validate_values(pos: np.ndarray, slots: np.ndarray, pool_rows: int) -> None:
+    if (pos < 0).any():
+        t = int(np.argmax(pos < 0))
+        raise fail("position_negative", expected="positions >= 0", got=f"{pos[t]} at token {t}",
+                   hint="mark a token that should not be written with slot -1, not position -1.")
+    if (pos >= MAX_POSITION).any():
+        t = int(np.argmax(pos >= MAX_POSITION))
+        raise fail("position_too_large", expected=f"positions < {MAX_POSITION}", got=f"{pos[t]} at token {t}",
+                   hint="float32 angles cannot tell such positions apart; is this a slot or garbage?")
+    if (slots >= pool_rows).any():
+        t = int(np.argmax(slots >= pool_rows))
+        raise fail("slot_out_of_range", pool_rows=pool_rows, expected=f"slots < P = {pool_rows} (or -1 to skip)",
+                   got=f"{slots[t]} at token {t}",
+                   hint=f"the pool has rows 0..{pool_rows - 1}; an out-of-range slot is an out-of-bounds write.")
+    written = slots[slots >= 0]
+    uniq, first, counts = np.unique(written, return_index=True, return_counts=True)
+    if (counts > 1).any():
+        row = int(uniq[np.argmax(counts > 1)])
+        tokens = np.flatnonzero(slots == row).tolist()
+        raise fail("duplicate_slot", expected="distinct slots for writing tokens",
+                   got=f"row {row} from tokens {tokens}",
+                   hint="give every token its own slot, or slot -1 to write nothing.")
