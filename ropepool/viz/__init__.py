@@ -1,0 +1,6 @@
+"""Plots for the notebook suite: importable, tested by pytest on the figure's data.
+
+One module per topic; each function returns a matplotlib Figure.
+"""
+
+from . import gqa, kernel, pool, rotation  # noqa: F401

@@ -1,0 +1,1 @@
+"""Plots: gqa (to be written)."""

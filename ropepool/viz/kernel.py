@@ -1,0 +1,1 @@
+"""Plots: kernel (to be written)."""

@@ -1,0 +1,1 @@
+"""Plots: pool (to be written)."""

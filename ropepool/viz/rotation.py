@@ -1,0 +1,1 @@
+"""Plots: rotation (to be written)."""

@@ -1,0 +1,1 @@
+"""Widgets: errors (to be written)."""

@@ -1,0 +1,1 @@
+"""Widgets: gqa (to be written)."""

@@ -1,0 +1,1 @@
+"""Widgets: pool (to be written)."""

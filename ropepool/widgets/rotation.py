@@ -1,0 +1,1 @@
+"""Widgets: rotation (to be written)."""
