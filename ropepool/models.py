@@ -1,0 +1,319 @@
+"""From a model's config to the op's parameters: Hq, Hkv, D and rope_base.
+
+A Hugging Face ``config.json`` does not always say these four plainly, and the mistakes this
+project is about (see :mod:`ropepool.validation`) come from reading them the obvious way:
+
+=========================  =================================================================
+num_qo_heads  (Hq)         ``num_attention_heads``
+num_kv_heads  (Hkv)        ``num_key_value_heads``; absent: MHA, Hkv = Hq; Falcon says
+                           ``multi_query: true`` (Hkv = 1) or, with ``new_decoder_architecture``,
+                           ``num_kv_heads``
+head_dim      (D)          ``head_dim`` where the model sets it (Gemma-2-9B: 256, not
+                           3584 / 16 = 224); otherwise ``hidden_size // num_attention_heads``
+rope_base                  ``rope_theta``; absent: 10000.0, the transformers default
+=========================  =================================================================
+
+:func:`from_config` also refuses what this op cannot compute: partial rotary embeddings
+(``partial_rotary_factor < 1``: the op rotates the whole head), multi-head latent attention
+(DeepSeek-V2/V3) and ALiBi. It accepts ``rope_scaling`` with a warning, since this op
+applies plain RoPE. Presets ship the relevant fields of seven real configs
+(:func:`preset_names`), each naming the model and the file its numbers come from.
+
+Example
+-------
+>>> p = preset("gemma-2-9b")
+>>> p.num_qo_heads, p.num_kv_heads, p.group_size, p.head_dim, p.rope_base
+(16, 8, 2, 256, 10000.0)
+>>> p.shapes(tokens=4, pool_rows=32).kv
+(4, 8, 256)
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from .shapes import Shapes
+
+_PRESETS = ("llama-3-8b", "llama-3-70b", "mistral-7b", "qwen2.5-7b", "gemma-2-9b", "phi-3-mini", "falcon-7b")
+
+#: transformers' default ``rope_theta`` where a config has none.
+DEFAULT_ROPE_BASE = 10000.0
+
+# Fields that mark multi-head latent attention (DeepSeek-V2/V3, Kimi-K2, ...).
+_MLA_FIELDS = ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim")
+
+# What plain RoPE gets wrong, per rope_scaling type.
+_SCALING_EFFECT = {
+    "linear": "the model divides positions by the factor, so every position > 0 rotates differently",
+    "dynamic": "the model stretches rope_theta beyond its original context, so long positions rotate differently",
+    "llama3": "the model slows the low frequencies, so q_rot and k_rot differ from the model's at positions > 0",
+    "yarn": "the model rescales the frequencies, so q_rot and k_rot differ from the model's at positions > 0",
+    "longrope": "the model rescales each frequency, so q_rot and k_rot differ from the model's at positions > 0",
+}
+
+
+class ConfigError(ValueError):
+    """A config this op cannot serve, or one whose fields disagree.
+
+    Attributes
+    ----------
+    fields : tuple of str   the config fields the message is about
+    """
+
+    def __init__(self, message: str, *, fields: tuple[str, ...] = ()):
+        self.fields = tuple(fields)
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class RopeParams:
+    """The op's parameters for one model: ``rope_pool_fused(..., head_dim=, num_qo_heads=, ...)``.
+
+    Attributes
+    ----------
+    name : str                 the model, e.g. ``meta-llama/Meta-Llama-3-8B``
+    num_qo_heads : int         Hq
+    num_kv_heads : int         Hkv
+    head_dim : int             D
+    rope_base : float          the config's ``rope_theta``
+    notes : tuple of str       how each value was read where it is not the obvious field
+    warnings : tuple of str    where this op's result will differ from the model's (rope scaling)
+    """
+
+    name: str
+    num_qo_heads: int  # Hq
+    num_kv_heads: int  # Hkv
+    head_dim: int  # D
+    rope_base: float
+    notes: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def group_size(self) -> int:
+        """G = Hq // Hkv, query heads per KV head."""
+        return self.num_qo_heads // self.num_kv_heads
+
+    def shapes(self, tokens: int, pool_rows: int) -> Shapes:
+        """The :class:`~ropepool.shapes.Shapes` of a call with T = ``tokens`` and P = ``pool_rows``."""
+        return Shapes(tokens, self.num_qo_heads, self.num_kv_heads, self.head_dim, pool_rows)
+
+    def op_kwargs(self) -> dict:
+        """``head_dim``, ``num_qo_heads``, ``num_kv_heads`` and ``rope_base`` for ``rope_pool_fused``."""
+        return dict(head_dim=self.head_dim, num_qo_heads=self.num_qo_heads, num_kv_heads=self.num_kv_heads,
+                    rope_base=self.rope_base)
+
+
+def preset_names() -> list[str]:
+    """The shipped presets, in a fixed order."""
+    return list(_PRESETS)
+
+
+def load_preset(name: str) -> dict:
+    """The config dict of preset ``name`` (Hugging Face field names, plus ``_source``).
+
+    Raises
+    ------
+    ConfigError
+        ``name`` is not one of :func:`preset_names`.
+    """
+    if name not in _PRESETS:
+        close = difflib.get_close_matches(str(name), _PRESETS, n=1)
+        maybe = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ConfigError(f"unknown preset {name!r}{maybe}: choose one of {', '.join(_PRESETS)}")
+    text = resources.files("ropepool").joinpath("presets", f"{name}.json").read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+def preset(name: str) -> RopeParams:
+    """``from_config(load_preset(name))``."""
+    return from_config(load_preset(name))
+
+
+def load_config(source: str | Path) -> dict:
+    """A config dict from a preset name, a ``config.json`` path, or a folder holding one.
+
+    Raises
+    ------
+    ConfigError
+        With a one-line message: no such preset or file, unreadable file, malformed JSON,
+        or JSON that is not an object.
+    """
+    source = str(source)
+    if source in _PRESETS:
+        return load_preset(source)
+    path = Path(source)
+    if path.is_dir():
+        path = path / "config.json"
+    if not path.exists():
+        raise ConfigError(f"{source}: no such file, and not a preset ({', '.join(_PRESETS)})")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: cannot read it ({e.__class__.__name__}: {e})") from None
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{path}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+    if not isinstance(config, dict):
+        raise ConfigError(f"{path}: expected a JSON object (a model config), got a JSON {type(config).__name__}")
+    return config
+
+
+def _present(config: dict, key: str) -> bool:
+    return config.get(key) is not None
+
+
+def _positive_int(config: dict, key: str, name: str) -> int:
+    value = config[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(f"{name}: {key} must be a positive integer, got {value!r}", fields=(key,))
+    return value
+
+
+def _first(config: dict, keys: tuple[str, ...]) -> str | None:
+    return next((k for k in keys if _present(config, k)), None)
+
+
+def from_config(config: dict) -> RopeParams:
+    """Read Hq, Hkv, D and rope_base from a Hugging Face-style config dict.
+
+    Parameters
+    ----------
+    config : dict
+        A model's ``config.json`` as a dict (extra fields are ignored). A multimodal config
+        whose attention fields sit under ``text_config`` is read from there.
+
+    Returns
+    -------
+    RopeParams
+
+    Raises
+    ------
+    ConfigError
+        Naming the fields involved, when: a needed field is missing or not a positive integer;
+        ``hidden_size`` is not a multiple of ``num_attention_heads`` (and no ``head_dim`` is set);
+        the KV heads do not divide the query heads; ``head_dim`` is odd; ``multi_query`` and a
+        KV-head count disagree; ``rope_theta`` is not a finite number > 0; the model rotates
+        only part of each head (``partial_rotary_factor``, ``rotary_pct``, ``rotary_dim``); it
+        uses multi-head latent attention (``kv_lora_rank``, ...) or ALiBi.
+
+    Example
+    -------
+    >>> p = from_config({"num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096})
+    >>> p.num_kv_heads, p.head_dim, p.rope_base
+    (8, 128, 10000.0)
+    """
+    if not isinstance(config, dict):
+        raise ConfigError(f"a config must be a dict, got {type(config).__name__}")
+    name = str(config.get("_name_or_path") or config.get("name") or config.get("model_type") or "config")
+    notes: list[str] = []
+    warnings: list[str] = []
+    if not _first(config, ("num_attention_heads", "n_head")) and isinstance(config.get("text_config"), dict):
+        config = config["text_config"]
+        notes.append("attention fields read from text_config (a multimodal config)")
+
+    # --- Attention this op does not compute -------------------------------------------------
+    mla = [k for k in _MLA_FIELDS if _present(config, k)]
+    if mla:
+        got = ", ".join(f"{k}={config[k]}" for k in mla)
+        raise ConfigError(
+            f"{name} uses multi-head latent attention ({got}): its cache holds a compressed latent per "
+            "token plus one shared RoPE key, not per-head k and v, and RoPE covers only qk_rope_head_dim "
+            "of each head; rope_pool_fused does not fit this model", fields=tuple(mla))
+    if config.get("alibi") is True:
+        raise ConfigError(f"{name} uses ALiBi (alibi: true), not rotary embeddings: rope_pool_fused does not "
+                          "fit this model", fields=("alibi",))
+
+    # --- Hq ---------------------------------------------------------------------------------
+    heads_key = _first(config, ("num_attention_heads", "n_head"))
+    if heads_key is None:
+        raise ConfigError(f"{name}: num_attention_heads is missing", fields=("num_attention_heads",))
+    Hq = _positive_int(config, heads_key, name)
+
+    # --- D ----------------------------------------------------------------------------------
+    hidden_key = _first(config, ("hidden_size", "n_embd", "d_model"))
+    hidden = _positive_int(config, hidden_key, name) if hidden_key else None
+    if _present(config, "head_dim"):
+        D = _positive_int(config, "head_dim", name)
+        if hidden is not None and hidden != Hq * D:
+            notes.append(f"head_dim = {D} is set by the config; {hidden_key} / {heads_key} = {hidden} / {Hq} "
+                         f"= {hidden / Hq:g} would be wrong (q_proj is {Hq} x {D} = {Hq * D} wide, "
+                         f"not {hidden})")
+    elif hidden is None:
+        raise ConfigError(f"{name}: neither head_dim nor hidden_size is set, so head_dim is unknown",
+                          fields=("head_dim", "hidden_size"))
+    elif hidden % Hq:
+        raise ConfigError(f"{name}: {hidden_key} = {hidden} is not a multiple of {heads_key} = {Hq} and the "
+                          "config sets no head_dim", fields=(hidden_key, heads_key, "head_dim"))
+    else:
+        D = hidden // Hq
+    if D % 2:
+        raise ConfigError(f"{name}: head_dim = {D} is odd; NeoX RoPE pairs dimension i with i + head_dim/2",
+                          fields=("head_dim",) if _present(config, "head_dim") else (hidden_key, heads_key))
+
+    # --- Hkv --------------------------------------------------------------------------------
+    kv_key = _first(config, ("num_key_value_heads", "num_kv_heads", "n_head_kv"))
+    if config.get("new_decoder_architecture") is True:
+        kv_key = kv_key or "num_kv_heads"
+        Hkv = _positive_int(config, kv_key, name) if _present(config, kv_key) else Hq
+        notes.append(f"new_decoder_architecture: KV heads from {kv_key} = {Hkv} (multi_query is ignored)")
+    elif config.get("multi_query") is True:
+        if kv_key is not None and config[kv_key] != 1:
+            raise ConfigError(f"{name}: multi_query is true (one KV head) but {kv_key} = {config[kv_key]!r}",
+                              fields=("multi_query", kv_key))
+        Hkv = 1
+        notes.append(f"multi_query: true: one KV head shared by all {Hq} query heads (MQA)")
+    elif kv_key is not None:
+        Hkv = _positive_int(config, kv_key, name)
+    else:
+        Hkv = Hq
+        notes.append(f"num_key_value_heads absent: MHA, one KV head per query head ({Hq})")
+    if Hq % Hkv:
+        raise ConfigError(f"{name}: {kv_key or 'num_key_value_heads'} = {Hkv} does not divide {heads_key} = "
+                          f"{Hq}; each KV head must serve a whole group of query heads",
+                          fields=(heads_key, kv_key or "num_key_value_heads"))
+
+    # --- Whole-head rotation ----------------------------------------------------------------
+    for key in ("partial_rotary_factor", "rotary_pct"):
+        fraction = config.get(key)
+        if fraction is None or fraction == 1:
+            continue
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction < 1:
+            raise ConfigError(f"{name}: {key} must be a number in (0, 1], got {fraction!r}", fields=(key,))
+        raise ConfigError(
+            f"{name}: {key} = {fraction}: the model rotates only {fraction} of each head "
+            f"({fraction * D:g} of {D} dimensions); rope_pool_fused rotates the whole head, so this "
+            "model does not fit it", fields=(key,))
+    if _present(config, "rotary_dim") and config["rotary_dim"] != D:
+        raise ConfigError(f"{name}: rotary_dim = {config['rotary_dim']} but head_dim = {D}: the model rotates "
+                          "only part of each head; rope_pool_fused rotates the whole head, so this model does "
+                          "not fit it", fields=("rotary_dim",))
+
+    # --- rope_base and scaling --------------------------------------------------------------
+    rope_parameters = config.get("rope_parameters") if isinstance(config.get("rope_parameters"), dict) else {}
+    if _present(config, "rope_theta"):
+        base_key, base = "rope_theta", config["rope_theta"]
+    elif _present(rope_parameters, "rope_theta"):
+        base_key, base = "rope_parameters.rope_theta", rope_parameters["rope_theta"]
+    elif _present(config, "rotary_emb_base"):
+        base_key, base = "rotary_emb_base", config["rotary_emb_base"]
+    else:
+        base_key, base = "rope_theta", DEFAULT_ROPE_BASE
+        notes.append(f"rope_theta absent: {DEFAULT_ROPE_BASE}, the transformers default")
+    if isinstance(base, bool) or not isinstance(base, (int, float)) or not (math.isfinite(base) and base > 0):
+        raise ConfigError(f"{name}: {base_key} must be a finite number > 0, got {base!r}", fields=(base_key,))
+
+    scaling = config.get("rope_scaling") or rope_parameters
+    kind = (scaling.get("rope_type") or scaling.get("type") or "default") if isinstance(scaling, dict) else "default"
+    if kind != "default":
+        factor = f", factor {scaling['factor']}" if "factor" in scaling else ""
+        effect = _SCALING_EFFECT.get(kind, "the model's rotation is not plain RoPE")
+        warnings.append(f"rope_scaling ({kind}{factor}): this op applies plain RoPE with rope_base = {float(base)}; "
+                        f"{effect}. The shapes hold; the rotated values are not the model's.")
+
+    return RopeParams(name, Hq, Hkv, D, float(base), tuple(notes), tuple(warnings))
