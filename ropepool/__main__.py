@@ -16,6 +16,11 @@ def main(argv: list[str] | None = None) -> int:
     lab.add_argument("--token", default=None, help="default: a fresh random token")
     lab.add_argument("--no-browser", action="store_true")
 
+    from .check import add_arguments as check_arguments
+
+    check_arguments(sub.add_parser("check", help="a model's shapes for this op from its config or a preset, "
+                                                 "then one real call"))
+
     args = parser.parse_args(argv)
     if args.command == "doctor":
         from .doctor import report
@@ -25,6 +30,10 @@ def main(argv: list[str] | None = None) -> int:
         from .lab import main as lab_main
 
         lab_main(args.port, args.token, not args.no_browser)
+    elif args.command == "check":
+        from .check import main as check_main
+
+        return check_main(args)
     return 0
 
 

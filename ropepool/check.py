@@ -1,0 +1,190 @@
+"""``python -m ropepool check CONFIG_OR_PRESET``: a model's shapes for this op, then one real call.
+
+Prints the op's parameters as read from the config (:func:`ropepool.models.from_config`), the
+shapes of q, k, v and the pools (symbolic and concrete), the group size and the pool's memory
+per layer; then runs ``rope_pool_fused`` once on random data of those shapes on the best
+backend here and checks the result. With ``--num-kv-heads N`` that disagrees with the config it
+makes the call a misconfigured program makes (k from the config's K projection, ``num_kv_heads=N``)
+and prints the op's error, its hint and the fix.
+
+Exit status: 0 the call ran and checked out; 1 the model does not fit the op, the given
+``--num-kv-heads`` is wrong, or the call failed; 2 the config could not be read or an option is bad.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TextIO
+
+from .models import ConfigError, RopeParams, from_config, load_config, preset_names
+from .shapes import DTYPE_BYTES, Shapes
+
+#: Tolerance of q_rot and k_rot against the float64 reference, as max |got - ref| / (1 + |ref|):
+#: twice the half-ulp of one rounding to the dtype (float32: room for sin/cos).
+TOLERANCE = {"float32": 1e-5, "float16": 1e-3, "bfloat16": 8e-3}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``check`` subcommand's arguments."""
+    parser.add_argument("source", metavar="CONFIG_OR_PRESET",
+                        help=f"a config.json (or a folder holding one), or a preset: {', '.join(preset_names())}")
+    parser.add_argument("--tokens", type=int, default=8, help="T, tokens in the call (default 8)")
+    parser.add_argument("--pool", type=int, default=64, help="P, rows in each pool (default 64)")
+    parser.add_argument("--dtype", choices=sorted(DTYPE_BYTES), default="float16", help="default float16")
+    parser.add_argument("--num-kv-heads", type=int, default=None, metavar="N",
+                        help="the num_kv_heads your code passes; explained if it disagrees with the config")
+
+
+def human_bytes(n: int) -> str:
+    """``1536`` -> ``'1.5 KiB'``."""
+    size, unit = float(n), "B"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            break
+        size /= 1024
+    return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
+
+
+def _attention_kind(p: RopeParams) -> str:
+    if p.num_kv_heads == p.num_qo_heads:
+        return "MHA: one KV head per query head"
+    if p.num_kv_heads == 1:
+        return f"MQA: all {p.num_qo_heads} query heads share one KV head"
+    return f"GQA: each KV head serves {p.group_size} query heads"
+
+
+def describe(p: RopeParams, config: dict, s: Shapes, dtype: str) -> str:
+    """The report's first part: parameters, shapes, group size and pool memory."""
+    lines = [f"model       {p.name}"]
+    if config.get("_source"):
+        lines.append(f"source      {config['_source']}")
+    lines += [
+        "",
+        "parameters",
+        f"  num_qo_heads  Hq  = {p.num_qo_heads}",
+        f"  num_kv_heads  Hkv = {p.num_kv_heads}",
+        f"  head_dim      D   = {p.head_dim}",
+        f"  rope_base         = {p.rope_base}",
+        f"  group size    G = Hq // Hkv = {p.group_size}  ({_attention_kind(p)})",
+    ]
+    lines += [f"  note: {n}" for n in p.notes]
+    lines += [f"  WARNING: {w}" for w in p.warnings]
+    lines += ["", f"shapes (T = {s.tokens}, P = {s.pool_rows}, {dtype})"]
+    lines += [f"  {name:<10}{sym:<14}{shape}" for name, sym, shape in s.table()]
+    per_token = 2 * s.num_kv_heads * s.head_dim * DTYPE_BYTES[dtype]  # k and v, [Hkv, D] each
+    lines += [
+        "",
+        f"pool memory per layer (k_pool + v_pool, {dtype})",
+        f"  per token     2 x Hkv x D x {DTYPE_BYTES[dtype]} B = 2 x {s.num_kv_heads} x {s.head_dim} x "
+        f"{DTYPE_BYTES[dtype]} B = {human_bytes(per_token)}",
+        f"  {f'P = {s.pool_rows} rows':<14}{human_bytes(s.pool_bytes(dtype))}",
+    ]
+    layers = config.get("num_hidden_layers")
+    if isinstance(layers, int) and layers > 0:
+        lines.append(f"  {f'x {layers} layers':<14}{human_bytes(layers * s.pool_bytes(dtype))}")
+    return "\n".join(lines)
+
+
+def run_once(p: RopeParams, s: Shapes, dtype: str) -> str:
+    """Run the op once on random data of shapes ``s`` on the best backend; check it; say what ran.
+
+    Raises
+    ------
+    RuntimeError
+        The pools or the rotation disagree with the float64 reference.
+    RopePoolError
+        The op rejected the call (it should not: the inputs are built from ``s``).
+    """
+    import numpy as np
+
+    from ._arrays import to_numpy
+    from .backends import available_backends, best_backend
+    from .inputs import make_inputs
+    from .op import rope_pool_fused
+    from .reference import rope_pool_reference
+
+    backend = best_backend()
+    kw = make_inputs(s, dtype, kind="mlx", rope_base=p.rope_base)
+    q_rot, k_rot, k_pool, v_pool = rope_pool_fused(**kw, backend=backend)
+    f64 = {n: to_numpy(kw[n], np.float64) for n in ("q", "k", "v", "k_pool", "v_pool")}
+    ref = rope_pool_reference(f64["q"], f64["k"], f64["v"], to_numpy(kw["positions"]), to_numpy(kw["slots"]),
+                              f64["k_pool"], f64["v_pool"], rope_base=p.rope_base)
+    got = [to_numpy(x, np.float64) for x in (q_rot, k_rot, k_pool, v_pool)]
+    slots = to_numpy(kw["slots"]).astype(np.int64)
+    others = np.setdiff1d(np.arange(s.pool_rows), slots)
+    if not (np.array_equal(got[2][slots], got[1]) and np.array_equal(got[3][slots], f64["v"])):
+        raise RuntimeError("the written pool rows are not k_rot and v bit for bit")
+    if not (np.array_equal(got[2][others], f64["k_pool"][others])
+            and np.array_equal(got[3][others], f64["v_pool"][others])):
+        raise RuntimeError("pool rows no token writes were changed")
+    err = max((float((np.abs(g - r) / (1 + np.abs(r))).max()) for g, r in zip(got[:2], ref[:2]) if g.size),
+              default=0.0)
+    if err > TOLERANCE[dtype]:
+        raise RuntimeError(f"q_rot/k_rot differ from the float64 reference by {err:.1e} > {TOLERANCE[dtype]:.0e}")
+    return (f"ran rope_pool_fused once on backend {backend!r} ({available_backends()[backend].reason}): ok\n"
+            f"  {s.tokens} tokens written to {len(slots)} of {s.pool_rows} pool rows, bit for bit equal to "
+            f"k_rot and v; the other rows unchanged\n"
+            f"  q_rot and k_rot match the float64 reference: max |error| / (1 + |ref|) = {err:.1e} "
+            f"(tolerance {TOLERANCE[dtype]:.0e})")
+
+
+def explain_mismatch(p: RopeParams, s: Shapes, dtype: str, num_kv_heads: int) -> str:
+    """Make the call with k and the pools from the config and ``num_kv_heads``; return the explanation.
+
+    The message and hint are the op's own (:mod:`ropepool.validation`), not a second copy.
+    """
+    from .errors import RopePoolError
+    from .inputs import make_inputs
+    from .op import rope_pool_fused
+
+    kw = make_inputs(s, dtype, kind="mlx", rope_base=p.rope_base)
+    kw["num_kv_heads"] = num_kv_heads
+    lines = [f"mismatch: num_kv_heads = {num_kv_heads}, but this config gives {p.num_kv_heads}",
+             f"  with k, v and the pools built from the config ([T, {p.num_kv_heads}, {p.head_dim}]) and "
+             f"num_kv_heads={num_kv_heads}, rope_pool_fused says:"]
+    try:
+        rope_pool_fused(**kw)
+    except RopePoolError as e:
+        lines += [f"    {line}" for line in str(e).splitlines()]
+    else:  # pragma: no cover - the k shape check always fires
+        lines.append("    nothing: the call passed")
+    how = next((n for n in p.notes if "KV head" in n), "config.num_key_value_heads")
+    lines.append(f"fix: pass num_kv_heads={p.num_kv_heads}, the heads of the K projection ({how})")
+    return "\n".join(lines)
+
+
+def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """Run ``check`` for parsed ``args``; return the exit status (see the module docstring)."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    prog = "python -m ropepool check"
+    if args.tokens < 0 or args.pool < args.tokens:
+        print(f"{prog}: need 0 <= --tokens <= --pool (each token writes its own row), "
+              f"got --tokens {args.tokens} --pool {args.pool}", file=err)
+        return 2
+    if args.num_kv_heads is not None and args.num_kv_heads <= 0:
+        print(f"{prog}: --num-kv-heads must be > 0, got {args.num_kv_heads}", file=err)
+        return 2
+    try:
+        config = load_config(args.source)
+    except ConfigError as e:
+        print(f"{prog}: {e}", file=err)
+        return 2
+    try:
+        params = from_config(config)
+    except ConfigError as e:
+        print(f"{prog}: {e}", file=err)
+        return 1
+    shapes = params.shapes(args.tokens, args.pool)
+    print(describe(params, config, shapes, args.dtype), file=out)
+    print(file=out)
+    if args.num_kv_heads is not None and args.num_kv_heads != params.num_kv_heads:
+        print(explain_mismatch(params, shapes, args.dtype, args.num_kv_heads), file=out)
+        return 1
+    try:
+        print(run_once(params, shapes, args.dtype), file=out)
+    except Exception as e:  # the op or its check failed: say so on one line, no traceback
+        print(f"{prog}: the call failed: {type(e).__name__}: {str(e).splitlines()[0]}", file=err)
+        return 1
+    return 0
