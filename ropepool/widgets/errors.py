@@ -1,1 +1,169 @@
-"""Widgets: errors (to be written)."""
+"""Error cards and the "break it yourself" widget, both read from ``ropepool.errors.CATALOG``.
+
+Nothing here lists the errors: every function takes an :class:`~ropepool.errors.ErrorSpec`
+(or its code) and reads its message, meaning, causes and fix from the catalog, its bad call
+from ``spec.trigger()`` and its fixed call from ``spec.fixed()``.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+import ipywidgets as W
+import numpy as np
+
+from .._arrays import dtype_name, is_array, to_numpy
+from ..checks import expect_error
+from ..errors import CATALOG, ErrorSpec, RopePoolError
+from ..op import rope_pool_fused
+from ..reference import rope_pool_reference
+
+#: Where each check lives, in the order SGLang runs them: its Python wrapper, its C++ side, then ours.
+ORIGINS = {
+    "sglang": "SGLang's Python wrapper",
+    "sglang-c++": "SGLang's C++ extension",
+    "ropepool": "ropepool's extra checks",
+}
+
+#: (rtol, atol) for comparing an output of each dtype with the float64 reference.
+TOLERANCE = {"float32": (1e-5, 1e-5), "float16": (2e-3, 2e-3), "bfloat16": (1.6e-2, 1.6e-2)}
+
+OUTPUT_NAMES = ("q_rot", "k_rot", "k_pool", "v_pool")
+
+
+def by_origin(origin: str) -> list[ErrorSpec]:
+    """The catalog's errors raised by ``origin`` ("sglang", "sglang-c++" or "ropepool"), in catalog order."""
+    if origin not in ORIGINS:
+        raise ValueError(f"origin must be one of {list(ORIGINS)}, got {origin!r}")
+    return [spec for spec in CATALOG.values() if spec.origin == origin]
+
+
+@dataclass(frozen=True)
+class FixedRun:
+    """The fixed call of one catalog entry, run through the op and through the float64 reference.
+
+    Attributes
+    ----------
+    code : str
+    dtype : str                     the dtype of q in the fixed call
+    outputs, reference : tuple of 4 float64 arrays (q_rot, k_rot, k_pool, v_pool)
+    max_error : float               the largest ``|op - reference|`` over all four outputs
+    matches : bool                  every output within :data:`TOLERANCE` of the reference
+    """
+
+    code: str
+    dtype: str
+    outputs: tuple
+    reference: tuple
+    max_error: float
+    matches: bool
+
+
+def run_fixed(spec: ErrorSpec | str) -> FixedRun:
+    """Run ``spec.fixed()`` through ``rope_pool_fused`` and the reference, and compare them."""
+    spec = CATALOG[spec] if isinstance(spec, str) else spec
+    kw = spec.fixed()
+    out = rope_pool_fused(**kw)
+    ref = rope_pool_reference(kw["q"], kw["k"], kw["v"], kw["positions"], kw["slots"], kw["k_pool"],
+                              kw["v_pool"], rope_base=kw["rope_base"])
+    got = tuple(to_numpy(o, np.float64) for o in out)
+    dtype = dtype_name(kw["q"])
+    rtol, atol = TOLERANCE[dtype]
+    max_error = max((float(np.max(np.abs(g - r))) if g.size else 0.0) for g, r in zip(got, ref))
+    matches = all(g.shape == r.shape and np.allclose(g, r, rtol=rtol, atol=atol) for g, r in zip(got, ref))
+    return FixedRun(spec.code, dtype, got, ref, max_error, matches)
+
+
+def describe(value) -> str:
+    """A short description of one argument: kind, shape and dtype of an array (values if small ints)."""
+    if is_array(value):
+        kind = "mx.array" if type(value).__module__.startswith("mlx") else "np.ndarray"
+        text = f"{kind} {tuple(value.shape)} {dtype_name(value)}"
+        if value.ndim == 1 and "int" in dtype_name(value) and value.size <= 8:
+            text += f" {to_numpy(value).tolist()}"
+        return text
+    if isinstance(value, list):
+        return f"list of {len(value)}"
+    return repr(value)
+
+
+def changes(bad: dict, good: dict) -> list[tuple[str, str, str]]:
+    """(argument, in the bad call, in the fixed call) for every argument the fix changes."""
+    missing = "(not passed)"
+    rows = []
+    for name in list(good) + [n for n in bad if n not in good]:
+        b = describe(bad[name]) if name in bad else missing
+        g = describe(good[name]) if name in good else missing
+        if b != g:
+            rows.append((name, b, g))
+    return rows
+
+
+def error_card(spec: ErrorSpec, err: RopePoolError, run: FixedRun | None = None,
+               bad: dict | None = None, good: dict | None = None) -> str:
+    """An HTML card: the error as raised, what it means, causes, the fix and (given) the fixed call's result.
+
+    The card is a ``<div class="ropepool-error-card" data-code="...">``.
+    """
+    e = html.escape
+    parts = [f'<div class="ropepool-error-card" data-code="{e(spec.code)}" '
+             'style="border:1px solid #ccc;border-radius:6px;padding:0.5em 1em;margin:0.5em 0">',
+             f"<h4 style='margin:0.2em 0'><code>{e(spec.code)}</code> "
+             f"<small>({e(ORIGINS[spec.origin])})</small></h4>"]
+    if bad is not None and good is not None:
+        rows = "".join(f"<tr><td><code>{e(n)}</code></td><td>{e(b)}</td><td>{e(g)}</td></tr>"
+                       for n, b, g in changes(bad, good))
+        parts.append("<table class='ropepool-change'><tr><th>argument</th><th>bad call</th><th>fixed call</th></tr>"
+                     f"{rows}</table>")
+    parts.append(f"<pre style='white-space:pre-wrap;color:#9d0208'>RopePoolError: {e(str(err))}</pre>")
+    parts.append(f"<p><b>What it means.</b> {e(spec.meaning)}</p>")
+    parts.append("<p><b>Common causes.</b></p><ul>" + "".join(f"<li>{e(c)}</li>" for c in spec.causes) + "</ul>")
+    parts.append(f"<p><b>Fix.</b> {e(spec.fix)}</p>")
+    if run is not None:
+        verdict = "matches" if run.matches else "does NOT match"
+        parts.append(f"<p><b>After the fix</b> the call succeeds and {verdict} the float64 reference "
+                     f"({run.dtype}, largest difference {run.max_error:.1e}).</p>")
+    parts.append("</div>")
+    return "".join(parts)
+
+
+class BreakIt(W.VBox):
+    """Pick a mistake from the catalog; see the error it raises, what it means and how to fix it.
+
+    Attributes
+    ----------
+    mistake : Dropdown     ``description="Mistake"``; options (label, code) over the catalog
+    card : HTML            :func:`error_card` of the chosen mistake
+    error : RopePoolError  the error the bad call raised (proved by ``expect_error``)
+    run : FixedRun         the fixed call, compared with the reference
+
+    Example
+    -------
+    >>> w = BreakIt()
+    >>> w.mistake.value = "k_shape"
+    >>> w.error.code
+    'k_shape'
+    """
+
+    def __init__(self, code: str = "k_shape"):
+        self._cache: dict[str, tuple[RopePoolError, FixedRun, str]] = {}
+        options = [(f"{spec.code}: {spec.causes[0]}"[:90], spec.code) for spec in CATALOG.values()]
+        self.mistake = W.Dropdown(description="Mistake", options=options, value=code,
+                                  style={"description_width": "5em"}, layout=W.Layout(width="60em"))
+        self.card = W.HTML()
+        self.error: RopePoolError | None = None
+        self.run: FixedRun | None = None
+        self.mistake.observe(lambda change: self.update(), names="value")
+        super().__init__([self.mistake, self.card])
+        self.update()
+
+    def update(self) -> None:
+        code = self.mistake.value
+        if code not in self._cache:
+            spec = CATALOG[code]
+            bad, good = spec.trigger(), spec.fixed()
+            err = expect_error(code, rope_pool_fused, **bad)
+            run = run_fixed(spec)
+            self._cache[code] = (err, run, error_card(spec, err, run, bad, good))
+        self.error, self.run, self.card.value = self._cache[code]

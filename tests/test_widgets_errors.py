@@ -1,0 +1,83 @@
+"""Error cards and the break-it widget, checked against the catalog they read."""
+
+import html
+
+import numpy as np
+import pytest
+
+import ropepool.widgets.errors as werr
+from ropepool.errors import CATALOG
+from ropepool.widgets.errors import ORIGINS, BreakIt, by_origin, changes, error_card, run_fixed
+
+CODES = list(CATALOG)
+
+
+def test_origins_partition_the_catalog():
+    groups = {origin: [s.code for s in by_origin(origin)] for origin in ORIGINS}
+    assert all(groups.values())
+    assert sorted(c for codes in groups.values() for c in codes) == sorted(CODES)
+
+
+def test_by_origin_rejects_an_unknown_origin():
+    with pytest.raises(ValueError, match="origin must be one of"):
+        by_origin("cuda")
+
+
+@pytest.mark.parametrize("code", CODES)
+def test_every_fixed_call_matches_the_reference(code):
+    run = run_fixed(code)
+    assert run.matches, (code, run.max_error)
+    assert [o.shape for o in run.outputs] == [r.shape for r in run.reference]
+
+
+def test_run_fixed_notices_a_wrong_answer(monkeypatch):
+    real = werr.rope_pool_fused
+
+    def off_by_a_little(**kw):
+        q_rot, k_rot, k_pool, v_pool = real(**kw)
+        return q_rot, k_rot + 1e-3, k_pool, v_pool
+
+    monkeypatch.setattr(werr, "rope_pool_fused", off_by_a_little)
+    run = run_fixed("k_shape")
+    assert not run.matches and run.max_error == pytest.approx(1e-3, rel=1e-2)
+
+
+@pytest.mark.parametrize("code", CODES)
+def test_break_it_shows_the_error_meaning_and_fix(code):
+    w = BreakIt()
+    w.mistake.value = code
+    spec = CATALOG[code]
+    assert w.error.code == code
+    card = w.card.value
+    assert f'data-code="{code}"' in card
+    assert html.escape(w.error.first_line) in card
+    assert html.escape(spec.meaning) in card and html.escape(spec.fix) in card
+    assert "matches the float64 reference" in card
+
+
+def test_break_it_offers_every_catalog_entry():
+    w = BreakIt()
+    assert w.mistake.description == "Mistake"
+    assert [value for _, value in w.mistake.options] == CODES
+
+
+def test_changes_names_only_what_the_fix_changes():
+    spec = CATALOG["k_shape"]
+    assert changes(spec.trigger(), spec.fixed()) == [("num_kv_heads", "4", "2")]
+    spec = CATALOG["slot_out_of_range"]
+    assert changes(spec.trigger(), spec.fixed()) == [
+        ("slots", "mx.array (3,) int32 [0, 2, 6]", "mx.array (3,) int32 [0, 2, 4]")]
+
+
+def test_error_card_escapes_html():
+    spec = CATALOG["k_shape"]
+    err = ValueError("<script>alert(1)</script>")
+    card = error_card(spec, err)
+    assert "<script>" not in card and "&lt;script&gt;" in card
+    assert "After the fix" not in card  # no run given, no verdict
+
+
+def test_card_reports_a_mismatch_honestly():
+    spec = CATALOG["k_shape"]
+    run = werr.FixedRun("k_shape", "float32", (np.zeros(1),), (np.ones(1),), 1.0, False)
+    assert "does NOT match" in error_card(spec, ValueError("x"), run)
