@@ -37,7 +37,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def human_bytes(n: int) -> str:
-    """``1536`` -> ``'1.5 KiB'``."""
+    """A byte count for people.
+
+    >>> human_bytes(1536), human_bytes(8 * 2**20)
+    ('1.5 KiB', '8.0 MiB')
+    """
     size, unit = float(n), "B"
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if size < 1024 or unit == "TiB":

@@ -263,11 +263,15 @@ def from_config(config: dict) -> RopeParams:
         Hkv = _positive_int(config, kv_key, name) if _present(config, kv_key) else Hq
         notes.append(f"new_decoder_architecture: KV heads from {kv_key} = {Hkv} (multi_query is ignored)")
     elif config.get("multi_query") is True:
-        if kv_key is not None and config[kv_key] != 1:
+        # transformers' Falcon saves num_kv_heads = num_attention_heads by default, and ignores it here.
+        saved_default = kv_key == "num_kv_heads" and config[kv_key] == Hq
+        if kv_key is not None and config[kv_key] != 1 and not saved_default:
             raise ConfigError(f"{name}: multi_query is true (one KV head) but {kv_key} = {config[kv_key]!r}",
                               fields=("multi_query", kv_key))
         Hkv = 1
         notes.append(f"multi_query: true: one KV head shared by all {Hq} query heads (MQA)")
+        if kv_key is not None and config[kv_key] != 1:
+            notes.append(f"{kv_key} = {config[kv_key]} is ignored under multi_query, as transformers' Falcon does")
     elif kv_key is not None:
         Hkv = _positive_int(config, kv_key, name)
     else:

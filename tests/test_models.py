@@ -1,9 +1,11 @@
 """From config to the op's parameters: the presets' values, each config variant, each refusal."""
 
+import doctest
 import json
 
 import pytest
 
+import ropepool.models
 from ropepool import Shapes
 from ropepool.models import (
     ConfigError,
@@ -75,6 +77,8 @@ VARIANTS = [
     ("head-dim-null", dict(LLAMA, head_dim=None), (32, 8, 128, 500000.0), None),
     ("falcon-multi-query", {"num_attention_heads": 71, "hidden_size": 4544, "multi_query": True},
      (71, 1, 64, 1e4), "multi_query: true"),
+    ("falcon-multi-query-saved-default", {"num_attention_heads": 71, "num_kv_heads": 71, "hidden_size": 4544,
+                                          "multi_query": True}, (71, 1, 64, 1e4), "num_kv_heads = 71 is ignored"),
     ("falcon-40b-new-decoder", {"num_attention_heads": 128, "num_kv_heads": 8, "hidden_size": 8192,
                                 "multi_query": True, "new_decoder_architecture": True},
      (128, 8, 64, 1e4), "new_decoder_architecture"),
@@ -172,6 +176,11 @@ def test_refused(name, config, fields, phrase):
     assert e.value.fields == fields
     assert phrase in str(e.value)
     assert "\n" not in str(e.value)
+
+
+def test_docstring_examples():
+    result = doctest.testmod(ropepool.models)
+    assert result.attempted > 0 and result.failed == 0
 
 
 def test_not_a_dict():
