@@ -1,19 +1,100 @@
-"""The fused kernel backends (metal, cuda). See the kernel issue: not written yet."""
+"""The fused kernel: one source, run as Metal or CUDA through MLX, verified on the CPU.
+
+Files
+-----
+``rope_rows.inc``
+    The kernel body, written once. One thread per (token, head, dimension pair) over q's
+    and k's heads together, so q and k rotate in one launch; threads past the grid's edge
+    return at once (CUDA launches whole blocks).
+``metal.h``, ``cuda.h``, ``cpu.h``
+    What differs per backend: type names, float conversions, cos and sin.
+``source.py``
+    Composes the text MLX compiles and names it with a hash of that text.
+``fused.py``
+    ``rope_pool_metal`` and ``rope_pool_cuda``: the reference's signature, through
+    ``mx.fast.metal_kernel`` / ``mx.fast.cuda_kernel``, built once and cached.
+``emulator.py``
+    Compiles the very same body with g++ under a grid emulator, for tests without a GPU.
+
+Design: the kernel rotates, a donated scatter places
+----------------------------------------------------
+SGLang's Metal kernel writes the pool rows in place. An MLX custom kernel cannot: its
+outputs are fresh buffers and its inputs are read-only, so a kernel that produced the new
+pools would first copy all P rows, an O(P) cost per call (about 1 GiB per layer per call for
+a Llama-3-8B pool of a million rows in float16). So the kernel produces only the rotated
+rows, ``q_rot`` and ``k_rot``, and :func:`ropepool.mlx_ops.scatter_rows` writes ``k_rot``
+and ``v`` into the pools. MLX donates the pool's buffer to that scatter when the caller
+rebinds the pool (``k_pool = k_pool_new``), so the call costs O(T) whatever P is, and a
+pool row holds exactly the bits of its k_rot row because it is a copy of them.
+
+Safety does not depend on ``check_values``: the kernel writes only ``q_rot`` and ``k_rot``,
+inside its grid, and ``scatter_rows`` skips any slot outside ``[0, P)``. The body also holds
+the guarded in-kernel pool write (``RP_WRITE_POOL``) that an in-place design would use; the
+CPU emulator compiles it and checks, with guard bytes around each pool, that no slot value
+makes it write outside the pool.
+"""
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import mlx.core as mx
+import numpy as np
+
+from .fused import IMPLEMENTATIONS, rope_pool_cuda, rope_pool_metal
+
+__all__ = ["statuses", "rope_pool_metal", "rope_pool_cuda", "self_check"]
+
+_NO_BACKEND = {
+    "metal": "no Metal back-end on this machine (needs Apple Silicon)",
+    "cuda": "no CUDA back-end on this machine (needs an NVIDIA GPU and mlx[cuda13])",
+}
+
+
+def _backend_present(name: str) -> bool:
+    if name == "metal":
+        return mx.metal.is_available()
+    return hasattr(mx, "cuda") and mx.cuda.is_available()
+
+
+@lru_cache(maxsize=None)
+def self_check(name: str) -> str | None:
+    """Run the kernel once on a small GQA case against the reference; None if it agrees.
+
+    Otherwise a one-line reason. Cached: it runs once per process, when the back-end exists.
+    """
+    from ..inputs import make_inputs
+    from ..reference import rope_pool_reference
+    from ..shapes import Shapes
+
+    kw = make_inputs(Shapes(tokens=3, num_qo_heads=4, num_kv_heads=2, head_dim=8, pool_rows=5),
+                     "float32", slots=[4, -1, 0], positions=[0, 5, 1000])
+    args = [kw[n] for n in ("q", "k", "v", "positions", "slots", "k_pool", "v_pool")]
+    try:
+        out = IMPLEMENTATIONS[name](*args, rope_base=kw["rope_base"])
+        mx.eval(*out)
+    except Exception as err:  # a compile or launch failure: report it, never crash the registry
+        return f"the fused kernel failed to build or run: {type(err).__name__}: {str(err).splitlines()[0]}"
+    ref = rope_pool_reference(*args, rope_base=kw["rope_base"])
+    for label, got, want in zip(("q_rot", "k_rot", "k_pool", "v_pool"), out, ref):
+        if not np.allclose(np.array(got), want, rtol=1e-4, atol=1e-4):
+            return f"the fused kernel disagrees with the reference on {label} (self-check)"
+    return None
 
 
 def statuses():
     """``{name: (BackendStatus, implementation or None)}`` for the fused-kernel backends."""
     from ..backends import BackendStatus
 
-    metal = mx.metal.is_available()
-    cuda = hasattr(mx, "cuda") and mx.cuda.is_available()
-    return {
-        "metal": (BackendStatus("metal", False, "fused kernel not written yet" if metal
-                                else "no Metal back-end on this machine"), None),
-        "cuda": (BackendStatus("cuda", False, "fused kernel not written yet" if cuda
-                               else "no CUDA back-end on this machine (needs an NVIDIA GPU and mlx[cuda13])"), None),
-    }
+    out = {}
+    for name, api in (("metal", "mx.fast.metal_kernel"), ("cuda", "mx.fast.cuda_kernel")):
+        if not _backend_present(name):
+            out[name] = (BackendStatus(name, False, _NO_BACKEND[name]), None)
+            continue
+        problem = self_check(name)
+        if problem is None:
+            out[name] = (BackendStatus(name, True, f"fused kernel through {api} on {mx.default_device()}"),
+                         IMPLEMENTATIONS[name])
+        else:
+            out[name] = (BackendStatus(name, False, problem), None)
+    return out

@@ -1,0 +1,24 @@
+// cuda.h: what ropepool's kernel body (rope_rows.inc) needs, in CUDA's terms (NVRTC, via
+// mx.fast.cuda_kernel). MLX's generated kernel sits in namespace mlx::core::cu; these helpers
+// are global and found by ordinary lookup.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+typedef unsigned int rp_uint;
+
+__device__ inline float rp_to_float(float x) { return x; }
+__device__ inline float rp_to_float(__half x) { return __half2float(x); }
+__device__ inline float rp_to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+template <typename DType>
+__device__ inline DType rp_from_float(float x);
+template <>
+__device__ inline float rp_from_float<float>(float x) { return x; }
+template <>
+__device__ inline __half rp_from_float<__half>(float x) { return __float2half_rn(x); }
+template <>
+__device__ inline __nv_bfloat16 rp_from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+
+// cosf/sinf, not __cosf/__sinf: MLX compiles without fast math, and angles reach 2**24.
+#define RP_COS(x) cosf(x)
+#define RP_SIN(x) sinf(x)

@@ -1,0 +1,75 @@
+"""The kernel's source text: one body (``rope_rows.inc``) plus one small header per backend.
+
+==========  ==========================================  ====================================
+backend     thread index (``gid``)                      header: types, conversions, cos/sin
+==========  ==========================================  ====================================
+metal       ``thread_position_in_grid.x``               ``metal.h``
+cuda        ``blockIdx.x * blockDim.x + threadIdx.x``   ``cuda.h``
+cpu         the emulator's loop counter                 ``cpu.h`` (g++, see ``emulator.py``)
+==========  ==========================================  ====================================
+
+The thread-index line is the one thing that cannot live in a header: MLX scans the *body*
+for Metal attribute names such as ``thread_position_in_grid`` and only then declares them in
+the generated signature, so :func:`body` puts that line in front of the shared body.
+
+The kernel name carries a hash of the exact text compiled (header and body). Before MLX
+0.32.1 two Metal kernels with one name silently ran the first one's code, and MLX's CUDA
+back-end still caches compiled PTX on disk by name: a stale name would run stale code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from functools import lru_cache
+from pathlib import Path
+
+KERNEL_DIR = Path(__file__).resolve().parent
+BODY_FILE = "rope_rows.inc"
+HEADER_FILES = {"metal": "metal.h", "cuda": "cuda.h", "cpu": "cpu.h"}
+THREAD_INDEX = {
+    "metal": "thread_position_in_grid.x",
+    "cuda": "blockIdx.x * blockDim.x + threadIdx.x",
+    "cpu": "rp_thread_index",
+}
+
+#: Argument names of the kernel, as MLX declares them (the body uses exactly these).
+INPUT_NAMES = ("q", "k", "positions", "inv_freq")
+OUTPUT_NAMES = ("q_rot", "k_rot")
+
+#: Threads per threadgroup (Metal) or block (CUDA), and what the CPU emulator pretends.
+BLOCK = 256
+
+
+def _check(backend: str) -> None:
+    if backend not in HEADER_FILES:
+        raise ValueError(f"backend must be one of {sorted(HEADER_FILES)}, got {backend!r}")
+
+
+@lru_cache(maxsize=None)
+def body(backend: str) -> str:
+    """The kernel body for ``backend``: its thread-index line, then ``rope_rows.inc``."""
+    _check(backend)
+    shared = (KERNEL_DIR / BODY_FILE).read_text()
+    return f"const rp_uint gid = {THREAD_INDEX[backend]};\n{shared}"
+
+
+@lru_cache(maxsize=None)
+def header(backend: str) -> str:
+    """The per-backend header text (types, conversions, cos and sin)."""
+    _check(backend)
+    return (KERNEL_DIR / HEADER_FILES[backend]).read_text()
+
+
+def source_hash(backend: str) -> str:
+    """First 12 hex digits of the SHA-256 of header plus body, as compiled for ``backend``."""
+    return hashlib.sha256((header(backend) + "\0" + body(backend)).encode()).hexdigest()[:12]
+
+
+def kernel_name(backend: str) -> str:
+    """``ropepool_rope_rows_<backend>_<hash>``: a new name whenever the compiled text changes."""
+    return f"ropepool_rope_rows_{backend}_{source_hash(backend)}"
+
+
+def grid_size(tokens: int, num_qo_heads: int, num_kv_heads: int, head_dim: int) -> int:
+    """Threads the kernel needs: one per (token, head of q or k, dimension pair), ``T*(Hq+Hkv)*D/2``."""
+    return tokens * (num_qo_heads + num_kv_heads) * (head_dim // 2)
