@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import TextIO
 
 from .models import ConfigError, RopeParams, from_config, load_config, preset_names
@@ -87,6 +88,10 @@ def describe(p: RopeParams, config: dict, s: Shapes, dtype: str) -> str:
     layers = config.get("num_hidden_layers")
     if isinstance(layers, int) and layers > 0:
         lines.append(f"  {f'x {layers} layers':<14}{human_bytes(layers * s.pool_bytes(dtype))}")
+    context = config.get("max_position_embeddings")
+    if isinstance(context, int) and context > 0:
+        lines.append(f"  one sequence of max_position_embeddings = {context} tokens: "
+                     f"{human_bytes(context * per_token)} per layer")
     return "\n".join(lines)
 
 
@@ -175,6 +180,9 @@ def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None
     except ConfigError as e:
         print(f"{prog}: {e}", file=err)
         return 2
+    if args.source not in preset_names():
+        path = Path(args.source)
+        config.setdefault("_source", str(path / "config.json" if path.is_dir() else path))
     try:
         params = from_config(config)
     except ConfigError as e:

@@ -69,6 +69,8 @@ def test_report_names_model_source_and_parameters(capsys):
                  "rope_base         = 1000000.0"):
         assert line in out
     assert re.search(r"^  x 28 layers +3\.5 MiB$", out, re.M)  # 2 x 4 x 128 x 2 B x 64 rows x 28
+    # 2 x 4 x 128 x 2 B x 131072 tokens
+    assert "  one sequence of max_position_embeddings = 131072 tokens: 256.0 MiB per layer" in out
 
 
 def test_report_shows_notes_and_warnings(capsys, tmp_path):
@@ -89,6 +91,7 @@ def test_folder_with_config_json(capsys, tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"num_attention_heads": 4, "hidden_size": 64}))
     rc, out, _ = check(capsys, tmp_path, "--tokens", 2, "--pool", 3)
     assert rc == 0 and row(out, "k") == ("[T, Hkv, D]", "(2, 4, 16)")
+    assert f"source      {tmp_path / 'config.json'}" in out
     assert "note: num_key_value_heads absent: MHA" in out
 
 
