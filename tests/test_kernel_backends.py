@@ -1,0 +1,122 @@
+"""The fused kernel's builders and registry entries; its Metal and CUDA runs where they exist."""
+
+import hashlib
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+import ropepool
+from ropepool.kernels import fused, source, statuses
+from ropepool.reference import rope_pool_reference
+from ropepool.shapes import Shapes
+
+HAS_METAL = mx.metal.is_available()
+HAS_CUDA = hasattr(mx, "cuda") and mx.cuda.is_available()
+
+
+def test_kernel_name_carries_the_hash_of_the_compiled_text():
+    for backend in ("metal", "cuda", "cpu"):
+        digest = hashlib.sha256((source.header(backend) + "\0" + source.body(backend)).encode()).hexdigest()
+        assert source.kernel_name(backend) == f"ropepool_rope_rows_{backend}_{digest[:12]}"
+
+
+def test_kernel_names_differ_between_backends():
+    assert len({source.kernel_name(b) for b in ("metal", "cuda", "cpu")}) == 3
+
+
+def test_metal_body_names_the_attribute_mlx_must_declare():
+    # MLX declares thread_position_in_grid in the signature only if the body mentions it.
+    assert "thread_position_in_grid" in source.body("metal")
+    assert "thread_position_in_grid" not in source.header("metal")
+
+
+def test_metal_build_is_cached():
+    assert fused.build("metal") is fused.build("metal")  # MLX constructs it even without Metal
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="mx.fast.cuda_kernel cannot be constructed without a CUDA back-end")
+def test_cuda_build_is_cached():
+    assert fused.build("cuda") is fused.build("cuda")
+
+
+def test_build_refuses_an_unknown_backend():
+    with pytest.raises(ValueError, match="metal.*cuda"):
+        fused.build("vulkan")
+
+
+def test_grid_size_is_one_thread_per_pair_of_q_and_k_heads():
+    assert source.grid_size(2048, 32, 8, 128) == 2048 * 40 * 64
+
+
+def test_statuses_name_both_kernel_backends_with_reasons():
+    st = statuses()
+    assert set(st) == {"metal", "cuda"}
+    for name, (status, impl) in st.items():
+        assert status.reason
+        assert (impl is not None) == status.available
+
+
+@pytest.mark.skipif(HAS_METAL, reason="this machine has Metal")
+def test_metal_reported_unavailable_without_metal():
+    status, impl = statuses()["metal"]
+    assert not status.available and impl is None and "no Metal back-end" in status.reason
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="this machine has CUDA")
+def test_cuda_reported_unavailable_without_cuda():
+    status, impl = statuses()["cuda"]
+    assert not status.available and impl is None and "no CUDA back-end" in status.reason
+
+
+def test_auto_prefers_a_kernel_backend_where_one_runs():
+    runs = [n for n, s in ropepool.available_backends().items() if s.available]
+    assert ropepool.backends.best_backend() == runs[0]
+    if HAS_METAL or HAS_CUDA:
+        assert runs[0] in ("metal", "cuda")
+
+
+# ---- runs of the real kernel: only where its back-end exists --------------------------------
+
+ORDER = ("q", "k", "v", "positions", "slots", "k_pool", "v_pool")
+EPS = {"float32": 2.0**-23, "float16": 2.0**-10, "bfloat16": 2.0**-7}
+CASES = [("gqa-llama3", 5, 32, 8, 128), ("mqa", 3, 4, 1, 64), ("d2", 2, 2, 1, 2), ("t1", 1, 8, 8, 256)]
+
+
+def _check_backend(backend: str, dtype: str, T, Hq, Hkv, D):
+    P = T + 3
+    slots = list(np.random.default_rng(0).permutation(P)[:T])
+    slots[0] = -1
+    kw = ropepool.make_inputs(Shapes(T, Hq, Hkv, D, P), dtype, slots=slots,
+                              positions=[7 * t + 1000 * (t % 2) for t in range(T)])
+    pools = (np.array(kw["k_pool"].astype(mx.float32)), np.array(kw["v_pool"].astype(mx.float32)))
+    out = ropepool.rope_pool_fused(**kw, backend=backend)
+    mx.eval(*out)
+    ref = rope_pool_reference(*(kw[n] for n in ORDER), rope_base=kw["rope_base"])
+    f64 = [np.array(o.astype(mx.float32), np.float64) for o in out]
+    tol = 4 * (2 * EPS[dtype] + 2.0**-22 * 1200)
+    np.testing.assert_allclose(f64[0], ref[0], rtol=0, atol=tol * 6)
+    np.testing.assert_allclose(f64[1], ref[1], rtol=0, atol=tol * 6)
+    written = [s for s in slots if s >= 0]
+    kb = np.array(out[2].view(mx.uint16 if dtype != "float32" else mx.uint32))
+    rb = np.array(out[1].view(mx.uint16 if dtype != "float32" else mx.uint32))
+    np.testing.assert_array_equal(kb[written], rb[1:])
+    untouched = np.setdiff1d(np.arange(P), written)
+    np.testing.assert_array_equal(f64[2][untouched], pools[0][untouched])
+    np.testing.assert_array_equal(f64[3][untouched], pools[1][untouched])
+
+
+@pytest.mark.metal
+@pytest.mark.skipif(not HAS_METAL, reason="no Metal back-end on this machine (needs Apple Silicon)")
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("name,T,Hq,Hkv,D", CASES, ids=[c[0] for c in CASES])
+def test_metal_kernel_matches_reference(name, T, Hq, Hkv, D, dtype):
+    _check_backend("metal", dtype, T, Hq, Hkv, D)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason="no CUDA back-end on this machine (needs an NVIDIA GPU and mlx[cuda13])")
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("name,T,Hq,Hkv,D", CASES, ids=[c[0] for c in CASES])
+def test_cuda_kernel_matches_reference(name, T, Hq, Hkv, D, dtype):
+    _check_backend("cuda", dtype, T, Hq, Hkv, D)
