@@ -81,3 +81,11 @@ def test_card_reports_a_mismatch_honestly():
     spec = CATALOG["k_shape"]
     run = werr.FixedRun("k_shape", "float32", (np.zeros(1),), (np.ones(1),), 1.0, False)
     assert "does NOT match" in error_card(spec, ValueError("x"), run)
+
+
+def test_catalog_html_has_a_row_per_error():
+    from ropepool.widgets.errors import catalog_html
+
+    text = catalog_html()
+    assert text.count("<tr>") == 1 + len(CATALOG)
+    assert all(f"<td>{code}</td>" in text for code in CODES)

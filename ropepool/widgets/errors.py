@@ -39,6 +39,14 @@ def by_origin(origin: str) -> list[ErrorSpec]:
     return [spec for spec in CATALOG.values() if spec.origin == origin]
 
 
+def catalog_html() -> str:
+    """The catalog as an HTML table: code, who raises it, and its message, in the order checks run."""
+    from .gqa import table_html
+
+    rows = [(spec.code, ORIGINS[spec.origin], spec.message) for spec in CATALOG.values()]
+    return table_html(("code", "raised by", "message"), rows, "ropepool-catalog")
+
+
 @dataclass(frozen=True)
 class FixedRun:
     """The fixed call of one catalog entry, run through the op and through the float64 reference.
