@@ -22,7 +22,7 @@ def expect_error(code: str, call: Callable, /, *args, **kwargs) -> RopePoolError
     'k_shape'
     """
     if code not in CATALOG:
-        raise KeyError(f"unknown error code {code!r}; codes are {sorted(CATALOG)}")
+        raise ValueError(f"unknown error code {code!r}; codes are {sorted(CATALOG)}")
     try:
         call(*args, **kwargs)
     except RopePoolError as err:

@@ -9,6 +9,7 @@ answers or out-of-bounds writes in its kernel. Every failure raises
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 
@@ -24,6 +25,10 @@ def fail(code: str, *, expected, got, hint: str, **fmt) -> RopePoolError:
     return RopePoolError(code, CATALOG[code].message.format(got=got, **fmt), expected=expected, got=got, hint=hint)
 
 
+def _heads(n: int) -> str:
+    return f"{n} head" if n == 1 else f"{n} heads"
+
+
 def _k_shape_hint(k_shape, T, num_qo_heads, num_kv_heads, head_dim) -> str:
     k_T, k_H, k_D = k_shape
     if k_T != T:
@@ -37,19 +42,20 @@ def _k_shape_hint(k_shape, T, num_qo_heads, num_kv_heads, head_dim) -> str:
                 "(do not repeat them for attention before the cache write), and num_kv_heads must come "
                 "from the K projection, i.e. config.num_key_value_heads.")
     if num_kv_heads == num_qo_heads and k_H < num_qo_heads:
-        return (f"num_kv_heads equals num_qo_heads ({num_qo_heads}) but k has {k_H} heads: num_kv_heads "
+        return (f"num_kv_heads equals num_qo_heads ({num_qo_heads}) but k has {_heads(k_H)}: num_kv_heads "
                 "was likely taken from config.num_attention_heads. Under GQA it comes from the K "
                 f"projection, i.e. config.num_key_value_heads (here {k_H}).")
-    return (f"k has {k_H} heads but num_kv_heads={num_kv_heads}: num_kv_heads must come from the K "
+    return (f"k has {_heads(k_H)} but num_kv_heads={num_kv_heads}: num_kv_heads must come from the K "
             "projection, i.e. config.num_key_value_heads.")
 
 
 def validate(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_heads, num_kv_heads,
-             rope_base, check_values=True) -> None:
-    """Raise :class:`RopePoolError` for the first problem found; return None if the call is valid.
+             rope_base, check_values=True) -> np.ndarray | None:
+    """Raise :class:`RopePoolError` for the first problem found.
 
     With ``check_values`` the values of positions and slots are checked too (range,
-    duplicates); that reads them on the host, a synchronisation for lazy MLX arrays.
+    duplicates); that reads them on the host, a synchronisation for lazy MLX arrays, and
+    the slots so read are returned (int64 ``[T]``) for the write to use. Else returns None.
     """
     named = dict(q=q, k=k, v=v, positions=positions, slots=slots, k_pool=k_pool, v_pool=v_pool)
     for name, x in named.items():
@@ -73,7 +79,7 @@ def validate(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_head
                    hint=f"view each pool as [P, {num_kv_heads}, {head_dim}].")
     T = q.shape[0]
     if tuple(q.shape) != (T, num_qo_heads, head_dim):
-        hint = f"q has {q.shape[1]} heads of size {q.shape[2]}."
+        hint = f"q has {_heads(q.shape[1])} of size {q.shape[2]}."
         if q.shape[1] == num_kv_heads != num_qo_heads and q.shape[2] == head_dim:
             hint += " num_qo_heads and num_kv_heads look swapped: num_qo_heads is config.num_attention_heads."
         elif q.shape[2] != head_dim:
@@ -130,15 +136,16 @@ def validate(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_head
                    got=f"{num_qo_heads} and {num_kv_heads}",
                    hint=f"{num_qo_heads} query heads cannot be split evenly over {num_kv_heads} KV heads: "
                         "take both from the same model's config.")
-    try:
-        base_ok = math.isfinite(float(rope_base)) and float(rope_base) > 0
-    except (TypeError, ValueError):
-        base_ok = False
+    base_ok = (isinstance(rope_base, numbers.Real) and not isinstance(rope_base, bool)
+               and math.isfinite(rope_base) and rope_base > 0)
     if not base_ok:
         raise fail("rope_base", expected="a finite rope_base > 0, e.g. 10000.0 or 500000.0", got=repr(rope_base),
                    hint="pass config.rope_theta (10000.0 where the config has none).")
-    if check_values:
-        _validate_values(to_numpy(positions, np.int64), to_numpy(slots, np.int64), k_pool.shape[0])
+    if not check_values:
+        return None
+    host_slots = to_numpy(slots, np.int64)
+    _validate_values(to_numpy(positions, np.int64), host_slots, k_pool.shape[0])
+    return host_slots
 
 
 def _validate_values(pos: np.ndarray, slots: np.ndarray, pool_rows: int) -> None:

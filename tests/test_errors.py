@@ -1,0 +1,182 @@
+"""The validation contract: every catalog error fires, with its message, and loses nothing."""
+
+import subprocess
+import sys
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+import ropepool
+from ropepool import CATALOG, RopePoolError, Shapes, make_inputs, rope_pool_fused
+from ropepool.checks import expect_error
+
+CODES = list(CATALOG)
+
+# SGLang's messages, verbatim, for the catalog's minimal triggers: the contract users search for.
+SGLANG_FIRST_LINES = [
+    ("qkv_ndim", "rope_pool_fused expects q/k/v to be 3-D"),
+    ("index_ndim", "rope_pool_fused expects positions/slots to be 1-D"),
+    ("pool_ndim", "rope_pool_fused expects pool tensors to be 3-D"),
+    ("q_shape", "q shape must be [num_tokens, num_qo_heads, head_dim], got (3, 4, 8)"),
+    ("k_shape", "k shape must be [num_tokens, num_kv_heads, head_dim], got (3, 2, 8)"),
+    ("v_shape", "v shape must match k shape, got (3, 4, 8) vs (3, 2, 8)"),
+    ("index_len", "positions/slots must have one entry per token"),
+    ("k_pool_shape", "k_pool has incompatible shape (6, 4, 8)"),
+    ("v_pool_shape", "v_pool shape must match k_pool shape, got (5, 2, 8) vs (6, 2, 8)"),
+    ("qkv_dtype", "q/k/v dtypes must match"),
+    ("pool_dtype", "pool dtypes must match q/k/v dtype"),
+    ("index_dtype", "rope_pool_fused: positions/slots must be int32"),
+    ("head_dim_odd", "rope_pool_fused: head_dim must be even"),
+    ("unsupported_dtype", "rope_pool_fused: unsupported dtype"),
+]
+
+
+def _snapshot(kw):
+    return {n: np.array(kw[n]).copy() if isinstance(kw[n], np.ndarray) else np.array(kw[n].astype(mx.float32))
+            for n in ("k_pool", "v_pool") if hasattr(kw[n], "shape")}
+
+
+@pytest.mark.parametrize("code", CODES)
+def test_trigger_raises_exactly_its_error(code):
+    err = expect_error(code, rope_pool_fused, **CATALOG[code].trigger())
+    assert isinstance(err, ValueError)
+    first, second = str(err).split("\n")
+    assert err.first_line == first
+    assert second.strip().startswith("expected ") and err.expected in second and err.got in second
+    assert err.hint and err.hint in second
+
+
+@pytest.mark.parametrize("code", CODES)
+def test_fixed_call_succeeds(code):
+    q_rot, k_rot, k_pool, v_pool = rope_pool_fused(**CATALOG[code].fixed())
+    assert k_pool.shape[1:] == k_rot.shape[1:]
+
+
+@pytest.mark.parametrize("code,first_line", SGLANG_FIRST_LINES)
+def test_sglang_messages_verbatim(code, first_line):
+    assert CATALOG[code].origin.startswith("sglang")
+    err = expect_error(code, rope_pool_fused, **CATALOG[code].trigger())
+    assert str(err).split("\n")[0] == first_line
+
+
+def test_every_sglang_check_is_in_the_contract_table():
+    sglang = {c for c, s in CATALOG.items() if s.origin.startswith("sglang")}
+    assert sglang == {c for c, _ in SGLANG_FIRST_LINES}
+
+
+@pytest.mark.parametrize("code", CODES)
+def test_catalog_entry_is_documented(code):
+    spec = CATALOG[code]
+    assert spec.code == code
+    assert spec.meaning and spec.fix and spec.causes
+    assert spec.origin in ("sglang", "sglang-c++", "ropepool")
+
+
+@pytest.mark.parametrize("code", CODES)
+def test_pools_unchanged_after_error(code):
+    kw = CATALOG[code].trigger()
+    before = _snapshot(kw)
+    with pytest.raises(RopePoolError):
+        rope_pool_fused(**kw)
+    for name, arr in before.items():
+        after = kw[name]
+        after = after if isinstance(after, np.ndarray) else np.array(after.astype(mx.float32))
+        np.testing.assert_array_equal(after, arr)
+
+
+def test_numpy_pools_unchanged_after_value_error():
+    kw = make_inputs(Shapes(3, 4, 2, 8, 6), "float32", kind="numpy", slots=[0, 5, 5])
+    before = kw["k_pool"].copy(), kw["v_pool"].copy()
+    expect_error("duplicate_slot", rope_pool_fused, **kw)
+    np.testing.assert_array_equal(kw["k_pool"], before[0])
+    np.testing.assert_array_equal(kw["v_pool"], before[1])
+
+
+def test_llama_mha_style_k_hint():
+    # Llama-3-8B: 32 query heads, 8 KV heads; k wrongly carries 32 heads.
+    s = Shapes(tokens=4, num_qo_heads=32, num_kv_heads=8, head_dim=128, pool_rows=8)
+    kw = make_inputs(s, "float16")
+    kw["k"] = mx.repeat(kw["k"], 4, axis=1)  # [T, Hq, D]: MHA-style k
+    err = expect_error("k_shape", rope_pool_fused, **kw)
+    assert str(err).startswith("k shape must be [num_tokens, num_kv_heads, head_dim], got (4, 32, 128)")
+    assert "as many heads as q" in err.hint and "MHA-style k under a GQA config" in err.hint
+    assert "config.num_key_value_heads" in err.hint
+    assert err.expected.startswith("(4, 8, 128)")
+
+
+def test_num_kv_heads_from_num_attention_heads_hint():
+    s = Shapes(tokens=4, num_qo_heads=32, num_kv_heads=8, head_dim=128, pool_rows=8)
+    kw = make_inputs(s, "float16")
+    kw["num_kv_heads"] = 32  # the classic: taken from num_attention_heads
+    err = expect_error("k_shape", rope_pool_fused, **kw)
+    assert "config.num_attention_heads" in err.hint and "config.num_key_value_heads (here 8)" in err.hint
+
+
+def test_head_dim_mismatch_hint_mentions_gemma():
+    s = Shapes(tokens=2, num_qo_heads=16, num_kv_heads=8, head_dim=256, pool_rows=4)
+    kw = make_inputs(s, "float32")
+    kw.update(head_dim=224, q=kw["q"][..., :224])  # hidden_size 3584 / 16 heads = 224, but Gemma-2 sets 256
+    err = expect_error("k_shape", rope_pool_fused, **kw)
+    assert "head_dim" in err.hint and "Gemma" in err.hint
+
+
+# Inputs with two problems report SGLang's first check, in SGLang's order.
+ORDER_CASES = [
+    ("q 2-D beats int64 positions", "qkv_ndim",
+     lambda kw: {"q": kw["q"].reshape(3, 32), "positions": kw["positions"].astype(mx.int64)}),
+    ("k shape beats pool dtype", "k_shape",
+     lambda kw: {"num_kv_heads": 4, "k_pool": kw["k_pool"].astype(mx.float16)}),
+    ("pool shape beats dtype", "k_pool_shape",
+     lambda kw: {"k_pool": kw["k_pool"][:, :1], "k": kw["k"].astype(mx.float16)}),
+    ("dtype beats odd head_dim", "qkv_dtype", lambda kw: {"v": kw["v"].astype(mx.float16)}),
+    ("sglang checks beat ours", "index_dtype",
+     lambda kw: {"slots": mx.array([0, 9, 9], dtype=mx.int64), "rope_base": -1.0}),
+    ("rope_base beats slot values", "rope_base",
+     lambda kw: {"slots": mx.array([0, 9, 9], dtype=mx.int32), "rope_base": float("nan")}),
+]
+
+
+@pytest.mark.parametrize("name,code,change", ORDER_CASES, ids=[c[0] for c in ORDER_CASES])
+def test_check_order(name, code, change):
+    kw = make_inputs(ropepool.errors.BASE, slots=[0, 2, 4])
+    kw.update(change(kw))
+    expect_error(code, rope_pool_fused, **kw)
+
+
+@pytest.mark.parametrize("bad", [None, "10000", float("inf"), -5.0])
+def test_rope_base_rejected(bad):
+    kw = make_inputs(ropepool.errors.BASE, slots=[0, 2, 4], rope_base=bad)
+    expect_error("rope_base", rope_pool_fused, **kw)
+
+
+def test_check_values_false_skips_value_checks_but_never_writes_out_of_range():
+    s = Shapes(tokens=3, num_qo_heads=4, num_kv_heads=2, head_dim=8, pool_rows=6)
+    kw = make_inputs(s, slots=[1, 6, 1000])
+    expect_error("slot_out_of_range", rope_pool_fused, **kw)
+    before = np.array(kw["k_pool"])
+    _, k_rot, k_pool, _ = rope_pool_fused(**kw, check_values=False)
+    after = np.array(k_pool)
+    np.testing.assert_array_equal(after[1], np.array(k_rot)[0])
+    rest = [0, 2, 3, 4, 5]
+    np.testing.assert_array_equal(after[rest], before[rest])
+
+
+def test_validation_survives_python_O():
+    code = (
+        "import ropepool; spec = ropepool.CATALOG['k_shape']\n"
+        "try:\n    ropepool.rope_pool_fused(**spec.trigger())\n"
+        "except ropepool.RopePoolError as e:\n    print('raised', e.code)\n"
+    )
+    out = subprocess.run([sys.executable, "-O", "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "raised k_shape"
+
+
+def test_expect_error_fails_when_nothing_raises():
+    with pytest.raises(AssertionError, match="succeeded"):
+        expect_error("k_shape", rope_pool_fused, **CATALOG["k_shape"].fixed())
+
+
+def test_expect_error_fails_on_the_wrong_error():
+    with pytest.raises(AssertionError, match="expected error 'q_shape', got 'k_shape'"):
+        expect_error("q_shape", rope_pool_fused, **CATALOG["k_shape"].trigger())

@@ -1,0 +1,144 @@
+"""rope_pool_fused against the float64 reference, as properties over shapes, slots and dtypes.
+
+Tolerance, and how float32 error grows with position
+----------------------------------------------------
+The op computes ``theta = float32(position) * float32(base**(-2i/D))`` and rotates in float32,
+rounding once to the output dtype. The angle carries a relative error of a few float32 ulps,
+i.e. an absolute error of about ``position * 2**-23`` radians, and a rotated pair of norm ``r``
+moves by about ``r`` times that. So the error grows linearly with position: measured on the
+MLX path with D = 128, float32 (max |error| for |x| <= 4): 8e-7 at position 10, 7e-5 at 1,000,
+1.3e-2 at 100,000, 0.13 at 1,000,000 and ~1 near 2**24, where the angle is meaningless.
+The bound used here is ``r * (eps_dtype + 2**-22 * (max_position + 1))`` with ``eps_dtype``
+the output rounding (2**-23 float32, 2**-10 float16, 2**-7 bfloat16, doubled for safety).
+Pool rows are compared bit for bit with k_rot, and untouched rows with the input pool.
+"""
+
+import mlx.core as mx
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ropepool import Shapes, make_inputs, rope_pool_fused, rope_pool_reference
+
+# (name, Hq, Hkv): why each row is here is in its name.
+HEAD_CONFIGS = [
+    ("mha", 4, 4),
+    ("gqa", 8, 2),
+    ("gqa-llama3", 32, 8),
+    ("mqa", 4, 1),
+]
+EPS = {"float32": 2.0**-23, "float16": 2.0**-10, "bfloat16": 2.0**-7}
+ARGS = ("q", "k", "v", "positions", "slots", "k_pool", "v_pool")
+
+
+def tolerance(dtype: str, x: np.ndarray, max_position: int) -> float:
+    """Absolute error bound for rotating x [T, H, D] at positions <= max_position."""
+    half = x.shape[-1] // 2
+    r = np.sqrt(x[..., :half] ** 2 + x[..., half:] ** 2).max(initial=0.0)  # largest pair norm
+    return float(r * (2 * EPS[dtype] + 2.0**-22 * (max_position + 1)) + 1e-12)
+
+
+def as_f64(a) -> np.ndarray:
+    if isinstance(a, mx.array):
+        a = a.astype(mx.float32) if a.dtype == mx.bfloat16 else a
+    return np.array(a, dtype=np.float64)
+
+
+def bits(a) -> np.ndarray:
+    """The raw bits of an array, for bit-for-bit comparisons (bfloat16 included)."""
+    if isinstance(a, mx.array):
+        a = a.view(mx.uint16) if a.dtype in (mx.bfloat16, mx.float16) else a.view(mx.uint32)
+        return np.array(a)
+    return a.view(np.uint16 if a.dtype.itemsize == 2 else np.uint32)
+
+
+@st.composite
+def calls(draw):
+    _, hq, hkv = draw(st.sampled_from(HEAD_CONFIGS))
+    head_dim = 2 * draw(st.integers(1, 128))  # D even, 2..256
+    tokens = draw(st.sampled_from([0, 1, draw(st.integers(2, 37))]))  # T in {0, 1, irregular}
+    pool_rows = tokens + draw(st.integers(0, 9))
+    kind = draw(st.sampled_from(["mlx", "numpy"]))
+    dtype = draw(st.sampled_from(["float32", "float16"] + (["bfloat16"] if kind == "mlx" else [])))
+    rows = draw(st.permutations(range(pool_rows)))[:tokens]
+    skip = draw(st.lists(st.booleans(), min_size=tokens, max_size=tokens))
+    check_values = draw(st.booleans())
+    # Skipped tokens: -1, or (only unchecked: the op must still write nothing) slots past the pool.
+    skipped = st.sampled_from([-1] if check_values else [-1, -7, pool_rows, pool_rows + 5, 2**31 - 1])
+    slots = [draw(skipped) if s else r for r, s in zip(rows, skip)]  # a permutation, some skipped
+    max_pos = draw(st.sampled_from([16, 4096, 65536]))
+    positions = draw(st.lists(st.integers(0, max_pos), min_size=tokens, max_size=tokens))
+    base = draw(st.sampled_from([10000.0, 500000.0, 1e6]))
+    seed = draw(st.integers(0, 2**16))
+    s = Shapes(tokens, hq, hkv, head_dim, pool_rows)
+    kw = make_inputs(s, dtype, kind=kind, seed=seed, slots=slots, positions=positions, rope_base=base)
+    return {**kw, "check_values": check_values}, dtype
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(calls())
+def test_matches_reference(call):
+    kw, dtype = call
+    ref = rope_pool_reference(*[kw[n] for n in ARGS], rope_base=kw["rope_base"])
+    out = rope_pool_fused(**kw)
+    assert all(type(o) is type(kw["q"]) for o in out)  # answers in the kind of q
+    max_pos = int(np.max(as_f64(kw["positions"]), initial=0))
+    for name, got, want, x in [("q_rot", out[0], ref[0], kw["q"]), ("k_rot", out[1], ref[1], kw["k"])]:
+        assert got.shape == want.shape
+        np.testing.assert_allclose(as_f64(got), want, rtol=0, atol=tolerance(dtype, as_f64(x), max_pos), err_msg=name)
+
+
+@settings(max_examples=80, deadline=None)
+@given(calls())
+def test_pool_rows_exact(call):
+    """Written rows hold k_rot's and v's bits; every other row keeps its bits."""
+    kw, _ = call
+    _, k_rot, k_pool, v_pool = rope_pool_fused(**kw)
+    slots = np.array(kw["slots"])
+    written = (slots >= 0) & (slots < bits(kw["k_pool"]).shape[0])
+    for pool_in, pool_out, rows in [(kw["k_pool"], k_pool, k_rot), (kw["v_pool"], v_pool, kw["v"])]:
+        b_in, b_out, b_rows = bits(pool_in), bits(pool_out), bits(rows)
+        np.testing.assert_array_equal(b_out[slots[written]], b_rows[written])
+        untouched = np.setdiff1d(np.arange(b_in.shape[0]), slots[written])
+        np.testing.assert_array_equal(b_out[untouched], b_in[untouched])
+
+
+@pytest.mark.parametrize("kind", ["mlx", "numpy"])
+def test_zero_tokens_change_nothing(kind):
+    kw = make_inputs(Shapes(0, 8, 2, 16, 5), "float32", kind=kind)
+    q_rot, k_rot, k_pool, v_pool = rope_pool_fused(**kw)
+    assert q_rot.shape == (0, 8, 16) and k_rot.shape == (0, 2, 16)
+    np.testing.assert_array_equal(bits(k_pool), bits(kw["k_pool"]))
+    np.testing.assert_array_equal(bits(v_pool), bits(kw["v_pool"]))
+
+
+def test_all_slots_skipped_change_nothing():
+    kw = make_inputs(Shapes(4, 8, 2, 16, 5), "bfloat16", slots=[-1, -1, -1, -1])
+    _, _, k_pool, v_pool = rope_pool_fused(**kw)
+    np.testing.assert_array_equal(bits(k_pool), bits(kw["k_pool"]))
+    np.testing.assert_array_equal(bits(v_pool), bits(kw["v_pool"]))
+
+
+def test_positions_near_float32_limit_keep_pair_norms():
+    """Near 2**24 the angle is inexact, but a rotation still preserves each pair's length."""
+    s = Shapes(3, 4, 2, 64, 4)
+    kw = make_inputs(s, "float32", positions=[2**24 - 3, 2**24 - 2, 2**24 - 1])
+    q_rot = as_f64(rope_pool_fused(**kw)[0])
+    q = as_f64(kw["q"])
+    norm = lambda x: np.hypot(x[..., :32], x[..., 32:])  # noqa: E731
+    np.testing.assert_allclose(norm(q_rot), norm(q), rtol=1e-5)
+
+
+def test_position_zero_is_identity():
+    kw = make_inputs(Shapes(2, 4, 2, 8, 4), "float16", positions=[0, 0])
+    q_rot, k_rot, _, _ = rope_pool_fused(**kw)
+    np.testing.assert_array_equal(bits(q_rot), bits(kw["q"]))
+    np.testing.assert_array_equal(bits(k_rot), bits(kw["k"]))
+
+
+def test_caller_pool_not_mutated():
+    kw = make_inputs(Shapes(2, 4, 2, 8, 4), "float32", slots=[0, 3])
+    before = bits(kw["k_pool"]).copy()
+    rope_pool_fused(**kw)
+    np.testing.assert_array_equal(bits(kw["k_pool"]), before)
