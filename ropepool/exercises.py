@@ -183,6 +183,8 @@ def check_1(heads: Callable[[dict], dict]) -> Verdict:
             got = _as_heads(name, _call(1, heads, dict(config), what=f"your function, on {name}'s config,",
                                         explain=explain))
         except ExerciseFailed as err:
+            if err.problem == "not_implemented":
+                raise
             failures.append((err.problem, str(err).split(": ", 1)[1]))
             continue
         found = _heads_mistake(name, config, got, models.from_config(config))
@@ -341,7 +343,7 @@ def _variant(x, positions, base, *, pairing="neox", exponent=lambda i, D: -2 * i
     return out
 
 
-_MISTAKES = {
+ROPE_MISTAKES = {
     "gptj_pairing": (dict(pairing="gptj"),
                      "you paired neighbours (x[2i], x[2i+1]): that is GPT-J's interleaved convention. NeoX pairs "
                      "x[i] with x[i + D/2], the first half of the head with the second."),
@@ -364,6 +366,14 @@ _MISTAKES = {
                     "you rotated token t by its index t, not by positions[t]: in a decode step token 0 can be at "
                     "position 4,000. Use the positions argument."),
 }
+
+
+def rope_with_mistake(problem: str) -> Callable:
+    """A ``rope(x, positions, rope_base)`` that makes one of :data:`ROPE_MISTAKES`, to see check 3 reject it."""
+    if problem not in ROPE_MISTAKES:
+        raise ValueError(f"unknown mistake {problem!r}: choose one of {sorted(ROPE_MISTAKES)}")
+    knobs = ROPE_MISTAKES[problem][0]
+    return lambda x, positions, rope_base: _variant(x, positions, rope_base, **knobs)
 
 
 def exercise_3_cases() -> list[dict]:
@@ -411,7 +421,7 @@ def check_3(rope: Callable) -> Verdict:
         want = rotate_neox(x, case["positions"], case["rope_base"])
         if np.allclose(got, want, rtol=1e-5, atol=1e-6):
             continue
-        for problem, (knobs, message) in _MISTAKES.items():
+        for problem, (knobs, message) in ROPE_MISTAKES.items():
             if np.allclose(got, _variant(x, case["positions"], case["rope_base"], **knobs), rtol=1e-5, atol=1e-6):
                 raise ExerciseFailed(3, problem, message)
         raise ExerciseFailed(3, "mismatch", f"on case {n} (D = {x.shape[-1]}, rope_base = {case['rope_base']}) "
@@ -493,6 +503,9 @@ def check_4(answer) -> Verdict:
         size = len(answer) if isinstance(answer, list) else type(answer).__name__
         raise ExerciseFailed(4, "wrong_length", f"the pool has {P} rows: answer with a list of {P} numbers, "
                              f"got {size}.")
+    if all(a is None for a in answer):
+        raise ExerciseFailed(4, "unanswered", f"every row is still None: replace each with the number row r "
+                             "holds after the call.")
     want = run_pool_scenario()
     slots = s["slots"]
     if all(answer[t] == slots[t] for t in range(len(slots))) and answer[: len(slots)] != want[: len(slots)]:

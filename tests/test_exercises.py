@@ -136,17 +136,18 @@ def test_check_2_explains_with_the_catalog():
 
 # --- 3: NeoX RoPE ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("problem", sorted(ex._MISTAKES))
+@pytest.mark.parametrize("problem", sorted(ex.ROPE_MISTAKES))
 def test_check_3_recognises_each_common_mistake(problem):
-    knobs, message = ex._MISTAKES[problem]
+    knobs, message = ex.ROPE_MISTAKES[problem]
     err = ex.expect_rejection(ex.check_3, lambda x, p, b: ex._variant(x, p, b, **knobs), problem)
     assert message in str(err)
+    ex.expect_rejection(ex.check_3, ex.rope_with_mistake(problem), problem)
 
 
 def test_check_3_messages_name_the_mistake():
-    assert "GPT-J" in ex._MISTAKES["gptj_pairing"][1]
-    assert "factor 2" in ex._MISTAKES["exponent_missing_2"][1]
-    assert "wrong way" in ex._MISTAKES["rotation_sign"][1]
+    assert "GPT-J" in ex.ROPE_MISTAKES["gptj_pairing"][1]
+    assert "factor 2" in ex.ROPE_MISTAKES["exponent_missing_2"][1]
+    assert "wrong way" in ex.ROPE_MISTAKES["rotation_sign"][1]
 
 
 def test_variant_without_knobs_is_the_reference():
@@ -199,7 +200,8 @@ MISTAKES_4 = [
     ("a write missed", [100, 101, 1, 103, 104, 0, 3, 107], "write_missed", "token 4 writes it"),
     ("wrong token", [4, 101, 1, 103, 104, 0, 2, 107], "wrong_token", "token 3's value 3"),
     ("indexed by token", [5, 2, -1, 6, 0, -1, 106, 107], "indexed_by_token", "INTO row slots[t]"),
-    ("stub", [None] * 8, "unanswered", "still None"),
+    ("stub", [None] * 8, "unanswered", "every row is still None"),
+    ("one row left open", [4, 101, 1, None, 104, 0, 3, 107], "unanswered", "row 3: still None"),
     ("wrong length", [1, 2, 3], "wrong_length", "8 rows"),
 ]
 
