@@ -1,1 +1,137 @@
-"""Plots: kernel (to be written)."""
+"""Plots for the fused kernel: which thread writes which element, trig counts, fused vs unfused.
+
+The kernel (``ropepool/kernels/rope_rows.inc``) runs one thread per (token t, head h, pair i),
+q's Hq heads first, then k's Hkv heads. :func:`thread_map` mirrors its index arithmetic
+(:data:`MAPPING_LINES` are the kernel's own lines, and a test checks they are still there).
+Each function returns a ``matplotlib.figure.Figure`` built without pyplot; artists carry a
+``gid`` (``"q_rot"``, ``"k_rot"``, ``"shared"``, ...) so pytest can read the drawn data back.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from ..kernels import source
+
+#: The lines of ``rope_rows.inc`` that map a thread id to (pair, token, head); mirrored below.
+MAPPING_LINES = (
+    "const rp_uint i = gid % HALF;",
+    "const rp_uint row = gid / HALF;  // flat (t, h)",
+    "const rp_uint t = row / H;",
+    "const rp_uint h = row % H;",
+)
+
+
+def thread_map(tokens: int, num_qo_heads: int, num_kv_heads: int, head_dim: int) -> dict[str, np.ndarray]:
+    """For every thread id ``gid`` of the grid: its ``token``, ``head`` (0..Hq+Hkv-1) and ``pair`` i.
+
+    ``head < Hq`` is q's head ``head``; otherwise k's head ``head - Hq``. Each thread writes
+    elements ``i`` and ``i + D/2`` of that head's row of q_rot or k_rot.
+
+    Example
+    -------
+    >>> m = thread_map(1, 2, 1, 4)  # grid of 1 * (2 + 1) * 2 = 6 threads
+    >>> m["head"].tolist(), m["pair"].tolist()
+    ([0, 0, 1, 1, 2, 2], [0, 1, 0, 1, 0, 1])
+    """
+    half = head_dim // 2  # HALF
+    H = num_qo_heads + num_kv_heads  # q's heads, then k's
+    gid = np.arange(source.grid_size(tokens, num_qo_heads, num_kv_heads, head_dim))
+    i = gid % half
+    row = gid // half  # flat (t, h)
+    return {"gid": gid, "token": row // H, "head": row % H, "pair": i}
+
+
+def writers(tokens: int, num_qo_heads: int, num_kv_heads: int, head_dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """The thread id that writes each element: ``q_rot`` ``[T, Hq, D]`` and ``k_rot`` ``[T, Hkv, D]``.
+
+    An element no thread writes would hold -1.
+    """
+    m = thread_map(tokens, num_qo_heads, num_kv_heads, head_dim)
+    half = head_dim // 2
+    q_w = np.full((tokens, num_qo_heads, head_dim), -1)  # [T, Hq, D]
+    k_w = np.full((tokens, num_kv_heads, head_dim), -1)  # [T, Hkv, D]
+    is_q = m["head"] < num_qo_heads
+    for out, sel, head in ((q_w, is_q, m["head"]), (k_w, ~is_q, m["head"] - num_qo_heads)):
+        t, h, i, g = m["token"][sel], head[sel], m["pair"][sel], m["gid"][sel]
+        out[t, h, i] = g
+        out[t, h, i + half] = g
+    return q_w, k_w
+
+
+def thread_grid(tokens: int = 2, num_qo_heads: int = 4, num_kv_heads: int = 2, head_dim: int = 8,
+                *, annotate: bool | None = None) -> Figure:
+    """q_rot and k_rot, one cell per element, coloured (and numbered) by the thread that writes it.
+
+    Rows are (token, head), columns the D dimensions; a dashed line splits each row into the
+    halves NeoX pairs. The images (gids ``"q_rot"``, ``"k_rot"``) hold :func:`writers`'
+    arrays reshaped to ``[T*H, D]``.
+
+    Example
+    -------
+    >>> fig = thread_grid(2, 4, 2, 8)
+    >>> [a.get_gid() for a in fig.axes[0].images + fig.axes[1].images]
+    ['q_rot', 'k_rot']
+    """
+    q_w, k_w = writers(tokens, num_qo_heads, num_kv_heads, head_dim)
+    grid = source.grid_size(tokens, num_qo_heads, num_kv_heads, head_dim)
+    if annotate is None:
+        annotate = grid <= 256
+    rows = tokens * (num_qo_heads + num_kv_heads)
+    fig = Figure(figsize=(min(1.0 + 0.42 * head_dim, 9.0), 1.2 + 0.3 * rows), dpi=90)
+    axes = fig.subplots(2, 1, gridspec_kw={"height_ratios": [num_qo_heads, num_kv_heads]})
+    for ax, name, w, H in ((axes[0], "q_rot", q_w, num_qo_heads), (axes[1], "k_rot", k_w, num_kv_heads)):
+        img = w.reshape(tokens * H, head_dim)  # [T*H, D]
+        ax.imshow(img, cmap="viridis", vmin=0, vmax=max(grid - 1, 1), aspect="auto", gid=name)
+        if annotate:
+            for (r, d), g in np.ndenumerate(img):
+                colour = "white" if g < 0.6 * grid else "black"
+                ax.text(d, r, str(g), ha="center", va="center", fontsize=7, color=colour)
+        for t in range(1, tokens):
+            ax.axhline(t * H - 0.5, color="white", lw=2.5)
+        ax.axvline(head_dim / 2 - 0.5, color="white", lw=1.2, ls="--")
+        ax.set_yticks(range(tokens * H), [f"t{r // H} h{r % H}" for r in range(tokens * H)], fontsize=7)
+        ax.set_xticks(range(head_dim), [str(d) for d in range(head_dim)], fontsize=7)
+        ax.set_ylabel(f"{name}\n[T, {'Hq' if name == 'q_rot' else 'Hkv'}, D]", fontsize=8)
+    axes[1].set_xlabel("dimension d  (thread of pair i writes d = i and d = i + D/2)", fontsize=8)
+    fig.suptitle(f"Which thread writes which element (T={tokens}, Hq={num_qo_heads}, Hkv={num_kv_heads}, "
+                 f"D={head_dim})\ngrid = T·(Hq+Hkv)·D/2 = {grid} threads", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def trig_counts(num_qo_heads: int, num_kv_heads: int, head_dim: int) -> dict[str, int]:
+    """cos/sin evaluations per token: ``shared`` (one per pair, D/2) and ``per_thread`` ((Hq+Hkv)·D/2).
+
+    The angle ``positions[t] * inv_freq[i]`` depends on the token and the pair, not on the
+    head, so one (cos, sin) per pair serves every head of q and k.
+    """
+    return {"shared": head_dim // 2, "per_thread": source.grid_size(1, num_qo_heads, num_kv_heads, head_dim)}
+
+
+def trig_count_bars(models: dict[str, tuple[int, int, int]]) -> Figure:
+    """Bars, per model, of cos/sin evaluations per token: shared by all heads vs once per thread.
+
+    ``models`` maps a label to ``(Hq, Hkv, D)``. Each bar (a Rectangle) has gid ``"shared"`` or
+    ``"per_thread"``; the y axis is logarithmic.
+    """
+    names = list(models)
+    counts = [trig_counts(*models[n]) for n in names]
+    x = np.arange(len(names))
+    fig = Figure(figsize=(7.5, 3.0), dpi=90)
+    ax = fig.add_subplot()
+    for offset, key, label, colour in ((-0.2, "shared", "shared by all heads: D/2", "#2a9d8f"),
+                                       (0.2, "per_thread", "once per thread: (Hq+Hkv)·D/2", "#e76f51")):
+        bars = ax.bar(x + offset, [c[key] for c in counts], width=0.4, label=label, color=colour)
+        for bar in bars:
+            bar.set_gid(key)
+        ax.bar_label(bars, fontsize=7)
+    ax.set_yscale("log")
+    ax.set_xticks(x, names, fontsize=8, rotation=15)
+    ax.set_ylabel("cos/sin per token")
+    ax.set_title("Trig evaluations per token", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left")
+    ax.set_ylim(1, 30 * max(c["per_thread"] for c in counts))
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,105 @@
+"""viz.kernel: the thread map mirrors the kernel, and the figures hold the data they claim."""
+
+import numpy as np
+import pytest
+
+from ropepool.kernels import source
+from ropepool.viz import kernel as vk
+
+CASES = [
+    # (name, T, Hq, Hkv, D)
+    ("gqa", 2, 4, 2, 8),
+    ("mqa", 3, 4, 1, 4),  # Falcon-style, one KV head
+    ("mha", 1, 2, 2, 6),
+    ("d2", 2, 2, 1, 2),  # one pair per head
+    ("one token, Llama-3-8B heads", 1, 32, 8, 128),
+]
+
+
+@pytest.mark.parametrize("backend", sorted(source.HEADER_FILES))
+def test_mapping_lines_are_the_kernels_own(backend):
+    body = source.body(backend)
+    for line in vk.MAPPING_LINES:
+        assert line in body, f"the kernel no longer maps threads with {line!r}: update viz.kernel.thread_map"
+
+
+@pytest.mark.parametrize("name, T, Hq, Hkv, D", CASES, ids=[c[0] for c in CASES])
+def test_thread_map_covers_each_token_head_pair_once(name, T, Hq, Hkv, D):
+    m = vk.thread_map(T, Hq, Hkv, D)
+    assert len(m["gid"]) == T * (Hq + Hkv) * D // 2 == source.grid_size(T, Hq, Hkv, D)
+    triples = set(zip(m["token"].tolist(), m["head"].tolist(), m["pair"].tolist()))
+    assert len(triples) == len(m["gid"])
+    assert m["token"].max() == T - 1 and m["head"].max() == Hq + Hkv - 1 and m["pair"].max() == D // 2 - 1
+
+
+def test_thread_map_runs_pairs_fastest_then_heads_then_tokens():
+    m = vk.thread_map(2, 2, 1, 4)
+    assert m["pair"].tolist()[:4] == [0, 1, 0, 1]
+    assert m["head"].tolist()[:6] == [0, 0, 1, 1, 2, 2]
+    assert m["token"].tolist() == [0] * 6 + [1] * 6
+
+
+@pytest.mark.parametrize("name, T, Hq, Hkv, D", CASES, ids=[c[0] for c in CASES])
+def test_writers_write_every_element_once_two_per_thread(name, T, Hq, Hkv, D):
+    q_w, k_w = vk.writers(T, Hq, Hkv, D)
+    assert q_w.shape == (T, Hq, D) and k_w.shape == (T, Hkv, D)
+    assert (q_w >= 0).all() and (k_w >= 0).all()
+    counts = np.bincount(np.concatenate([q_w.ravel(), k_w.ravel()]))
+    assert (counts == 2).all()
+    np.testing.assert_array_equal(q_w[..., : D // 2], q_w[..., D // 2:])  # pair (i, i + D/2)
+    np.testing.assert_array_equal(k_w[..., : D // 2], k_w[..., D // 2:])
+
+
+def test_writers_q_heads_come_before_k_heads_within_a_token():
+    q_w, k_w = vk.writers(2, 4, 2, 8)
+    for t in range(2):
+        assert q_w[t].max() < k_w[t].min()
+    assert k_w[0].max() < q_w[1].min()
+
+
+def test_writers_empty_call():
+    q_w, k_w = vk.writers(0, 4, 2, 8)
+    assert q_w.shape == (0, 4, 8) and k_w.shape == (0, 2, 8)
+
+
+def test_thread_grid_images_hold_the_writers():
+    fig = vk.thread_grid(2, 4, 2, 8)
+    q_img = next(im for ax in fig.axes for im in ax.images if im.get_gid() == "q_rot")
+    k_img = next(im for ax in fig.axes for im in ax.images if im.get_gid() == "k_rot")
+    q_w, k_w = vk.writers(2, 4, 2, 8)
+    np.testing.assert_array_equal(np.asarray(q_img.get_array()), q_w.reshape(8, 8))
+    np.testing.assert_array_equal(np.asarray(k_img.get_array()), k_w.reshape(4, 8))
+    assert "48 threads" in fig._suptitle.get_text()
+
+
+def test_thread_grid_numbers_every_cell_when_small_and_none_when_large():
+    small = vk.thread_grid(2, 4, 2, 8)
+    texts = [t.get_text() for ax in small.axes for t in ax.texts]
+    assert len(texts) == 2 * (4 + 2) * 8 and texts[:3] == ["0", "1", "2"]
+    large = vk.thread_grid(4, 8, 2, 16)  # 320 threads
+    assert not any(ax.texts for ax in large.axes)
+
+
+def test_thread_grid_labels_rows_by_token_and_head():
+    fig = vk.thread_grid(2, 2, 1, 4)
+    labels = [t.get_text() for t in fig.axes[1].get_yticklabels()]
+    assert labels == ["t0 h0", "t1 h0"]
+
+
+@pytest.mark.parametrize("Hq, Hkv, D, shared, per_thread", [
+    (32, 8, 128, 64, 2560),  # Llama-3-8B
+    (71, 1, 64, 32, 2304),  # Falcon-7B, MQA
+    (16, 8, 256, 128, 3072),  # Gemma-2-9B
+    (1, 1, 2, 1, 2),  # the smallest head
+])
+def test_trig_counts(Hq, Hkv, D, shared, per_thread):
+    assert vk.trig_counts(Hq, Hkv, D) == {"shared": shared, "per_thread": per_thread}
+
+
+def test_trig_count_bars_heights():
+    fig = vk.trig_count_bars({"llama-3-8b": (32, 8, 128), "falcon-7b": (71, 1, 64)})
+    ax = fig.axes[0]
+    heights = {gid: [p.get_height() for p in ax.patches if p.get_gid() == gid] for gid in ("shared", "per_thread")}
+    assert heights == {"shared": [64, 32], "per_thread": [2560, 2304]}
+    assert ax.get_yscale() == "log"
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["llama-3-8b", "falcon-7b"]
