@@ -93,10 +93,14 @@ def test_pairing_diagram_arcs_join_the_paired_dimensions():
 
 
 def test_error_bound_values_and_growth():
-    assert R.error_bound("float32", 0) == pytest.approx(2 * 5 * 2.0**-24)
-    assert R.error_bound("bfloat16", 0) == pytest.approx(2 * (2.0**-8 + 4 * 2.0**-24))
+    assert R.error_bound("float32", 0) == pytest.approx(2 * 2.0**-23 + 2.0**-22)
+    assert R.error_bound("bfloat16", 0, scale=2.0) == pytest.approx(2.0 * (2 * 2.0**-7 + 2.0**-22))
     b = R.error_bound("float16", [0, 10, 10**6], scale=3.0)
     assert np.all(np.diff(b) > 0)
+
+
+def test_pair_norms():
+    np.testing.assert_allclose(R.pair_norms(np.array([3.0, 0.0, 4.0, 1.0])), [5.0, 1.0])
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,8 @@ from matplotlib.figure import Figure
 from .._arrays import to_numpy
 from ..reference import inverse_frequencies, rope_angles, rotate_neox
 
-#: Unit roundoff of each output dtype: the relative error of one rounding to it.
-UNIT_ROUNDOFF = {"float32": 2.0**-24, "bfloat16": 2.0**-8, "float16": 2.0**-11}
+#: Machine epsilon of each output dtype (one rounding costs at most half of it, relative).
+EPS = {"float32": 2.0**-23, "bfloat16": 2.0**-7, "float16": 2.0**-10}
 
 DTYPE_COLORS = {"float32": "tab:blue", "bfloat16": "tab:orange", "float16": "tab:green"}
 
@@ -69,6 +69,13 @@ def rotate_gptj(x, positions, rope_base: float) -> np.ndarray:
     return out  # [T, H, D]
 
 
+def pair_norms(x) -> np.ndarray:
+    """The length of every NeoX pair of ``x [..., D]``: ``[..., D/2]``."""
+    x = np.asarray(x, np.float64)
+    half = x.shape[-1] // 2
+    return np.hypot(x[..., :half], x[..., half:])
+
+
 def position_errors(positions, dtypes=("float32", "bfloat16", "float16"), *, head_dim: int = 64,
                     rope_base: float = 10000.0, seed: int = 0) -> dict[str, dict[str, np.ndarray]]:
     """Measure ``rope_pool_fused``'s error against the float64 reference at each position, per dtype.
@@ -80,7 +87,7 @@ def position_errors(positions, dtypes=("float32", "bfloat16", "float16"), *, hea
     Returns
     -------
     ``{dtype: {"positions": [N], "error": [N] max |q_rot - reference| per token,
-    "scale": [N] max |q| per token}}``
+    "scale": [N] the token's largest pair norm}}``
     """
     from ..inputs import make_inputs
     from ..op import rope_pool_fused
@@ -96,26 +103,25 @@ def position_errors(positions, dtypes=("float32", "bfloat16", "float16"), *, hea
         q = to_numpy(kw["q"], np.float64)  # [N, 1, D], the dtype's exact values
         ref = rotate_neox(q, positions, rope_base)
         err = np.abs(to_numpy(q_rot, np.float64) - ref).max(axis=(1, 2))  # [N]
-        out[dtype] = {"positions": positions, "error": err, "scale": np.abs(q).max(axis=(1, 2))}
+        out[dtype] = {"positions": positions, "error": err, "scale": pair_norms(q).max(axis=(1, 2))}
     return out
 
 
 def error_bound(dtype: str, positions, scale=1.0) -> np.ndarray:
-    """The error ``rope_pool_fused`` stays within, per token: ``2 * scale * (u + (p + 4) * 2**-24)``.
+    """The documented tolerance of ``rope_pool_fused``, per token: ``r * (2 eps + 2**-22 * (p + 1))``.
 
-    Two sources, each scaled by the token's largest magnitude ``scale``:
+    ``r`` (``scale``) is the token's largest pair norm, ``p`` its position, ``eps`` the dtype's
+    machine epsilon (float32 2**-23, float16 2**-10, bfloat16 2**-7). It is the bound the property
+    tests use (``tests/test_properties.py``), evaluated at each position instead of the largest:
 
-    - one rounding of the output to ``dtype``: unit roundoff ``u`` (float32 2**-24, bfloat16 2**-8,
-      float16 2**-11);
-    - the float32 angle: ``theta = position * inv_freq`` is rounded in float32, an absolute angle
-      error near ``position * 2**-24`` radians, which grows linearly with position and, past about
-      65,536 for bfloat16 and 8,192 for float16, outweighs the output rounding (for float32 at once).
-
-    The factor 2 covers the pair's length (up to sqrt(2) * scale) and the few float32 roundings of cos,
-    sin and the products (the ``+ 4``).
+    - ``2 eps``: one rounding of the output to ``dtype``, doubled for safety;
+    - ``2**-22 * (p + 1)``: the float32 angle. ``theta = position * inv_freq`` is rounded in float32,
+      an absolute angle error of a few ``position * 2**-24`` radians that moves a pair of length ``r``
+      by ``r`` times as much. It grows linearly with position and outweighs the output rounding past
+      about 65,536 (bfloat16) or 8,192 (float16) positions, and for float32 from the start.
     """
     p = np.asarray(positions, np.float64)
-    return 2.0 * np.asarray(scale, np.float64) * (UNIT_ROUNDOFF[dtype] + (p + 4.0) * 2.0**-24)
+    return np.asarray(scale, np.float64) * (2 * EPS[dtype] + 2.0**-22 * (p + 1))
 
 
 # --- Plots -------------------------------------------------------------------------------------
