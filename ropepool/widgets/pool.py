@@ -80,7 +80,7 @@ class PoolPlayground(W.VBox):
                              + (f"; {skipped} token(s) wrote nothing" if skipped else ""))
         self.figure = before_after(self.pool_before, k_pool, slots, dpi=70, vmax=3.0, compact=True)
         buf = BytesIO()
-        self.figure.savefig(buf, format="png")
+        self.figure.savefig(buf, format="png", pil_kwargs={"compress_level": 1})  # fast zlib: the PNG is shown once
         self.image.value = buf.getvalue()
 
 

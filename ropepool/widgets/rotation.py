@@ -53,7 +53,7 @@ def explorer_figure(position: int, rope_base: float, head_dim: int) -> tuple[Fig
 
 def png(fig: Figure) -> bytes:
     buf = BytesIO()
-    fig.savefig(buf, format="png")
+    fig.savefig(buf, format="png", pil_kwargs={"compress_level": 1})  # fast zlib: the PNG is shown once
     return buf.getvalue()
 
 
