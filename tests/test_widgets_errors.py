@@ -88,4 +88,4 @@ def test_catalog_html_has_a_row_per_error():
 
     text = catalog_html()
     assert text.count("<tr>") == 1 + len(CATALOG)
-    assert all(f"<td>{code}</td>" in text for code in CODES)
+    assert all(f">{code}</td>" in text for code in CODES)

@@ -1,6 +1,6 @@
 """The GQA explorer without a browser: set its controls, read its table, figure and status."""
 
-import re
+from html.parser import HTMLParser
 
 import pytest
 
@@ -11,11 +11,39 @@ from ropepool.widgets.gqa import CUSTOM, GQAExplorer, presets_html, shapes_html
 ARGUMENTS = ["q", "k", "v", "positions", "slots", "k_pool", "v_pool"]
 
 
+class _Cells(HTMLParser):
+    """The text of every <td> of an HTML table, row by row (header rows left out)."""
+
+    def __init__(self, text):
+        super().__init__()
+        self.rows, self._in_td = [], False
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "tr":
+            self.rows.append([])
+        self._in_td = tag == "td"
+        if self._in_td:
+            self.rows[-1].append("")
+
+    def handle_endtag(self, tag):
+        if tag == "td":
+            self._in_td = False
+
+    def handle_data(self, data):
+        if self._in_td:
+            self.rows[-1][-1] += data
+
+
+def cells(html_text):
+    return [row for row in _Cells(html_text).rows if row]
+
+
 def table_rows(html_text):
-    """{argument: concrete shape text} from a ropepool-shapes table."""
+    """{argument: concrete shape text} from a ropepool-shapes table, and the arguments in order."""
     assert '<table class="ropepool-shapes">' in html_text
-    rows = re.findall(r"<tr><td>([^<]*)</td><td>[^<]*</td><td>([^<]*)</td>", html_text)
-    return dict(rows), [name for name, _ in rows]
+    rows = cells(html_text)
+    return {row[0]: row[2] for row in rows}, [row[0] for row in rows]
 
 
 def segments(w):
@@ -115,15 +143,16 @@ def test_custom_keeps_the_slider_values():
 
 
 def test_shapes_html_lists_dtypes():
-    text = shapes_html(Shapes(2, 4, 2, 8, 6), "float16")
-    assert "<td>(2, 4, 8)</td><td>float16</td>" in text and "<td>(2,)</td><td>int32</td>" in text
+    rows = cells(shapes_html(Shapes(2, 4, 2, 8, 6), "float16"))
+    assert rows[0] == ["q", "[T, Hq, D]", "(2, 4, 8)", "float16"]
+    assert rows[3] == ["positions", "[T]", "(2,)", "int32"]
 
 
 def test_presets_html_has_a_row_per_preset():
-    text = presets_html(tokens=4)
-    assert text.count("<tr>") == 1 + len(models.preset_names())
-    assert "<td>gemma-2-9b</td><td>16</td><td>8</td><td>2</td><td>256</td><td>GQA</td>" in text
-    assert "<td>falcon-7b</td><td>71</td><td>1</td><td>71</td><td>64</td><td>MQA</td>" in text
-    assert "<td>phi-3-mini</td><td>32</td><td>32</td><td>1</td><td>96</td><td>MHA</td>" in text
+    rows = {row[0]: row[1:] for row in cells(presets_html(tokens=4))}
+    assert list(rows) == models.preset_names()
+    assert rows["gemma-2-9b"][:5] == ["16", "8", "2", "256", "GQA"]
+    assert rows["falcon-7b"][:5] == ["71", "1", "71", "64", "MQA"]
+    assert rows["phi-3-mini"][:5] == ["32", "32", "1", "96", "MHA"]
     # llama-3-8b: 2 pools x 8 heads x 128 x 2 bytes = 4,096 bytes per token and layer in bfloat16
-    assert "<td>llama-3-8b</td>" in text and "<td>4,096</td>" in text
+    assert rows["llama-3-8b"][5:] == ["(4, 32, 128)", "(4, 8, 128)", "4,096"]

@@ -120,10 +120,9 @@ def error_card(spec: ErrorSpec, err: RopePoolError, run: FixedRun | None = None,
              f"<h4 style='margin:0.2em 0'><code>{e(spec.code)}</code> "
              f"<small>({e(ORIGINS[spec.origin])})</small></h4>"]
     if bad is not None and good is not None:
-        rows = "".join(f"<tr><td><code>{e(n)}</code></td><td>{e(b)}</td><td>{e(g)}</td></tr>"
-                       for n, b, g in changes(bad, good))
-        parts.append("<table class='ropepool-change'><tr><th>argument</th><th>bad call</th><th>fixed call</th></tr>"
-                     f"{rows}</table>")
+        from .gqa import table_html
+
+        parts.append(table_html(("argument", "bad call", "fixed call"), changes(bad, good), "ropepool-change"))
     parts.append(f"<pre style='white-space:pre-wrap;color:#9d0208'>RopePoolError: {e(str(err))}</pre>")
     parts.append(f"<p><b>What it means.</b> {e(spec.meaning)}</p>")
     parts.append("<p><b>Common causes.</b></p><ul>" + "".join(f"<li>{e(c)}</li>" for c in spec.causes) + "</ul>")

@@ -28,10 +28,15 @@ CUSTOM = "custom"
 DPI = 80
 
 
+#: Inline cell style: JupyterLab right-aligns table cells, which makes messages and shapes hard to read.
+CELL_STYLE = "text-align:left;padding:2px 10px"
+
+
 def table_html(header, rows, css_class: str) -> str:
-    """An HTML ``<table class=css_class>`` of ``rows`` (any values, shown with ``str``), escaped."""
-    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+    """An HTML ``<table class=css_class>`` of ``rows`` (any values, shown with ``str``), escaped, left-aligned."""
+    head = "".join(f'<th style="{CELL_STYLE}">{html.escape(str(h))}</th>' for h in header)
+    body = "".join("<tr>" + "".join(f'<td style="{CELL_STYLE}">{html.escape(str(c))}</td>' for c in row) + "</tr>"
+                   for row in rows)
     return f'<table class="{css_class}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
@@ -40,7 +45,7 @@ def shapes_html(shapes: Shapes, dtype: str = "bfloat16") -> str:
 
     Example
     -------
-    >>> "<td>(16, 8, 128)</td>" in shapes_html(Shapes(16, 32, 8, 128, 4096))
+    >>> ">(16, 8, 128)</td>" in shapes_html(Shapes(16, 32, 8, 128, 4096))
     True
     """
     rows = [(name, symbolic, concrete, "int32" if name in ("positions", "slots") else dtype)
@@ -179,7 +184,7 @@ class GQAExplorer(W.VBox):
                  f"k_pool + v_pool hold {s.pool_bytes(self.dtype):,} bytes ({self.dtype}) per layer."]
         if self.model.value != CUSTOM:
             p = models.preset(self.model.value)
-            lines.append(f"{html.escape(p.name)}, rope_base = {p.rope_base:g}.")
+            lines.append(f"{html.escape(p.name)}, rope_base = {p.rope_base:,.0f}.")
             lines += [html.escape(n) for n in p.notes]
         self.status.value = "<br>".join(lines)
         key = (Hq, Hkv)
