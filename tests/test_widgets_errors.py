@@ -89,3 +89,11 @@ def test_catalog_html_has_a_row_per_error():
     text = catalog_html()
     assert text.count("<tr>") == 1 + len(CATALOG)
     assert all(f">{code}</td>" in text for code in CODES)
+
+
+def test_docstring_examples_run():
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module("ropepool.widgets.errors"))
+    assert result.attempted > 0 and result.failed == 0

@@ -156,3 +156,11 @@ def test_presets_html_has_a_row_per_preset():
     assert rows["phi-3-mini"][:5] == ["32", "32", "1", "96", "MHA"]
     # llama-3-8b: 2 pools x 8 heads x 128 x 2 bytes = 4,096 bytes per token and layer in bfloat16
     assert rows["llama-3-8b"][5:] == ["(4, 32, 128)", "(4, 8, 128)", "4,096"]
+
+
+def test_docstring_examples_run():
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module("ropepool.widgets.gqa"))
+    assert result.attempted > 0 and result.failed == 0
