@@ -82,7 +82,8 @@ def _rope_pool(backend: str):
 
     rope_pool.__name__ = rope_pool.__qualname__ = f"rope_pool_{backend}"
     rope_pool.__doc__ = (f"``rope_pool_fused`` through the {backend} kernel; same arguments as the "
-                         "reference, validated mx.arrays.")
+                         "reference, validated mx.arrays; ``host_slots`` as in "
+                         ":func:`ropepool.mlx_ops.rope_pool_mlx`.")
     return rope_pool
 
 
