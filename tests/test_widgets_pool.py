@@ -70,3 +70,11 @@ def test_without_check_values_an_out_of_range_slot_writes_nothing(w):
 def test_garbage_text_says_so(w):
     w.slots.value = "three"
     assert w.k_pool is None and "integers" in w.status.value
+
+
+def test_docstring_examples():
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module("ropepool.widgets.pool"))
+    assert result.attempted > 0 and result.failed == 0

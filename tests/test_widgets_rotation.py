@@ -51,3 +51,11 @@ def test_wrapped_pairs_are_counted_in_the_title():
     assert fig.axes[1].get_title().startswith("2 pairs wrapped")
     (ln,) = [ln for ln in fig.axes[1].lines if ln.get_gid() == "angles"]
     np.testing.assert_allclose(ln.get_ydata(), angles)
+
+
+def test_docstring_examples():
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module("ropepool.widgets.rotation"))
+    assert result.attempted > 0 and result.failed == 0

@@ -24,7 +24,12 @@ def rows_image(pool) -> np.ndarray:
 
 
 def written_rows(slots, pool_rows: int) -> np.ndarray:
-    """The sorted rows a call with these ``slots [T]`` writes (slots in ``[0, P)``)."""
+    """The sorted rows a call with these ``slots [T]`` writes (slots in ``[0, P)``).
+
+    Example
+    -------
+    >>> written_rows([7, -1, 2, 12], pool_rows=12).tolist()
+    [2, 7]"""
     s = to_numpy(slots, np.int64)
     return np.unique(s[(s >= 0) & (s < pool_rows)])
 

@@ -40,7 +40,14 @@ def pair_vectors(x, positions, rope_base: float) -> np.ndarray:
 
 
 def scores(q, k, positions, rope_base: float) -> np.ndarray:
-    """``S[m, n] = rope(q, m) . rope(k, n)`` for one head vector q and k ``[D]``: ``[N, N]``, float64."""
+    """``S[m, n] = rope(q, m) . rope(k, n)`` for one head vector q and k ``[D]``: ``[N, N]``, float64.
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> S = scores(np.arange(4.0), np.ones(4), np.arange(6), 100.0)
+    >>> bool(np.allclose(S[1:, 1:], S[:-1, :-1]))  # only n - m matters
+    True"""
     positions = np.asarray(positions)
     n = len(positions)
     q_rot = rotate_neox(np.broadcast_to(np.asarray(q, np.float64), (n, 1, len(q))), positions, rope_base)[:, 0]
@@ -53,6 +60,11 @@ def neox_to_gptj(head_dim: int) -> np.ndarray:
 
     NeoX pairs dimension ``i`` with ``i + D/2``; GPT-J pairs ``2i`` with ``2i + 1``. Interleaving
     the two halves puts each NeoX pair side by side, where GPT-J expects it.
+
+    Example
+    -------
+    >>> neox_to_gptj(8).tolist()
+    [0, 4, 1, 5, 2, 6, 3, 7]
     """
     half = head_dim // 2
     return np.stack([np.arange(half), np.arange(half) + half], axis=-1).reshape(-1)  # [D]

@@ -23,7 +23,12 @@ from ..viz.pool import before_after, written_rows
 
 
 def parse_slots(text: str) -> np.ndarray:
-    """``"3, 7, -1"`` -> int32 ``[3, 7, -1]``; raises ValueError on anything but integers."""
+    """``"3, 7, -1"`` -> int32 ``[3, 7, -1]``; raises ValueError on anything but integers.
+
+    Example
+    -------
+    >>> parse_slots("3, 7, -1").tolist()
+    [3, 7, -1]"""
     parts = [p for p in text.replace(",", " ").split() if p]
     return np.array([int(p) for p in parts], dtype=np.int32)
 

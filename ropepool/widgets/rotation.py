@@ -26,6 +26,12 @@ def explorer_figure(position: int, rope_base: float, head_dim: int) -> tuple[Fig
     ``position`` (the LineCollection with ``gid="pairs"``), coloured fast (i = 0, dark) to slow.
     Right: the angle ``theta_i = position * base**(-2i/D)`` (``gid="angles"``) against one full
     turn, 2 pi: pairs above the line have wrapped around at least once.
+
+    Example
+    -------
+    >>> fig, angles, vectors = explorer_figure(100, 10000.0, 8)
+    >>> angles.round(3).tolist(), vectors.shape
+    ([100.0, 10.0, 1.0, 0.1], (4, 2))
     """
     angles = position * inverse_frequencies(head_dim, rope_base)  # [D/2], radians
     vectors = np.stack([np.cos(angles), np.sin(angles)], axis=-1)  # [D/2, 2]
