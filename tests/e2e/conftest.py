@@ -1,0 +1,248 @@
+"""Fixtures of the end-to-end test: one JupyterLab server and one headless Chromium per worker.
+
+The server is started with :func:`ropepool.lab.lab_command`, the argv ``make lab`` runs, on a
+free port with a fresh token. Nothing is added to that argv; what the test needs differently
+from a learner's first start lives in environment variables pointing into a temporary folder:
+
+* ``JUPYTERLAB_SETTINGS_DIR``: user settings with
+
+  - ``windowingMode: "none"``. JupyterLab 4 virtualises long notebooks: in "full" (or "defer")
+    mode cells outside the viewport are not attached to the DOM, and the default
+    "contentVisibility" leaves them in the DOM but unpainted, so a full-page screenshot shows
+    blanks. "none" attaches and paints every cell, so the test can map cells on the page to the
+    .ipynb's cells by index and see every output, without scrolling cell by cell.
+  - ``autosave: false``. The server's root is the repository's ``notebooks/``; running the
+    cells must not write outputs back into the tracked notebooks (the test checks they are
+    unchanged afterwards).
+  - ``fetchNews: "false"``, ``checkForUpdates: false``: no "receive Jupyter news?" toast over
+    the cells and no request to the internet.
+* ``JUPYTERLAB_WORKSPACES_DIR``: a fresh, empty workspace store, so a notebook opens alone and
+  not next to whatever the last session left open.
+* ``JUPYTER_CONFIG_DIR`` (empty) and ``JUPYTER_RUNTIME_DIR``: no user config from ``~/.jupyter``
+  changes what is tested, and the server's and kernels' connection files stay in the temp folder.
+
+Chromium is Debian's (``/usr/bin/chromium``); Playwright never downloads a browser here.
+Where it is missing every browser test is skipped with one reason (``pytest -rs`` prints it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from ropepool.lab import NOTEBOOKS, lab_command
+
+os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--no-first-run", "--disable-quic",
+]
+REPO = Path(__file__).resolve().parents[2]
+SCREENSHOTS = REPO / "artifacts" / "screenshots"
+
+# For work on this test only: run it against another folder of notebooks (e.g. scratch ones in
+# /tmp) by swapping the root_dir of lab_command's argv. Unset (always, in make test and CI):
+# the suite's notebooks/ folder, exactly as ``make lab`` serves it.
+ROOT = Path(os.environ.get("ROPEPOOL_E2E_ROOT", NOTEBOOKS)).resolve()
+
+USER_SETTINGS = {
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
+    "@jupyterlab/docmanager-extension/plugin.jupyterlab-settings": {"autosave": False},
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
+        "fetchNews": "false", "checkForUpdates": False},
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex((host, port)) == 0
+
+
+def descendants(pid: int) -> set[int]:
+    """PIDs of all live descendants of ``pid`` (from /proc; kernels run in sessions of their own)."""
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(d.name))
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            if c not in found:
+                found.add(c)
+                todo.append(c)
+    return found
+
+
+def alive(pid: int) -> bool:
+    """True while /proc/PID exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@dataclass
+class Lab:
+    """A running JupyterLab: its process, address and token, and the kernels it started."""
+
+    proc: subprocess.Popen
+    port: int
+    token: str
+    argv: list[str]
+    log: Path
+    root: Path
+    kernel_pids: set[int] = field(default_factory=set)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def request(self, method: str, path: str, token: str | None = "auth", timeout: float = 10):
+        """(status, parsed JSON or None) of an API call; ``token=None`` sends none."""
+        token = self.token if token == "auth" else token
+        url = self.base + path
+        if token is not None:
+            url += ("&" if "?" in url else "?") + f"token={token}"
+        req = urllib.request.Request(url, method=method)
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                body = r.read()
+                return r.status, (json.loads(body) if body else None)
+        except urllib.error.HTTPError as e:
+            return e.code, None
+        except (urllib.error.URLError, OSError):  # not listening (yet, or any more)
+            return 0, None
+
+    def api(self, path: str, method: str = "GET"):
+        status, data = self.request(method, path)
+        assert status < 300, f"{method} {path}: HTTP {status}\n{self.log_tail()}"
+        return data
+
+    def remember_kernels(self) -> None:
+        self.kernel_pids |= descendants(self.pid)
+
+    def log_tail(self, n: int = 40) -> str:
+        try:
+            return "server log, last lines:\n" + "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
+
+
+def _start(tmp: Path) -> Lab:
+    for rel, values in USER_SETTINGS.items():
+        path = tmp / "settings" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values))
+    env = dict(
+        os.environ,
+        JUPYTERLAB_SETTINGS_DIR=str(tmp / "settings"),
+        JUPYTERLAB_WORKSPACES_DIR=str(tmp / "workspaces"),
+        JUPYTER_CONFIG_DIR=str(tmp / "config"),
+        JUPYTER_RUNTIME_DIR=str(tmp / "runtime"),
+        PYTHONUNBUFFERED="1",
+    )
+    last_error = ""
+    for attempt in range(3):  # a free port can be taken between free_port() and the bind
+        port, token = free_port(), secrets.token_hex(24)
+        argv = lab_command(port=port, token=token, open_browser=False)
+        if ROOT != NOTEBOOKS.resolve():
+            argv = [f"--ServerApp.root_dir={ROOT}" if a.startswith("--ServerApp.root_dir=") else a for a in argv]
+        log = tmp / f"server-{attempt}.log"
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    env=env, cwd=REPO, start_new_session=True)
+        lab = Lab(proc, port, token, argv, log, ROOT)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            if lab.request("GET", "/api/status", timeout=2)[0] == 200:
+                return lab
+            time.sleep(0.3)
+        last_error = lab.log_tail()
+        _stop(lab)
+    raise RuntimeError(f"JupyterLab did not come up: {lab.argv}\n{last_error}")
+
+
+def _stop(lab: Lab) -> list[str]:
+    """End the server (SIGTERM, then SIGKILL to its process group) and the kernels it started.
+
+    Returns what was still running and had to be killed; empty when everything ended cleanly.
+    """
+    problems = []
+    if lab.proc.poll() is None:
+        lab.remember_kernels()
+        lab.proc.terminate()  # Jupyter Server shuts its kernels down on SIGTERM
+        try:
+            lab.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            problems.append(f"server PID {lab.pid} ignored SIGTERM for 30 s; killed its process group")
+            os.killpg(lab.pid, signal.SIGKILL)
+            lab.proc.wait(10)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and any(alive(p) for p in lab.kernel_pids):
+        time.sleep(0.2)
+    for p in sorted(p for p in lab.kernel_pids if alive(p)):
+        problems.append(f"kernel process {p} outlived the server; killed it")
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return problems
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory):
+    """The JupyterLab server, started as ``make lab`` starts it; stopped and checked at the end."""
+    lab = _start(tmp_path_factory.mktemp("jupyterlab"))
+    yield lab
+    problems = _stop(lab)
+    assert lab.proc.returncode is not None and not alive(lab.pid), f"server PID {lab.pid} still running"
+    assert not port_open(lab.port), f"port {lab.port} still accepts connections after the server ended"
+    assert not problems, "; ".join(problems)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Debian's headless Chromium driven by Playwright (sync API); one per worker."""
+    if not CHROMIUM.exists():
+        pytest.skip(f"browser test: {CHROMIUM} not found: apt-get install chromium "
+                    "(Playwright must not download a browser)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed: pip install -e '.[test]'")
+    pw = sync_api.sync_playwright().start()
+    try:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+    finally:
+        pw.stop()

@@ -1,0 +1,313 @@
+"""End to end: the suite in a real JupyterLab, in a real (headless) Chromium, as a learner runs it.
+
+For each notebook: open it, clear the outputs it was saved with, Run > Run All Cells, wait until
+the kernel is idle and no cell is queued, then check what the page shows: no error output in any
+cell, an image in every cell tagged ``plot``, and in 01_gqa_shapes a changed shape table after
+picking another model. A full-page screenshot of each goes to artifacts/screenshots/.
+Also: the server refuses its API without the token and listens on 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import socket
+import time
+import warnings
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from .conftest import ROOT, SCREENSHOTS, Lab, port_open
+
+pytestmark = pytest.mark.e2e
+
+NOTEBOOKS = sorted(ROOT.glob("*.ipynb"))
+RUN_TIMEOUT = 300  # s, one notebook's Run All; they take seconds, but CI machines can be slow and busy
+
+# A stderr output that is an exception (a traceback, or IPython's short form of a SyntaxError),
+# not a warning. JupyterLab renders a cell's error output with the stderr mime type, like a
+# stream to stderr; warnings ("path.py:12: UserWarning: ...") are reported, not failed.
+ERROR_TEXT = re.compile(r"Traceback \(most recent call last\)|^\s*Cell In\[\d+\], line \d+"
+                        r"|^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b(:|$)", re.M)
+
+# The state of every cell on the page, in order (windowingMode "none": all cells are attached).
+CELLS_JS = """() => [...document.querySelectorAll('.jp-NotebookPanel .jp-Notebook-cell')].map(c => ({
+    kind: c.classList.contains('jp-CodeCell') ? 'code' : c.classList.contains('jp-MarkdownCell') ? 'markdown' : 'raw',
+    prompt: (c.querySelector(':scope .jp-InputPrompt') || {textContent: ''}).textContent.trim(),
+    stderr: [...c.querySelectorAll('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')]
+      .map(o => o.innerText),
+    images: [...c.querySelectorAll('.jp-OutputArea img')].map(im => im.complete && im.naturalWidth > 0),
+  }))"""
+
+STATUS_JS = """() => (document.querySelector('.jp-NotebookPanel-toolbar .jp-Notebook-ExecutionIndicator')
+  || {dataset: {}}).dataset.status || null"""
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _cells(page) -> list[dict]:
+    return page.evaluate(CELLS_JS)
+
+
+def _session(lab: Lab, name: str) -> dict | None:
+    return next((s for s in lab.api("/api/sessions") if s.get("path") == name), None)
+
+
+def _wait(what: str, predicate, timeout: float, lab: Lab, poll: float = 0.3):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(poll)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{lab.log_tail(15)}")
+
+
+def _open(page, lab: Lab, name: str) -> None:
+    """Open the notebook in a workspace of its own; wait for its kernel, answering the kernel dialog."""
+    workspace = "e2e-" + re.sub(r"\W", "-", Path(name).stem)
+    page.goto(f"{lab.base}/lab/workspaces/{workspace}/tree/{name}?token={lab.token}")
+    page.wait_for_selector(".jp-NotebookPanel .jp-Notebook-cell", timeout=120_000)
+
+    def ready():
+        dialog = page.locator(".jp-Dialog .jp-mod-accept")
+        if dialog.count():  # "Select Kernel": only where a notebook has no kernelspec metadata
+            warnings.warn(f"{name}: JupyterLab asked which kernel to use (no kernelspec in the notebook's metadata)")
+            dialog.first.click()
+            return False
+        session = _session(lab, name)
+        return (session is not None and session["kernel"]["execution_state"] == "idle"
+                and page.evaluate(STATUS_JS) == "idle")
+
+    _wait(f"{name}: kernel started and idle", ready, 120, lab)
+
+
+def _menu(page, menu: str, command: str) -> None:
+    page.locator("li.lm-MenuBar-item", has_text=re.compile(rf"^{menu}$")).click()
+    page.locator(f".lm-Menu-item[data-command='{command}']").click()
+
+
+def _run_all(page, lab: Lab, name: str, code_cells: list[int]) -> list[dict]:
+    """Clear outputs, Run All Cells, wait until every cell has run (or the run stopped at an error)."""
+    page.locator(".jp-Notebook-cell").first.click()  # focus the notebook, as a learner would
+    _menu(page, "Edit", "editmenu:clear-all")  # saved outputs must not pass for fresh ones
+    _wait(f"{name}: outputs cleared", lambda: not any(
+        c["stderr"] or c["images"] or re.search(r"\d", c["prompt"]) for c in _cells(page)), 30, lab)
+    _menu(page, "Run", "runmenu:run-all")
+
+    def finished():
+        cells = _cells(page)
+        prompts = [cells[i]["prompt"] for i in code_cells if i < len(cells)]
+        if any("*" in p for p in prompts) or page.evaluate(STATUS_JS) != "idle":
+            return None
+        session = _session(lab, name)
+        if session is None or session["kernel"]["execution_state"] != "idle":
+            return None
+        ran = all(re.search(r"\d", p) for p in prompts)
+        stopped = any(ERROR_TEXT.search(t) for c in cells for t in c["stderr"])
+        return cells if ran or stopped else None
+
+    _wait(f"{name}: Run All finished, kernel idle", finished, RUN_TIMEOUT, lab, poll=0.5)
+    time.sleep(1.0)  # let the last outputs (images decode, widget views) settle, then look again
+    return _wait(f"{name}: Run All finished, kernel idle", finished, 30, lab)
+
+
+def _screenshot(page, name: str) -> Path:
+    """Full-page PNG: grow the viewport to the notebook's height so every cell is in the picture."""
+    # Make the first cell the active one: on a resize JupyterLab scrolls the active cell into view,
+    # and Run All leaves the last cell active (the picture would show the end and blank space).
+    # A click on its prompt area selects it in command mode (not on the collapser bar at its left).
+    page.locator(".jp-NotebookPanel .jp-Notebook-cell").first.locator(".jp-InputPrompt").click()
+    to_top = """() => { const s = document.querySelector('.jp-NotebookPanel .jp-WindowedPanel-outer');
+                         const cells = document.querySelectorAll('.jp-NotebookPanel .jp-Notebook-cell');
+                         if (!s || !cells.length) return 0;
+                         s.scrollTop = 0;
+                         return cells[cells.length - 1].getBoundingClientRect().bottom - s.getBoundingClientRect().bottom }"""
+    below = page.evaluate(to_top)  # how far the last cell reaches below the visible part
+    size = page.viewport_size
+    page.set_viewport_size({"width": size["width"], "height": min(size["height"] + max(int(below) + 40, 0), 16_000)})
+    page.wait_for_timeout(300)
+    page.evaluate(to_top)
+    page.wait_for_timeout(500)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{Path(name).stem}.png"
+    page.screenshot(path=str(path), full_page=True)
+    page.set_viewport_size(size)
+    return path
+
+
+SHAPE_ROWS_JS = """cell => Object.fromEntries([...cell.querySelectorAll('table.ropepool-shapes tr')]
+  .map(tr => [...tr.querySelectorAll('td, th')].map(td => td.innerText.trim()))
+  .filter(r => r.length).map(r => [r[0], r.slice(1).join(' | ')]))"""
+
+
+FIND_MODEL_JS = """() => [...document.querySelectorAll('.jp-NotebookPanel .jp-Notebook-cell')].findIndex(c =>
+  [...c.querySelectorAll('.widget-dropdown > label')].some(l => l.textContent.trim() === 'Model'))"""
+
+
+def _gqa_dropdown(page, lab: Lab) -> None:
+    """Pick another model in the "Model" dropdown; the q and k rows must show its Hq, Hkv and D."""
+    from ropepool.models import preset, preset_names
+
+    index = page.evaluate(FIND_MODEL_JS)
+    assert index >= 0, "01_gqa_shapes: no ipywidgets Dropdown labelled 'Model' on the page"
+    cell = page.locator(".jp-NotebookPanel .jp-Notebook-cell").nth(index)
+    select = cell.locator(".widget-dropdown").filter(
+        has=page.locator("label", has_text=re.compile(r"^\s*Model\s*$"))).locator("select").first
+    assert cell.locator("table.ropepool-shapes").count(), \
+        f"01_gqa_shapes: cell {index}, which shows the Model dropdown, shows no <table class='ropepool-shapes'>"
+    before = cell.evaluate(SHAPE_ROWS_JS)
+    assert "k" in before and "q" in before, f"shape table has no q/k rows: {before}"
+    current = select.input_value()
+    options = select.locator("option").evaluate_all("os => os.map(o => o.value)")
+    old = preset(current) if current in preset_names() else None
+    targets = [o for o in options if o in preset_names() and o != current
+               and (old is None or (preset(o).num_kv_heads, preset(o).head_dim) != (old.num_kv_heads, old.head_dim))]
+    assert targets, f"no other preset to pick among {options} (current {current!r})"
+    target = preset(targets[0])
+    select.select_option(targets[0])
+    k_re = re.compile(rf"\(\d+, {target.num_kv_heads}, {target.head_dim}\)")
+    q_re = re.compile(rf"\(\d+, {target.num_qo_heads}, {target.head_dim}\)")
+
+    def updated():
+        rows = cell.evaluate(SHAPE_ROWS_JS)
+        return rows if k_re.search(rows.get("k", "")) and q_re.search(rows.get("q", "")) else None
+
+    try:
+        after = _wait(f"shape table for {targets[0]}", updated, 30, lab)
+    except AssertionError:
+        raise AssertionError(f"01_gqa_shapes: picked {targets[0]!r} (Hq={target.num_qo_heads}, "
+                             f"Hkv={target.num_kv_heads}, D={target.head_dim}) but the table shows "
+                             f"{cell.evaluate(SHAPE_ROWS_JS)} (before: {before})") from None
+    assert after["k"] != before["k"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_notebook_in_jupyterlab(browser, lab: Lab, path: Path):
+    name = path.relative_to(ROOT).as_posix()
+    nb = nbformat.read(path, as_version=4)
+    code_cells = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.source.strip()]
+    plot_cells = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and "plot" in c.metadata.get("tags", [])]
+    digest = _digest(path)
+
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(60_000)
+    page = context.new_page()
+    page_errors: list[str] = []
+    page.on("pageerror", lambda e: page_errors.append(str(e)))
+    try:
+        _open(page, lab, name)
+        cells = _run_all(page, lab, name, code_cells)
+        assert len(cells) == len(nb.cells), f"{name}: {len(cells)} cells on the page, {len(nb.cells)} in the file"
+        for i, (cell, on_page) in enumerate(zip(nb.cells, cells)):
+            assert on_page["kind"] == cell.cell_type or cell.cell_type == "raw", \
+                f"{name}: cell {i} is {cell.cell_type} in the file but {on_page['kind']} on the page"
+
+        errors = {i: t for i, c in enumerate(cells) for t in c["stderr"] if ERROR_TEXT.search(t)}
+        assert not errors, f"{name}: error output on the page in cell(s) {sorted(errors)}:\n" + "\n\n".join(
+            f"--- cell {i} ---\n{nb.cells[i].source}\n--- shows ---\n{t}" for i, t in errors.items())
+        not_run = [i for i in code_cells if not re.fullmatch(r"\[\d+\]:", cells[i]["prompt"])]
+        assert not not_run, f"{name}: code cells without an execution count after Run All: {not_run}"
+        for i, c in enumerate(cells):
+            for t in c["stderr"]:
+                warnings.warn(f"{name} cell {i} writes to stderr (shown to learners): {t[:300]}")
+
+        missing = [i for i in plot_cells if not any(cells[i]["images"])]
+        if missing:  # images from data: URLs decode asynchronously; give them a moment
+            time.sleep(2)
+            cells = _cells(page)
+            missing = [i for i in plot_cells if not any(cells[i]["images"])]
+        assert not missing, f"{name}: plot-tagged cell(s) {missing} show no image after running"
+
+        if path.stem == "01_gqa_shapes":
+            _gqa_dropdown(page, lab)
+        _screenshot(page, name)
+    except Exception:
+        try:
+            _screenshot(page, name + ".failed")
+        except Exception:
+            pass
+        if page_errors:
+            print(f"{name}: JavaScript errors on the page:", *page_errors, sep="\n  ")
+        raise
+    finally:
+        lab.remember_kernels()
+        context.close()  # no beforeunload: nothing is saved
+        session = _session(lab, name)
+        if session is not None:  # shut the kernel down now: memory stays low across notebooks
+            lab.api(f"/api/sessions/{session['id']}", method="DELETE")
+        assert _digest(path) == digest, f"{name}: the notebook file changed while the test ran it"
+
+    _wait("no kernel left running", lambda: lab.api("/api/kernels") == [], 30, lab)
+
+
+def _listening(pid: int) -> set[tuple[str, int]]:
+    """(address, port) of the TCP sockets process ``pid`` listens on, from /proc (Linux)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = fd.readlink().as_posix()
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    found = set()
+    for table, size in (("/proc/net/tcp", 4), ("/proc/net/tcp6", 16)):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            if state != "0A" or inode not in inodes:  # 0A: LISTEN
+                continue
+            addr_hex, port_hex = local.split(":")
+            raw = bytes.fromhex(addr_hex)
+            if size == 4:
+                addr = socket.inet_ntop(socket.AF_INET, raw[::-1])
+            else:  # /proc prints IPv6 as four little-endian 32-bit words
+                addr = socket.inet_ntop(socket.AF_INET6, b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4)))
+            found.add((addr, int(port_hex, 16)))
+    return found
+
+
+def _outward_address() -> str | None:
+    """This machine's address on its default route (no packet is sent), or None."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("192.0.2.1", 9))  # TEST-NET-1: only picks the route
+            addr = s.getsockname()[0]
+    except OSError:
+        return None
+    return None if addr.startswith("127.") or addr == "0.0.0.0" else addr
+
+
+@pytest.mark.parametrize("path", ["/api/contents", "/api/kernels", "/api/sessions", "/api/status"])
+def test_api_needs_the_token(lab: Lab, path: str):
+    assert lab.request("GET", path, token=None)[0] == 403  # Jupyter Server 2: 403 Forbidden, not 401
+    assert lab.request("GET", path, token="0" * 48)[0] == 403
+    assert lab.request("GET", path)[0] == 200
+
+
+def test_token_in_the_command(lab: Lab):
+    assert f"--IdentityProvider.token={lab.token}" in lab.argv and len(lab.token) >= 32
+
+
+def test_listens_on_loopback_only(lab: Lab):
+    sockets = _listening(lab.pid)
+    assert sockets == {("127.0.0.1", lab.port)}, f"server PID {lab.pid} listens on {sockets}"
+    outward = _outward_address()
+    if outward is not None:
+        assert not port_open(lab.port, outward), f"port {lab.port} answers on {outward}"
+
+
+def test_settings_the_browser_test_relies_on(lab: Lab):
+    """windowingMode "none" (all cells in the DOM) and no autosave reach the server's settings."""
+    tracker = lab.api("/lab/api/settings/@jupyterlab/notebook-extension:tracker")["settings"]
+    docmanager = lab.api("/lab/api/settings/@jupyterlab/docmanager-extension:plugin")["settings"]
+    assert tracker["windowingMode"] == "none" and docmanager["autosave"] is False
