@@ -49,10 +49,10 @@ def rope_pool_fused(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_
     >>> k_pool.shape
     (5, 2, 8)
     """
-    _, impl = resolve(backend)
     host_slots = validate(q, k, v, positions, slots, k_pool, v_pool, head_dim=head_dim,
                           num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads, rope_base=rope_base,
                           check_values=check_values)
+    _, impl = resolve(backend)  # after the inputs: every check runs in the catalog's order
     args = [to_mx(x) for x in (q, k, v, positions, slots, k_pool, v_pool)]
     out = impl(*args, rope_base=float(rope_base), host_slots=host_slots)
     if isinstance(q, np.ndarray):
