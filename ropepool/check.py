@@ -20,10 +20,8 @@ from typing import TextIO
 
 from .models import ConfigError, RopeParams, from_config, load_config, preset_names
 from .shapes import DTYPE_BYTES, Shapes
+from .tolerance import error_ratio
 
-#: Tolerance of q_rot and k_rot against the float64 reference, as max |got - ref| / (1 + |ref|):
-#: twice the half-ulp of one rounding to the dtype (float32: room for sin/cos).
-TOLERANCE = {"float32": 1e-5, "float16": 1e-3, "bfloat16": 8e-3}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -127,15 +125,16 @@ def run_once(p: RopeParams, s: Shapes, dtype: str) -> str:
     if not (np.array_equal(got[2][others], f64["k_pool"][others])
             and np.array_equal(got[3][others], f64["v_pool"][others])):
         raise RuntimeError("pool rows no token writes were changed")
-    err = max((float((np.abs(g - r) / (1 + np.abs(r))).max()) for g, r in zip(got[:2], ref[:2]) if g.size),
-              default=0.0)
-    if err > TOLERANCE[dtype]:
-        raise RuntimeError(f"q_rot/k_rot differ from the float64 reference by {err:.1e} > {TOLERANCE[dtype]:.0e}")
+    positions = to_numpy(kw["positions"])
+    ratio = max(error_ratio(got[0], ref[0], f64["q"], positions, dtype),
+                error_ratio(got[1], ref[1], f64["k"], positions, dtype))
+    if ratio > 1:
+        raise RuntimeError(f"q_rot/k_rot differ from the float64 reference by {ratio:.2f}x the tolerance")
     return (f"ran rope_pool_fused once on backend {backend!r} ({available_backends()[backend].reason}): ok\n"
             f"  {s.tokens} tokens written to {len(slots)} of {s.pool_rows} pool rows, bit for bit equal to "
             f"k_rot and v; the other rows unchanged\n"
-            f"  q_rot and k_rot match the float64 reference: max |error| / (1 + |ref|) = {err:.1e} "
-            f"(tolerance {TOLERANCE[dtype]:.0e})")
+            f"  q_rot and k_rot match the float64 reference: worst error = {ratio:.2f} of the tolerance "
+            f"(ropepool.tolerance)")
 
 
 def explain_mismatch(p: RopeParams, s: Shapes, dtype: str, num_kv_heads: int) -> str:

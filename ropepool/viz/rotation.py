@@ -13,9 +13,8 @@ from matplotlib.figure import Figure
 
 from .._arrays import to_numpy
 from ..reference import inverse_frequencies, rope_angles, rotate_neox
+from ..tolerance import EPS, error_bound, pair_norms  # noqa: F401  (re-exported for notebook 03)
 
-#: Machine epsilon of each output dtype (one rounding costs at most half of it, relative).
-EPS = {"float32": 2.0**-23, "bfloat16": 2.0**-7, "float16": 2.0**-10}
 
 DTYPE_COLORS = {"float32": "tab:blue", "bfloat16": "tab:orange", "float16": "tab:green"}
 
@@ -81,13 +80,6 @@ def rotate_gptj(x, positions, rope_base: float) -> np.ndarray:
     return out  # [T, H, D]
 
 
-def pair_norms(x) -> np.ndarray:
-    """The length of every NeoX pair of ``x [..., D]``: ``[..., D/2]``."""
-    x = np.asarray(x, np.float64)
-    half = x.shape[-1] // 2
-    return np.hypot(x[..., :half], x[..., half:])
-
-
 def position_errors(positions, dtypes=("float32", "bfloat16", "float16"), *, head_dim: int = 64,
                     rope_base: float = 10000.0, seed: int = 0) -> dict[str, dict[str, np.ndarray]]:
     """Measure ``rope_pool_fused``'s error against the float64 reference at each position, per dtype.
@@ -117,23 +109,6 @@ def position_errors(positions, dtypes=("float32", "bfloat16", "float16"), *, hea
         err = np.abs(to_numpy(q_rot, np.float64) - ref).max(axis=(1, 2))  # [N]
         out[dtype] = {"positions": positions, "error": err, "scale": pair_norms(q).max(axis=(1, 2))}
     return out
-
-
-def error_bound(dtype: str, positions, scale=1.0) -> np.ndarray:
-    """The documented tolerance of ``rope_pool_fused``, per token: ``r * (2 eps + 2**-22 * (p + 1))``.
-
-    ``r`` (``scale``) is the token's largest pair norm, ``p`` its position, ``eps`` the dtype's
-    machine epsilon (float32 2**-23, float16 2**-10, bfloat16 2**-7). It is the bound the property
-    tests use (``tests/test_properties.py``), evaluated at each position instead of the largest:
-
-    - ``2 eps``: one rounding of the output to ``dtype``, doubled for safety;
-    - ``2**-22 * (p + 1)``: the float32 angle. ``theta = position * inv_freq`` is rounded in float32,
-      an absolute angle error of a few ``position * 2**-24`` radians that moves a pair of length ``r``
-      by ``r`` times as much. It grows linearly with position and outweighs the output rounding past
-      about 65,536 (bfloat16) or 8,192 (float16) positions, and for float32 from the start.
-    """
-    p = np.asarray(positions, np.float64)
-    return np.asarray(scale, np.float64) * (2 * EPS[dtype] + 2.0**-22 * (p + 1))
 
 
 # --- Plots -------------------------------------------------------------------------------------
