@@ -103,3 +103,33 @@ def test_trig_count_bars_heights():
     assert heights == {"shared": [64, 32], "per_thread": [2560, 2304]}
     assert ax.get_yscale() == "log"
     assert [t.get_text() for t in ax.get_xticklabels()] == ["llama-3-8b", "falcon-7b"]
+
+
+class _Row:
+    """What timing_bars reads from a bench.Timing."""
+
+    def __init__(self, method, tokens, median_ms, ratio):
+        self.method, self.tokens, self.median_ms, self.ratio = method, tokens, median_ms, ratio
+
+
+def test_timing_bars_heights_groups_and_labels():
+    rows = [_Row("ropepool", 1, 0.4, 1.0), _Row("mx.fast.rope", 1, 0.2, 0.5),
+            _Row("ropepool", 64, 3.0, 1.0), _Row("mx.fast.rope", 64, 6.0, 2.0)]
+    ax = vk.timing_bars(rows).axes[0]
+    by_method = {m: [(round(p.get_x() + p.get_width() / 2, 6), p.get_height()) for p in ax.patches
+                     if p.get_gid() == m] for m in ("ropepool", "mx.fast.rope")}
+    assert [h for _, h in by_method["ropepool"]] == [0.4, 3.0]
+    assert [h for _, h in by_method["mx.fast.rope"]] == [0.2, 6.0]
+    assert all(x < 0.5 for x, _ in (by_method["ropepool"][0], by_method["mx.fast.rope"][0]))  # T = 1 group
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["T = 1", "T = 64"]
+    assert {t.get_text() for t in ax.texts} == {"1x", "0.5x", "2x"}
+    assert ax.get_yscale() == "log"
+
+
+def test_timing_bars_takes_bench_compare_rows():
+    from ropepool.bench import compare
+    from ropepool.shapes import Shapes
+
+    rows = compare(Shapes(2, 4, 2, 8, 16), "float32", repeats=1, warmup=0, methods=("ropepool", "mx.fast.rope"))
+    ax = vk.timing_bars(rows).axes[0]
+    assert sorted(p.get_gid() for p in ax.patches) == ["mx.fast.rope", "ropepool"]

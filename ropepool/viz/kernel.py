@@ -135,3 +135,35 @@ def trig_count_bars(models: dict[str, tuple[int, int, int]]) -> Figure:
     ax.set_ylim(1, 30 * max(c["per_thread"] for c in counts))
     fig.tight_layout()
     return fig
+
+
+def timing_bars(rows, *, title: str = "") -> Figure:
+    """Median time per call of each method, grouped by token count (log scale).
+
+    ``rows`` are :class:`ropepool.bench.Timing` records (``method``, ``tokens``, ``median_ms``,
+    ``ratio``), e.g. from :func:`ropepool.bench.compare` at several T. Each bar (a Rectangle)
+    has the method as gid and is labelled with its ratio to ropepool's median.
+    """
+    rows = list(rows)
+    methods = list(dict.fromkeys(r.method for r in rows))
+    tokens = sorted({r.tokens for r in rows})
+    by = {(r.method, r.tokens): r for r in rows}
+    width = 0.8 / max(1, len(methods))
+    fig = Figure(figsize=(7.5, 3.4), dpi=90)
+    ax = fig.add_subplot()
+    for j, m in enumerate(methods):
+        xs = [i + (j - (len(methods) - 1) / 2) * width for i, T in enumerate(tokens) if (m, T) in by]
+        got = [by[m, T] for T in tokens if (m, T) in by]
+        bars = ax.bar(xs, [r.median_ms for r in got], width, label=m)
+        for bar in bars:
+            bar.set_gid(m)
+        ax.bar_label(bars, [f"{r.ratio:.2g}x" if r.ratio == r.ratio else "" for r in got], fontsize=7)
+    ax.set_xticks(range(len(tokens)), [f"T = {T}" for T in tokens])
+    ax.set_yscale("log")
+    ax.set_ylabel("median ms per call (log)")
+    ax.set_title(title or "Time per call; labels: ratio to ropepool", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left")
+    top = max((r.median_ms for r in rows), default=1.0)
+    ax.set_ylim(top=top * 20)
+    fig.tight_layout()
+    return fig
