@@ -21,6 +21,13 @@ def main(argv: list[str] | None = None) -> int:
     check_arguments(sub.add_parser("check", help="a model's shapes for this op from its config or a preset, "
                                                  "then one real call"))
 
+    bench = sub.add_parser("bench", help="time ropepool against mx.fast.rope + scatter, NumPy and a copy; "
+                                         "table and artifacts/bench.png")
+    bench.add_argument("--quick", action="store_true", help="small sizes, a few seconds")
+    bench.add_argument("--repeats", type=int, default=None, help="timed calls per method (default 10; --quick 5)")
+    bench.add_argument("--out", default="artifacts", help="folder for bench.png and bench.json")
+    bench.add_argument("--no-plot", action="store_true")
+
     args = parser.parse_args(argv)
     if args.command == "doctor":
         from .doctor import report
@@ -34,6 +41,10 @@ def main(argv: list[str] | None = None) -> int:
         from .check import main as check_main
 
         return check_main(args)
+    elif args.command == "bench":
+        from .bench import main as bench_main
+
+        return bench_main(quick=args.quick, repeats=args.repeats, out_dir=args.out, plot=not args.no_plot)
     return 0
 
 

@@ -83,7 +83,16 @@ def self_check(name: str) -> str | None:
 
 
 def statuses():
-    """``{name: (BackendStatus, implementation or None)}`` for the fused-kernel backends."""
+    """``{name: (BackendStatus, implementation or None)}`` for the fused-kernel backends.
+
+    Worked out once per process (the back-ends a process has do not change) and then cached:
+    the registry asks on every call of the op.
+    """
+    return dict(_statuses())
+
+
+@lru_cache(maxsize=1)
+def _statuses():
     from ..backends import BackendStatus
 
     out = {}

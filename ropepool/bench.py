@@ -1,0 +1,329 @@
+"""``python -m ropepool bench``: ropepool against what a user would write instead, and the floor.
+
+Methods timed (each call evaluated with ``mx.eval``, pools rebound so MLX can donate them):
+
+===================  ===========================================================================
+ropepool             ``rope_pool_fused(...)`` on the best backend here (``backend="auto"``), as a
+                     user calls it: values checked on the host (``check_values=True``)
+ropepool-unchecked   the same with ``check_values=False`` (no host read of positions and slots)
+mx.fast.rope         the unfused composition: :func:`rope_fast_scatter`, ``mx.fast.rope`` on q
+                     and on k, then ``k_pool[slots] = k_rot`` and ``v_pool[slots] = v``
+numpy                :func:`rope_pool_numpy`, float32 NumPy math, pools written in place
+                     (NumPy has no bfloat16: not timed for it)
+copy (mlx)           the floor: one MLX copy of each buffer the op writes (q_rot, k_rot, the k and
+                     v rows), i.e. the bytes the op must move, with MLX's per-call overhead
+memcpy (numpy)       the same bytes with ``np.copyto`` into preallocated buffers: the machine's floor
+===================  ===========================================================================
+
+Methods run round-robin inside each repetition (so noise from other processes hits all of
+them alike) after a warm-up; the table gives medians. No method is timed on out-of-range
+slots: the composition does not skip them (MLX does not bound-check a scatter).
+
+For a short run from a notebook::
+
+    >>> from ropepool.bench import compare
+    >>> from ropepool.shapes import Shapes
+    >>> rows = compare(Shapes(tokens=8, num_qo_heads=8, num_kv_heads=2, head_dim=64, pool_rows=256),
+    ...                "float16", repeats=3, methods=("ropepool", "mx.fast.rope"))
+    >>> [r.method for r in rows]
+    ['ropepool', 'mx.fast.rope']
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import mlx.core as mx
+import numpy as np
+
+from .inputs import make_inputs
+from .op import rope_pool_fused
+from .reference import inverse_frequencies
+from .shapes import DTYPE_BYTES, Shapes
+
+ARGS = ("q", "k", "v", "positions", "slots")
+METHODS = ("ropepool", "ropepool-unchecked", "mx.fast.rope", "numpy", "copy (mlx)", "memcpy (numpy)")
+
+#: Llama-3-8B attention: Hq = 32, Hkv = 8, D = 128.
+LLAMA3_8B = dict(num_qo_heads=32, num_kv_heads=8, head_dim=128)
+
+#: Targets on the 2-core CPU machine (issue 3).
+TARGET_SPEEDUP = 2.0  # ropepool at least this much faster than mx.fast.rope + scatter
+TARGET_POOL_FLAT = 1.2  # time at the largest pool within this factor of the smallest
+TARGET_FLOOR = 3.0  # ropepool within this factor of the copy floor (copy (mlx))
+
+
+def rope_fast_scatter(q, k, v, positions, slots, k_pool, v_pool, *, rope_base: float):
+    """The unfused composition a user would write: ``mx.fast.rope`` twice, then two scatters.
+
+    ``mx.fast.rope`` takes positions as ``offset + arange(L)`` along the second-to-last axis,
+    with ``offset`` a scalar or one per batch row. Per-token positions therefore need each
+    token to be its own batch row: x ``[T, H, D]`` becomes ``[T, H, 1, D]`` (L = 1) and
+    ``offset=positions`` gives token t the position ``positions[t]``. ``traditional=False`` is
+    NeoX's pairing. The scatter assumes every slot is in ``[0, P)``.
+    """
+    T, Hq, D = q.shape  # [T, Hq, D]
+    Hkv = k.shape[1]
+
+    def rope(x, heads):
+        x4 = x.reshape(T, heads, 1, D)  # [T, H, L=1, D]: one batch row per token
+        return mx.fast.rope(x4, D, traditional=False, base=rope_base, scale=1.0, offset=positions).reshape(T, heads, D)
+
+    q_rot, k_rot = rope(q, Hq), rope(k, Hkv)
+    k_pool[slots] = k_rot  # [T, Hkv, D] into [P, Hkv, D]
+    v_pool[slots] = v
+    return q_rot, k_rot, k_pool, v_pool
+
+
+def rope_pool_numpy(q, k, v, positions, slots, k_pool, v_pool, *, rope_base: float):
+    """A NumPy implementation: float32 math, one rounding, pools written in place (O(T))."""
+    D = q.shape[-1]
+    half = D // 2
+    inv_freq = inverse_frequencies(D, rope_base).astype(np.float32)  # [D/2]
+    theta = positions.astype(np.float32)[:, None] * inv_freq[None, :]  # [T, D/2]
+    cos, sin = np.cos(theta)[:, None, :], np.sin(theta)[:, None, :]  # [T, 1, D/2]
+
+    def rotate(x):
+        x32 = x.astype(np.float32)
+        x1, x2 = x32[..., :half], x32[..., half:]  # [T, H, D/2]
+        return np.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1).astype(x.dtype)
+
+    q_rot, k_rot = rotate(q), rotate(k)
+    keep = (slots >= 0) & (slots < k_pool.shape[0])  # [T]
+    k_pool[slots[keep]] = k_rot[keep]
+    v_pool[slots[keep]] = v[keep]
+    return q_rot, k_rot, k_pool, v_pool
+
+
+@dataclass
+class Timing:
+    """One method at one configuration: medians over ``repeats`` calls, in milliseconds."""
+
+    method: str
+    dtype: str
+    tokens: int
+    pool_rows: int
+    median_ms: float
+    best_ms: float
+    repeats: int
+    ratio: float = float("nan")  # median / ropepool's median at the same configuration
+
+
+def _time_call(method: str, kw: dict, state: dict) -> float:
+    """Seconds for one call of ``method``. ``state["pools"]`` holds the MLX pools between calls:
+    every MLX method takes them and gives back its new (donated) pools, so only one pair lives."""
+    if method == "memcpy (numpy)":
+        a = state["np_args"]
+        t0 = time.perf_counter()
+        for dst, src in zip(state["np_out"], (a["q"], a["k"], a["k"], a["v"])):
+            np.copyto(dst, src)
+        return time.perf_counter() - t0
+    if method == "numpy":
+        a = state["np_args"]
+        t0 = time.perf_counter()
+        rope_pool_numpy(*(a[n] for n in ARGS), *state["np_pools"], rope_base=kw["rope_base"])
+        return time.perf_counter() - t0
+    args = [kw[n] for n in ARGS]
+    if method == "copy (mlx)":
+        t0 = time.perf_counter()
+        mx.eval(*[mx.array(a) for a in (kw["q"], kw["k"], kw["k"], kw["v"])])  # fresh copies
+        return time.perf_counter() - t0
+    k_pool, v_pool = state.pop("pools")  # ours now: the call's result will be the only owner
+    t0 = time.perf_counter()
+    if method == "mx.fast.rope":
+        out = rope_fast_scatter(*args, k_pool, v_pool, rope_base=kw["rope_base"])
+    else:
+        out = rope_pool_fused(*args, k_pool, v_pool, head_dim=kw["head_dim"], num_qo_heads=kw["num_qo_heads"],
+                              num_kv_heads=kw["num_kv_heads"], rope_base=kw["rope_base"],
+                              check_values=(method == "ropepool"))
+    del k_pool, v_pool
+    mx.eval(*out)
+    elapsed = time.perf_counter() - t0
+    state["pools"] = [out[2], out[3]]
+    return elapsed
+
+
+def _inputs(shapes: Shapes, dtype: str, seed: int = 0):
+    """Call kwargs (pools excluded) and the two pools, made in place (a 2**20-row pool is GiBs)."""
+    small = Shapes(shapes.tokens, shapes.num_qo_heads, shapes.num_kv_heads, shapes.head_dim, 1)
+    slots = np.random.default_rng(seed).permutation(shapes.pool_rows)[: shapes.tokens]
+    kw = make_inputs(small, dtype, seed=seed, slots=slots)
+    kw.pop("k_pool"), kw.pop("v_pool")
+    pools = [mx.full(shapes.pool, 0.5, getattr(mx, dtype)) for _ in range(2)]  # contents don't matter
+    mx.eval(*pools, *(kw[n] for n in ARGS))
+    return kw, pools
+
+
+def compare(shapes: Shapes, dtype: str = "float16", repeats: int = 10, methods=METHODS, warmup: int = 2) -> list[Timing]:
+    """Time ``methods`` at one configuration; one :class:`Timing` per method, in ``methods`` order.
+
+    Parameters
+    ----------
+    shapes : Shapes, ``T, Hq, Hkv, D, P`` (slots are T distinct rows, so ``T <= P``)
+    dtype : "float16", "bfloat16" or "float32"
+    repeats : timed calls per method (after ``warmup`` untimed ones); the median is reported
+    methods : names from :data:`METHODS`; "numpy" and "memcpy (numpy)" are left out for bfloat16
+
+    Returns
+    -------
+    list of Timing, with ``ratio`` = median / ropepool's median when "ropepool" was timed.
+    """
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        raise ValueError(f"unknown methods {unknown}; choose from {list(METHODS)}")
+    if dtype not in DTYPE_BYTES:
+        raise ValueError(f"dtype must be one of {list(DTYPE_BYTES)}, got {dtype!r}")
+    if dtype == "bfloat16":
+        methods = [m for m in methods if m not in ("numpy", "memcpy (numpy)")]
+    kw, pools = _inputs(shapes, dtype)
+    state = {"pools": pools}
+    del pools
+    if any(m in methods for m in ("numpy", "memcpy (numpy)")):
+        a = state["np_args"] = {n: np.array(kw[n]) for n in ARGS}
+        state["np_pools"] = [np.array(p) for p in state["pools"]]
+        state["np_out"] = [np.empty_like(a["q"]), np.empty_like(a["k"]), np.empty_like(a["k"]), np.empty_like(a["v"])]
+    times: dict[str, list[float]] = {m: [] for m in methods}
+    for i in range(warmup + repeats):
+        for m in methods:
+            t = _time_call(m, kw, state)
+            if i >= warmup:
+                times[m].append(t)
+    rows = [Timing(m, dtype, shapes.tokens, shapes.pool_rows, 1e3 * float(np.median(ts)), 1e3 * float(np.min(ts)),
+                   repeats) for m, ts in times.items()]
+    base = next((r.median_ms for r in rows if r.method == "ropepool"), None)
+    for r in rows:
+        r.ratio = r.median_ms / base if base else float("nan")
+    return rows
+
+
+# ---- the full run: python -m ropepool bench ---------------------------------------------------
+
+def _progress(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def run(tokens=(1, 64, 2048), dtypes=("float16", "bfloat16", "float32"),
+        pools=(4096, 16384, 65536, 262144, 1048576), repeats: int = 10, pool_tokens: int = 64,
+        pool_dtype: str = "float16", out_dir: str | Path = "artifacts", plot: bool = True) -> dict:
+    """The benchmark of issue 3: Llama-3-8B shapes per dtype and T, then time against pool size."""
+    from .backends import best_backend
+
+    results = {"backend": best_backend(), "device": str(mx.default_device()), "shapes": [], "pools": []}
+    configs = [(dt, T) for dt in dtypes for T in tokens]
+    for n, (dt, T) in enumerate(configs, 1):
+        _progress(f"[bench {n}/{len(configs)}] {dt} T={T} (Llama-3-8B shapes, P=4096)")
+        reps = max(3, repeats // 2) if T >= 1024 else repeats
+        results["shapes"] += compare(Shapes(T, pool_rows=4096, **LLAMA3_8B), dt, reps)
+    for n, P in enumerate(pools, 1):
+        _progress(f"[bench pool {n}/{len(pools)}] {pool_dtype} T={pool_tokens} P={P}")
+        results["pools"] += compare(Shapes(pool_tokens, pool_rows=P, **LLAMA3_8B), pool_dtype, repeats,
+                                    methods=("ropepool", "ropepool-unchecked", "mx.fast.rope"))
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    data = {k: ([asdict(r) for r in v] if isinstance(v, list) else v) for k, v in results.items()}
+    (out_dir / "bench.json").write_text(json.dumps(data, indent=1))
+    if plot:
+        results["plot"] = str(plot_results(results, out_dir / "bench.png"))
+    return results
+
+
+def _lookup(rows, **key):
+    return {r.method: r for r in rows if all(getattr(r, k) == v for k, v in key.items())}
+
+
+def report(results: dict) -> str:
+    """The tables and the targets, as text."""
+    lines = [f"ropepool bench: backend {results['backend']!r} on {results['device']}; medians in ms",
+             "", "Llama-3-8B (Hq=32, Hkv=8, D=128), P=4096; x = median / ropepool's"]
+    methods = [m for m in METHODS if any(r.method == m for r in results["shapes"])]
+    head = f"{'dtype':<9} {'T':>5}  " + "  ".join(f"{m:>20}" for m in methods)
+    lines += [head, "-" * len(head)]
+    checks = []
+    keys = sorted({(r.dtype, r.tokens) for r in results["shapes"]}, key=lambda k: (k[0], k[1]))
+    for dt, T in keys:
+        got = _lookup(results["shapes"], dtype=dt, tokens=T)
+        cells = [f"{got[m].median_ms:>11.3f} ({got[m].ratio:>5.2f}x)" if m in got else f"{'n/a':>20}" for m in methods]
+        lines.append(f"{dt:<9} {T:>5}  " + "  ".join(cells))
+        if "ropepool" in got and "mx.fast.rope" in got:
+            speedup = got["mx.fast.rope"].median_ms / got["ropepool"].median_ms
+            checks.append((f"{dt} T={T}: {speedup:.2f}x faster than mx.fast.rope + scatter", speedup >= TARGET_SPEEDUP))
+        if "ropepool" in got and "copy (mlx)" in got:
+            floor = got["ropepool"].median_ms / got["copy (mlx)"].median_ms
+            checks.append((f"{dt} T={T}: {floor:.2f}x the MLX copy floor"
+                           + (f" ({got['ropepool'].median_ms / got['memcpy (numpy)'].median_ms:.1f}x memcpy)"
+                              if "memcpy (numpy)" in got else ""), floor <= TARGET_FLOOR))
+    if results["pools"]:
+        P0 = min(r.pool_rows for r in results["pools"])
+        P1 = max(r.pool_rows for r in results["pools"])
+        pm = [m for m in METHODS if any(r.method == m for r in results["pools"])]
+        r0 = results["pools"][0]
+        lines += ["", f"Per-call time against pool size ({r0.dtype}, T={r0.tokens}, Llama-3-8B)",
+                  f"{'P':>9}  " + "  ".join(f"{m:>20}" for m in pm)]
+        for P in sorted({r.pool_rows for r in results["pools"]}):
+            got = _lookup(results["pools"], pool_rows=P)
+            lines.append(f"{P:>9}  " + "  ".join(f"{got[m].median_ms:>20.3f}" for m in pm))
+        for m in ("ropepool", "ropepool-unchecked"):
+            a, b = _lookup(results["pools"], pool_rows=P0).get(m), _lookup(results["pools"], pool_rows=P1).get(m)
+            if a and b:
+                checks.append((f"{m}: P={P1:,} takes {b.median_ms / a.median_ms:.2f}x P={P0:,}",
+                               b.median_ms / a.median_ms <= TARGET_POOL_FLAT))
+    lines += ["", f"Targets (>= {TARGET_SPEEDUP}x mx.fast.rope, <= {TARGET_FLOOR}x copy floor, "
+                  f"<= {TARGET_POOL_FLAT}x across pool sizes)"]
+    lines += [f"  {'met ' if ok else 'MISS'}  {text}" for text, ok in checks]
+    if "plot" in results:
+        lines += ["", f"plot: {results['plot']}"]
+    return "\n".join(lines)
+
+
+def plot_results(results: dict, path: str | Path) -> Path:
+    """Two panels: median time per method (Llama-3-8B, by dtype and T); time against pool size."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.8))
+    keys = sorted({(r.dtype, r.tokens) for r in results["shapes"]})
+    methods = [m for m in METHODS if any(r.method == m for r in results["shapes"])]
+    width = 0.8 / max(1, len(methods))
+    for j, m in enumerate(methods):
+        ys = [_lookup(results["shapes"], dtype=dt, tokens=T).get(m) for dt, T in keys]
+        xs = [i + j * width for i, y in enumerate(ys) if y]
+        ax1.bar(xs, [y.median_ms for y in ys if y], width, label=m)
+    ax1.set_xticks([i + 0.4 - width / 2 for i in range(len(keys))], [f"{dt}\nT={T}" for dt, T in keys], fontsize=7)
+    ax1.set_yscale("log")
+    ax1.set_ylabel("median ms per call (log)")
+    ax1.set_title(f"Llama-3-8B shapes, P=4096 (ropepool backend: {results['backend']})")
+    ax1.legend(fontsize=7)
+    pm = [m for m in METHODS if any(r.method == m for r in results["pools"])]
+    for m in pm:
+        rows = sorted((r for r in results["pools"] if r.method == m), key=lambda r: r.pool_rows)
+        ax2.plot([r.pool_rows for r in rows], [r.median_ms for r in rows], marker="o", label=m)
+    if results["pools"]:
+        r0 = results["pools"][0]
+        ax2.set_title(f"per-call time against pool size ({r0.dtype}, T={r0.tokens})")
+    ax2.set_xscale("log", base=2)
+    ax2.set_yscale("log")
+    ax2.set_xlabel("pool rows P")
+    ax2.set_ylabel("median ms per call (log)")
+    ax2.legend(fontsize=7)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def main(quick: bool = False, repeats: int | None = None, out_dir: str = "artifacts", plot: bool = True) -> int:
+    """Entry point of ``python -m ropepool bench``; ``quick`` runs small sizes in seconds."""
+    if quick:
+        results = run(tokens=(1, 64), dtypes=("float16", "bfloat16", "float32"), pools=(4096, 65536),
+                      repeats=repeats or 5, pool_tokens=16, out_dir=out_dir, plot=plot)
+    else:
+        results = run(repeats=repeats or 10, out_dir=out_dir, plot=plot)
+    print(report(results))
+    return 0

@@ -1,0 +1,105 @@
+"""The benchmark's contenders compute the op correctly, and its functions run (no timings asserted)."""
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+from ropepool import Shapes, make_inputs, rope_pool_reference
+from ropepool.bench import METHODS, Timing, compare, report, rope_fast_scatter, rope_pool_numpy
+
+ORDER = ("q", "k", "v", "positions", "slots", "k_pool", "v_pool")
+EPS = {"float32": 2.0**-23, "float16": 2.0**-10, "bfloat16": 2.0**-7}
+
+# (name, T, Hq, Hkv, D, positions): why each row is here is in its name.
+CASES = [
+    ("gqa-llama3-decode", 1, 32, 8, 128, [4097]),
+    ("gqa-irregular-positions", 5, 8, 2, 64, [0, 900, 3, 77777, 12]),  # not 0..T-1: per-token offsets
+    ("mqa", 3, 4, 1, 16, [5, 5, 6]),
+    ("mha-d2", 4, 2, 2, 2, [1, 2, 3, 4]),
+]
+
+
+def f64(a):
+    if isinstance(a, mx.array):
+        a = a.astype(mx.float32)
+    return np.asarray(a, np.float64)
+
+
+def assert_matches_reference(out, kw, dtype):
+    ref = rope_pool_reference(*(kw[n] for n in ORDER), rope_base=kw["rope_base"])
+    max_pos = int(np.max(f64(kw["positions"])))
+    for name, got, want, x in zip(("q_rot", "k_rot"), out[:2], ref[:2], (kw["q"], kw["k"])):
+        r = np.abs(f64(x)).max() * np.sqrt(2)
+        tol = r * (2 * EPS[dtype] + 2.0**-22 * (max_pos + 1))
+        np.testing.assert_allclose(f64(got), want, rtol=0, atol=tol, err_msg=name)
+    slots = np.asarray(kw["slots"])
+    np.testing.assert_array_equal(f64(out[2])[slots], f64(out[1]))  # pool rows are k_rot
+    np.testing.assert_array_equal(f64(out[3]), ref[3])  # v moves exactly
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("name,T,Hq,Hkv,D,positions", CASES, ids=[c[0] for c in CASES])
+def test_mx_fast_rope_composition_matches_reference(name, T, Hq, Hkv, D, positions, dtype):
+    kw = make_inputs(Shapes(T, Hq, Hkv, D, T + 3), dtype, positions=positions)
+    args = {n: kw[n] for n in ORDER}
+    pools_before = (f64(kw["k_pool"]), f64(kw["v_pool"]))
+    out = rope_fast_scatter(*(mx.array(args[n]) for n in ORDER), rope_base=kw["rope_base"])
+    mx.eval(*out)
+    assert_matches_reference(out, kw, dtype)
+    untouched = np.setdiff1d(np.arange(T + 3), np.asarray(kw["slots"]))
+    np.testing.assert_array_equal(f64(out[2])[untouched], pools_before[0][untouched])
+
+
+def test_mx_fast_rope_with_a_scalar_offset_would_be_wrong():
+    """Why the composition needs one batch row per token: [1, H, T, D] with offset = positions[0]
+    gives positions[0] + t, not positions[t]."""
+    kw = make_inputs(Shapes(3, 4, 2, 8, 5), "float32", positions=[10, 0, 7])
+    q = kw["q"]
+    wrong = mx.fast.rope(q.transpose(1, 0, 2)[None], 8, traditional=False, base=kw["rope_base"], scale=1.0,
+                         offset=10)[0].transpose(1, 0, 2)
+    ref = rope_pool_reference(*(kw[n] for n in ORDER), rope_base=kw["rope_base"])[0]
+    assert np.abs(f64(wrong) - ref).max() > 1e-2
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("name,T,Hq,Hkv,D,positions", CASES, ids=[c[0] for c in CASES])
+def test_numpy_implementation_matches_reference(name, T, Hq, Hkv, D, positions, dtype):
+    kw = make_inputs(Shapes(T, Hq, Hkv, D, T + 3), dtype, kind="numpy", positions=positions)
+    pools = [kw["k_pool"].copy(), kw["v_pool"].copy()]
+    out = rope_pool_numpy(*(kw[n] for n in ORDER[:5]), *pools, rope_base=kw["rope_base"])
+    assert_matches_reference(out, kw, dtype)
+
+
+def test_numpy_implementation_skips_out_of_range_slots():
+    kw = make_inputs(Shapes(3, 4, 2, 8, 4), "float32", kind="numpy", slots=[-1, 2, 4])
+    before = kw["k_pool"].copy()
+    _, k_rot, k_pool, _ = rope_pool_numpy(*(kw[n] for n in ORDER), rope_base=kw["rope_base"])
+    np.testing.assert_array_equal(k_pool[[0, 1, 3]], before[[0, 1, 3]])
+    np.testing.assert_array_equal(k_pool[2], k_rot[1])
+
+
+def test_compare_times_every_method_once_per_row():
+    rows = compare(Shapes(2, 4, 2, 8, 16), "float16", repeats=2, warmup=1)
+    assert [r.method for r in rows] == list(METHODS)
+    assert all(isinstance(r, Timing) and r.median_ms > 0 and r.repeats == 2 for r in rows)
+    assert rows[0].ratio == 1.0
+
+
+def test_compare_leaves_numpy_out_for_bfloat16():
+    rows = compare(Shapes(2, 4, 2, 8, 16), "bfloat16", repeats=1, warmup=0)
+    assert "numpy" not in [r.method for r in rows]
+
+
+def test_compare_rejects_an_unknown_method():
+    with pytest.raises(ValueError, match="unknown methods"):
+        compare(Shapes(1, 2, 1, 4, 4), "float32", methods=("torch",))
+
+
+def test_report_names_every_target():
+    shapes = [Timing(m, "float16", 1, 4096, ms, ms, 1) for m, ms in
+              (("ropepool", 1.0), ("mx.fast.rope", 3.0), ("copy (mlx)", 0.5), ("memcpy (numpy)", 0.1))]
+    pools = [Timing("ropepool", "float16", 64, P, ms, ms, 1) for P, ms in ((4096, 1.0), (1048576, 1.5))]
+    text = report({"backend": "mlx", "device": "cpu", "shapes": shapes, "pools": pools})
+    assert "met   float16 T=1: 3.00x faster than mx.fast.rope" in text
+    assert "met   float16 T=1: 2.00x the MLX copy floor" in text
+    assert "MISS  ropepool: P=1,048,576 takes 1.50x P=4,096" in text
