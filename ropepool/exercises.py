@@ -16,6 +16,14 @@ for it (``"gptj_pairing"``, ``"slot_taken"``, ...). :func:`feedback` runs a chec
 returns the verdict either way, for a learner's cell; :func:`expect_rejection` proves that a
 wrong answer is rejected, the way :func:`ropepool.checks.expect_error` proves an error.
 The reference answers are ``solution_n``; :func:`show_solution` displays one's source.
+
+Example
+-------
+>>> from ropepool import exercises
+>>> exercises.check_5(exercises.solution_5).passed
+True
+>>> exercises.feedback(exercises.check_5, lambda occupancy, needs_slot: [0] * len(needs_slot)).problem
+'slot_taken'
 """
 
 from __future__ import annotations

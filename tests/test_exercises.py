@@ -299,3 +299,10 @@ def test_show_solution_shows_the_source(n):
 def test_show_solution_rejects_an_unknown_exercise():
     with pytest.raises(ValueError, match="choose one of"):
         ex.show_solution(9)
+
+
+def test_docstring_examples():
+    import doctest
+
+    result = doctest.testmod(ex)
+    assert result.attempted > 0 and result.failed == 0

@@ -133,3 +133,10 @@ def test_timing_bars_takes_bench_compare_rows():
     rows = compare(Shapes(2, 4, 2, 8, 16), "float32", repeats=1, warmup=0, methods=("ropepool", "mx.fast.rope"))
     ax = vk.timing_bars(rows).axes[0]
     assert sorted(p.get_gid() for p in ax.patches) == ["mx.fast.rope", "ropepool"]
+
+
+def test_docstring_examples():
+    import doctest
+
+    result = doctest.testmod(vk)
+    assert result.attempted > 0 and result.failed == 0
