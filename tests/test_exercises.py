@@ -179,8 +179,29 @@ def test_check_3_rejects_in_place_edits_and_wrong_shapes():
     assert "[T, H, D]" in str(err)
 
 
+def _rope_float32(x, positions, rope_base):
+    """NeoX RoPE with every step in float32, angles included: right within the project's tolerance."""
+    x = np.asarray(x, np.float32)
+    D = x.shape[-1]
+    inv_freq = np.float32(rope_base) ** (-2 * np.arange(D // 2, dtype=np.float32) / np.float32(D))
+    theta = np.asarray(positions, np.float32)[:, None] * inv_freq  # [T, D/2]
+    cos, sin = np.cos(theta)[:, None], np.sin(theta)[:, None]
+    x1, x2 = x[..., : D // 2], x[..., D // 2:]
+    return np.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1)
+
+
 def test_check_3_accepts_float32_math():
-    assert ex.check_3(lambda x, p, b: ex.solution_3(x.astype(np.float32), p, np.float32(b))).passed
+    assert ex.check_3(_rope_float32).passed
+
+
+def test_check_3_names_a_mistake_made_in_float32():
+    gptj = ex.rope_with_mistake("gptj_pairing")
+    ex.expect_rejection(ex.check_3, lambda x, p, b: gptj(x, p, b).astype(np.float32), "gptj_pairing")
+
+
+def test_check_3_rejects_float16_precision():
+    err = ex.expect_rejection(ex.check_3, lambda x, p, b: ex.solution_3(x, p, b).astype(np.float16), "mismatch")
+    assert "first difference" in str(err)
 
 
 # --- 4: the pool after a batch -----------------------------------------------------------------
