@@ -153,6 +153,11 @@ class Lab:
     def remember_kernels(self) -> None:
         self.kernel_pids |= descendants(self.pid)
 
+    def log_since(self, offset: int) -> str:
+        with open(self.log, "rb") as f:
+            f.seek(offset)
+            return f.read().decode(errors="replace")
+
     def log_tail(self, n: int = 40) -> str:
         try:
             return "server log, last lines:\n" + "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
@@ -184,11 +189,15 @@ def _start(tmp: Path) -> Lab:
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     env=env, cwd=REPO, start_new_session=True)
         lab = Lab(proc, port, token, argv, log, ROOT)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and proc.poll() is None:
-            if lab.request("GET", "/api/status", timeout=2)[0] == 200:
-                return lab
-            time.sleep(0.3)
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and proc.poll() is None:
+                if lab.request("GET", "/api/status", timeout=2)[0] == 200:
+                    return lab
+                time.sleep(0.3)
+        except BaseException:  # Ctrl-C or a bug here: the server must not outlive the test
+            _stop(lab)
+            raise
         last_error = lab.log_tail()
         _stop(lab)
     raise RuntimeError(f"JupyterLab did not come up: {lab.argv}\n{last_error}")
