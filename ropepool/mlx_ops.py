@@ -83,7 +83,7 @@ def _row_word(x: mx.array):
 def _write_rows(pool: mx.array, rows: mx.array, slots: mx.array) -> mx.array:
     """The plain scatter, for when every slot is known (on the host) to be in ``[0, P)``."""
     word = _row_word(pool)
-    out = mx.array(pool.view(word))  # a new object: the caller's pool keeps its value; [P, Hkv, W]
+    out = pool.view(word)  # a new object (the caller's pool keeps its value), same buffer; [P, Hkv, W]
     out[slots] = rows.view(word)  # [T, Hkv, W] into [P, Hkv, W], bit for bit
     return out.view(pool.dtype)
 
