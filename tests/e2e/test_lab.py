@@ -62,6 +62,10 @@ def _wait(what: str, predicate, timeout: float, lab: Lab, poll: float = 0.3):
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{lab.log_tail(15)}")
 
 
+def _dialogs(page) -> list[str]:
+    return [t.strip() for t in page.locator(".jp-Dialog").all_inner_texts()]
+
+
 def _open(page, lab: Lab, name: str) -> None:
     """Open the notebook in a workspace of its own; wait for its kernel, answering the kernel dialog."""
     workspace = "e2e-" + re.sub(r"\W", "-", Path(name).stem)
@@ -69,10 +73,12 @@ def _open(page, lab: Lab, name: str) -> None:
     page.wait_for_selector(".jp-NotebookPanel .jp-Notebook-cell", timeout=120_000)
 
     def ready():
-        dialog = page.locator(".jp-Dialog .jp-mod-accept")
-        if dialog.count():  # "Select Kernel": only where a notebook has no kernelspec metadata
+        if page.locator(".jp-Dialog").count():
+            header = page.locator(".jp-Dialog .jp-Dialog-header").all_inner_texts()
+            # "Select Kernel": only where a notebook has no kernelspec metadata; take the default
+            assert any("Kernel" in h for h in header), f"{name}: unexpected dialog: {_dialogs(page)}"
             warnings.warn(f"{name}: JupyterLab asked which kernel to use (no kernelspec in the notebook's metadata)")
-            dialog.first.click()
+            page.locator(".jp-Dialog .jp-mod-accept").first.click()
             return False
         session = _session(lab, name)
         return (session is not None and session["kernel"]["execution_state"] == "idle"
@@ -88,19 +94,25 @@ def _menu(page, menu: str, command: str) -> None:
 
 def _run_all(page, lab: Lab, name: str, code_cells: list[int]) -> list[dict]:
     """Clear outputs, Run All Cells, wait until every cell has run (or the run stopped at an error)."""
-    page.locator(".jp-Notebook-cell").first.click()  # focus the notebook, as a learner would
+    # Focus the notebook, as a learner would: a click on the first cell's prompt area (not its
+    # centre, where a markdown link could be).
+    page.locator(".jp-NotebookPanel .jp-Notebook-cell").first.locator(".jp-InputPrompt").click()
     _menu(page, "Edit", "editmenu:clear-all")  # saved outputs must not pass for fresh ones
     _wait(f"{name}: outputs cleared", lambda: not any(
         c["stderr"] or c["images"] or re.search(r"\d", c["prompt"]) for c in _cells(page)), 30, lab)
     _menu(page, "Run", "runmenu:run-all")
 
     def finished():
+        # e.g. "Kernel Restarting: the kernel appears to have died"; fail now, not at the timeout
+        assert not page.locator(".jp-Dialog").count(), f"{name}: dialog during Run All: {_dialogs(page)}"
         cells = _cells(page)
         prompts = [cells[i]["prompt"] for i in code_cells if i < len(cells)]
         if any("*" in p for p in prompts) or page.evaluate(STATUS_JS) != "idle":
             return None
         session = _session(lab, name)
-        if session is None or session["kernel"]["execution_state"] != "idle":
+        state = session["kernel"]["execution_state"] if session else None
+        assert state != "dead", f"{name}: the kernel died during Run All\n{lab.log_tail(15)}"
+        if state != "idle":
             return None
         ran = all(re.search(r"\d", p) for p in prompts)
         stopped = any(ERROR_TEXT.search(t) for c in cells for t in c["stderr"])
