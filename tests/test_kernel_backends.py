@@ -120,3 +120,12 @@ def test_metal_kernel_matches_reference(name, T, Hq, Hkv, D, dtype):
 @pytest.mark.parametrize("name,T,Hq,Hkv,D", CASES, ids=[c[0] for c in CASES])
 def test_cuda_kernel_matches_reference(name, T, Hq, Hkv, D, dtype):
     _check_backend("cuda", dtype, T, Hq, Hkv, D)
+
+
+def test_emulator_says_why_without_a_compiler(monkeypatch):
+    from ropepool.kernels import emulator
+
+    monkeypatch.setenv("CXX", "/nonexistent/g++")
+    assert emulator.compiler() is None
+    reason = emulator.unavailable_reason.__wrapped__()
+    assert "no C++ compiler" in reason
