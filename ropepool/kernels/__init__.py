@@ -16,6 +16,16 @@ Files
 ``emulator.py``
     Compiles the very same body with g++ under a grid emulator, for tests without a GPU.
 
+What has run where
+------------------
+The kernel body has been compiled and verified on the CPU only, by g++ under the grid
+emulator (``tests/test_kernel_emulator.py``). It has **not yet run on Metal or CUDA**: the
+sessions that wrote it had neither an Apple-Silicon Mac nor an NVIDIA GPU. On such a
+machine the backend first runs a self-check against the reference (:func:`self_check`) and
+reports itself unavailable, with the reason, if the kernel fails to build or disagrees;
+``benchmarks/cuda_check.py`` is the prepared one-shot check for an NVIDIA machine, and
+``tests/test_kernel_backends.py`` holds the Metal and CUDA tests (skipped elsewhere).
+
 Design: the kernel rotates, a donated scatter places
 ----------------------------------------------------
 SGLang's Metal kernel writes the pool rows in place. An MLX custom kernel cannot: its
