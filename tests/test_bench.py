@@ -103,3 +103,12 @@ def test_report_names_every_target():
     assert "met   float16 T=1: 3.00x faster than mx.fast.rope" in text
     assert "met   float16 T=1: 2.00x the MLX copy floor" in text
     assert "MISS  ropepool: P=1,048,576 takes 1.50x P=4,096" in text
+
+
+def test_docstring_example_runs():
+    import doctest
+
+    import ropepool.bench
+
+    result = doctest.testmod(ropepool.bench)
+    assert result.attempted > 0 and result.failed == 0
