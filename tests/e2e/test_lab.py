@@ -38,7 +38,13 @@ CELLS_JS = """() => [...document.querySelectorAll('.jp-NotebookPanel .jp-Noteboo
     stderr: [...c.querySelectorAll('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')]
       .map(o => o.innerText),
     images: [...c.querySelectorAll('.jp-OutputArea img')].map(im => im.complete && im.naturalWidth > 0),
+    plain: [...c.querySelectorAll('.jp-OutputArea-output[data-mime-type="text/plain"]')].map(o => o.innerText),
+    widget_errors: [...c.querySelectorAll('.jupyter-widgets-error-widget')].map(e => e.innerText || e.title || '?'),
   }))"""
+
+# A widget shown as its text repr ("VBox(children=(Dropdown(...": the widget manager did not render
+# it (front-end extension missing or broken) and the learner sees text instead of controls.
+WIDGET_AS_TEXT = re.compile(r"^[A-Z]\w*\(((children|value|options|description|layout|outputs|min|max)=|\)$)")
 
 STATUS_JS = """() => (document.querySelector('.jp-NotebookPanel-toolbar .jp-Notebook-ExecutionIndicator')
   || {dataset: {}}).dataset.status || null"""
@@ -217,6 +223,10 @@ def test_notebook_in_jupyterlab(browser, lab: Lab, path: Path):
         errors = {i: t for i, c in enumerate(cells) for t in c["stderr"] if ERROR_TEXT.search(t)}
         assert not errors, f"{name}: error output on the page in cell(s) {sorted(errors)}:\n" + "\n\n".join(
             f"--- cell {i} ---\n{nb.cells[i].source}\n--- shows ---\n{t}" for i, t in errors.items())
+        broken = {i: (c["widget_errors"] or [t for t in c["plain"] if WIDGET_AS_TEXT.match(t)])
+                  for i, c in enumerate(cells)}
+        broken = {i: v for i, v in broken.items() if v}
+        assert not broken, f"{name}: widgets not rendered (error widget, or text repr instead): {broken}"
         not_run = [i for i in code_cells if not re.fullmatch(r"\[\d+\]:", cells[i]["prompt"])]
         assert not not_run, f"{name}: code cells without an execution count after Run All: {not_run}"
         for i, c in enumerate(cells):
