@@ -142,7 +142,8 @@ def _screenshot(page, name: str, suffix: str = "") -> Path:
                          return cells[cells.length - 1].getBoundingClientRect().bottom - s.getBoundingClientRect().bottom }"""
     below = page.evaluate(to_top)  # how far the last cell reaches below the visible part
     size = page.viewport_size
-    page.set_viewport_size({"width": size["width"], "height": min(size["height"] + max(int(below) + 40, 0), 16_000)})
+    # Capped at 32,000 px (headless Chromium captures that; the suite's longest notebook is ~15,000).
+    page.set_viewport_size({"width": size["width"], "height": min(size["height"] + max(int(below) + 40, 0), 32_000)})
     page.wait_for_timeout(300)
     page.evaluate(to_top)
     page.wait_for_timeout(500)
