@@ -19,6 +19,19 @@ Methods run round-robin inside each repetition (so noise from other processes hi
 them alike) after a warm-up; the table gives medians. No method is timed on out-of-range
 slots: the composition does not skip them (MLX does not bound-check a scatter).
 
+What shapes the numbers on a CPU (MLX 0.32, x86-64), measured while writing this:
+
+- At decode sizes (T = 1) every method pays MLX's per-node dispatch (a few microseconds a
+  graph node) and ropepool also pays its validation; the copy floor is a 4-node graph.
+- float16 arithmetic converts each element in software on x86 (no native half type in MLX's
+  CPU back-end), so float16 costs several times bfloat16 for every MLX method.
+- Buffers of 32 MiB or more (float32 q_rot at T = 2048) come fresh from the kernel on every
+  call: glibc's malloc maps them and MLX's CPU allocator does not cache them, so each call
+  page-faults them in (8,193 faults for 33.5 MB). Every method pays this alike.
+- ``mx.fast.rope`` on the CPU rotates in the input's precision: its bfloat16 error against the
+  float64 reference is about twice ropepool's (float32 math, one rounding).
+- Other processes on the machine add noise; compare ratios within one run.
+
 For a short run from a notebook::
 
     >>> from ropepool.bench import compare
