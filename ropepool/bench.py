@@ -231,10 +231,19 @@ def run(tokens=(1, 64, 2048), dtypes=("float16", "bfloat16", "float32"),
         _progress(f"[bench {n}/{len(configs)}] {dt} T={T} (Llama-3-8B shapes, P=4096)")
         reps = max(3, repeats // 2) if T >= 1024 else repeats
         results["shapes"] += compare(Shapes(T, pool_rows=4096, **LLAMA3_8B), dt, reps)
-    for n, P in enumerate(pools, 1):
-        _progress(f"[bench pool {n}/{len(pools)}] {pool_dtype} T={pool_tokens} P={P}")
-        results["pools"] += compare(Shapes(pool_tokens, pool_rows=P, **LLAMA3_8B), pool_dtype, repeats,
-                                    methods=("ropepool", "ropepool-unchecked", "mx.fast.rope"))
+    # Each pool size twice, in ascending then descending order, and the two medians averaged:
+    # a drift in the machine's load then cannot pass for a trend in P.
+    sweep = list(pools) + list(pools)[::-1]
+    by_p: dict[int, list[list[Timing]]] = {}
+    for n, P in enumerate(sweep, 1):
+        _progress(f"[bench pool {n}/{len(sweep)}] {pool_dtype} T={pool_tokens} P={P}")
+        by_p.setdefault(P, []).append(compare(Shapes(pool_tokens, pool_rows=P, **LLAMA3_8B), pool_dtype,
+                                              2 * repeats, methods=("ropepool", "ropepool-unchecked", "mx.fast.rope")))
+    for P in pools:
+        first, second = by_p[P]
+        for a, b in zip(first, second):
+            a.median_ms, a.best_ms, a.repeats = (a.median_ms + b.median_ms) / 2, min(a.best_ms, b.best_ms), 2 * a.repeats
+        results["pools"] += first
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     data = {k: ([asdict(r) for r in v] if isinstance(v, list) else v) for k, v in results.items()}
