@@ -78,18 +78,29 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
         return s.connect_ex((host, port)) == 0
 
 
+PROC = Path("/proc")  # Linux; elsewhere (macOS) ps and lsof answer the same questions
+
+
+def _parents() -> dict[int, int]:
+    """{pid: ppid} of every process."""
+    if not (PROC / "self").exists():
+        out = subprocess.run(["ps", "-A", "-o", "pid=,ppid="], capture_output=True, text=True, check=True).stdout
+        return {int(a): int(b) for a, b in (line.split() for line in out.splitlines() if line.strip())}
+    parents = {}
+    for d in PROC.iterdir():
+        if d.name.isdigit():
+            try:
+                parents[int(d.name)] = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    return parents
+
+
 def descendants(pid: int) -> set[int]:
-    """PIDs of all live descendants of ``pid`` (from /proc; kernels run in sessions of their own)."""
+    """PIDs of all live descendants of ``pid`` (kernels run in sessions of their own: not the group)."""
     children: dict[int, list[int]] = {}
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            stat = (d / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(d.name))
+    for child, parent in _parents().items():
+        children.setdefault(parent, []).append(child)
     found: set[int] = set()
     todo = [pid]
     while todo:
@@ -101,12 +112,20 @@ def descendants(pid: int) -> set[int]:
 
 
 def alive(pid: int) -> bool:
-    """True while /proc/PID exists and is not a zombie."""
+    """True while process ``pid`` exists and is not a zombie."""
+    if (PROC / "self").exists():
+        try:
+            return (PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        except OSError:
+            return False
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        os.kill(pid, 0)
+    except ProcessLookupError:
         return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    except PermissionError:
+        return True
+    state = subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True).stdout.strip()
+    return bool(state) and not state.startswith("Z")
 
 
 @dataclass

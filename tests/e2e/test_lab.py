@@ -9,8 +9,11 @@ Also: the server refuses its API without the token and listens on 127.0.0.1 only
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import socket
+import subprocess
 import time
 import warnings
 from pathlib import Path
@@ -266,11 +269,22 @@ def test_notebook_in_jupyterlab(browser, lab: Lab, path: Path):
 
 
 def _listening(pid: int) -> set[tuple[str, int]]:
-    """(address, port) of the TCP sockets process ``pid`` listens on, from /proc (Linux)."""
+    """(address, port) of the TCP sockets process ``pid`` listens on: /proc on Linux, else lsof."""
+    if not Path(f"/proc/{pid}/fd").is_dir():
+        if shutil.which("lsof") is None:
+            pytest.skip("neither /proc nor lsof here to list the server's listening sockets")
+        out = subprocess.run(["lsof", "-nP", "-a", "-p", str(pid), "-iTCP", "-sTCP:LISTEN", "-Fn"],
+                             capture_output=True, text=True).stdout
+        found = set()
+        for line in out.splitlines():  # "n127.0.0.1:8888", "n[::1]:8888", "n*:8888"
+            if line.startswith("n"):
+                addr, _, port = line[1:].rpartition(":")
+                found.add((addr.strip("[]").replace("*", "0.0.0.0"), int(port)))
+        return found
     inodes = set()
     for fd in Path(f"/proc/{pid}/fd").iterdir():
         try:
-            target = fd.readlink().as_posix()
+            target = os.readlink(fd)
         except OSError:
             continue
         if target.startswith("socket:["):
