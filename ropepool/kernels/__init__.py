@@ -19,7 +19,10 @@ Files
 What has run where
 ------------------
 The kernel body has been compiled and verified on the CPU only, by g++ under the grid
-emulator (``tests/test_kernel_emulator.py``). It has **not yet run on Metal or CUDA**: the
+emulator (``tests/test_kernel_emulator.py``), and the full source MLX would assemble for
+Metal and for CUDA (signature, template arguments, header, body) has been compiled by g++
+against stand-ins for each back-end's names and run against the reference
+(``tests/test_kernel_generated_source.py``). It has **not yet run on Metal or CUDA**: the
 sessions that wrote it had neither an Apple-Silicon Mac nor an NVIDIA GPU. On such a
 machine the backend first runs a self-check against the reference (:func:`self_check`) and
 reports itself unavailable, with the reason, if the kernel fails to build or disagrees;

@@ -1,0 +1,193 @@
+"""The text MLX would compile for Metal and for CUDA, compiled by g++ against stand-ins and run.
+
+No Metal or CUDA here, so this checks the next best thing: the full kernel source as
+``mx.fast.metal_kernel`` / ``mx.fast.cuda_kernel`` assemble it (signature generated from the
+argument names and dtypes, template arguments, our header, the body with its thread-index
+line), with each back-end's names stood in for by small C++ definitions: Metal's address
+spaces and attributes vanish, ``uint3 thread_position_in_grid`` becomes a parameter;
+CUDA's ``__half``/``__nv_bfloat16`` become structs with the conversion intrinsics our header
+calls (round to nearest even), ``blockIdx``/``threadIdx`` become globals set by a launch loop
+over whole blocks. The generated kernels then run on NumPy buffers and must agree with the
+float64 reference. This catches errors in the GPU headers and in how the pieces fit together;
+it cannot catch a difference in the real compilers or math libraries.
+
+The assembly mirrors MLX 0.32's ``write_signature`` (mlx/backend/metal/custom_kernel.cpp) and
+``build_kernel`` (mlx/backend/cuda/custom_kernel.cpp).
+"""
+
+import ctypes
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ropepool.kernels import emulator, source
+from ropepool.reference import inverse_frequencies, rotate_neox
+
+pytestmark = pytest.mark.skipif(emulator.compiler() is None, reason="no C++ compiler on this machine")
+
+# (name, T, Hq, Hkv, D)
+CONFIGS = [("gqa", 5, 8, 2, 16), ("mqa-d6", 3, 3, 1, 6)]
+DTYPES = ["float32", "float16", "bfloat16"]
+METAL_TYPE = {"float32": "float", "float16": "float16_t", "bfloat16": "bfloat16_t"}
+CUDA_TYPE = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16"}
+EPS = {"float32": 2.0**-23, "float16": 2.0**-10, "bfloat16": 2.0**-7}
+
+ROUND_BF16 = """
+static inline uint16_t mock_bf16_bits(float x) {
+  uint32_t u; std::memcpy(&u, &x, 4);
+  if (std::isnan(x)) return 0x7fc0;
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return uint16_t(u >> 16);
+}
+static inline float mock_bf16_float(uint16_t b) { uint32_t u = uint32_t(b) << 16; float f; std::memcpy(&f, &u, 4); return f; }
+"""
+
+METAL_PRELUDE = """#include <cmath>
+#include <cstdint>
+#include <cstring>
+// Stand-ins for what metal_stdlib and MLX's metal::utils() give a custom kernel.
+#define device
+#define constant
+typedef unsigned int uint;
+struct uint3 { uint x, y, z; };
+namespace metal { namespace precise {
+inline float cos(float x) { return std::cos(x); }
+inline float sin(float x) { return std::sin(x); }
+} }
+using namespace metal;
+typedef _Float16 float16_t;
+""" + ROUND_BF16 + """
+struct bfloat16_t {
+  uint16_t bits;
+  bfloat16_t() = default;
+  explicit bfloat16_t(float x) : bits(mock_bf16_bits(x)) {}
+  explicit operator float() const { return mock_bf16_float(bits); }
+};
+"""
+
+CUDA_PRELUDE = """#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+// Stand-ins for CUDA and for mlx/backend/cuda/device/utils.cuh.
+#define __device__
+#define __global__
+#define __grid_constant__
+struct mock_dim3 { unsigned int x, y, z; };
+static mock_dim3 blockIdx, blockDim, threadIdx;
+""" + ROUND_BF16 + """
+struct __half { _Float16 v; };
+struct __nv_bfloat16 { uint16_t bits; };
+inline float __half2float(__half h) { return float(h.v); }
+inline __half __float2half_rn(float x) { return __half{(_Float16)x}; }
+inline float __bfloat162float(__nv_bfloat16 b) { return mock_bf16_float(b.bits); }
+inline __nv_bfloat16 __float2bfloat16_rn(float x) { return __nv_bfloat16{mock_bf16_bits(x)}; }
+namespace cooperative_groups {}
+namespace mlx { namespace core { namespace cu {
+using Shape = std::array<int32_t, 8>;
+} } }
+"""
+
+
+def metal_source(name, dtype, Hq, Hkv, D):
+    """What mx.fast.metal_kernel compiles after metal::utils() and our header, for our inputs and template.
+
+    (MLX builds one library per template instantiation, each with its own copy of the header;
+    here all instantiations share one translation unit, so the fixture writes the header once.)
+    """
+    t = METAL_TYPE[dtype]
+    kernel = f"custom_kernel_{name}_{t}_{Hq}_{Hkv}_{D}"
+    args = [f"const device {t}* q [[buffer(0)]]", f"const device {t}* k [[buffer(1)]]",
+            "const device int32_t* positions [[buffer(2)]]", "const constant int* positions_shape [[buffer(3)]]",
+            "const device float* inv_freq [[buffer(4)]]", f"device {t}* q_rot [[buffer(5)]]",
+            f"device {t}* k_rot [[buffer(6)]]", "uint3 thread_position_in_grid [[thread_position_in_grid]]"]
+    text = ("template <typename DType, int Hq, int Hkv, int D>\n[[kernel]] void "
+            + kernel + "(\n  " + ",\n  ".join(args) + ") {\n" + source.body("metal") + "\n}\n")
+    launch = f"""
+extern "C" void launch_{dtype}_{Hq}_{Hkv}_{D}(unsigned grid, unsigned block, const void* q, const void* k,
+    const int32_t* positions, const int* positions_shape, const float* inv_freq, void* q_rot, void* k_rot) {{
+  (void)block;  // Metal dispatches exactly `grid` threads (non-uniform threadgroups)
+  for (unsigned g = 0; g < grid; ++g)
+    {kernel}<{t}, {Hq}, {Hkv}, {D}>(({t}*)q, ({t}*)k, positions, positions_shape, inv_freq, ({t}*)q_rot,
+        ({t}*)k_rot, uint3{{g, 0, 0}});
+}}
+"""
+    return text + launch
+
+
+def cuda_source(name, dtype, Hq, Hkv, D):
+    """What mx.fast.cuda_kernel compiles, for our inputs and template."""
+    t = CUDA_TYPE[dtype]
+    kernel = f"{name}_{dtype}_{Hq}_{Hkv}_{D}"
+    args = [f"const {t}* q", f"const {t}* k", "const int32_t* positions",
+            "const __grid_constant__ Shape positions_shape", "const float* inv_freq", f"{t}* q_rot", f"{t}* k_rot"]
+    text = ("namespace mlx::core::cu {\n\nnamespace cg = cooperative_groups;\n\n__global__ void " + kernel + "(\n    "
+            + ",\n    ".join(args) + ") {\n"
+            + f"  using DType = {t};\n  constexpr int Hq = {Hq};\n  constexpr int Hkv = {Hkv};\n  constexpr int D = {D};\n\n"
+            + source.body("cuda") + "\n}\n\n} // namespace mlx::core::cu\n")
+    launch = f"""
+extern "C" void launch_{dtype}_{Hq}_{Hkv}_{D}(unsigned grid, unsigned block, const void* q, const void* k,
+    const int32_t* positions, const int* positions_shape, const float* inv_freq, void* q_rot, void* k_rot) {{
+  mlx::core::cu::Shape shape{{}};
+  shape[0] = positions_shape[0];
+  blockDim = mock_dim3{{block, 1, 1}};
+  for (unsigned b = 0; b < (grid + block - 1) / block; ++b)  // whole blocks, as CUDA launches them
+    for (unsigned i = 0; i < block; ++i) {{
+      blockIdx = mock_dim3{{b, 0, 0}};
+      threadIdx = mock_dim3{{i, 0, 0}};
+      mlx::core::cu::{kernel}((const {t}*)q, (const {t}*)k, positions, shape, inv_freq, ({t}*)q_rot, ({t}*)k_rot);
+    }}
+}}
+"""
+    return text + launch
+
+
+@pytest.fixture(scope="module", params=["metal", "cuda"])
+def built(request, tmp_path_factory):
+    backend = request.param
+    tmp = tmp_path_factory.mktemp(backend)
+    (tmp / "cuda_fp16.h").write_text("// stand-in\n")
+    (tmp / "cuda_bf16.h").write_text("// stand-in\n")
+    make = metal_source if backend == "metal" else cuda_source
+    parts = [METAL_PRELUDE if backend == "metal" else CUDA_PRELUDE, source.header(backend)]
+    name = source.kernel_name(backend)
+    parts += [make(name, dt, Hq, Hkv, D) for _, _, Hq, Hkv, D in CONFIGS for dt in DTYPES]
+    src = tmp / f"{backend}.cpp"
+    src.write_text("\n".join(parts))
+    lib = tmp / f"{backend}.so"
+    cmd = [emulator.compiler(), "-std=c++17", "-O1", "-shared", "-fPIC", "-Wno-attributes", f"-I{tmp}", "-o", str(lib),
+           str(src)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 0, f"the generated {backend} source does not compile:\n{proc.stderr[-3000:]}"
+    return backend, ctypes.CDLL(str(lib))
+
+
+def _values(store, dtype):
+    return emulator.to_float64(store, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name,T,Hq,Hkv,D", CONFIGS, ids=[c[0] for c in CONFIGS])
+def test_generated_kernel_matches_reference(built, name, T, Hq, Hkv, D, dtype):
+    backend, lib = built
+    rng = np.random.default_rng(T * D)
+    raw = {"q": rng.standard_normal((T, Hq, D)).astype(np.float32), "k": rng.standard_normal((T, Hkv, D)).astype(np.float32)}
+    store = {n: (emulator.float32_to_bfloat16_bits(x) if dtype == "bfloat16" else x.astype(dtype)) for n, x in raw.items()}
+    positions = np.asarray(rng.integers(0, 3000, T), np.int32)
+    inv_freq = inverse_frequencies(D, 10000.0).astype(np.float32)
+    out = {n: np.full(store[n].nbytes, 0xFF, np.uint8).view(store[n].dtype).reshape(store[n].shape) for n in store}
+    grid = source.grid_size(T, Hq, Hkv, D)
+    fn = getattr(lib, f"launch_{dtype}_{Hq}_{Hkv}_{D}")
+    p = ctypes.c_void_p
+    fn.argtypes = [ctypes.c_uint, ctypes.c_uint] + [p] * 7
+    fn(grid, source.BLOCK, store["q"].ctypes.data, store["k"].ctypes.data, positions.ctypes.data,
+       np.array([T], np.int32).ctypes.data, inv_freq.ctypes.data, out["q"].ctypes.data, out["k"].ctypes.data)
+    for n in ("q", "k"):
+        x = _values(store[n], dtype)
+        want = rotate_neox(x, positions, 10000.0)
+        r = np.sqrt(x[..., : D // 2] ** 2 + x[..., D // 2:] ** 2).max()
+        tol = r * (2 * EPS[dtype] + 2.0**-22 * (positions.max() + 1))
+        got = _values(out[n], dtype)
+        assert np.all(np.abs(got - want) <= tol), f"{backend} {n}_rot: max error {np.nanmax(np.abs(got - want))}"
