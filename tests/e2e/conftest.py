@@ -49,6 +49,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
     "--disable-sync", "--no-first-run", "--disable-quic",
+    "--disable-dev-shm-usage",  # containers often give /dev/shm 64 MB: tall screenshots would crash the tab
 ]
 REPO = Path(__file__).resolve().parents[2]
 SCREENSHOTS = REPO / "artifacts" / "screenshots"
@@ -111,6 +112,17 @@ def descendants(pid: int) -> set[int]:
     return found
 
 
+def started(pid: int) -> str | None:
+    """When process ``pid`` started (an opaque stamp), or None: tells a PID from its reuse."""
+    if (PROC / "self").exists():
+        try:
+            return (PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[19]
+        except (OSError, IndexError):
+            return None
+    out = subprocess.run(["ps", "-o", "lstart=", "-p", str(pid)], capture_output=True, text=True).stdout.strip()
+    return out or None
+
+
 def alive(pid: int) -> bool:
     """True while process ``pid`` exists and is not a zombie."""
     if (PROC / "self").exists():
@@ -138,7 +150,7 @@ class Lab:
     argv: list[str]
     log: Path
     root: Path
-    kernel_pids: set[int] = field(default_factory=set)
+    kernel_pids: dict[int, str | None] = field(default_factory=dict)  # PID: start stamp
 
     @property
     def pid(self) -> int:
@@ -170,7 +182,12 @@ class Lab:
         return data
 
     def remember_kernels(self) -> None:
-        self.kernel_pids |= descendants(self.pid)
+        for pid in descendants(self.pid):
+            self.kernel_pids.setdefault(pid, started(pid))
+
+    def kernels_alive(self) -> list[int]:
+        """The remembered kernel processes still running (the same processes, not reused PIDs)."""
+        return sorted(p for p, t in self.kernel_pids.items() if alive(p) and started(p) == t)
 
     def log_since(self, offset: int) -> str:
         with open(self.log, "rb") as f:
@@ -238,9 +255,9 @@ def _stop(lab: Lab) -> list[str]:
             os.killpg(lab.pid, signal.SIGKILL)
             lab.proc.wait(10)
     deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and any(alive(p) for p in lab.kernel_pids):
+    while time.monotonic() < deadline and lab.kernels_alive():
         time.sleep(0.2)
-    for p in sorted(p for p in lab.kernel_pids if alive(p)):
+    for p in lab.kernels_alive():
         problems.append(f"kernel process {p} outlived the server; killed it")
         try:
             os.kill(p, signal.SIGKILL)
