@@ -247,6 +247,8 @@ def test_notebook_in_jupyterlab(browser, lab: Lab, path: Path):
         if path.stem == "01_gqa_shapes":
             _gqa_dropdown(page, lab)
         _screenshot(page, name)
+        for e in page_errors:  # uncaught JavaScript errors: reported, not failed (JupyterLab has some)
+            warnings.warn(f"{name}: JavaScript error on the page: {e[:300]}")
     except Exception:
         try:
             _screenshot(page, name, "-FAILED")  # what the page showed when it failed
