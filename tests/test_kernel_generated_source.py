@@ -17,7 +17,6 @@ The assembly mirrors MLX 0.32's ``write_signature`` (mlx/backend/metal/custom_ke
 
 import ctypes
 import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
