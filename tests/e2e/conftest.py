@@ -18,8 +18,10 @@ from a learner's first start lives in environment variables pointing into a temp
     the cells and no request to the internet.
 * ``JUPYTERLAB_WORKSPACES_DIR``: a fresh, empty workspace store, so a notebook opens alone and
   not next to whatever the last session left open.
-* ``JUPYTER_CONFIG_DIR`` (empty) and ``JUPYTER_RUNTIME_DIR``: no user config from ``~/.jupyter``
-  changes what is tested, and the server's and kernels' connection files stay in the temp folder.
+* ``JUPYTER_CONFIG_DIR`` and ``JUPYTER_RUNTIME_DIR``: no user config from ``~/.jupyter`` changes
+  what is tested, and the server's and kernels' connection files stay in the temp folder. The one
+  config file there puts the checkpoints JupyterLab makes when it opens a notebook in the temp
+  folder, not in ``notebooks/.ipynb_checkpoints``: the test leaves the working tree as it found it.
 
 Chromium is Debian's (``/usr/bin/chromium``); Playwright never downloads a browser here.
 Where it is missing every browser test is skipped with one reason (``pytest -rs`` prints it).
@@ -206,6 +208,10 @@ def _start(tmp: Path) -> Lab:
         path = tmp / "settings" / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(values))
+    # JupyterLab makes a checkpoint of each notebook it opens: keep those out of notebooks/ too.
+    (tmp / "config").mkdir(exist_ok=True)
+    (tmp / "config" / "jupyter_server_config.json").write_text(
+        json.dumps({"FileCheckpoints": {"checkpoint_dir": str(tmp / "checkpoints")}}))
     env = dict(
         os.environ,
         JUPYTERLAB_SETTINGS_DIR=str(tmp / "settings"),

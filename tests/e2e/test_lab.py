@@ -210,6 +210,8 @@ def test_notebook_in_jupyterlab(browser, lab: Lab, path: Path):
     code_cells = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.source.strip()]
     plot_cells = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and "plot" in c.metadata.get("tags", [])]
     log_start = lab.log.stat().st_size
+    checkpoint = path.parent / ".ipynb_checkpoints" / f"{path.stem}-checkpoint.ipynb"
+    checkpoint_before = checkpoint.stat().st_mtime_ns if checkpoint.exists() else None
 
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     context.set_default_timeout(60_000)
@@ -266,6 +268,8 @@ def test_notebook_in_jupyterlab(browser, lab: Lab, path: Path):
         # autosave is off and nothing is saved: the tracked notebooks must stay as they are
         saved = [line for line in lab.log_since(log_start).splitlines() if "Saving file at" in line]
         assert not saved, f"{name}: the server wrote files while the test ran: {saved}"
+        checkpoint_after = checkpoint.stat().st_mtime_ns if checkpoint.exists() else None
+        assert checkpoint_after == checkpoint_before, f"{name}: the server wrote {checkpoint}"
 
     _wait("no kernel left running", lambda: lab.api("/api/kernels") == [], 30, lab)
 
