@@ -265,12 +265,12 @@ def test_notebook_in_jupyterlab(browser, lab: Lab, path: Path):
         session = _session(lab, name)
         if session is not None:  # shut the kernel down now: memory stays low across notebooks
             lab.api(f"/api/sessions/{session['id']}", method="DELETE")
-        # autosave is off and nothing is saved: the tracked notebooks must stay as they are
-        saved = [line for line in lab.log_since(log_start).splitlines() if "Saving file at" in line]
-        assert not saved, f"{name}: the server wrote files while the test ran: {saved}"
-        checkpoint_after = checkpoint.stat().st_mtime_ns if checkpoint.exists() else None
-        assert checkpoint_after == checkpoint_before, f"{name}: the server wrote {checkpoint}"
 
+    # autosave is off and nothing is saved: the tracked notebooks must stay as they are
+    saved = [line for line in lab.log_since(log_start).splitlines() if "Saving file at" in line]
+    assert not saved, f"{name}: the server wrote files while the test ran: {saved}"
+    checkpoint_after = checkpoint.stat().st_mtime_ns if checkpoint.exists() else None
+    assert checkpoint_after == checkpoint_before, f"{name}: the server wrote {checkpoint}"
     _wait("no kernel left running", lambda: lab.api("/api/kernels") == [], 30, lab)
 
 
