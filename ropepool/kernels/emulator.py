@@ -114,7 +114,7 @@ def _library() -> ctypes.CDLL:
     digest = hashlib.sha256((cxx + "\0" + text).encode()).hexdigest()[:16]
     out = cache_dir() / f"ropepool_emulator_{digest}.so"
     if not out.exists():
-        with tempfile.TemporaryDirectory() as tmp:
+        with tempfile.TemporaryDirectory(dir=out.parent) as tmp:  # same file system as out
             src = Path(tmp) / "emulator.cpp"
             src.write_text(text)
             built = Path(tmp) / out.name
@@ -122,7 +122,7 @@ def _library() -> ctypes.CDLL:
             proc = subprocess.run(cmd, capture_output=True, text=True)
             if proc.returncode != 0:
                 raise RuntimeError(f"compiling the kernel body failed:\n{proc.stderr[-4000:]}")
-            shutil.move(str(built), out)  # atomic enough: same file system or a copy, then visible
+            os.replace(built, out)  # atomic: a concurrent process sees no file or a whole one
     return ctypes.CDLL(str(out))
 
 
