@@ -12,11 +12,17 @@ def is_array(x) -> bool:
     return isinstance(x, (mx.array, np.ndarray))
 
 
+_MX_DTYPE_NAMES: dict = {}
+
+
 def dtype_name(x) -> str:
     """'float16', 'bfloat16', 'int32', ... for an mx.array or a NumPy array."""
     if isinstance(x, mx.array):
-        return str(x.dtype).rsplit(".", 1)[-1]
-    return np.dtype(x.dtype).name
+        name = _MX_DTYPE_NAMES.get(x.dtype)
+        if name is None:  # first sight of this dtype: remember its name (a per-call cost at decode)
+            name = _MX_DTYPE_NAMES[x.dtype] = str(x.dtype).rsplit(".", 1)[-1]
+        return name
+    return x.dtype.name
 
 
 def to_mx(x) -> mx.array:

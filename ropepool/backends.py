@@ -12,6 +12,7 @@ mlx      MLX ops, any MLX device, the CPU included
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable
 
 import mlx.core as mx
@@ -37,7 +38,9 @@ def _kernel_statuses() -> dict[str, tuple[BackendStatus, Callable | None]]:
     return kernels.statuses()
 
 
+@lru_cache(maxsize=1)
 def _registry() -> dict[str, tuple[BackendStatus, Callable | None]]:
+    """Worked out once per process: the back-ends a process has do not change."""
     reg = dict(_kernel_statuses())
     reg["mlx"] = (BackendStatus("mlx", True, f"MLX ops on {mx.default_device()}"), rope_pool_mlx)
     return {name: reg[name] for name in PREFERENCE}
@@ -66,7 +69,7 @@ def resolve(backend: str) -> tuple[str, Callable]:
 
     reg = _registry()
     if backend == "auto":
-        backend = best_backend()
+        backend = next(name for name, (status, _) in reg.items() if status.available)
     if backend not in reg:
         raise fail("unknown_backend", expected=f"'auto' or one of {list(reg)}", got=repr(backend),
                    hint="see ropepool.available_backends().")

@@ -149,6 +149,13 @@ def validate(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_head
 
 
 def _validate_values(pos: np.ndarray, slots: np.ndarray, pool_rows: int) -> None:
+    if pos.size == 0:
+        return
+    # Fast path, one pass of min/max and a sort (the common decode call pays only this).
+    written = np.sort(slots[slots >= 0])
+    if (pos.min() >= 0 and pos.max() < MAX_POSITION and slots.max() < pool_rows
+            and not (written[1:] == written[:-1]).any()):
+        return
     if (pos < 0).any():
         t = int(np.argmax(pos < 0))
         raise fail("position_negative", expected="positions >= 0", got=f"{pos[t]} at token {t}",
