@@ -21,6 +21,7 @@ def findings() -> list[tuple[str, str]]:
     import mlx.core as mx
 
     from .backends import available_backends, best_backend
+    from .kernels import emulator
 
     rows = [
         ("python", sys.version.split()[0]),
@@ -31,6 +32,9 @@ def findings() -> list[tuple[str, str]]:
     rows += [(f"backend {name}", ("runs: " if s.available else "does not run: ") + s.reason)
              for name, s in available_backends().items()]
     rows.append(("backend='auto' picks", best_backend()))
+    cxx = emulator.compiler()
+    rows.append(("kernel CPU check", f"the kernel body compiles for the CPU emulator with {cxx}" if cxx
+                 else "no C++ compiler (set CXX or install g++): the kernel body cannot be checked on the CPU"))
     return rows
 
 

@@ -58,3 +58,12 @@ def test_doctor_tells_the_truth():
         verdict = "runs: " if status.available else "does not run: "
         assert f"backend {name}" in out.stdout and f"{verdict}{status.reason}" in out.stdout
     assert any(line.startswith("backend='auto' picks") and line.endswith(ropepool.best_backend()) for line in lines)
+
+
+def test_doctor_names_the_compiler_for_the_kernel_cpu_check():
+    from ropepool.kernels import emulator
+
+    out = subprocess.run([sys.executable, "-m", "ropepool", "doctor"], capture_output=True, text=True, check=True)
+    line = next(line for line in out.stdout.splitlines() if line.startswith("kernel CPU check"))
+    cxx = emulator.compiler()
+    assert (cxx in line) if cxx else ("no C++ compiler" in line)
