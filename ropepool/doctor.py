@@ -33,7 +33,7 @@ def findings() -> list[tuple[str, str]]:
              for name, s in available_backends().items()]
     rows.append(("backend='auto' picks", best_backend()))
     cxx = emulator.compiler()
-    rows.append(("kernel CPU check", f"the kernel body compiles for the CPU emulator with {cxx}" if cxx
+    rows.append(("kernel CPU check", f"C++ compiler {cxx}: the tests compile the kernel body for a CPU grid emulator" if cxx
                  else "no C++ compiler (set CXX or install g++): the kernel body cannot be checked on the CPU"))
     return rows
 
