@@ -106,20 +106,19 @@ def _check_backend(backend: str, dtype: str, T, Hq, Hkv, D):
     np.testing.assert_array_equal(f64[3][untouched], pools[1][untouched])
 
 
-@pytest.mark.metal
-@pytest.mark.skipif(not HAS_METAL, reason="no Metal back-end on this machine (needs Apple Silicon)")
-@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
-@pytest.mark.parametrize("name,T,Hq,Hkv,D", CASES, ids=[c[0] for c in CASES])
-def test_metal_kernel_matches_reference(name, T, Hq, Hkv, D, dtype):
-    _check_backend("metal", dtype, T, Hq, Hkv, D)
+FUSED_BACKENDS = [
+    pytest.param("metal", marks=[pytest.mark.metal, pytest.mark.skipif(
+        not HAS_METAL, reason="no Metal back-end on this machine (needs Apple Silicon)")]),
+    pytest.param("cuda", marks=[pytest.mark.cuda, pytest.mark.skipif(
+        not HAS_CUDA, reason="no CUDA back-end on this machine (needs an NVIDIA GPU and mlx[cuda13])")]),
+]
 
 
-@pytest.mark.cuda
-@pytest.mark.skipif(not HAS_CUDA, reason="no CUDA back-end on this machine (needs an NVIDIA GPU and mlx[cuda13])")
+@pytest.mark.parametrize("backend", FUSED_BACKENDS)
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("name,T,Hq,Hkv,D", CASES, ids=[c[0] for c in CASES])
-def test_cuda_kernel_matches_reference(name, T, Hq, Hkv, D, dtype):
-    _check_backend("cuda", dtype, T, Hq, Hkv, D)
+def test_fused_kernel_matches_reference(backend, name, T, Hq, Hkv, D, dtype):
+    _check_backend(backend, dtype, T, Hq, Hkv, D)
 
 
 def test_emulator_says_why_without_a_compiler(monkeypatch):
