@@ -3,6 +3,7 @@
 =======  ==============================================================
 metal    the fused kernel through ``mx.fast.metal_kernel`` (Apple Silicon)
 cuda     the fused kernel through ``mx.fast.cuda_kernel`` (NVIDIA, mlx[cuda13])
+cpu      the fused kernel compiled for this CPU by g++, on MLX's buffers (needs a C++ compiler)
 mlx      MLX ops, any MLX device, the CPU included
 =======  ==============================================================
 
@@ -19,7 +20,7 @@ import mlx.core as mx
 
 from .mlx_ops import rope_pool_mlx
 
-PREFERENCE = ("metal", "cuda", "mlx")
+PREFERENCE = ("metal", "cuda", "cpu", "mlx")
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ def rope_pool_fused(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_
     k_pool, v_pool : ``[P, Hkv, D]``, q's dtype
     head_dim, num_qo_heads, num_kv_heads : int, D, Hq and Hkv (Hq a multiple of Hkv)
     rope_base : float, the config's ``rope_theta``
-    backend : "auto", "metal", "cuda" or "mlx" (see :func:`ropepool.available_backends`)
+    backend : "auto", "metal", "cuda", "cpu" or "mlx" (see :func:`ropepool.available_backends`)
     check_values : bool, also check positions and slots by value (range, duplicate slots);
         this reads them on the host. With False, an out-of-range slot still writes nothing.
 

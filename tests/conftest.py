@@ -11,3 +11,17 @@ from hypothesis import settings
 settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session", params=["mlx", "cpu"])
+def backend(request):
+    """Each backend that can run on a CPU: MLX ops, and the kernel's host build (needs g++)."""
+    if request.param == "cpu":
+        from ropepool.kernels import host
+
+        if host.unavailable_reason() is not None:
+            pytest.skip(host.unavailable_reason())
+    return request.param

@@ -12,7 +12,18 @@ from ropepool.checks import expect_error
 
 
 def test_backends_listed_in_preference_order():
-    assert list(ropepool.available_backends()) == ["metal", "cuda", "mlx"]
+    assert list(ropepool.available_backends()) == ["metal", "cuda", "cpu", "mlx"]
+
+
+def test_cpu_status_matches_the_compiler():
+    from ropepool.kernels import emulator
+
+    status = ropepool.available_backends()["cpu"]
+    if emulator.compiler() is None:
+        assert not status.available and "no C++ compiler" in status.reason
+    elif mx.default_device() == mx.cpu:
+        assert status.available, status.reason
+        assert status.reason == "fused kernel compiled by g++ for this CPU, run on MLX's buffers"
 
 
 def test_mlx_runs_everywhere():

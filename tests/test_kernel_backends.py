@@ -1,4 +1,4 @@
-"""The fused kernel's builders and registry entries; its Metal and CUDA runs where they exist."""
+"""The fused kernel's builders and registry entries; its Metal, CUDA and host-CPU runs where they exist."""
 
 import hashlib
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import ropepool
-from ropepool.kernels import fused, source, statuses
+from ropepool.kernels import fused, host, source, statuses
 from ropepool.reference import rope_pool_reference
 from ropepool.shapes import Shapes
 
@@ -49,9 +49,9 @@ def test_grid_size_is_one_thread_per_pair_of_q_and_k_heads():
     assert source.grid_size(2048, 32, 8, 128) == 2048 * 40 * 64
 
 
-def test_statuses_name_both_kernel_backends_with_reasons():
+def test_statuses_name_every_kernel_backend_with_reasons():
     st = statuses()
-    assert set(st) == {"metal", "cuda"}
+    assert set(st) == {"metal", "cuda", "cpu"}
     for name, (status, impl) in st.items():
         assert status.reason
         assert (impl is not None) == status.available
@@ -111,6 +111,8 @@ FUSED_BACKENDS = [
         not HAS_METAL, reason="no Metal back-end on this machine (needs Apple Silicon)")]),
     pytest.param("cuda", marks=[pytest.mark.cuda, pytest.mark.skipif(
         not HAS_CUDA, reason="no CUDA back-end on this machine (needs an NVIDIA GPU and mlx[cuda13])")]),
+    pytest.param("cpu", marks=pytest.mark.skipif(host.unavailable_reason() is not None,
+                                                 reason=str(host.unavailable_reason()))),
 ]
 
 

@@ -1,4 +1,5 @@
-"""The MLX path's pool write is O(T): MLX reuses (donates) the pool's buffer when nothing else holds it.
+"""The pool write is O(T) on the MLX path and the "cpu" backend (which writes the pools the same way):
+MLX reuses (donates) the pool's buffer when nothing else holds it.
 
 Checked without a clock: after the call, the new pool lives in the very buffer of the old one.
 """
@@ -23,22 +24,23 @@ def buffer_address(a: mx.array) -> int:
     (True, [7, -1, 4095, 0]),  # slots read on the host, the skipped token dropped there
     (True, [7, 9, 4095, 0]),  # every token writes: one plain scatter
 ])
-def test_rebound_pool_is_written_in_place(check_values, slots):
+def test_rebound_pool_is_written_in_place(check_values, slots, backend):
     kw = make_inputs(Shapes(4, 8, 2, 16, 4096), "float16", slots=slots)
     k_pool, v_pool = kw.pop("k_pool"), kw.pop("v_pool")
     mx.eval(k_pool, v_pool)
     k_addr, v_addr = buffer_address(k_pool), buffer_address(v_pool)
     for step in range(3):  # decode steps, the pools rebound each time
-        q_rot, k_rot, k_pool, v_pool = rope_pool_fused(**kw, k_pool=k_pool, v_pool=v_pool, check_values=check_values)
+        q_rot, k_rot, k_pool, v_pool = rope_pool_fused(**kw, k_pool=k_pool, v_pool=v_pool, check_values=check_values,
+                                                      backend=backend)
         mx.eval(q_rot, k_rot, k_pool, v_pool)
         assert buffer_address(k_pool) == k_addr, f"k_pool copied at step {step}"
         assert buffer_address(v_pool) == v_addr, f"v_pool copied at step {step}"
 
 
-def test_held_pool_is_copied_not_overwritten():
+def test_held_pool_is_copied_not_overwritten(backend):
     kw = make_inputs(Shapes(2, 4, 2, 8, 16), "float32", slots=[3, 5])
     old = np.array(kw["k_pool"])
-    _, k_rot, k_pool, _ = rope_pool_fused(**kw)
+    _, k_rot, k_pool, _ = rope_pool_fused(**kw, backend=backend)
     mx.eval(k_pool)
     np.testing.assert_array_equal(np.array(kw["k_pool"]), old)  # the caller's pool kept its value
     np.testing.assert_array_equal(np.array(k_pool)[[3, 5]], np.array(k_rot))

@@ -1,4 +1,5 @@
-"""rope_pool_fused against the float64 reference, as properties over shapes, slots and dtypes.
+"""rope_pool_fused against the float64 reference, as properties over shapes, slots and dtypes,
+on each backend that runs on a CPU (the ``backend`` fixture in conftest.py: "mlx" and "cpu").
 
 q_rot and k_rot must stay within :mod:`ropepool.tolerance`'s documented bound, which grows
 linearly with position (the angle is float32; that module's docstring gives the measured
@@ -63,10 +64,10 @@ def calls(draw):
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(calls())
-def test_matches_reference(call):
+def test_matches_reference(backend, call):
     kw, dtype = call
     ref = rope_pool_reference(*[kw[n] for n in ARGS], rope_base=kw["rope_base"])
-    out = rope_pool_fused(**kw)
+    out = rope_pool_fused(**kw, backend=backend)
     assert all(type(o) is type(kw["q"]) for o in out)  # answers in the kind of q
     positions = as_f64(kw["positions"])
     for name, got, want, x in [("q_rot", out[0], ref[0], kw["q"]), ("k_rot", out[1], ref[1], kw["k"])]:
@@ -77,10 +78,10 @@ def test_matches_reference(call):
 
 @settings(max_examples=80, deadline=None)
 @given(calls())
-def test_pool_rows_exact(call):
+def test_pool_rows_exact(backend, call):
     """Written rows hold k_rot's and v's bits; every other row keeps its bits."""
     kw, _ = call
-    _, k_rot, k_pool, v_pool = rope_pool_fused(**kw)
+    _, k_rot, k_pool, v_pool = rope_pool_fused(**kw, backend=backend)
     slots = np.array(kw["slots"])
     written = (slots >= 0) & (slots < bits(kw["k_pool"]).shape[0])
     for pool_in, pool_out, rows in [(kw["k_pool"], k_pool, k_rot), (kw["v_pool"], v_pool, kw["v"])]:
@@ -91,40 +92,40 @@ def test_pool_rows_exact(call):
 
 
 @pytest.mark.parametrize("kind", ["mlx", "numpy"])
-def test_zero_tokens_change_nothing(kind):
+def test_zero_tokens_change_nothing(kind, backend):
     kw = make_inputs(Shapes(0, 8, 2, 16, 5), "float32", kind=kind)
-    q_rot, k_rot, k_pool, v_pool = rope_pool_fused(**kw)
+    q_rot, k_rot, k_pool, v_pool = rope_pool_fused(**kw, backend=backend)
     assert q_rot.shape == (0, 8, 16) and k_rot.shape == (0, 2, 16)
     np.testing.assert_array_equal(bits(k_pool), bits(kw["k_pool"]))
     np.testing.assert_array_equal(bits(v_pool), bits(kw["v_pool"]))
 
 
-def test_all_slots_skipped_change_nothing():
+def test_all_slots_skipped_change_nothing(backend):
     kw = make_inputs(Shapes(4, 8, 2, 16, 5), "bfloat16", slots=[-1, -1, -1, -1])
-    _, _, k_pool, v_pool = rope_pool_fused(**kw)
+    _, _, k_pool, v_pool = rope_pool_fused(**kw, backend=backend)
     np.testing.assert_array_equal(bits(k_pool), bits(kw["k_pool"]))
     np.testing.assert_array_equal(bits(v_pool), bits(kw["v_pool"]))
 
 
-def test_positions_near_float32_limit_keep_pair_norms():
+def test_positions_near_float32_limit_keep_pair_norms(backend):
     """Near 2**24 the angle is inexact, but a rotation still preserves each pair's length."""
     s = Shapes(3, 4, 2, 64, 4)
     kw = make_inputs(s, "float32", positions=[2**24 - 3, 2**24 - 2, 2**24 - 1])
-    q_rot = as_f64(rope_pool_fused(**kw)[0])
+    q_rot = as_f64(rope_pool_fused(**kw, backend=backend)[0])
     q = as_f64(kw["q"])
     norm = lambda x: np.hypot(x[..., :32], x[..., 32:])  # noqa: E731
     np.testing.assert_allclose(norm(q_rot), norm(q), rtol=1e-5)
 
 
-def test_position_zero_is_identity():
+def test_position_zero_is_identity(backend):
     kw = make_inputs(Shapes(2, 4, 2, 8, 4), "float16", positions=[0, 0])
-    q_rot, k_rot, _, _ = rope_pool_fused(**kw)
+    q_rot, k_rot, _, _ = rope_pool_fused(**kw, backend=backend)
     np.testing.assert_array_equal(bits(q_rot), bits(kw["q"]))
     np.testing.assert_array_equal(bits(k_rot), bits(kw["k"]))
 
 
-def test_caller_pool_not_mutated():
+def test_caller_pool_not_mutated(backend):
     kw = make_inputs(Shapes(2, 4, 2, 8, 4), "float32", slots=[0, 3])
     before = bits(kw["k_pool"]).copy()
-    rope_pool_fused(**kw)
+    rope_pool_fused(**kw, backend=backend)
     np.testing.assert_array_equal(bits(kw["k_pool"]), before)

@@ -15,11 +15,18 @@ Files
     ``mx.fast.metal_kernel`` / ``mx.fast.cuda_kernel``, built once and cached.
 ``emulator.py``
     Compiles the very same body with g++ under a grid emulator, for tests without a GPU.
+``host.cpp``, ``host.py``
+    The "cpu" backend: the very same body compiled by g++ for this machine's CPU
+    (``-O3 -march=native``), run on MLX's buffers; the backend ``auto`` picks on a machine
+    without Metal or CUDA but with a C++ compiler.
+``build.py``
+    Compiles C++ once per source hash into the kernel cache (emulator and host build).
 
 What has run where
 ------------------
-The kernel body has been compiled and verified on the CPU only, by g++ under the grid
-emulator (``tests/test_kernel_emulator.py``), and the full source MLX would assemble for
+The kernel body has been compiled and verified on the CPU only: as the "cpu" backend
+(``tests/test_kernel_host.py``, against the reference and bit for bit against the emulator),
+by g++ under the grid emulator (``tests/test_kernel_emulator.py``), and the full source MLX would assemble for
 Metal and for CUDA (signature, template arguments, header, body) has been compiled by g++
 against stand-ins for each back-end's names and run against the reference
 (``tests/test_kernel_generated_source.py``). It has **not yet run on Metal or CUDA**: the
@@ -54,20 +61,27 @@ from functools import lru_cache
 import mlx.core as mx
 import numpy as np
 
-from .fused import IMPLEMENTATIONS, rope_pool_cuda, rope_pool_metal
+from . import host
+from .fused import rope_pool_cuda, rope_pool_metal
+from .host import rope_pool_host
 
-__all__ = ["statuses", "rope_pool_metal", "rope_pool_cuda", "self_check"]
+__all__ = ["statuses", "rope_pool_metal", "rope_pool_cuda", "rope_pool_host", "self_check"]
 
-_NO_BACKEND = {
-    "metal": "no Metal back-end on this machine (needs Apple Silicon)",
-    "cuda": "no CUDA back-end on this machine (needs an NVIDIA GPU and mlx[cuda13])",
-}
+IMPLEMENTATIONS = {"metal": rope_pool_metal, "cuda": rope_pool_cuda, "cpu": rope_pool_host}
+_API = {"metal": "through mx.fast.metal_kernel", "cuda": "through mx.fast.cuda_kernel",
+        "cpu": "compiled by g++ for this CPU, run on MLX's buffers"}
 
 
-def _backend_present(name: str) -> bool:
+def _missing(name: str) -> str | None:
+    """Why ``name``'s back-end is not on this machine, or None if it is."""
     if name == "metal":
-        return mx.metal.is_available()
-    return hasattr(mx, "cuda") and mx.cuda.is_available()
+        return None if mx.metal.is_available() else "no Metal back-end on this machine (needs Apple Silicon)"
+    if name == "cuda":
+        present = hasattr(mx, "cuda") and mx.cuda.is_available()
+        return None if present else "no CUDA back-end on this machine (needs an NVIDIA GPU and mlx[cuda13])"
+    if mx.default_device() != mx.cpu:
+        return f"MLX's default device is {mx.default_device()}: the host build works on arrays in CPU memory"
+    return host.unavailable_reason()
 
 
 @lru_cache(maxsize=None)
@@ -109,14 +123,11 @@ def _statuses():
     from ..backends import BackendStatus
 
     out = {}
-    for name, api in (("metal", "mx.fast.metal_kernel"), ("cuda", "mx.fast.cuda_kernel")):
-        if not _backend_present(name):
-            out[name] = (BackendStatus(name, False, _NO_BACKEND[name]), None)
-            continue
-        problem = self_check(name)
+    for name in IMPLEMENTATIONS:
+        problem = _missing(name) or self_check(name)
         if problem is None:
-            out[name] = (BackendStatus(name, True, f"fused kernel through {api} on {mx.default_device()}"),
-                         IMPLEMENTATIONS[name])
+            where = "" if name == "cpu" else f" on {mx.default_device()}"
+            out[name] = (BackendStatus(name, True, f"fused kernel {_API[name]}{where}"), IMPLEMENTATIONS[name])
         else:
             out[name] = (BackendStatus(name, False, problem), None)
     return out

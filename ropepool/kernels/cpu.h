@@ -1,21 +1,26 @@
-// cpu.h: what ropepool's kernel body (rope_rows.inc) needs, in C++ (g++), for the grid
-// emulator that verifies the body on a machine without Metal or CUDA.
-// float16 is the compiler's _Float16; bfloat16 is bit manipulation with round-to-nearest-even,
-// the rounding MLX uses.
+// cpu.h: what ropepool's kernel body (rope_rows.inc) needs, in C++ (g++): for the grid
+// emulator that verifies the body on a machine without Metal or CUDA (emulator.py), and for
+// the host build that runs it as the "cpu" backend (host.cpp, which defines RP_HOST).
+// float16 is the compiler's _Float16; bfloat16 is its bits (uint16_t), rounded to nearest
+// even, as MLX rounds, without a branch so that loops over it vectorize.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 
-typedef unsigned int rp_uint;
+#ifdef RP_HOST
+// 64-bit indices: a 32-bit unsigned index may wrap, so the compiler cannot treat
+// q[base + i] as a plain stride along a loop, and does not vectorize it.
+typedef unsigned long long rp_uint;
+#else
+typedef unsigned int rp_uint;  // as on the GPUs
+#endif
 
-struct rp_bfloat16 {
-  uint16_t bits;
-};
+typedef uint16_t rp_bfloat16;  // bfloat16's bits
 
 inline float rp_to_float(float x) { return x; }
 inline float rp_to_float(_Float16 x) { return static_cast<float>(x); }
 inline float rp_to_float(rp_bfloat16 x) {
-  uint32_t u = uint32_t(x.bits) << 16;
+  uint32_t u = uint32_t(x) << 16;
   float f;
   std::memcpy(&f, &u, sizeof f);
   return f;
@@ -31,11 +36,8 @@ template <>
 inline rp_bfloat16 rp_from_float<rp_bfloat16>(float x) {
   uint32_t u;
   std::memcpy(&u, &x, sizeof u);
-  if (std::isnan(x)) {
-    return rp_bfloat16{uint16_t(0x7fc0u)};  // MLX's canonical NaN
-  }
-  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to even
-  return rp_bfloat16{uint16_t(u >> 16)};
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;  // round to nearest, ties to even
+  return rp_bfloat16(x != x ? 0x7fc0u : rounded);  // NaN: MLX's canonical NaN
 }
 
 #define RP_COS(x) std::cos(x)

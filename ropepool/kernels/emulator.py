@@ -12,8 +12,7 @@ Every output buffer sits between two guard regions of known bytes
 the kernel forgets, or a byte it writes outside its buffer, shows.
 
 The shared library is built once per source hash in a cache directory
-(``$ROPEPOOL_KERNEL_CACHE``, else ``~/.cache/ropepool``, else the system temp dir), never
-in the repository.
+(:mod:`ropepool.kernels.build`), never in the repository.
 
 Example
 -------
@@ -29,19 +28,14 @@ Example
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import os
-import shutil
-import subprocess
-import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 
 from ..reference import inverse_frequencies
 from . import source
+from .build import compiler, shared_library
 
 GUARD_BYTE = 0xA5
 GUARD_BYTES = 256
@@ -85,45 +79,9 @@ extern "C" void ropepool_emulate_{name}(int write_pool, int reverse, rp_uint gri
     return "".join(parts)
 
 
-def compiler() -> str | None:
-    """The C++ compiler to use: ``$CXX`` if set, else g++ or c++ on PATH."""
-    cxx = os.environ.get("CXX")
-    if cxx:
-        return shutil.which(cxx) or None
-    return shutil.which("g++") or shutil.which("c++")
-
-
-def cache_dir() -> Path:
-    env = os.environ.get("ROPEPOOL_KERNEL_CACHE")
-    base = Path(env) if env else Path.home() / ".cache" / "ropepool"
-    try:
-        base.mkdir(parents=True, exist_ok=True)
-        return base
-    except OSError:
-        path = Path(tempfile.gettempdir()) / "ropepool-kernels"
-        path.mkdir(parents=True, exist_ok=True)
-        return path
-
-
 @lru_cache(maxsize=None)
 def _library() -> ctypes.CDLL:
-    cxx = compiler()
-    if cxx is None:
-        raise RuntimeError("no C++ compiler found (set CXX, or install g++)")
-    text = _wrapper()
-    digest = hashlib.sha256((cxx + "\0" + text).encode()).hexdigest()[:16]
-    out = cache_dir() / f"ropepool_emulator_{digest}.so"
-    if not out.exists():
-        with tempfile.TemporaryDirectory(dir=out.parent) as tmp:  # same file system as out
-            src = Path(tmp) / "emulator.cpp"
-            src.write_text(text)
-            built = Path(tmp) / out.name
-            cmd = [cxx, "-std=c++17", "-O1", "-shared", "-fPIC", "-o", str(built), str(src)]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            if proc.returncode != 0:
-                raise RuntimeError(f"compiling the kernel body failed:\n{proc.stderr[-4000:]}")
-            os.replace(built, out)  # atomic: a concurrent process sees no file or a whole one
-    return ctypes.CDLL(str(out))
+    return shared_library("ropepool_emulator", _wrapper(), ["-std=c++17", "-O1"])
 
 
 @lru_cache(maxsize=None)

@@ -89,4 +89,3 @@ def _rope_pool(backend: str):
 
 rope_pool_metal = _rope_pool("metal")
 rope_pool_cuda = _rope_pool("cuda")
-IMPLEMENTATIONS = {"metal": rope_pool_metal, "cuda": rope_pool_cuda}

@@ -1,0 +1,179 @@
+"""The "cpu" backend: the kernel body compiled for this machine's CPU, run on MLX's buffers.
+
+MLX has no custom-kernel API for its CPU back-end, so on a machine without Metal or CUDA the
+fused kernel runs outside MLX: ``host.cpp`` puts the same ``rope_rows.inc`` that Metal and
+CUDA compile into loops over the grid, and g++ builds it with ``-O3 -march=native`` (and
+``-ffp-contract=off``: no fused multiply-adds, so results are bit for bit those of the
+emulator, which checks the body). The build runs once per machine and source hash, in the
+kernel cache (:mod:`ropepool.kernels.build`), announced on stderr: about 10 s.
+
+Shapes: the build holds a specialisation for the attention shape (Hq, Hkv, D) of every
+preset in ``ropepool/presets`` (the compiler sees constant head counts and vectorises the
+bfloat16 and float32 loops), plus one build with run-time shapes for everything else, 2-5x
+slower. Work of 2**18 dimension pairs or more (T >= 128 for Llama-3-8B) is split over the machine's cores, by tokens.
+
+How a call runs (:func:`rope_pool_host`): q, k and positions are evaluated and the kernel
+reads their memory through NumPy views (the buffer protocol: no copy). It writes q_rot and
+k_rot into NumPy buffers copied once into MLX, or, from 1 MiB on, straight into buffers MLX
+allocated (:data:`DIRECT_BYTES` says why). Then :func:`ropepool.mlx_ops.scatter_rows`, the same donated O(T)
+scatter the Metal and CUDA backends use, places k_rot and v in the pools, so the pools are not
+mutated and a call costs O(T) whatever P is.
+
+Example
+-------
+>>> from ropepool.kernels import host
+>>> host.unavailable_reason() is None or "compiler" in host.unavailable_reason()
+True
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from functools import lru_cache
+
+import mlx.core as mx
+import numpy as np
+
+from .._arrays import dtype_name
+from ..mlx_ops import place_rows
+from ..reference import inverse_frequencies
+from . import source
+from .build import compiler, shared_library
+from .emulator import STORAGE
+
+HOST_FILE = "host.cpp"
+_DTYPE_CODE = {"float32": 0, "float16": 1, "bfloat16": 2}
+_FLAGS = ["-std=c++17", "-O3", "-ffp-contract=off", "--param", "max-unswitch-insns=1000", "-pthread",
+          f"-I{source.KERNEL_DIR}"]
+
+
+@lru_cache(maxsize=1)
+def fixed_shapes() -> tuple[tuple[int, int, int], ...]:
+    """(Hq, Hkv, D) of every preset: the shapes compiled in."""
+    from ..models import preset, preset_names
+
+    shapes = {(p.num_qo_heads, p.num_kv_heads, p.head_dim) for p in map(preset, preset_names())}
+    return tuple(sorted(shapes))
+
+
+@lru_cache(maxsize=None)
+def _library() -> ctypes.CDLL:
+    text = (source.KERNEL_DIR / HOST_FILE).read_text()
+    shapes = " ".join(f"X({hq},{hkv},{d})" for hq, hkv, d in fixed_shapes())
+    depends = [source.KERNEL_DIR / source.HEADER_FILES["cpu"], source.KERNEL_DIR / source.BODY_FILE]
+    flags = [*_FLAGS, f"-DROPEPOOL_SHAPES={shapes}"]
+    announce = "ropepool: compiling the fused kernel for this CPU (the 'cpu' backend)"
+    try:
+        lib = shared_library("ropepool_host", text, [*flags, "-march=native"], depends, announce)
+    except RuntimeError:  # a compiler without -march=native: a portable build
+        lib = shared_library("ropepool_host", text, flags, depends, announce)
+    fn = lib.ropepool_host_rope
+    p, i = ctypes.c_void_p, ctypes.c_int
+    fn.argtypes = [i, i, i, i, i, p, p, p, p, p, p, i, i]
+    fn.restype = i
+    return lib
+
+
+@lru_cache(maxsize=None)
+def unavailable_reason() -> str | None:
+    """None if the host build compiles and loads here; otherwise why not."""
+    if compiler() is None:
+        return "no C++ compiler on this machine (set CXX or install g++) to build the kernel for the CPU"
+    try:
+        _library()
+    except (RuntimeError, OSError) as err:
+        return f"the kernel's CPU build failed: {str(err).splitlines()[0]}"
+    return None
+
+
+@lru_cache(maxsize=1)
+def default_threads() -> int:
+    """The cores this process may run on (at most 8)."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        n = os.cpu_count() or 1
+    return max(1, min(n, 8))
+
+
+@lru_cache(maxsize=64)
+def _inv_freq(head_dim: int, rope_base: float) -> np.ndarray:
+    return np.ascontiguousarray(inverse_frequencies(head_dim, rope_base), np.float32)  # [D/2]
+
+
+def _memory(x: mx.array, storage) -> np.ndarray:
+    """An evaluated, row-contiguous mx.array's memory as a flat NumPy array: a view, not a copy."""
+    return np.frombuffer(x, storage)  # holds a reference to x; BufferError if x is not contiguous
+
+
+def _contiguous(x: mx.array) -> mx.array:
+    if memoryview(x).c_contiguous:
+        return x
+    x = mx.contiguous(x)
+    mx.eval(x)
+    return x
+
+
+def rope_rows_host(q: mx.array, k: mx.array, positions: mx.array, *, rope_base: float, threads: int | None = None,
+                   allow_fixed: bool = True) -> tuple[mx.array, mx.array]:
+    """``(q_rot [T, Hq, D], k_rot [T, Hkv, D])`` from one run of the host build (evaluated).
+
+    ``allow_fixed=False`` runs the run-time-shape build even where a specialisation exists
+    (tests use it to check both).
+    """
+    T, Hq, D = q.shape  # [T, Hq, D]
+    Hkv = k.shape[1]  # k [T, Hkv, D]
+    name = dtype_name(q)
+    storage = STORAGE[name]
+    q_rot, k_rot = _outputs(q, k, storage)
+    if T:
+        mx.eval(q, k, positions)
+        q, k, positions = _contiguous(q), _contiguous(k), _contiguous(positions)
+        views = [_memory(q, storage), _memory(k, storage), _memory(positions, np.int32)]
+        outs = [_memory(x, storage) if isinstance(x, mx.array) else x for x in (q_rot, k_rot)]
+        _library().ropepool_host_rope(_DTYPE_CODE[name], T, Hq, Hkv, D, *(v.ctypes.data for v in views),
+                                      _inv_freq(D, float(rope_base)).ctypes.data, outs[0].ctypes.data,
+                                      outs[1].ctypes.data, threads or default_threads(), int(allow_fixed))
+    return tuple(_to_mx(x, q.dtype) for x in (q_rot, k_rot))
+
+
+#: From this size of q_rot on, the kernel writes into buffers MLX allocates rather than copying
+#: NumPy buffers into MLX afterwards: the allocation costs a graph evaluation (15-90 us here),
+#: the copy about 0.1 ms per MiB (measured, bfloat16 T=2048: 1.75 ms for 21 MiB).
+DIRECT_BYTES = 1 << 20
+
+
+def _outputs(q: mx.array, k: mx.array, storage):
+    """Memory for q_rot and k_rot: NumPy buffers (small) or MLX's own (large, written in place)."""
+    if q.nbytes < DIRECT_BYTES:
+        return np.empty(q.shape, storage), np.empty(k.shape, storage)
+    q_rot, k_rot = mx.zeros(q.shape, q.dtype), mx.zeros(k.shape, k.dtype)
+    mx.eval(q_rot, k_rot)
+    for x in (q_rot, k_rot):  # a fresh, plain buffer of x.size elements (not a broadcast scalar)
+        if not (memoryview(x).c_contiguous and memoryview(x).nbytes == x.nbytes):
+            raise RuntimeError("MLX did not allocate q_rot/k_rot as plain buffers; use backend='mlx'")
+    return q_rot, k_rot
+
+
+def _to_mx(x, dtype) -> mx.array:
+    """q_rot or k_rot as an mx.array: MLX's own buffer as is, a NumPy buffer copied once."""
+    if isinstance(x, mx.array):
+        return x
+    out = mx.array(x)
+    return out.view(dtype) if out.dtype != dtype else out  # bfloat16 travels as its bits
+
+
+def rope_pool_host(q, k, v, positions, slots, k_pool, v_pool, *, rope_base: float, host_slots=None):
+    """``rope_pool_fused`` through the host build; same arguments as the reference, validated
+    mx.arrays; ``host_slots`` as in :func:`ropepool.mlx_ops.rope_pool_mlx`.
+
+    This backend synchronises anyway (the kernel reads q and k on the host), so it reads the
+    slots on the host too when validation did not: skipped tokens are then dropped before the
+    write, and the pools take one plain scatter each, with or without ``check_values``.
+    """
+    q_rot, k_rot = rope_rows_host(q, k, positions, rope_base=rope_base)
+    if host_slots is None:
+        mx.eval(slots)
+        host_slots = np.frombuffer(_contiguous(slots), np.int32)
+    return (q_rot, k_rot, *place_rows(k_pool, v_pool, k_rot, v, slots, host_slots))

@@ -1,0 +1,188 @@
+"""The "cpu" backend: the kernel body (rope_rows.inc) compiled by g++ for this CPU (host.cpp).
+
+Checked against the float64 reference, and bit for bit against the grid emulator (the same
+body, compiled plainly and run one thread at a time): for the shapes compiled in and the
+run-time-shape build, one worker or several, outputs in NumPy or in MLX's own buffers,
+contiguous or not. The op-level properties (pools, slots, NumPy inputs) run on this backend in
+test_properties.py and test_mlx_path.py through the ``backend`` fixture.
+"""
+
+import re
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+import ropepool
+from ropepool import Shapes, make_inputs, rope_pool_fused
+from ropepool.kernels import emulator, host, source
+from ropepool.models import preset, preset_names
+from ropepool.tolerance import error_ratio
+
+pytestmark = pytest.mark.skipif(host.unavailable_reason() is not None, reason=str(host.unavailable_reason()))
+
+DTYPES = ["float32", "float16", "bfloat16"]
+# (name, T, Hq, Hkv, D): why each row is here is in its name.
+CASES = [
+    ("llama3-compiled-in", 5, 32, 8, 128),
+    ("falcon-mqa-compiled-in", 3, 71, 1, 64),
+    ("mha-runtime", 5, 4, 4, 8),
+    ("d2-runtime", 4, 2, 1, 2),
+    ("d6-odd-half-runtime", 37, 3, 1, 6),
+    ("d256-runtime", 2, 4, 2, 256),
+    ("t0", 0, 4, 2, 8),
+]
+
+
+def inputs(T, Hq, Hkv, D, dtype, seed=0):
+    kw = make_inputs(Shapes(T, Hq, Hkv, D, max(T, 1)), dtype, seed=seed,
+                     positions=np.random.default_rng(seed).integers(0, 70000, T))
+    return kw["q"], kw["k"], kw["positions"]
+
+
+def storage_bits(a: mx.array) -> np.ndarray:
+    return np.array(a.view(mx.uint32 if a.dtype == mx.float32 else mx.uint16))
+
+
+def emulated(q, k, positions, dtype):
+    """The emulator's q_rot and k_rot for the same inputs, as bits."""
+    to_store = (lambda a: storage_bits(a)) if dtype == "bfloat16" else (lambda a: np.array(a))
+    T, _, D = q.shape
+    Hkv = k.shape[1]
+    pool = np.zeros((1, Hkv, D), emulator.STORAGE[dtype])
+    run = emulator.emulate(to_store(q), to_store(k), to_store(k), np.array(positions), np.full(T, -1), pool, pool,
+                           rope_base=10000.0, dtype=dtype, write_pool=False)
+    as_bits = lambda x: x.view(np.uint32 if dtype == "float32" else np.uint16)  # noqa: E731
+    return as_bits(run.q_rot), as_bits(run.k_rot)
+
+
+def test_the_body_uses_the_thread_index_only_as_host_cpp_supports():
+    """host.cpp's rp_gid defines exactly gid % HALF, gid / HALF and gid >= T * H * HALF."""
+    body = (source.KERNEL_DIR / source.BODY_FILE).read_text()
+    code = "\n".join(line.split("//")[0] for line in body.splitlines())  # comments dropped
+    uses = re.findall(r"\bgid\b[^;)]*", code)
+    assert sorted(u.strip() for u in uses) == ["gid % HALF", "gid / HALF", "gid >= T * H * HALF"]
+
+
+def test_every_preset_shape_is_compiled_in():
+    want = {(p.num_qo_heads, p.num_kv_heads, p.head_dim) for p in map(preset, preset_names())}
+    assert set(host.fixed_shapes()) == want
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name,T,Hq,Hkv,D", CASES, ids=[c[0] for c in CASES])
+def test_matches_reference_and_emulator_bit_for_bit(name, T, Hq, Hkv, D, dtype):
+    q, k, positions = inputs(T, Hq, Hkv, D, dtype)
+    want_q, want_k = emulated(q, k, positions, dtype)
+    ref_q, ref_k, _, _ = ropepool.rope_pool_reference(q, k, k, positions, mx.full((T,), -1, mx.int32),
+                                                      mx.zeros((1, Hkv, D), q.dtype), mx.zeros((1, Hkv, D), q.dtype),
+                                                      rope_base=10000.0)
+    for allow_fixed in (True, False):  # the compiled-in shape and the run-time build agree
+        q_rot, k_rot = host.rope_rows_host(q, k, positions, rope_base=10000.0, allow_fixed=allow_fixed)
+        assert q_rot.dtype == q.dtype and q_rot.shape == q.shape and k_rot.shape == k.shape
+        np.testing.assert_array_equal(storage_bits(q_rot), want_q)
+        np.testing.assert_array_equal(storage_bits(k_rot), want_k)
+        pos = np.array(positions, np.float64)
+        f64 = lambda a: np.array(a.astype(mx.float32), np.float64)  # noqa: E731
+        assert error_ratio(f64(q_rot), ref_q, f64(q), pos, dtype) <= 1
+        assert error_ratio(f64(k_rot), ref_k, f64(k), pos, dtype) <= 1
+
+
+def test_the_compiled_in_shapes_are_the_ones_that_run_specialised():
+    lib = host._library()
+    q, k, positions = inputs(2, 32, 8, 128, "float32")
+    out = np.empty((2, 40, 128), np.float32)
+    ptrs = [np.array(a).ctypes.data for a in (q, k, positions)]
+    inv = host._inv_freq(128, 10000.0)
+    args = (0, 2, 32, 8, 128, *ptrs, inv.ctypes.data, out.ctypes.data, out[:, 32:].ctypes.data, 1)
+    assert lib.ropepool_host_rope(*args, 1) == 1  # Llama-3-8B: a preset's shape
+    assert lib.ropepool_host_rope(*args, 0) == 0  # asked for the run-time build
+    q, k, positions = inputs(2, 4, 2, 16, "float32")
+    ptrs = [np.array(a).ctypes.data for a in (q, k, positions)]
+    inv = host._inv_freq(16, 10000.0)
+    assert lib.ropepool_host_rope(0, 2, 4, 2, 16, *ptrs, inv.ctypes.data, out.ctypes.data, out.ctypes.data, 1, 1) == 0
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("T", [256, 205])  # 655,360 and 524,800 pairs: split over workers; 205 unevenly
+def test_workers_split_tokens_without_changing_a_bit(T, dtype):
+    q, k, positions = inputs(T, 32, 8, 128, dtype, seed=3)
+    one = host.rope_rows_host(q, k, positions, rope_base=10000.0, threads=1)
+    for threads in (2, 3):
+        many = host.rope_rows_host(q, k, positions, rope_base=10000.0, threads=threads)
+        for a, b in zip(one, many):
+            np.testing.assert_array_equal(storage_bits(a), storage_bits(b))
+    want_q, want_k = emulated(q, k, positions, dtype)
+    np.testing.assert_array_equal(storage_bits(one[0]), want_q)
+    np.testing.assert_array_equal(storage_bits(one[1]), want_k)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_numpy_and_mlx_output_buffers_agree(dtype, monkeypatch):
+    q, k, positions = inputs(9, 32, 8, 128, dtype, seed=5)
+    small = host.rope_rows_host(q, k, positions, rope_base=10000.0)
+    monkeypatch.setattr(host, "DIRECT_BYTES", 0)  # write straight into MLX's buffers
+    direct = host.rope_rows_host(q, k, positions, rope_base=10000.0)
+    for a, b in zip(small, direct):
+        np.testing.assert_array_equal(storage_bits(a), storage_bits(b))
+
+
+def test_non_contiguous_inputs_are_read_correctly():
+    q, k, positions = inputs(6, 8, 2, 16, "float16", seed=7)
+    q_t = mx.swapaxes(mx.contiguous(mx.swapaxes(q, 0, 1)), 0, 1)  # same values, transposed strides
+    k_s = mx.concatenate([k, k], axis=2)[:, :, :16]  # a strided slice
+    pos_s = mx.concatenate([positions[:, None], positions[:, None]], axis=1)[:, 0]
+    mx.eval(q_t, k_s, pos_s)
+    assert not memoryview(q_t).c_contiguous and not memoryview(k_s).c_contiguous
+    want = host.rope_rows_host(q, k, positions, rope_base=10000.0)
+    got = host.rope_rows_host(q_t, k_s, pos_s, rope_base=10000.0)
+    for a, b in zip(want, got):
+        np.testing.assert_array_equal(storage_bits(a), storage_bits(b))
+
+
+def test_lazy_inputs_are_evaluated_first():
+    q, k, positions = inputs(4, 8, 2, 16, "float32", seed=8)
+    want = host.rope_rows_host(q, k, positions, rope_base=10000.0)
+    got = host.rope_rows_host(q + 0, k * 1, positions + 0, rope_base=10000.0)  # unevaluated graphs
+    for a, b in zip(want, got):
+        np.testing.assert_array_equal(storage_bits(a), storage_bits(b))
+
+
+def test_unchecked_out_of_range_slots_write_nothing_and_the_rest_lands():
+    P = 6
+    kw = make_inputs(Shapes(5, 8, 2, 16, P), "bfloat16", slots=[2, 2**31 - 1, -5, P, 0])
+    before = [storage_bits(kw["k_pool"]), storage_bits(kw["v_pool"])]
+    q_rot, k_rot, k_pool, v_pool = rope_pool_fused(**kw, backend="cpu", check_values=False)
+    k_bits, v_bits = storage_bits(k_pool), storage_bits(v_pool)
+    np.testing.assert_array_equal(k_bits[[2, 0]], storage_bits(k_rot)[[0, 4]])
+    np.testing.assert_array_equal(v_bits[[2, 0]], storage_bits(kw["v"])[[0, 4]])
+    for new, old in zip((k_bits, v_bits), before):
+        np.testing.assert_array_equal(new[[1, 3, 4, 5]], old[[1, 3, 4, 5]])
+    np.testing.assert_array_equal(storage_bits(kw["k_pool"]), before[0])  # the caller's pool is unchanged
+
+
+def test_auto_picks_it_on_a_cpu_only_machine():
+    if mx.metal.is_available() or (hasattr(mx, "cuda") and mx.cuda.is_available()):
+        pytest.skip("a GPU back-end is preferred here")
+    assert ropepool.best_backend() == "cpu"
+
+
+def test_a_failed_build_is_reported_not_raised(monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("compiling ropepool_host failed:\nhost.cpp:1: error: something")
+
+    monkeypatch.setattr(host, "shared_library", broken)
+    host._library.cache_clear()
+    try:
+        reason = host.unavailable_reason.__wrapped__()
+    finally:
+        monkeypatch.undo()
+        host._library.cache_clear()  # the next call loads the cached library again
+    assert reason.startswith("the kernel's CPU build failed: compiling ropepool_host failed")
+
+
+def test_docstring_example_runs():
+    import doctest
+
+    result = doctest.testmod(host)
+    assert result.attempted > 0 and result.failed == 0
