@@ -21,7 +21,7 @@ def findings() -> list[tuple[str, str]]:
     import mlx.core as mx
 
     from .backends import available_backends, best_backend
-    from .kernels import emulator
+    from .kernels import build
 
     rows = [
         ("python", sys.version.split()[0]),
@@ -32,9 +32,12 @@ def findings() -> list[tuple[str, str]]:
     rows += [(f"backend {name}", ("runs: " if s.available else "does not run: ") + s.reason)
              for name, s in available_backends().items()]
     rows.append(("backend='auto' picks", best_backend()))
-    cxx = emulator.compiler()
-    rows.append(("kernel CPU check", f"C++ compiler {cxx}: the tests compile the kernel body for a CPU grid emulator" if cxx
-                 else "no C++ compiler (set CXX or install g++): the kernel body cannot be checked on the CPU"))
+    cxx = build.compiler()
+    rows.append(("kernel CPU check", f"C++ compiler {cxx}: builds the kernel body as the 'cpu' backend and, in the "
+                 "tests, under a grid emulator" if cxx
+                 else "no C++ compiler (set CXX or install g++): no 'cpu' backend, and the kernel body cannot be "
+                 "checked on the CPU"))
+    rows.append(("kernel cache", f"{build.cache_dir()} (set ROPEPOOL_KERNEL_CACHE to move it)"))
     return rows
 
 
