@@ -117,6 +117,17 @@ def test_workers_split_tokens_without_changing_a_bit(T, dtype):
     np.testing.assert_array_equal(storage_bits(one[1]), want_k)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_precision_is_float32_math_rounded_once_as_mlx_rounds(dtype):
+    """1.3 million outputs: about 20 land exactly halfway between two bfloat16 values, so a
+    rounding that breaks ties other than to even (as MLX does) shows."""
+    q, k, positions = inputs(256, 32, 8, 128, dtype, seed=11)
+    narrow = host.rope_rows_host(q, k, positions, rope_base=10000.0)
+    wide = host.rope_rows_host(q.astype(mx.float32), k.astype(mx.float32), positions, rope_base=10000.0)
+    for got, full in zip(narrow, wide):
+        np.testing.assert_array_equal(storage_bits(got), storage_bits(full.astype(got.dtype)))
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_numpy_and_mlx_output_buffers_agree(dtype, monkeypatch):
     q, k, positions = inputs(9, 32, 8, 128, dtype, seed=5)
