@@ -14,7 +14,7 @@ slower. Work of 2**18 dimension pairs or more (T >= 128 for Llama-3-8B) is split
 
 How a call runs (:func:`rope_pool_host`): q, k and positions are evaluated and the kernel
 reads their memory through NumPy views (the buffer protocol: no copy). It writes q_rot and
-k_rot into NumPy buffers copied once into MLX, or, from 1 MiB on, straight into buffers MLX
+k_rot into NumPy buffers copied once into MLX, or, from 4 MiB on, straight into buffers MLX
 allocated (:data:`DIRECT_BYTES` says why). Then :func:`ropepool.mlx_ops.scatter_rows`, the same donated O(T)
 scatter the Metal and CUDA backends use, places k_rot and v in the pools, so the pools are not
 mutated and a call costs O(T) whatever P is.
@@ -139,9 +139,10 @@ def rope_rows_host(q: mx.array, k: mx.array, positions: mx.array, *, rope_base: 
 
 
 #: From this size of q_rot on, the kernel writes into buffers MLX allocates rather than copying
-#: NumPy buffers into MLX afterwards: the allocation costs a graph evaluation (15-90 us here),
-#: the copy about 0.1 ms per MiB (measured, bfloat16 T=2048: 1.75 ms for 21 MiB).
-DIRECT_BYTES = 1 << 20
+#: NumPy buffers into MLX afterwards. Measured here: allocating in MLX costs a graph evaluation
+#: (15-170 us, with page faults), the copy about 0.1 ms per MiB (1.75 ms for bfloat16 T=2048's
+#: 21 MiB); at 1 MiB (float32, T=64) the allocation was the slower of the two.
+DIRECT_BYTES = 4 << 20
 
 
 def _outputs(q: mx.array, k: mx.array, storage):
