@@ -5,19 +5,23 @@ fused kernel runs outside MLX: ``host.cpp`` puts the same ``rope_rows.inc`` that
 CUDA compile into loops over the grid, and g++ builds it with ``-O3 -march=native`` (and
 ``-ffp-contract=off``: no fused multiply-adds, so results are bit for bit those of the
 emulator, which checks the body). The build runs once per machine and source hash, in the
-kernel cache (:mod:`ropepool.kernels.build`), announced on stderr: about 10 s.
+kernel cache (:mod:`ropepool.kernels.build`), announced on stderr: 2-4 s measured here.
 
 Shapes: the build holds a specialisation for the attention shape (Hq, Hkv, D) of every
 preset in ``ropepool/presets`` (the compiler sees constant head counts and vectorises the
 bfloat16 and float32 loops), plus one build with run-time shapes for everything else, 2-5x
-slower. Work of 2**18 dimension pairs or more (T >= 128 for Llama-3-8B) is split over the machine's cores, by tokens.
+slower. Large calls are split over the machine's cores, by tokens, each worker taking at least
+2**18 dimension pairs (two workers from T = 205 for Llama-3-8B; below that, starting a thread
+costs more than it saves).
 
 How a call runs (:func:`rope_pool_host`): q, k and positions are evaluated and the kernel
 reads their memory through NumPy views (the buffer protocol: no copy). It writes q_rot and
 k_rot into NumPy buffers copied once into MLX, or, from 4 MiB on, straight into buffers MLX
-allocated (:data:`DIRECT_BYTES` says why). Then :func:`ropepool.mlx_ops.scatter_rows`, the same donated O(T)
-scatter the Metal and CUDA backends use, places k_rot and v in the pools, so the pools are not
-mutated and a call costs O(T) whatever P is.
+allocated (:data:`DIRECT_BYTES` says why). Then :func:`ropepool.mlx_ops.place_rows`, the same
+donated O(T) scatter the other backends use, places k_rot and v in the pools: the pools are
+not mutated, and a call costs O(T) whatever P is. That scatter is MLX's, and on this CPU it
+is the largest part of a call (about 5 ns per 8-byte word: 0.2-0.35 ms at T = 64, 6-10 ms at
+T = 2048 for Llama-3-8B's two pools).
 
 Example
 -------
