@@ -129,9 +129,15 @@ def place_rows(k_pool, v_pool, k_rot, v, slots, host_slots: np.ndarray):
     """Both pools with ``k_rot`` and ``v`` written at ``slots`` read on the host; O(T) when donated.
 
     When every slot is in ``[0, P)`` (the common case) this is one compiled graph, cheaper to
-    build per call than two :func:`scatter_rows`.
+    build per call than two :func:`scatter_rows`; and when the slots are one run of consecutive
+    rows (every decode step of one sequence, a prefill into fresh rows) the rows are copied in
+    as one block, ``mx.slice_update``, not scattered: measured here at T = 1, 92 us against
+    135 us for the scatter, both with the pools donated.
     """
-    if slots.shape[0] and ((host_slots >= 0) & (host_slots < k_pool.shape[0])).all():
+    T = slots.shape[0]
+    if T and ((host_slots >= 0) & (host_slots < k_pool.shape[0])).all():
+        if (np.diff(host_slots) == 1).all():
+            return _write_block(k_pool, v_pool, k_rot, v, mx.array(host_slots[:1].astype(np.int32)))
         return _write_both(k_pool, v_pool, k_rot, v, slots)
     return scatter_rows(k_pool, k_rot, slots, host_slots), scatter_rows(v_pool, v, slots, host_slots)
 
@@ -139,6 +145,18 @@ def place_rows(k_pool, v_pool, k_rot, v, slots, host_slots: np.ndarray):
 @mx.compile
 def _write_both(k_pool, v_pool, k_rot, v, slots):
     return _write_rows(k_pool, k_rot, slots), _write_rows(v_pool, v, slots)
+
+
+def _copy_block(pool: mx.array, rows: mx.array, start: mx.array) -> mx.array:
+    """``rows [T, Hkv, D]`` copied over pool rows ``start .. start + T - 1``, bit for bit."""
+    word = _row_word(pool)
+    out = mx.slice_update(pool.view(word), rows.view(word), start, axes=(0,))
+    return out.view(pool.dtype)
+
+
+@mx.compile
+def _write_block(k_pool, v_pool, k_rot, v, start):
+    return _copy_block(k_pool, k_rot, start), _copy_block(v_pool, v, start)
 
 
 def rope_pool_mlx(q, k, v, positions, slots, k_pool, v_pool, *, rope_base: float, host_slots=None):
@@ -150,6 +168,9 @@ def rope_pool_mlx(q, k, v, positions, slots, k_pool, v_pool, *, rope_base: float
     if host_slots is None:
         return _rope_pool_device_slots(q, k, v, positions, slots, k_pool, v_pool, freq, sign)
     if q.shape[0] and ((host_slots >= 0) & (host_slots < k_pool.shape[0])).all():
+        if (np.diff(host_slots) == 1).all():  # one run of consecutive rows: see place_rows
+            start = mx.array(host_slots[:1].astype(np.int32))
+            return _rope_pool_block(q, k, v, positions, start, k_pool, v_pool, freq, sign)
         return _rope_pool_all_write(q, k, v, positions, slots, k_pool, v_pool, freq, sign)
     q_rot, k_rot = _rope_qk(q, k, positions, freq, sign)  # [T, Hq, D], [T, Hkv, D]; = rotate(), fused
     return q_rot, k_rot, scatter_rows(k_pool, k_rot, slots, host_slots), scatter_rows(v_pool, v, slots, host_slots)
@@ -172,3 +193,10 @@ def _rope_pool_all_write(q, k, v, positions, slots, k_pool, v_pool, freq, sign):
     """Every slot known, on the host, to be in [0, P): two plain scatters."""
     q_rot, k_rot = _rope_qk(q, k, positions, freq, sign)
     return q_rot, k_rot, _write_rows(k_pool, k_rot, slots), _write_rows(v_pool, v, slots)
+
+
+@mx.compile
+def _rope_pool_block(q, k, v, positions, start, k_pool, v_pool, freq, sign):
+    """Every slot in [0, P) and consecutive from ``start``: two block copies."""
+    q_rot, k_rot = _rope_qk(q, k, positions, freq, sign)
+    return q_rot, k_rot, _copy_block(k_pool, k_rot, start), _copy_block(v_pool, v, start)

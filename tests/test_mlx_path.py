@@ -23,6 +23,8 @@ def buffer_address(a: mx.array) -> int:
     (False, [7, -1, 4095, 0]),  # slots stay on the device: the integer min/max scatters
     (True, [7, -1, 4095, 0]),  # slots read on the host, the skipped token dropped there
     (True, [7, 9, 4095, 0]),  # every token writes: one plain scatter
+    (True, [4092, 4093, 4094, 4095]),  # one run of consecutive rows, up to the last: a block copy
+    (False, [12, 13, 14, 15]),  # the same, slots read on the host by the cpu backend only
 ])
 def test_rebound_pool_is_written_in_place(check_values, slots, backend):
     kw = make_inputs(Shapes(4, 8, 2, 16, 4096), "float16", slots=slots)

@@ -129,3 +129,14 @@ def test_caller_pool_not_mutated(backend):
     before = bits(kw["k_pool"]).copy()
     rope_pool_fused(**kw, backend=backend)
     np.testing.assert_array_equal(bits(kw["k_pool"]), before)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_a_run_of_consecutive_slots_lands_exactly(dtype, backend):
+    """Consecutive slots take the block copy (mx.slice_update), here up to the pool's last row."""
+    kw = make_inputs(Shapes(4, 8, 2, 16, 9), dtype, slots=[5, 6, 7, 8])
+    _, k_rot, k_pool, v_pool = rope_pool_fused(**kw, backend=backend)
+    np.testing.assert_array_equal(bits(k_pool)[5:], bits(k_rot))
+    np.testing.assert_array_equal(bits(v_pool)[5:], bits(kw["v"]))
+    np.testing.assert_array_equal(bits(k_pool)[:5], bits(kw["k_pool"])[:5])
+    np.testing.assert_array_equal(bits(v_pool)[:5], bits(kw["v_pool"])[:5])
