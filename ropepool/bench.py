@@ -16,10 +16,11 @@ memcpy (numpy)       the same bytes with ``np.copyto`` into preallocated buffers
 ===================  ===========================================================================
 
 Methods run round-robin inside each repetition (so noise from other processes hits all of
-them alike) after a warm-up, the order rotating from one repetition to the next: where a
-method sits in the round matters on this machine (measured: the call right after the NumPy
-methods, which leave MLX's worker thread idle, pays up to twice as much at T = 1), so each
-method takes every place equally often. The table gives medians. No method is timed on out-of-range
+them alike) after a warm-up, in a new random order each round (seeded): which method runs
+just before another matters on this machine, where a call that follows the NumPy methods,
+which leave MLX's worker thread idle, paid up to twice as much at T = 1, and a fixed or
+rotated order made "ropepool" 0.3-0.5 ms slower than "ropepool-unchecked" at T = 64, a gap
+that alternating the two directly does not show (30-50 us). The table gives medians. No method is timed on out-of-range
 slots: the composition does not skip them (MLX does not bound-check a scatter).
 
 What shapes the numbers on a CPU (MLX 0.32, x86-64), measured while writing this:
@@ -203,9 +204,9 @@ def compare(shapes: Shapes, dtype: str = "float16", repeats: int = 10, methods=M
         state["np_pools"] = [np.array(p) for p in state["pools"]]
         state["np_out"] = [np.empty_like(a["q"]), np.empty_like(a["k"]), np.empty_like(a["k"]), np.empty_like(a["v"])]
     times: dict[str, list[float]] = {m: [] for m in methods}
+    rng = np.random.default_rng(0)
     for i in range(warmup + repeats):
-        shift = i % len(methods)  # each method takes every place in the round in turn
-        for m in list(methods[shift:]) + list(methods[:shift]):
+        for m in rng.permutation(list(methods)).tolist():  # a new order each round (see the docstring)
             t = _time_call(m, kw, state)
             if i >= warmup:
                 times[m].append(t)
