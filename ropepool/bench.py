@@ -235,7 +235,7 @@ def run(tokens=(1, 64, 2048), dtypes=("float16", "bfloat16", "float32"),
     for n, (dt, T) in enumerate(configs, 1):
         _progress(f"[bench {n}/{len(configs)}] {dt} T={T} (Llama-3-8B shapes, P=4096)")
         # cheap calls get more repeats: their medians are what other processes' noise moves most
-        reps = 5 * repeats if T <= 16 else 2 * repeats if T <= 256 else max(3, repeats // 2)
+        reps = 5 * repeats if T <= 16 else 2 * repeats if T <= 256 else repeats
         results["shapes"] += compare(Shapes(T, pool_rows=4096, **LLAMA3_8B), dt, reps)
     # Each pool size twice, in ascending then descending order, and the two medians averaged:
     # a drift in the machine's load then cannot pass for a trend in P.
