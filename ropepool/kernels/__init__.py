@@ -26,8 +26,8 @@ What has run where
 ------------------
 The kernel body has been compiled and verified on the CPU only: as the "cpu" backend
 (``tests/test_kernel_host.py``, against the reference and bit for bit against the emulator),
-by g++ under the grid emulator (``tests/test_kernel_emulator.py``), and the full source MLX would assemble for
-Metal and for CUDA (signature, template arguments, header, body) has been compiled by g++
+by g++ under the grid emulator (``tests/test_kernel_emulator.py``), and the full source MLX
+would assemble for Metal and for CUDA (signature, template arguments, header, body) has been compiled by g++
 against stand-ins for each back-end's names and run against the reference
 (``tests/test_kernel_generated_source.py``). It has **not yet run on Metal or CUDA**: the
 sessions that wrote it had neither an Apple-Silicon Mac nor an NVIDIA GPU. On such a
