@@ -94,13 +94,15 @@ def test_the_compiled_in_shapes_are_the_ones_that_run_specialised():
     out = np.empty((2, 40, 128), np.float32)
     ptrs = [np.array(a).ctypes.data for a in (q, k, positions)]
     inv = host._inv_freq(128, 10000.0)
+    no_pools = (0, None, None, None, None, 0)
     args = (0, 2, 32, 8, 128, *ptrs, inv.ctypes.data, out.ctypes.data, out[:, 32:].ctypes.data, 1)
-    assert lib.ropepool_host_rope(*args, 1) == 1  # Llama-3-8B: a preset's shape
-    assert lib.ropepool_host_rope(*args, 0) == 0  # asked for the run-time build
+    assert lib.ropepool_host_rope(*args, 1, *no_pools) == 1  # Llama-3-8B: a preset's shape
+    assert lib.ropepool_host_rope(*args, 0, *no_pools) == 0  # asked for the run-time build
     q, k, positions = inputs(2, 4, 2, 16, "float32")
     ptrs = [np.array(a).ctypes.data for a in (q, k, positions)]
     inv = host._inv_freq(16, 10000.0)
-    assert lib.ropepool_host_rope(0, 2, 4, 2, 16, *ptrs, inv.ctypes.data, out.ctypes.data, out.ctypes.data, 1, 1) == 0
+    args = (0, 2, 4, 2, 16, *ptrs, inv.ctypes.data, out.ctypes.data, out.ctypes.data, 1, 1)
+    assert lib.ropepool_host_rope(*args, *no_pools) == 0
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -37,36 +37,42 @@ struct rp_gid {
 #define RP_COS(theta) rp_cos[t * HALF + i]
 #define RP_SIN(theta) rp_sin[t * HALF + i]
 
-// One "thread" of the kernel; Hq, Hkv, D as template arguments (a shape compiled in) ...
-template <typename DType, int Hq, int Hkv, int D>
-static inline void rope_rows_fixed(const rp_gid gid, const DType* __restrict q, const DType* __restrict k,
-                                   const int32_t* __restrict positions, const float* __restrict inv_freq,
-                                   const int* positions_shape, DType* __restrict q_rot, DType* __restrict k_rot,
-                                   const float* __restrict rp_cos, const float* __restrict rp_sin) {
+// One "thread" of the kernel. Hq, Hkv and D are template arguments for a shape compiled in
+// (FD > 0), else run-time values: the body sees constants in the first case, so the compiler
+// specialises it. Defined twice: rotating only, and rotating and writing the pools
+// (RP_WRITE_POOL: the body's guarded in-place write, for inplace=True).
+#define RP_THREAD_PARAMS                                                                                     \
+  const rp_gid gid, const DType *__restrict q, const DType *__restrict k, const DType *__restrict v,           \
+      const int32_t *__restrict positions, const int32_t *__restrict slots, const float *__restrict inv_freq, \
+      const int *positions_shape, const int *k_pool_shape, DType *__restrict q_rot, DType *__restrict k_rot,   \
+      DType *__restrict k_pool, DType *__restrict v_pool, const float *__restrict rp_cos,                      \
+      const float *__restrict rp_sin, const int run_Hq, const int run_Hkv, const int run_D
+
+template <typename DType, int FHq, int FHkv, int FD>
+static inline void rope_rows(RP_THREAD_PARAMS) {
+  const int Hq = FD ? FHq : run_Hq, Hkv = FD ? FHkv : run_Hkv, D = FD ? FD : run_D;
 #include "rope_rows.inc"
 }
 
-// ... or as run-time values (any other shape).
-template <typename DType>
-static inline void rope_rows_any(const rp_gid gid, const DType* __restrict q, const DType* __restrict k,
-                                 const int32_t* __restrict positions, const float* __restrict inv_freq,
-                                 const int* positions_shape, DType* __restrict q_rot, DType* __restrict k_rot,
-                                 const float* __restrict rp_cos, const float* __restrict rp_sin, const int Hq,
-                                 const int Hkv, const int D) {
+#define RP_WRITE_POOL
+template <typename DType, int FHq, int FHkv, int FD>
+static inline void rope_rows_pool(RP_THREAD_PARAMS) {
+  const int Hq = FD ? FHq : run_Hq, Hkv = FD ? FHkv : run_Hkv, D = FD ? FD : run_D;
 #include "rope_rows.inc"
 }
+#undef RP_WRITE_POOL
 
 struct Launch {
-  int T, Hq, Hkv, D;
-  const void *q, *k;
-  const int32_t* positions;
+  int T, Hq, Hkv, D, P;
+  const void *q, *k, *v;
+  const int32_t *positions, *slots;
   const float* inv_freq;
-  void *q_rot, *k_rot;
+  void *q_rot, *k_rot, *k_pool, *v_pool;  // pools: only when writing them
 };
 
 // Tokens [t0, t1): fill their part of the cos/sin tables ([T, D/2] each), then run every
 // thread of their rows.
-template <typename DType, int FHq, int FHkv, int FD>
+template <typename DType, int FHq, int FHkv, int FD, bool WritePool>
 static void run_tokens(const Launch& L, float* __restrict rp_cos, float* __restrict rp_sin, int t0, int t1) {
   const rp_uint HALF = rp_uint(L.D) / 2u, H = rp_uint(L.Hq + L.Hkv);
   const int32_t* __restrict positions = L.positions;  // locals: no aliasing with the stores
@@ -78,26 +84,31 @@ static void run_tokens(const Launch& L, float* __restrict rp_cos, float* __restr
       rp_sin[t * HALF + i] = std::sin(theta);
     }
   }
-  const int shape[1] = {L.T}, Hq = L.Hq, Hkv = L.Hkv, D = L.D;
+  const int shape[1] = {L.T}, pool_shape[3] = {L.P, L.Hkv, L.D};
   const DType* __restrict q = static_cast<const DType*>(L.q);
   const DType* __restrict k = static_cast<const DType*>(L.k);
+  const DType* __restrict v = static_cast<const DType*>(L.v);
+  const int32_t* __restrict slots = L.slots;
   DType* __restrict q_rot = static_cast<DType*>(L.q_rot);
   DType* __restrict k_rot = static_cast<DType*>(L.k_rot);
+  DType* __restrict k_pool = static_cast<DType*>(L.k_pool);
+  DType* __restrict v_pool = static_cast<DType*>(L.v_pool);
   for (rp_uint row = rp_uint(t0) * H; row < rp_uint(t1) * H; ++row) {
     for (rp_uint i = 0; i < HALF; ++i) {
       const rp_gid gid{row, i, HALF};
-      if constexpr (FD > 0) {
-        rope_rows_fixed<DType, FHq, FHkv, FD>(gid, q, k, positions, inv_freq, shape, q_rot, k_rot, rp_cos,
-                                               rp_sin);
+      if constexpr (WritePool) {
+        rope_rows_pool<DType, FHq, FHkv, FD>(gid, q, k, v, positions, slots, inv_freq, shape, pool_shape, q_rot,
+                                             k_rot, k_pool, v_pool, rp_cos, rp_sin, L.Hq, L.Hkv, L.D);
       } else {
-        rope_rows_any<DType>(gid, q, k, positions, inv_freq, shape, q_rot, k_rot, rp_cos, rp_sin, Hq, Hkv, D);
+        rope_rows<DType, FHq, FHkv, FD>(gid, q, k, v, positions, slots, inv_freq, shape, pool_shape, q_rot, k_rot,
+                                        k_pool, v_pool, rp_cos, rp_sin, L.Hq, L.Hkv, L.D);
       }
     }
   }
 }
 
 // The whole grid, over `threads` workers when there is enough work to pay for starting them.
-template <typename DType, int FHq, int FHkv, int FD>
+template <typename DType, int FHq, int FHkv, int FD, bool WritePool>
 static void launch(const Launch& L, int threads) {
   const long pairs = long(L.T) * (L.Hq + L.Hkv) * (L.D / 2);
   const long min_pairs_per_thread = 1L << 18;  // below this, starting a thread (~70 us) costs more than it saves
@@ -108,19 +119,21 @@ static void launch(const Launch& L, int threads) {
   float* rp_sin = table.data() + size_t(L.T) * size_t(L.D / 2);
   std::vector<std::thread> workers;
   for (int w = 1; w < n; ++w) {
-    workers.emplace_back(run_tokens<DType, FHq, FHkv, FD>, std::cref(L), rp_cos, rp_sin, int(long(L.T) * w / n),
-                         int(long(L.T) * (w + 1) / n));
+    workers.emplace_back(run_tokens<DType, FHq, FHkv, FD, WritePool>, std::cref(L), rp_cos, rp_sin,
+                         int(long(L.T) * w / n), int(long(L.T) * (w + 1) / n));
   }
-  run_tokens<DType, FHq, FHkv, FD>(L, rp_cos, rp_sin, 0, int(long(L.T) / n));
+  run_tokens<DType, FHq, FHkv, FD, WritePool>(L, rp_cos, rp_sin, 0, int(long(L.T) / n));
   for (auto& w : workers) w.join();
 }
 
-// 0: float32, 1: float16, 2: bfloat16.
+// dtype 0: float32, 1: float16, 2: bfloat16.
 template <int FHq, int FHkv, int FD>
-static void launch_dtype(int dtype, const Launch& L, int threads) {
-  if (dtype == 0) launch<float, FHq, FHkv, FD>(L, threads);
-  if (dtype == 1) launch<_Float16, FHq, FHkv, FD>(L, threads);
-  if (dtype == 2) launch<rp_bfloat16, FHq, FHkv, FD>(L, threads);
+static void launch_dtype(int dtype, bool write_pool, const Launch& L, int threads) {
+  if (dtype == 0) (write_pool ? launch<float, FHq, FHkv, FD, true> : launch<float, FHq, FHkv, FD, false>)(L, threads);
+  if (dtype == 1)
+    (write_pool ? launch<_Float16, FHq, FHkv, FD, true> : launch<_Float16, FHq, FHkv, FD, false>)(L, threads);
+  if (dtype == 2)
+    (write_pool ? launch<rp_bfloat16, FHq, FHkv, FD, true> : launch<rp_bfloat16, FHq, FHkv, FD, false>)(L, threads);
 }
 
 #ifndef ROPEPOOL_SHAPES
@@ -129,23 +142,26 @@ static void launch_dtype(int dtype, const Launch& L, int threads) {
 
 extern "C" {
 
-// Rotate q [T, Hq, D] and k [T, Hkv, D] into q_rot and k_rot (row-contiguous buffers).
-// Returns 1 if a compiled-in shape ran, 0 if the run-time-shape build did (always 0 when
-// allow_fixed is 0, which tests use to run both builds on one shape).
+// Rotate q [T, Hq, D] and k [T, Hkv, D] into q_rot and k_rot (row-contiguous buffers); with
+// write_pool, also write k_rot and v into rows slots[t] of k_pool and v_pool [P, Hkv, D] in
+// place, skipping any slot outside [0, P). Returns 1 if a compiled-in shape ran, 0 if the
+// run-time-shape build did (always 0 when allow_fixed is 0, which tests use to run both builds
+// on one shape).
 int ropepool_host_rope(int dtype, int T, int Hq, int Hkv, int D, const void* q, const void* k,
                        const int32_t* positions, const float* inv_freq, void* q_rot, void* k_rot, int threads,
-                       int allow_fixed) {
-  const Launch L{T, Hq, Hkv, D, q, k, positions, inv_freq, q_rot, k_rot};
+                       int allow_fixed, int write_pool, const void* v, const int32_t* slots, void* k_pool,
+                       void* v_pool, int P) {
+  const Launch L{T, Hq, Hkv, D, P, q, k, v, positions, slots, inv_freq, q_rot, k_rot, k_pool, v_pool};
   if (allow_fixed) {
-#define X(FHq, FHkv, FD)                           \
-  if (Hq == FHq && Hkv == FHkv && D == FD) {         \
-    launch_dtype<FHq, FHkv, FD>(dtype, L, threads); \
-    return 1;                                        \
+#define X(FHq, FHkv, FD)                                        \
+  if (Hq == FHq && Hkv == FHkv && D == FD) {                      \
+    launch_dtype<FHq, FHkv, FD>(dtype, write_pool != 0, L, threads); \
+    return 1;                                                     \
   }
     ROPEPOOL_SHAPES
 #undef X
   }
-  launch_dtype<0, 0, 0>(dtype, L, threads);
+  launch_dtype<0, 0, 0>(dtype, write_pool != 0, L, threads);
   return 0;
 }
 

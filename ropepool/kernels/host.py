@@ -74,7 +74,7 @@ def _library() -> ctypes.CDLL:
         lib = shared_library("ropepool_host", text, flags, depends, announce)
     fn = lib.ropepool_host_rope
     p, i = ctypes.c_void_p, ctypes.c_int
-    fn.argtypes = [i, i, i, i, i, p, p, p, p, p, p, i, i]
+    fn.argtypes = [i, i, i, i, i, p, p, p, p, p, p, i, i, i, p, p, p, p, i]
     fn.restype = i
     return lib
 
@@ -138,7 +138,8 @@ def rope_rows_host(q: mx.array, k: mx.array, positions: mx.array, *, rope_base: 
         outs = [_memory(x, storage) if isinstance(x, mx.array) else x for x in (q_rot, k_rot)]
         _library().ropepool_host_rope(_DTYPE_CODE[name], T, Hq, Hkv, D, *(v.ctypes.data for v in views),
                                       _inv_freq(D, float(rope_base)).ctypes.data, outs[0].ctypes.data,
-                                      outs[1].ctypes.data, threads or default_threads(), int(allow_fixed))
+                                      outs[1].ctypes.data, threads or default_threads(), int(allow_fixed),
+                                      0, None, None, None, None, 0)
     return tuple(_to_mx(x, q.dtype) for x in (q_rot, k_rot))
 
 
