@@ -64,13 +64,19 @@ def best_backend() -> str:
     return next(name for name, s in available_backends().items() if s.available)
 
 
-def resolve(backend: str) -> tuple[str, Callable]:
-    """``(name, implementation)`` for ``backend``, or a RopePoolError saying why not."""
+def resolve(backend: str, inplace: bool = False) -> tuple[str, Callable]:
+    """``(name, implementation)`` for ``backend``, or a RopePoolError saying why not.
+
+    With ``inplace``, ``auto`` picks among the backends that write pools in place
+    (:data:`ropepool.inplace.INPLACE_BACKENDS`), and naming another one is an error.
+    """
+    from .inplace import INPLACE_BACKENDS
     from .validation import fail
 
     reg = _registry()
     if backend == "auto":
-        backend = next(name for name, (status, _) in reg.items() if status.available)
+        backend = next(name for name, (status, _) in reg.items()
+                       if status.available and (name in INPLACE_BACKENDS or not inplace))
     if backend not in reg:
         raise fail("unknown_backend", expected=f"'auto' or one of {list(reg)}", got=repr(backend),
                    hint="see ropepool.available_backends().")
@@ -78,4 +84,8 @@ def resolve(backend: str) -> tuple[str, Callable]:
     if not status.available:
         raise fail("backend_unavailable", expected=f"a backend that runs here: {best_backend()!r} or 'auto'",
                    got=repr(backend), hint=f"{status}.")
+    if inplace and backend not in INPLACE_BACKENDS:
+        raise fail("inplace_unsupported", got=f"backend {backend!r}", expected=f"one of {list(INPLACE_BACKENDS)}",
+                   hint="the fused GPU kernels produce new rows for a scatter, not host writes: "
+                        "use backend='auto', or call without inplace=True.")
     return backend, impl

@@ -6,6 +6,8 @@ Methods timed (each call evaluated with ``mx.eval``, pools rebound so MLX can do
 ropepool             ``rope_pool_fused(...)`` on the best backend here (``backend="auto"``), as a
                      user calls it: values checked on the host (``check_values=True``)
 ropepool-unchecked   the same with ``check_values=False`` (no host read of positions and slots)
+ropepool-inplace     the same as "ropepool" with ``inplace=True``: the rows written into the pools
+                     passed, as SGLang's kernel does (:mod:`ropepool.inplace`): no MLX evaluation
 mx.fast.rope         the unfused composition: :func:`rope_fast_scatter`, ``mx.fast.rope`` on q
                      and on k, then ``k_pool[slots] = k_rot`` and ``v_pool[slots] = v``
 numpy                :func:`rope_pool_numpy`, float32 NumPy math, pools written in place
@@ -63,7 +65,8 @@ from .reference import inverse_frequencies
 from .shapes import DTYPE_BYTES, Shapes
 
 ARGS = ("q", "k", "v", "positions", "slots")
-METHODS = ("ropepool", "ropepool-unchecked", "mx.fast.rope", "numpy", "copy (mlx)", "memcpy (numpy)")
+METHODS = ("ropepool", "ropepool-unchecked", "ropepool-inplace", "mx.fast.rope", "numpy", "copy (mlx)",
+           "memcpy (numpy)")
 
 #: Llama-3-8B attention: Hq = 32, Hkv = 8, D = 128.
 LLAMA3_8B = dict(num_qo_heads=32, num_kv_heads=8, head_dim=128)
@@ -156,7 +159,7 @@ def _time_call(method: str, kw: dict, state: dict) -> float:
     else:
         out = rope_pool_fused(*args, k_pool, v_pool, head_dim=kw["head_dim"], num_qo_heads=kw["num_qo_heads"],
                               num_kv_heads=kw["num_kv_heads"], rope_base=kw["rope_base"],
-                              check_values=(method == "ropepool"))
+                              check_values=(method != "ropepool-unchecked"), inplace=(method == "ropepool-inplace"))
     del k_pool, v_pool
     mx.eval(*out)
     elapsed = time.perf_counter() - t0
@@ -244,7 +247,8 @@ def run(tokens=(1, 64, 2048), dtypes=("float16", "bfloat16", "float32"),
     for n, P in enumerate(sweep, 1):
         _progress(f"[bench pool {n}/{len(sweep)}] {pool_dtype} T={pool_tokens} P={P}")
         by_p.setdefault(P, []).append(compare(Shapes(pool_tokens, pool_rows=P, **LLAMA3_8B), pool_dtype,
-                                              2 * repeats, methods=("ropepool", "ropepool-unchecked", "mx.fast.rope")))
+                                              2 * repeats, methods=("ropepool", "ropepool-unchecked", "ropepool-inplace",
+                                                                                "mx.fast.rope")))
     for P in pools:
         first, second = by_p[P]
         for a, b in zip(first, second):
@@ -276,14 +280,16 @@ def report(results: dict) -> str:
         got = _lookup(results["shapes"], dtype=dt, tokens=T)
         cells = [f"{got[m].median_ms:>11.3f} ({got[m].ratio:>5.2f}x)" if m in got else f"{'n/a':>20}" for m in methods]
         lines.append(f"{dt:<9} {T:>5}  " + "  ".join(cells))
-        if "ropepool" in got and "mx.fast.rope" in got:
-            speedup = got["mx.fast.rope"].median_ms / got["ropepool"].median_ms
-            checks.append((f"{dt} T={T}: {speedup:.2f}x faster than mx.fast.rope + scatter", speedup >= TARGET_SPEEDUP))
-        if "ropepool" in got and "copy (mlx)" in got:
-            floor = got["ropepool"].median_ms / got["copy (mlx)"].median_ms
-            checks.append((f"{dt} T={T}: {floor:.2f}x the MLX copy floor"
-                           + (f" ({got['ropepool'].median_ms / got['memcpy (numpy)'].median_ms:.1f}x memcpy)"
-                              if "memcpy (numpy)" in got else ""), floor <= TARGET_FLOOR))
+        for m in ("ropepool", "ropepool-inplace"):
+            if m in got and "mx.fast.rope" in got:
+                speedup = got["mx.fast.rope"].median_ms / got[m].median_ms
+                checks.append((f"{m} {dt} T={T}: {speedup:.2f}x faster than mx.fast.rope + scatter",
+                               speedup >= TARGET_SPEEDUP))
+            if m in got and "copy (mlx)" in got:
+                floor = got[m].median_ms / got["copy (mlx)"].median_ms
+                checks.append((f"{m} {dt} T={T}: {floor:.2f}x the MLX copy floor"
+                               + (f" ({got[m].median_ms / got['memcpy (numpy)'].median_ms:.1f}x memcpy)"
+                                  if "memcpy (numpy)" in got else ""), floor <= TARGET_FLOOR))
     if results["pools"]:
         P0 = min(r.pool_rows for r in results["pools"])
         P1 = max(r.pool_rows for r in results["pools"])
@@ -294,7 +300,7 @@ def report(results: dict) -> str:
         for P in sorted({r.pool_rows for r in results["pools"]}):
             got = _lookup(results["pools"], pool_rows=P)
             lines.append(f"{P:>9}  " + "  ".join(f"{got[m].median_ms:>20.3f}" for m in pm))
-        for m in ("ropepool", "ropepool-unchecked"):
+        for m in ("ropepool", "ropepool-unchecked", "ropepool-inplace"):
             a, b = _lookup(results["pools"], pool_rows=P0).get(m), _lookup(results["pools"], pool_rows=P1).get(m)
             if a and b:
                 checks.append((f"{m}: P={P1:,} takes {b.median_ms / a.median_ms:.2f}x P={P0:,}",

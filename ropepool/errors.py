@@ -74,6 +74,15 @@ def _with(fn: Callable[[dict], dict], shapes: Shapes = BASE, dtype: str = "float
     return build
 
 
+def _inplace_call(writable: bool) -> dict:
+    """The base call with NumPy pools, inplace=True: read-only pools (the trigger) or writable ones."""
+    kw = _call()
+    for name in ("k_pool", "v_pool"):
+        kw[name] = np.array(kw[name])
+        kw[name].setflags(write=writable)
+    return {**kw, "inplace": True}
+
+
 def _first_unavailable_backend() -> str:
     from .backends import available_backends
 
@@ -226,6 +235,18 @@ _SPECS = [
         ("the allocator handed out a slot twice", "a decode step reusing the previous step's slots"),
         "Give every writing token its own slot (use -1 for tokens that write nothing).",
         lambda: _call(slots=mx.array([0, 2, 2], dtype=mx.int32)), _call),
+    ErrorSpec(
+        "inplace_unsupported", "inplace=True cannot write these pools in place: {got}", "ropepool",
+        "With inplace=True the op writes k_rot and v into the pools themselves, as SGLang's kernel "
+        "does: the pools must be writable, row-contiguous host memory, two distinct buffers, and "
+        "the backend one that runs on the host ('cpu' or 'mlx').",
+        ("a read-only NumPy array (np.frombuffer of bytes, or setflags(write=False))",
+         "a strided view such as pool[:, :, ::2] or a transposed array",
+         "the same array passed as k_pool and v_pool",
+         "mx.array pools while MLX's default device is the GPU, or backend='metal'/'cuda'"),
+        "Pass writable, contiguous and distinct pools (np.ascontiguousarray makes a copy), use "
+        "backend='auto', or call without inplace=True and rebind the pools it returns.",
+        lambda: _inplace_call(writable=False), lambda: _inplace_call(writable=True)),
     ErrorSpec(
         "unknown_backend", "unknown backend {got}", "ropepool",
         "backend names the implementation to run.",

@@ -63,6 +63,12 @@ def _rotate_pairs(x: mx.array, cos: mx.array, sin_signed: mx.array) -> mx.array:
     return y.astype(x.dtype).reshape(T, H, D)  # one rounding; [T, H, D]
 
 
+def rotate_qk(q: mx.array, k: mx.array, positions: mx.array, rope_base: float) -> tuple[mx.array, mx.array]:
+    """``(q_rot [T, Hq, D], k_rot [T, Hkv, D])``: the rotation alone, as :func:`rope_pool_mlx` computes it."""
+    freq, sign = _pair_tables(q.shape[-1], float(rope_base))
+    return _rope_qk(q, k, positions, freq, sign)
+
+
 @mx.compile
 def _rope_qk(q, k, positions, freq, sign):
     theta = positions.astype(mx.float32)[:, None, None, None] * freq  # [T, 1, 2, D/2], as rope_cos_sin

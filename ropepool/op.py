@@ -6,11 +6,12 @@ import numpy as np
 
 from ._arrays import to_mx, to_numpy
 from .backends import resolve
+from .inplace import rope_pool_inplace
 from .validation import validate
 
 
 def rope_pool_fused(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_heads, num_kv_heads,
-                    rope_base, backend="auto", check_values=True):
+                    rope_base, backend="auto", check_values=True, inplace=False):
     """Rotate q and k with NeoX RoPE and write rotated k and raw v into the KV pools.
 
     The rotation is the one in :mod:`ropepool.reference` (pair ``i`` with ``i + D/2``),
@@ -28,12 +29,16 @@ def rope_pool_fused(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_
     backend : "auto", "metal", "cuda", "cpu" or "mlx" (see :func:`ropepool.available_backends`)
     check_values : bool, also check positions and slots by value (range, duplicate slots);
         this reads them on the host. With False, an out-of-range slot still writes nothing.
+    inplace : bool, write the rows into ``k_pool`` and ``v_pool`` themselves, as SGLang's
+        kernel does, and return those same objects (see :mod:`ropepool.inplace` for what the
+        pools must be, and which backends can)
 
     Returns
     -------
     (q_rot ``[T, Hq, D]``, k_rot ``[T, Hkv, D]``, k_pool_new, v_pool_new ``[P, Hkv, D]``), of the
-    kind of q (mx.array or NumPy). Pool rows no token writes keep their bits. With mx.arrays the
-    pools are not mutated; rebind them (``k_pool = k_pool_new``) so MLX can reuse their buffers.
+    kind of q (mx.array or NumPy). Pool rows no token writes keep their bits. Unless
+    ``inplace``, the pools passed are not mutated: rebind them (``k_pool = k_pool_new``) so MLX
+    can reuse their buffers. With ``inplace``, k_pool_new and v_pool_new are the pools passed.
 
     Raises
     ------
@@ -51,8 +56,11 @@ def rope_pool_fused(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_
     """
     host_slots = validate(q, k, v, positions, slots, k_pool, v_pool, head_dim=head_dim,
                           num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads, rope_base=rope_base,
-                          check_values=check_values)
-    _, impl = resolve(backend)  # after the inputs: every check runs in the catalog's order
+                          check_values=check_values, inplace=inplace)
+    name, impl = resolve(backend, inplace)  # after the inputs: every check runs in the catalog's order
+    if inplace:
+        return rope_pool_inplace(name, q, k, v, positions, slots, k_pool, v_pool, rope_base=float(rope_base),
+                                 host_slots=host_slots)
     args = [to_mx(x) for x in (q, k, v, positions, slots, k_pool, v_pool)]
     out = impl(*args, rope_base=float(rope_base), host_slots=host_slots)
     if isinstance(q, np.ndarray):

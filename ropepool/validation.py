@@ -50,12 +50,13 @@ def _k_shape_hint(k_shape, T, num_qo_heads, num_kv_heads, head_dim) -> str:
 
 
 def validate(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_heads, num_kv_heads,
-             rope_base, check_values=True) -> np.ndarray | None:
+             rope_base, check_values=True, inplace=False) -> np.ndarray | None:
     """Raise :class:`RopePoolError` for the first problem found.
 
     With ``check_values`` the values of positions and slots are checked too (range,
     duplicates); that reads them on the host, a synchronisation for lazy MLX arrays, and
     the slots so read are returned (int64 ``[T]``) for the write to use. Else returns None.
+    With ``inplace`` the pools must be writable in place (:mod:`ropepool.inplace`).
     """
     named = dict(q=q, k=k, v=v, positions=positions, slots=slots, k_pool=k_pool, v_pool=v_pool)
     for name, x in named.items():
@@ -141,11 +142,29 @@ def validate(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_head
     if not base_ok:
         raise fail("rope_base", expected="a finite rope_base > 0, e.g. 10000.0 or 500000.0", got=repr(rope_base),
                    hint="pass config.rope_theta (10000.0 where the config has none).")
-    if not check_values:
-        return None
-    host_slots = to_numpy(slots, np.int64)
-    _validate_values(to_numpy(positions, np.int64), host_slots, k_pool.shape[0])
+    host_slots = None
+    if check_values:
+        host_slots = to_numpy(slots, np.int64)
+        _validate_values(to_numpy(positions, np.int64), host_slots, k_pool.shape[0])
+    if inplace:
+        _validate_inplace(k_pool, v_pool)
     return host_slots
+
+
+def _validate_inplace(k_pool, v_pool) -> None:
+    from .inplace import pool_problem, pools_overlap
+
+    for name, pool in (("k_pool", k_pool), ("v_pool", v_pool)):
+        problem = pool_problem(pool)
+        if problem:
+            raise fail("inplace_unsupported", got=f"{name} is {problem}",
+                       expected="writable, row-contiguous pools in host memory",
+                       hint="pass a contiguous, writable copy (np.ascontiguousarray(pool) or np.array(pool)), "
+                            "or call without inplace=True and rebind the pools it returns.")
+    if pools_overlap(k_pool, v_pool):
+        raise fail("inplace_unsupported", got="k_pool and v_pool share memory",
+                   expected="two distinct pool buffers",
+                   hint="allocate v_pool separately: writing v's rows would overwrite k's.")
 
 
 def _validate_values(pos: np.ndarray, slots: np.ndarray, pool_rows: int) -> None:

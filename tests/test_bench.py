@@ -97,11 +97,14 @@ def test_compare_rejects_an_unknown_method():
 
 def test_report_names_every_target():
     shapes = [Timing(m, "float16", 1, 4096, ms, ms, 1) for m, ms in
-              (("ropepool", 1.0), ("mx.fast.rope", 3.0), ("copy (mlx)", 0.5), ("memcpy (numpy)", 0.1))]
+              (("ropepool", 1.0), ("ropepool-inplace", 2.0), ("mx.fast.rope", 3.0), ("copy (mlx)", 0.5),
+               ("memcpy (numpy)", 0.1))]
     pools = [Timing("ropepool", "float16", 64, P, ms, ms, 1) for P, ms in ((4096, 1.0), (1048576, 1.5))]
     text = report({"backend": "mlx", "device": "cpu", "shapes": shapes, "pools": pools})
-    assert "met   float16 T=1: 3.00x faster than mx.fast.rope" in text
-    assert "met   float16 T=1: 2.00x the MLX copy floor" in text
+    assert "met   ropepool float16 T=1: 3.00x faster than mx.fast.rope" in text
+    assert "met   ropepool float16 T=1: 2.00x the MLX copy floor" in text
+    assert "MISS  ropepool-inplace float16 T=1: 1.50x faster than mx.fast.rope" in text
+    assert "MISS  ropepool-inplace float16 T=1: 4.00x the MLX copy floor" in text
     assert "MISS  ropepool: P=1,048,576 takes 1.50x P=4,096" in text
 
 

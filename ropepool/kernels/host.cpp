@@ -15,6 +15,7 @@
 //     bits as computing them per thread, once per token instead of once per head.
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <thread>
 #include <vector>
@@ -39,28 +40,16 @@ struct rp_gid {
 
 // One "thread" of the kernel. Hq, Hkv and D are template arguments for a shape compiled in
 // (FD > 0), else run-time values: the body sees constants in the first case, so the compiler
-// specialises it. Defined twice: rotating only, and rotating and writing the pools
-// (RP_WRITE_POOL: the body's guarded in-place write, for inplace=True).
-#define RP_THREAD_PARAMS                                                                                     \
-  const rp_gid gid, const DType *__restrict q, const DType *__restrict k, const DType *__restrict v,           \
-      const int32_t *__restrict positions, const int32_t *__restrict slots, const float *__restrict inv_freq, \
-      const int *positions_shape, const int *k_pool_shape, DType *__restrict q_rot, DType *__restrict k_rot,   \
-      DType *__restrict k_pool, DType *__restrict v_pool, const float *__restrict rp_cos,                      \
-      const float *__restrict rp_sin, const int run_Hq, const int run_Hkv, const int run_D
-
+// specialises it.
 template <typename DType, int FHq, int FHkv, int FD>
-static inline void rope_rows(RP_THREAD_PARAMS) {
+static inline void rope_rows(const rp_gid gid, const DType* __restrict q, const DType* __restrict k,
+                             const int32_t* __restrict positions, const float* __restrict inv_freq,
+                             const int* positions_shape, DType* __restrict q_rot, DType* __restrict k_rot,
+                             const float* __restrict rp_cos, const float* __restrict rp_sin, const int run_Hq,
+                             const int run_Hkv, const int run_D) {
   const int Hq = FD ? FHq : run_Hq, Hkv = FD ? FHkv : run_Hkv, D = FD ? FD : run_D;
 #include "rope_rows.inc"
 }
-
-#define RP_WRITE_POOL
-template <typename DType, int FHq, int FHkv, int FD>
-static inline void rope_rows_pool(RP_THREAD_PARAMS) {
-  const int Hq = FD ? FHq : run_Hq, Hkv = FD ? FHkv : run_Hkv, D = FD ? FD : run_D;
-#include "rope_rows.inc"
-}
-#undef RP_WRITE_POOL
 
 struct Launch {
   int T, Hq, Hkv, D, P;
@@ -84,25 +73,29 @@ static void run_tokens(const Launch& L, float* __restrict rp_cos, float* __restr
       rp_sin[t * HALF + i] = std::sin(theta);
     }
   }
-  const int shape[1] = {L.T}, pool_shape[3] = {L.P, L.Hkv, L.D};
+  const int shape[1] = {L.T};
   const DType* __restrict q = static_cast<const DType*>(L.q);
   const DType* __restrict k = static_cast<const DType*>(L.k);
-  const DType* __restrict v = static_cast<const DType*>(L.v);
-  const int32_t* __restrict slots = L.slots;
   DType* __restrict q_rot = static_cast<DType*>(L.q_rot);
   DType* __restrict k_rot = static_cast<DType*>(L.k_rot);
-  DType* __restrict k_pool = static_cast<DType*>(L.k_pool);
-  DType* __restrict v_pool = static_cast<DType*>(L.v_pool);
   for (rp_uint row = rp_uint(t0) * H; row < rp_uint(t1) * H; ++row) {
     for (rp_uint i = 0; i < HALF; ++i) {
-      const rp_gid gid{row, i, HALF};
-      if constexpr (WritePool) {
-        rope_rows_pool<DType, FHq, FHkv, FD>(gid, q, k, v, positions, slots, inv_freq, shape, pool_shape, q_rot,
-                                             k_rot, k_pool, v_pool, rp_cos, rp_sin, L.Hq, L.Hkv, L.D);
-      } else {
-        rope_rows<DType, FHq, FHkv, FD>(gid, q, k, v, positions, slots, inv_freq, shape, pool_shape, q_rot, k_rot,
-                                        k_pool, v_pool, rp_cos, rp_sin, L.Hq, L.Hkv, L.D);
-      }
+      rope_rows<DType, FHq, FHkv, FD>(rp_gid{row, i, HALF}, q, k, positions, inv_freq, shape, q_rot, k_rot, rp_cos,
+                                      rp_sin, L.Hq, L.Hkv, L.D);
+    }
+  }
+  if constexpr (WritePool) {
+    // inplace=True: each token's k_rot and v rows copied into pool row slots[t], guarded: a
+    // slot outside [0, P) writes nothing. (The body's own RP_WRITE_POOL does the same per
+    // thread, the emulator checks it; as row copies here the compiler keeps the rotation
+    // loop vectorised, measured 2-3.5x faster than the body's write on this CPU.)
+    const size_t row_bytes = size_t(L.Hkv) * size_t(L.D) * sizeof(DType);
+    for (int t = t0; t < t1; ++t) {
+      const int slot = L.slots[t];
+      if (slot < 0 || slot >= L.P) continue;
+      const size_t src = size_t(t) * row_bytes, dst = size_t(slot) * row_bytes;
+      std::memcpy(static_cast<char*>(L.k_pool) + dst, reinterpret_cast<const char*>(k_rot) + src, row_bytes);
+      std::memcpy(static_cast<char*>(L.v_pool) + dst, static_cast<const char*>(L.v) + src, row_bytes);
     }
   }
 }

@@ -106,25 +106,32 @@ def _inv_freq(head_dim: int, rope_base: float) -> np.ndarray:
     return np.ascontiguousarray(inverse_frequencies(head_dim, rope_base), np.float32)  # [D/2]
 
 
-def _memory(x: mx.array, storage) -> np.ndarray:
-    """An evaluated, row-contiguous mx.array's memory as a flat NumPy array: a view, not a copy."""
-    return np.frombuffer(x, storage)  # holds a reference to x; BufferError if x is not contiguous
+def host_memory(x, storage) -> np.ndarray:
+    """The memory of ``x`` (mx.array or NumPy) as a flat NumPy array of ``storage``, row-contiguous.
 
-
-def _contiguous(x: mx.array) -> mx.array:
-    if memoryview(x).c_contiguous:
-        return x
-    x = mx.contiguous(x)
+    A view where ``x`` already is row-contiguous (an mx.array is evaluated first), else a copy.
+    The view holds a reference to ``x``, and writing it writes ``x``.
+    """
+    if isinstance(x, np.ndarray):
+        return np.ascontiguousarray(x).reshape(-1).view(storage)
     mx.eval(x)
-    return x
+    if not memoryview(x).c_contiguous:
+        x = mx.contiguous(x)
+        mx.eval(x)
+    return np.frombuffer(x, storage)
 
 
-def rope_rows_host(q: mx.array, k: mx.array, positions: mx.array, *, rope_base: float, threads: int | None = None,
-                   allow_fixed: bool = True) -> tuple[mx.array, mx.array]:
-    """``(q_rot [T, Hq, D], k_rot [T, Hkv, D])`` from one run of the host build (evaluated).
+def rope_rows_host(q, k, positions, *, rope_base: float, threads: int | None = None, allow_fixed: bool = True,
+                   pools: tuple | None = None):
+    """``(q_rot [T, Hq, D], k_rot [T, Hkv, D])`` from one run of the host build, in the kind of q.
 
-    ``allow_fixed=False`` runs the run-time-shape build even where a specialisation exists
-    (tests use it to check both).
+    q, k, positions : mx.array or NumPy
+    pools : ``(v, slots, k_pool, v_pool)`` to also write k_rot and v into the pools' rows
+        ``slots[t]``, in place (the body's guarded write: a slot outside ``[0, P)`` writes
+        nothing). The pools must be writable, row-contiguous host memory; see
+        :mod:`ropepool.inplace`.
+    allow_fixed : False runs the run-time-shape build even where a specialisation exists
+        (tests use it to check both).
     """
     T, Hq, D = q.shape  # [T, Hq, D]
     Hkv = k.shape[1]  # k [T, Hkv, D]
@@ -132,14 +139,24 @@ def rope_rows_host(q: mx.array, k: mx.array, positions: mx.array, *, rope_base: 
     storage = STORAGE[name]
     q_rot, k_rot = _outputs(q, k, storage)
     if T:
-        mx.eval(q, k, positions)
-        q, k, positions = _contiguous(q), _contiguous(k), _contiguous(positions)
-        views = [_memory(q, storage), _memory(k, storage), _memory(positions, np.int32)]
-        outs = [_memory(x, storage) if isinstance(x, mx.array) else x for x in (q_rot, k_rot)]
-        _library().ropepool_host_rope(_DTYPE_CODE[name], T, Hq, Hkv, D, *(v.ctypes.data for v in views),
-                                      _inv_freq(D, float(rope_base)).ctypes.data, outs[0].ctypes.data,
-                                      outs[1].ctypes.data, threads or default_threads(), int(allow_fixed),
-                                      0, None, None, None, None, 0)
+        reads = [host_memory(q, storage), host_memory(k, storage), host_memory(positions, np.int32)]
+        writes = [host_memory(x, storage) if isinstance(x, mx.array) else x for x in (q_rot, k_rot)]
+        pool_args = (0, None, None, None, None, 0)
+        if pools is not None:
+            v, slots, k_pool, v_pool = pools
+            extra = [host_memory(v, storage), host_memory(slots, np.int32)]
+            targets = [host_memory(p, storage) for p in (k_pool, v_pool)]
+            if not all(t.size == p.size and t.flags.writeable for t, p in zip(targets, (k_pool, v_pool))):
+                raise RuntimeError("the pools are not writable in place (validation should have said so)")
+            reads += extra + targets  # kept alive until the call returns
+            pool_args = (1, extra[0].ctypes.data, extra[1].ctypes.data, targets[0].ctypes.data,
+                         targets[1].ctypes.data, k_pool.shape[0])
+        _library().ropepool_host_rope(_DTYPE_CODE[name], T, Hq, Hkv, D, *(x.ctypes.data for x in reads[:3]),
+                                      _inv_freq(D, float(rope_base)).ctypes.data, writes[0].ctypes.data,
+                                      writes[1].ctypes.data, threads or default_threads(), int(allow_fixed),
+                                      *pool_args)
+    if isinstance(q, np.ndarray):
+        return q_rot, k_rot
     return tuple(_to_mx(x, q.dtype) for x in (q_rot, k_rot))
 
 
@@ -150,9 +167,9 @@ def rope_rows_host(q: mx.array, k: mx.array, positions: mx.array, *, rope_base: 
 DIRECT_BYTES = 4 << 20
 
 
-def _outputs(q: mx.array, k: mx.array, storage):
-    """Memory for q_rot and k_rot: NumPy buffers (small) or MLX's own (large, written in place)."""
-    if q.nbytes < DIRECT_BYTES:
+def _outputs(q, k, storage):
+    """Memory for q_rot and k_rot: NumPy buffers (NumPy q, or small) or MLX's own (large)."""
+    if isinstance(q, np.ndarray) or q.nbytes < DIRECT_BYTES:
         return np.empty(q.shape, storage), np.empty(k.shape, storage)
     q_rot, k_rot = mx.zeros(q.shape, q.dtype), mx.zeros(k.shape, k.dtype)
     mx.eval(q_rot, k_rot)
@@ -162,12 +179,27 @@ def _outputs(q: mx.array, k: mx.array, storage):
     return q_rot, k_rot
 
 
+#: bfloat16 outputs of up to this many elements are handed to MLX evaluated (see :func:`_to_mx`).
+EAGER_BF16 = 1 << 16
+
+
 def _to_mx(x, dtype) -> mx.array:
-    """q_rot or k_rot as an mx.array: MLX's own buffer as is, a NumPy buffer copied once."""
+    """q_rot or k_rot as an mx.array: MLX's own buffer as is, a NumPy buffer copied once.
+
+    bfloat16 comes as its bits. ``mx.array(bits).view(mx.bfloat16)`` is lazy, and evaluating
+    it alone costs a wake-up of MLX's worker thread (100-200 us measured here; nothing when it
+    joins the caller's next evaluation). Small outputs (decode) are therefore widened to the
+    float32 of the same values, which ``mx.array`` rounds back exactly while it copies (every
+    bfloat16 but a NaN with a payload, which the kernel never writes: its NaN is 0x7FC0):
+    evaluated at once, 7 us for one Llama-3-8B token, but about 0.5 ns per element.
+    """
     if isinstance(x, mx.array):
         return x
-    out = mx.array(x)
-    return out.view(dtype) if out.dtype != dtype else out  # bfloat16 travels as its bits
+    if dtype != mx.bfloat16:
+        return mx.array(x)
+    if x.size <= EAGER_BF16:
+        return mx.array((x.astype(np.uint32) << 16).view(np.float32), dtype=mx.bfloat16)
+    return mx.array(x).view(mx.bfloat16)
 
 
 def rope_pool_host(q, k, v, positions, slots, k_pool, v_pool, *, rope_base: float, host_slots=None):
@@ -180,6 +212,5 @@ def rope_pool_host(q, k, v, positions, slots, k_pool, v_pool, *, rope_base: floa
     """
     q_rot, k_rot = rope_rows_host(q, k, positions, rope_base=rope_base)
     if host_slots is None:
-        mx.eval(slots)
-        host_slots = np.frombuffer(_contiguous(slots), np.int32)
+        host_slots = host_memory(slots, np.int32)
     return (q_rot, k_rot, *place_rows(k_pool, v_pool, k_rot, v, slots, host_slots))

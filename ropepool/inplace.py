@@ -1,0 +1,88 @@
+"""``inplace=True``: the pools written in place, as SGLang's kernel writes them.
+
+By default ``rope_pool_fused`` leaves the pools it is given alone and returns new ones (MLX
+reuses their buffers when the caller rebinds them, so that costs O(T) too). With
+``inplace=True`` it writes k_rot and v into the rows ``slots[t]`` of the very pools passed and
+returns those same objects, the way a serving engine's KV cache works. What that buys, measured
+on the 2-core CPU this project is developed on: no MLX graph evaluation for the pool write,
+about 0.1 ms a call at decode (see ``python -m ropepool bench``, method "ropepool-inplace"),
+and NumPy pools that are written where they are instead of copied (O(P)) in and out of MLX.
+
+What it asks (checked before anything is written: ``inplace_unsupported`` in the catalog):
+
+- pools that are writable, row-contiguous host memory: NumPy arrays, or mx.arrays while MLX's
+  default device is the CPU (Metal and CUDA keep theirs elsewhere);
+- two distinct buffers for k_pool and v_pool;
+- a backend that runs on the host: "cpu" (the kernel body compiled for this CPU, which writes
+  the rows itself: the body's guarded pool write) or "mlx" (MLX rotates, the rows are then
+  copied in on the host). ``backend="auto"`` picks the first of those that runs.
+
+Every other array that shares a pool's memory sees the new rows: a NumPy view of it, or an
+mx.array the pool was sliced or reshaped from. The write waits for MLX's queued work first
+(``mx.synchronize``), so an evaluation still reading the pool is not raced; but an MLX
+expression that reads a pool and is not evaluated yet sees the new rows when it is: evaluate
+what must see the old rows before the call.
+"""
+
+from __future__ import annotations
+
+import mlx.core as mx
+import numpy as np
+
+from ._arrays import dtype_name, to_mx, to_numpy
+
+#: The backends that can write pools in place, in ``auto``'s order.
+INPLACE_BACKENDS = ("cpu", "mlx")
+
+
+def pool_problem(pool) -> str | None:
+    """Why ``pool`` cannot be written in place, or None if it can."""
+    if isinstance(pool, np.ndarray):
+        if not pool.flags.writeable:
+            return "a read-only NumPy array"
+        if not pool.flags.c_contiguous:
+            return "a strided (not row-contiguous) NumPy view"
+        return None
+    if mx.default_device() != mx.cpu:
+        return f"an mx.array while MLX's default device is {mx.default_device()}"
+    if not memoryview(pool).c_contiguous:  # evaluates the pool
+        return "a strided (not row-contiguous) mx.array"
+    return None
+
+
+def _bytes(pool) -> np.ndarray:
+    return pool.reshape(-1).view(np.uint8) if isinstance(pool, np.ndarray) else np.frombuffer(pool, np.uint8)
+
+
+def pools_overlap(k_pool, v_pool) -> bool:
+    """Whether the two (writable, row-contiguous) pools share any memory."""
+    return bool(np.may_share_memory(_bytes(k_pool), _bytes(v_pool)))
+
+
+def rope_pool_inplace(backend: str, q, k, v, positions, slots, k_pool, v_pool, *, rope_base: float,
+                      host_slots: np.ndarray | None):
+    """The validated op, writing the pools in place; ``(q_rot, k_rot, k_pool, v_pool)``.
+
+    q_rot and k_rot come in the kind of q; k_pool and v_pool are the objects passed.
+    """
+    from .kernels import host
+
+    if any(isinstance(p, mx.array) for p in (k_pool, v_pool)):
+        mx.synchronize()  # queued MLX work that reads a pool finishes before its rows change
+    if backend == "cpu":
+        q_rot, k_rot = host.rope_rows_host(q, k, positions, rope_base=rope_base, pools=(v, slots, k_pool, v_pool))
+        return q_rot, k_rot, k_pool, v_pool
+    from .mlx_ops import rotate_qk
+
+    q_rot, k_rot = rotate_qk(to_mx(q), to_mx(k), to_mx(positions), rope_base)
+    mx.eval(q_rot, k_rot)
+    if host_slots is None:
+        host_slots = host.host_memory(slots, np.int32)
+    keep = np.flatnonzero((host_slots >= 0) & (host_slots < k_pool.shape[0]))  # tokens that write
+    storage = host.STORAGE[dtype_name(k_rot)]
+    for pool, rows in ((k_pool, k_rot), (v_pool, v)):
+        target = host.host_memory(pool, storage).reshape(pool.shape)  # a writable view of the pool
+        target[host_slots[keep]] = host.host_memory(rows, storage).reshape(rows.shape)[keep]
+    if isinstance(q, np.ndarray):
+        return to_numpy(q_rot), to_numpy(k_rot), k_pool, v_pool
+    return q_rot, k_rot, k_pool, v_pool
