@@ -49,9 +49,12 @@ pool row holds exactly the bits of its k_rot row because it is a copy of them.
 
 Safety does not depend on ``check_values``: the kernel writes only ``q_rot`` and ``k_rot``,
 inside its grid, and ``scatter_rows`` skips any slot outside ``[0, P)``. The body also holds
-the guarded in-kernel pool write (``RP_WRITE_POOL``) that an in-place design would use; the
+the guarded in-kernel pool write (``RP_WRITE_POOL``) that SGLang's in-place design uses; the
 CPU emulator compiles it and checks, with guard bytes around each pool, that no slot value
-makes it write outside the pool.
+makes it write outside the pool. ``inplace=True`` (:mod:`ropepool.inplace`) is that design on
+the CPU: the "cpu" backend rotates, then copies each token's rows into its pool row, with
+the same guard (row copies rather than the body's per-thread write: on a CPU they keep the
+rotation loop vectorised).
 """
 
 from __future__ import annotations
