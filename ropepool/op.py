@@ -37,8 +37,9 @@ def rope_pool_fused(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_
     -------
     (q_rot ``[T, Hq, D]``, k_rot ``[T, Hkv, D]``, k_pool_new, v_pool_new ``[P, Hkv, D]``), of the
     kind of q (mx.array or NumPy). Pool rows no token writes keep their bits. Unless
-    ``inplace``, the pools passed are not mutated: rebind them (``k_pool = k_pool_new``) so MLX
-    can reuse their buffers. With ``inplace``, k_pool_new and v_pool_new are the pools passed.
+    ``inplace``, the pools passed are not mutated: rebind mx.array pools (``k_pool = k_pool_new``)
+    so MLX can reuse their buffers (O(T) a call); NumPy pools are copied in and out, O(P). With
+    ``inplace``, k_pool_new and v_pool_new are the pools passed, written in place.
 
     Raises
     ------
