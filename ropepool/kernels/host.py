@@ -21,7 +21,8 @@ allocated (:data:`DIRECT_BYTES` says why). Then :func:`ropepool.mlx_ops.place_ro
 donated O(T) scatter the other backends use, places k_rot and v in the pools: the pools are
 not mutated, and a call costs O(T) whatever P is. That scatter is MLX's, and on this CPU it
 is the largest part of a call (about 5 ns per 8-byte word: 0.2-0.35 ms at T = 64, 6-10 ms at
-T = 2048 for Llama-3-8B's two pools).
+T = 2048 for Llama-3-8B's two pools). With ``inplace=True`` (:mod:`ropepool.inplace`) the
+C++ side copies each token's rows into the pools itself, after rotating, and MLX is not involved.
 
 Example
 -------
@@ -126,9 +127,9 @@ def rope_rows_host(q, k, positions, *, rope_base: float, threads: int | None = N
     """``(q_rot [T, Hq, D], k_rot [T, Hkv, D])`` from one run of the host build, in the kind of q.
 
     q, k, positions : mx.array or NumPy
-    pools : ``(v, slots, k_pool, v_pool)`` to also write k_rot and v into the pools' rows
-        ``slots[t]``, in place (the body's guarded write: a slot outside ``[0, P)`` writes
-        nothing). The pools must be writable, row-contiguous host memory; see
+    pools : ``(v, slots, k_pool, v_pool)`` to also copy k_rot and v into the pools' rows
+        ``slots[t]``, in place, guarded like the body's own pool write (a slot outside
+        ``[0, P)`` writes nothing). The pools must be writable, row-contiguous host memory; see
         :mod:`ropepool.inplace`.
     allow_fixed : False runs the run-time-shape build even where a specialisation exists
         (tests use it to check both).
