@@ -18,6 +18,7 @@ from typing import Callable
 
 import mlx.core as mx
 
+from .inplace import INPLACE_BACKENDS
 from .mlx_ops import rope_pool_mlx
 
 PREFERENCE = ("metal", "cuda", "cpu", "mlx")
@@ -70,7 +71,6 @@ def resolve(backend: str, inplace: bool = False) -> tuple[str, Callable]:
     With ``inplace``, ``auto`` picks among the backends that write pools in place
     (:data:`ropepool.inplace.INPLACE_BACKENDS`), and naming another one is an error.
     """
-    from .inplace import INPLACE_BACKENDS
     from .validation import fail
 
     reg = _registry()

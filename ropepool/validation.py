@@ -15,6 +15,7 @@ import numpy as np
 
 from ._arrays import FLOAT_DTYPES, dtype_name, is_array, to_numpy
 from .errors import CATALOG, RopePoolError
+from .inplace import pool_problem, pools_overlap
 
 #: Positions at or above this lose integer exactness in float32 (24-bit significand).
 MAX_POSITION = 2**24
@@ -152,8 +153,6 @@ def validate(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_head
 
 
 def _validate_inplace(k_pool, v_pool) -> None:
-    from .inplace import pool_problem, pools_overlap
-
     for name, pool in (("k_pool", k_pool), ("v_pool", v_pool)):
         problem = pool_problem(pool)
         if problem:

@@ -6,14 +6,12 @@ submission's result does not depend on luck; locally it explores new examples ea
 
 import os
 
+import pytest
 from hypothesis import settings
 
 settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
-
-
-import pytest  # noqa: E402
 
 
 @pytest.fixture(scope="session", params=["mlx", "cpu"])

@@ -90,19 +90,17 @@ def test_matches_reference_and_emulator_bit_for_bit(name, T, Hq, Hkv, D, dtype):
 
 def test_the_compiled_in_shapes_are_the_ones_that_run_specialised():
     lib = host._library()
-    q, k, positions = inputs(2, 32, 8, 128, "float32")
-    out = np.empty((2, 40, 128), np.float32)
-    ptrs = [np.array(a).ctypes.data for a in (q, k, positions)]
-    inv = host._inv_freq(128, 10000.0)
     no_pools = (0, None, None, None, None, 0)
-    args = (0, 2, 32, 8, 128, *ptrs, inv.ctypes.data, out.ctypes.data, out[:, 32:].ctypes.data, 1)
-    assert lib.ropepool_host_rope(*args, 1, *no_pools) == 1  # Llama-3-8B: a preset's shape
-    assert lib.ropepool_host_rope(*args, 0, *no_pools) == 0  # asked for the run-time build
-    q, k, positions = inputs(2, 4, 2, 16, "float32")
-    ptrs = [np.array(a).ctypes.data for a in (q, k, positions)]
-    inv = host._inv_freq(16, 10000.0)
-    args = (0, 2, 4, 2, 16, *ptrs, inv.ctypes.data, out.ctypes.data, out.ctypes.data, 1, 1)
-    assert lib.ropepool_host_rope(*args, *no_pools) == 0
+
+    def run(Hq, Hkv, D, allow_fixed):
+        arrays = [np.array(a) for a in inputs(2, Hq, Hkv, D, "float32")]  # q, k, positions
+        q_rot, k_rot = np.empty_like(arrays[0]), np.empty_like(arrays[1])
+        ptrs = [a.ctypes.data for a in (*arrays, host._inv_freq(D, 10000.0), q_rot, k_rot)]
+        return lib.ropepool_host_rope(0, 2, Hq, Hkv, D, *ptrs, 1, allow_fixed, *no_pools)
+
+    assert run(32, 8, 128, allow_fixed=1) == 1  # Llama-3-8B: a preset's shape
+    assert run(32, 8, 128, allow_fixed=0) == 0  # asked for the run-time build
+    assert run(4, 2, 16, allow_fixed=1) == 0  # no preset has this shape
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -191,7 +189,7 @@ def test_a_failed_build_is_reported_not_raised(monkeypatch):
     finally:
         monkeypatch.undo()
         host._library.cache_clear()  # the next call loads the cached library again
-    assert reason.startswith("the kernel's CPU build failed: compiling ropepool_host failed")
+    assert reason == "the 'cpu' backend cannot build: compiling ropepool_host failed:"
 
 
 def test_docstring_example_runs():

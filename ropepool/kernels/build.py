@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 
 def compiler() -> str | None:
@@ -85,6 +85,20 @@ def shared_library(stem: str, text: str, flags: Sequence[str], depends: Sequence
             if not out.exists():
                 _compile(cxx, text, flags, out, announce)
     return ctypes.CDLL(str(out))
+
+
+def unavailable(load: Callable[[], object], what: str) -> str | None:
+    """None if ``load()`` builds and loads its library here; otherwise one line saying why not.
+
+    ``what`` names what is missing then, e.g. "the CPU emulator cannot build".
+    """
+    if compiler() is None:
+        return f"no C++ compiler on this machine (set CXX or install g++): {what}"
+    try:
+        load()
+    except (RuntimeError, OSError) as err:
+        return f"{what}: {str(err).splitlines()[0]}"
+    return None
 
 
 def _compile(cxx: str, text: str, flags: Sequence[str], out: Path, announce: str | None) -> None:

@@ -35,7 +35,7 @@ import numpy as np
 
 from ..reference import inverse_frequencies
 from . import source
-from .build import compiler, shared_library
+from .build import compiler, shared_library, unavailable
 
 GUARD_BYTE = 0xA5
 GUARD_BYTES = 256
@@ -87,13 +87,7 @@ def _library() -> ctypes.CDLL:
 @lru_cache(maxsize=None)
 def unavailable_reason() -> str | None:
     """None if the emulator builds here; otherwise why not (for ``pytest.skip``)."""
-    if compiler() is None:
-        return "no C++ compiler on this machine (set CXX or install g++): the CPU emulator cannot build"
-    try:
-        _library()
-    except RuntimeError as err:
-        return str(err)
-    return None
+    return unavailable(_library, "the CPU emulator cannot build")
 
 
 def float32_to_bfloat16_bits(x) -> np.ndarray:

@@ -44,7 +44,7 @@ from .._arrays import dtype_name
 from ..mlx_ops import place_rows
 from ..reference import inverse_frequencies
 from . import source
-from .build import compiler, shared_library
+from .build import shared_library, unavailable
 from .emulator import STORAGE
 
 HOST_FILE = "host.cpp"
@@ -83,13 +83,7 @@ def _library() -> ctypes.CDLL:
 @lru_cache(maxsize=None)
 def unavailable_reason() -> str | None:
     """None if the host build compiles and loads here; otherwise why not."""
-    if compiler() is None:
-        return "no C++ compiler on this machine (set CXX or install g++) to build the kernel for the CPU"
-    try:
-        _library()
-    except (RuntimeError, OSError) as err:
-        return f"the kernel's CPU build failed: {str(err).splitlines()[0]}"
-    return None
+    return unavailable(_library, "the 'cpu' backend cannot build")
 
 
 @lru_cache(maxsize=1)
