@@ -83,6 +83,12 @@ def _inplace_call(writable: bool) -> dict:
     return {**kw, "inplace": True}
 
 
+def _longrope(n: int) -> dict:
+    """A longrope rope_scaling with ``n`` factors in each list (BASE's head of 8 has 4 pairs)."""
+    return {"rope_type": "longrope", "original_max_position_embeddings": 4096,
+            "short_factor": [1.0] * n, "long_factor": [2.0] * n}
+
+
 def _first_unavailable_backend() -> str:
     from .backends import available_backends
 
@@ -210,6 +216,54 @@ _SPECS = [
         "Pass config.rope_theta, or 10000.0 where the config has none.",
         lambda: _call(rope_base=0.0), _call),
     ErrorSpec(
+        "rotary_dim", "rotary_dim must be even and in [2, head_dim], got {got}", "ropepool",
+        "rotary_dim is how many leading dimensions of each head RoPE turns (partial rotary: "
+        "Phi-2 turns 32 of 80); they pair up, so the count is even.",
+        ("partial_rotary_factor * head_dim not rounded to an int", "rotary_dim taken from another model"),
+        "Pass int(partial_rotary_factor * head_dim), or None for the whole head.",
+        lambda: _call(rotary_dim=3), lambda: _call(rotary_dim=4)),
+    ErrorSpec(
+        "rope_type", "unknown rope_scaling type {got}", "ropepool",
+        "rope_scaling's rope_type (older configs: type) names how a model stretches its RoPE.",
+        ("a typo", "a type from a newer transformers release"),
+        "Use one of default, linear, llama3, yarn, longrope, or rope_scaling=None.",
+        lambda: _call(rope_scaling={"rope_type": "llama-3"}),
+        lambda: _call(rope_scaling={"rope_type": "llama3", "factor": 8.0})),
+    ErrorSpec(
+        "rope_type_refused", "rope_scaling type {rope_type!r} cannot be computed by this op", "ropepool",
+        "dynamic NTK scaling changes the base with the current sequence length, and mrope rotates "
+        "sections of a head by different (time, height, width) positions: neither is one "
+        "inverse-frequency table per call.",
+        ("a Qwen2-VL (mrope) or a dynamic-NTK config",),
+        "Rotate q and k with the model's own RoPE module and write the pools yourself, or use a "
+        "static type (linear, yarn) if the model allows it.",
+        lambda: _call(rope_scaling={"rope_type": "dynamic", "factor": 2.0}),
+        lambda: _call(rope_scaling={"rope_type": "linear", "factor": 2.0})),
+    ErrorSpec(
+        "rope_factor", "rope_scaling type {rope_type!r} needs a factor > 0, got {got}", "ropepool",
+        "linear, llama3 and yarn stretch the rotation by rope_scaling['factor'].",
+        ("factor missing from a hand-written rope_scaling", "factor 0 or negative"),
+        "Copy rope_scaling from the model's config.json as it is.",
+        lambda: _call(rope_scaling={"rope_type": "linear"}),
+        lambda: _call(rope_scaling={"rope_type": "linear", "factor": 2.0})),
+    ErrorSpec(
+        "longrope_factors", "longrope {which} must hold one factor per rotated pair, got {got}", "ropepool",
+        "longrope divides each pair's frequency by its own factor: rotary_dim / 2 of them.",
+        ("factor lists of another model", "head_dim or rotary_dim not the model's"),
+        "Use the config's own short_factor and long_factor with its head_dim.",
+        lambda: _call(rope_scaling=_longrope(3), max_position_embeddings=131072),
+        lambda: _call(rope_scaling=_longrope(4), max_position_embeddings=131072)),
+    ErrorSpec(
+        "max_position_missing", "rope_scaling type {rope_type!r} needs max_position_embeddings", "ropepool",
+        "longrope picks its long or short factors, and its scale, from max_position_embeddings "
+        "against original_max_position_embeddings; yarn needs the original context length.",
+        ("max_position_embeddings not passed",
+         "Phi-3's original_max_position_embeddings left at the config's top level"),
+        "Pass max_position_embeddings=config.max_position_embeddings (ropepool.models.from_config "
+        "does this for you).",
+        lambda: _call(rope_scaling=_longrope(4)),
+        lambda: _call(rope_scaling=_longrope(4), max_position_embeddings=131072)),
+    ErrorSpec(
         "position_negative", "positions must be >= 0, got {got}", "ropepool",
         "A position counts tokens from the start of the sequence.",
         ("a padding marker (-1) passed as a position",),
@@ -262,3 +316,8 @@ _SPECS = [
 ]
 
 CATALOG: dict[str, ErrorSpec] = {spec.code: spec for spec in _SPECS}
+
+
+def fail(code: str, *, expected, got, hint: str, **fmt) -> RopePoolError:
+    """Build the error ``code`` with the catalog's message formatted by ``fmt``."""
+    return RopePoolError(code, CATALOG[code].message.format(got=got, **fmt), expected=expected, got=got, hint=hint)

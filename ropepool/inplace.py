@@ -61,7 +61,7 @@ def pools_overlap(k_pool, v_pool) -> bool:
     return bool(np.may_share_memory(_bytes(k_pool), _bytes(v_pool)))
 
 
-def rope_pool_inplace(backend: str, q, k, v, positions, slots, k_pool, v_pool, *, rope_base: float,
+def rope_pool_inplace(backend: str, q, k, v, positions, slots, k_pool, v_pool, *, rope,
                       host_slots: np.ndarray | None):
     """The validated op, writing the pools in place; ``(q_rot, k_rot, k_pool, v_pool)``.
 
@@ -72,11 +72,11 @@ def rope_pool_inplace(backend: str, q, k, v, positions, slots, k_pool, v_pool, *
     if any(isinstance(p, mx.array) for p in (k_pool, v_pool)):
         mx.synchronize()  # queued MLX work that reads a pool finishes before its rows change
     if backend == "cpu":
-        q_rot, k_rot = host.rope_rows_host(q, k, positions, rope_base=rope_base, pools=(v, slots, k_pool, v_pool))
+        q_rot, k_rot = host.rope_rows_host(q, k, positions, rope=rope, pools=(v, slots, k_pool, v_pool))
         return q_rot, k_rot, k_pool, v_pool
     from .mlx_ops import rotate_qk
 
-    q_rot, k_rot = rotate_qk(to_mx(q), to_mx(k), to_mx(positions), rope_base)
+    q_rot, k_rot = rotate_qk(to_mx(q), to_mx(k), to_mx(positions), rope)
     mx.eval(q_rot, k_rot)
     if host_slots is None:
         host_slots = host.host_memory(slots, np.int32)

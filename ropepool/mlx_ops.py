@@ -20,59 +20,72 @@ from functools import lru_cache
 import mlx.core as mx
 import numpy as np
 
-from .reference import inverse_frequencies
+from .rope import Rope, plain
 
 
 def rope_cos_sin(positions: mx.array, head_dim: int, rope_base: float) -> tuple[mx.array, mx.array]:
-    """cos and sin of theta, float32 ``[T, 1, D/2]`` each (the 1 broadcasts over heads)."""
-    inv_freq = mx.array(inverse_frequencies(head_dim, rope_base).astype(np.float32))  # [D/2]
+    """cos and sin of theta, float32 ``[T, 1, D/2]`` each (the 1 broadcasts over heads): plain RoPE."""
+    inv_freq = mx.array(plain(head_dim, rope_base).inv_freq32())  # [D/2]
     theta = positions.astype(mx.float32)[:, None] * inv_freq[None, :]  # [T, D/2]
     return mx.cos(theta)[:, None, :], mx.sin(theta)[:, None, :]  # [T, 1, D/2]
 
 
 def rotate(x: mx.array, cos: mx.array, sin: mx.array) -> mx.array:
-    """NeoX-rotate ``x [T, H, D]`` in float32; one rounding back to x's dtype."""
+    """NeoX-rotate ``x [T, H, D]`` in float32 with cos, sin ``[T, 1, D/2]``; one rounding back to x's dtype.
+
+    The textbook form, for reading; :func:`rotate_qk` computes the same bits faster and for every
+    :class:`~ropepool.rope.Rope`.
+    """
     half = x.shape[-1] // 2
     x32 = x.astype(mx.float32)
     x1, x2 = x32[..., :half], x32[..., half:]  # [T, H, D/2]
     return mx.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1).astype(x.dtype)  # [T, H, D]
 
 
-# The fast form of the same math, used by rope_pool_mlx. Pair layout: x viewed as [T, H, 2, D/2]
-# holds (x1, x2); the same view with its pair axis reversed holds (x2, x1), NeoX's rotate_half up
-# to a sign, which goes into sin. Then y = x*cos + swapped*sin_signed is one elementwise
-# expression with no concatenate: mx.compile fuses it (upcast, two products, sum, rounding) into
-# one pass over x, about 3x faster on the CPU than rotate's ten ops. Bit for bit the same
-# results: x1*cos + x2*(-sin) == x1*cos - x2*sin in IEEE arithmetic.
+# The fast form, used by every path here. The rotated part of x, viewed so that a pair axis of
+# length 2 holds (x_a, x_b), is [T, H, 2, RD/2] for NeoX pairs and [T, H, RD/2, 2] for GPT-J
+# pairs; the same view with its pair axis reversed holds (x_b, x_a), rotate_half up to a sign,
+# which goes into sin. Then y = x*cos + swapped*sin_signed is one elementwise expression that
+# mx.compile fuses (upcast, two products, sum, rounding). Bit for bit the kernel's results:
+# x1*cos + x2*(-sin) == x1*cos - x2*sin in IEEE arithmetic, and cos, sin carry the Rope's scale
+# as the kernel's do. The tables' shapes tell the pairing: sign [1, 1, 2, 1] is NeoX,
+# [1, 1, 1, 2] GPT-J; freq holds inv_freq laid out like the pairs, so its size is RD.
 
 
 @lru_cache(maxsize=64)
-def _pair_tables(head_dim: int, rope_base: float) -> tuple[mx.array, mx.array]:
-    """inv_freq twice, float32 ``[1, 1, 2, D/2]``, and the signs (-1, +1) of sin, ``[1, 1, 2, 1]``."""
-    inv_freq = inverse_frequencies(head_dim, rope_base).astype(np.float32)  # [D/2]
-    freq = mx.array(np.stack([inv_freq, inv_freq])[None, None])  # [1, 1, 2, D/2]
-    sign = mx.array(np.array([-1.0, 1.0], np.float32).reshape(1, 1, 2, 1))  # [1, 1, 2, 1]
-    return freq, sign
+def _pair_tables(rope: Rope) -> tuple[mx.array, mx.array, mx.array]:
+    """inv_freq laid out like the pairs (float32, RD elements), the signs (-1, +1) of sin, and the scale ``[1]``."""
+    inv_freq = rope.inv_freq32()  # [RD/2]
+    if rope.is_neox:
+        freq = np.stack([inv_freq, inv_freq])[None, None]  # [1, 1, 2, RD/2]
+        sign = np.array([-1.0, 1.0], np.float32).reshape(1, 1, 2, 1)
+    else:
+        freq = np.stack([inv_freq, inv_freq], axis=-1)[None, None]  # [1, 1, RD/2, 2]
+        sign = np.array([-1.0, 1.0], np.float32).reshape(1, 1, 1, 2)
+    return mx.array(freq), mx.array(sign), mx.array(np.array([rope.scale], np.float32))
 
 
 def _rotate_pairs(x: mx.array, cos: mx.array, sin_signed: mx.array) -> mx.array:
     T, H, D = x.shape
-    x4 = x.reshape(T, H, 2, D // 2)  # [T, H, 2, D/2]: (x1, x2)
-    swapped = x4[:, :, ::-1, :]  # [T, H, 2, D/2]: (x2, x1)
+    RD = cos.shape[2] * cos.shape[3]  # rotated dimensions
+    pair_shape = (T, H, 2, RD // 2) if sin_signed.shape[2] == 2 else (T, H, RD // 2, 2)  # NeoX or GPT-J
+    pair_axis = 2 if sin_signed.shape[2] == 2 else 3
+    x4 = x[..., :RD].reshape(pair_shape)  # (x_a, x_b) along the pair axis
+    swapped = x4[:, :, ::-1, :] if pair_axis == 2 else x4[..., ::-1]  # (x_b, x_a)
     y = x4.astype(mx.float32) * cos + swapped.astype(mx.float32) * sin_signed  # float32
-    return y.astype(x.dtype).reshape(T, H, D)  # one rounding; [T, H, D]
+    y = y.astype(x.dtype).reshape(T, H, RD)  # one rounding
+    return y if RD == D else mx.concatenate([y, x[..., RD:]], axis=-1)  # [T, H, D]; the rest copied
 
 
-def rotate_qk(q: mx.array, k: mx.array, positions: mx.array, rope_base: float) -> tuple[mx.array, mx.array]:
+def rotate_qk(q: mx.array, k: mx.array, positions: mx.array, rope: Rope) -> tuple[mx.array, mx.array]:
     """``(q_rot [T, Hq, D], k_rot [T, Hkv, D])``: the rotation alone, as :func:`rope_pool_mlx` computes it."""
-    freq, sign = _pair_tables(q.shape[-1], float(rope_base))
-    return _rope_qk(q, k, positions, freq, sign)
+    return _rope_qk(q, k, positions, *_pair_tables(rope))
 
 
 @mx.compile
-def _rope_qk(q, k, positions, freq, sign):
-    theta = positions.astype(mx.float32)[:, None, None, None] * freq  # [T, 1, 2, D/2], as rope_cos_sin
-    cos, sin_signed = mx.cos(theta), mx.sin(theta) * sign  # (cos, cos), (-sin, sin)
+def _rope_qk(q, k, positions, freq, sign, scale):
+    theta = positions.astype(mx.float32)[:, None, None, None] * freq  # [T, 1, 2, RD/2] or [T, 1, RD/2, 2]
+    cos, sin_signed = mx.cos(theta) * scale, (mx.sin(theta) * scale) * sign  # (c, c), (-s, s), scaled
     return _rotate_pairs(q, cos, sin_signed), _rotate_pairs(k, cos, sin_signed)
 
 
@@ -173,21 +186,22 @@ def _write_block(k_pool, v_pool, k_rot, v, start):
     return _copy_block(k_pool, k_rot, start), _copy_block(v_pool, v, start)
 
 
-def rope_pool_mlx(q, k, v, positions, slots, k_pool, v_pool, *, rope_base: float, host_slots=None):
+def rope_pool_mlx(q, k, v, positions, slots, k_pool, v_pool, *, rope_base=None, rope=None, host_slots=None):
     """MLX-ops implementation; same arguments as the reference, validated mx.arrays.
 
+    ``rope``: the :class:`~ropepool.rope.Rope` to apply (default: plain RoPE of ``rope_base``).
     ``host_slots``: the slots as a NumPy array when validation already read them, else None.
     """
-    freq, sign = _pair_tables(q.shape[-1], float(rope_base))
+    tables = _pair_tables(rope or plain(q.shape[-1], rope_base))  # freq, sign, scale
     if host_slots is None:
-        return _rope_pool_device_slots(q, k, v, positions, slots, k_pool, v_pool, freq, sign)
+        return _rope_pool_device_slots(q, k, v, positions, slots, k_pool, v_pool, *tables)
     kind = write_kind(host_slots, k_pool.shape[0])
     if kind == "block":  # see place_rows
         start = mx.array(host_slots[:1].astype(np.int32))
-        return _rope_pool_block(q, k, v, positions, start, k_pool, v_pool, freq, sign)
+        return _rope_pool_block(q, k, v, positions, start, k_pool, v_pool, *tables)
     if kind == "rows":
-        return _rope_pool_all_write(q, k, v, positions, slots, k_pool, v_pool, freq, sign)
-    q_rot, k_rot = _rope_qk(q, k, positions, freq, sign)  # [T, Hq, D], [T, Hkv, D]; = rotate(), fused
+        return _rope_pool_all_write(q, k, v, positions, slots, k_pool, v_pool, *tables)
+    q_rot, k_rot = _rope_qk(q, k, positions, *tables)  # [T, Hq, D], [T, Hkv, D]; = rotate(), fused
     return q_rot, k_rot, scatter_rows(k_pool, k_rot, slots, host_slots), scatter_rows(v_pool, v, slots, host_slots)
 
 
@@ -197,21 +211,21 @@ def rope_pool_mlx(q, k, v, positions, slots, k_pool, v_pool, *, rope_base: float
 
 
 @mx.compile
-def _rope_pool_device_slots(q, k, v, positions, slots, k_pool, v_pool, freq, sign):
+def _rope_pool_device_slots(q, k, v, positions, slots, k_pool, v_pool, freq, sign, scale):
     """Slots left on the device (check_values=False): scatter_rows' integer scatters skip bad slots."""
-    q_rot, k_rot = _rope_qk(q, k, positions, freq, sign)
+    q_rot, k_rot = _rope_qk(q, k, positions, freq, sign, scale)
     return q_rot, k_rot, scatter_rows(k_pool, k_rot, slots), scatter_rows(v_pool, v, slots)
 
 
 @mx.compile
-def _rope_pool_all_write(q, k, v, positions, slots, k_pool, v_pool, freq, sign):
+def _rope_pool_all_write(q, k, v, positions, slots, k_pool, v_pool, freq, sign, scale):
     """Every slot known, on the host, to be in [0, P): two plain scatters."""
-    q_rot, k_rot = _rope_qk(q, k, positions, freq, sign)
+    q_rot, k_rot = _rope_qk(q, k, positions, freq, sign, scale)
     return q_rot, k_rot, _write_rows(k_pool, k_rot, slots), _write_rows(v_pool, v, slots)
 
 
 @mx.compile
-def _rope_pool_block(q, k, v, positions, start, k_pool, v_pool, freq, sign):
+def _rope_pool_block(q, k, v, positions, start, k_pool, v_pool, freq, sign, scale):
     """Every slot in [0, P) and consecutive from ``start``: two block copies."""
-    q_rot, k_rot = _rope_qk(q, k, positions, freq, sign)
+    q_rot, k_rot = _rope_qk(q, k, positions, freq, sign, scale)
     return q_rot, k_rot, _copy_block(k_pool, k_rot, start), _copy_block(v_pool, v, start)

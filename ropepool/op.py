@@ -7,15 +7,19 @@ import numpy as np
 from ._arrays import to_mx, to_numpy
 from .backends import resolve
 from .inplace import rope_pool_inplace
+from .rope import rope_table
 from .validation import validate
 
 
 def rope_pool_fused(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_heads, num_kv_heads,
-                    rope_base, backend="auto", check_values=True, inplace=False):
-    """Rotate q and k with NeoX RoPE and write rotated k and raw v into the KV pools.
+                    rope_base, rotary_dim=None, is_neox=True, rope_scaling=None, max_position_embeddings=None,
+                    backend="auto", check_values=True, inplace=False):
+    """Rotate q and k with RoPE and write rotated k and raw v into the KV pools.
 
-    The rotation is the one in :mod:`ropepool.reference` (pair ``i`` with ``i + D/2``),
-    computed in float32 with one rounding to the output dtype.
+    By default the rotation is SGLang's: NeoX RoPE over the whole head, as in
+    :mod:`ropepool.reference` (pair ``i`` with ``i + D/2``). ``rotary_dim``, ``is_neox`` and
+    ``rope_scaling`` give any model's rotation (:mod:`ropepool.rope`; ``ropepool.models.from_config``
+    reads them from a config). Computed in float32 with one rounding to the output dtype.
 
     Parameters
     ----------
@@ -26,6 +30,11 @@ def rope_pool_fused(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_
     k_pool, v_pool : ``[P, Hkv, D]``, q's dtype
     head_dim, num_qo_heads, num_kv_heads : int, D, Hq and Hkv (Hq a multiple of Hkv)
     rope_base : float, the config's ``rope_theta``
+    rotary_dim : int or None, the leading dimensions of each head that turn (None: all D);
+        the others are copied bit for bit
+    is_neox : bool, NeoX pairs ``(i, i + rotary_dim/2)``; False: GPT-J pairs ``(2i, 2i + 1)``
+    rope_scaling : dict or None, the config's ``rope_scaling`` (linear, llama3, yarn, longrope)
+    max_position_embeddings : int or None, the config's (longrope and some yarn configs need it)
     backend : "auto", "metal", "cuda", "cpu" or "mlx" (see :func:`ropepool.available_backends`)
     check_values : bool, also check positions and slots by value (range, duplicate slots);
         this reads them on the host. With False, an out-of-range slot still writes nothing.
@@ -58,12 +67,13 @@ def rope_pool_fused(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_
     host_slots = validate(q, k, v, positions, slots, k_pool, v_pool, head_dim=head_dim,
                           num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads, rope_base=rope_base,
                           check_values=check_values, inplace=inplace)
+    rope = rope_table(head_dim, rope_base, rotary_dim=rotary_dim, is_neox=is_neox, rope_scaling=rope_scaling,
+                      max_position_embeddings=max_position_embeddings)
     name, impl = resolve(backend, inplace)  # after the inputs: every check runs in the catalog's order
     if inplace:
-        return rope_pool_inplace(name, q, k, v, positions, slots, k_pool, v_pool, rope_base=float(rope_base),
-                                 host_slots=host_slots)
+        return rope_pool_inplace(name, q, k, v, positions, slots, k_pool, v_pool, rope=rope, host_slots=host_slots)
     args = [to_mx(x) for x in (q, k, v, positions, slots, k_pool, v_pool)]
-    out = impl(*args, rope_base=float(rope_base), host_slots=host_slots)
+    out = impl(*args, rope=rope, host_slots=host_slots)
     if isinstance(q, np.ndarray):
         return tuple(to_numpy(o) for o in out)
     return out

@@ -26,11 +26,15 @@ import numpy as np
 EPS = {"float32": 2.0**-23, "float16": 2.0**-10, "bfloat16": 2.0**-7}
 
 
-def pair_norms(x) -> np.ndarray:
-    """The length of every NeoX pair of ``x [..., D]``: ``[..., D/2]``."""
+def pair_norms(x, rope=None) -> np.ndarray:
+    """The length of every rotated pair of ``x [..., D]``: ``[..., D/2]`` (NeoX halves), or
+    ``[..., rotary_dim/2]`` times the cos/sin scale for a :class:`~ropepool.rope.Rope`."""
     x = np.asarray(x, np.float64)
-    half = x.shape[-1] // 2
-    return np.hypot(x[..., :half], x[..., half:])
+    if rope is None:
+        half = x.shape[-1] // 2
+        return np.hypot(x[..., :half], x[..., half:])
+    a, b = rope.pairs().T
+    return np.hypot(x[..., a], x[..., b]) * max(rope.scale, 1.0)
 
 
 def error_bound(dtype: str, positions, scale=1.0) -> np.ndarray:
@@ -45,16 +49,18 @@ def error_bound(dtype: str, positions, scale=1.0) -> np.ndarray:
     return np.asarray(scale, np.float64) * (2 * EPS[dtype] + 2.0**-22 * (p + 1))
 
 
-def error_ratio(got, want, x, positions, dtype: str) -> float:
+def error_ratio(got, want, x, positions, dtype: str, rope=None) -> float:
     """The worst ``|got - want| / bound`` over a rotated ``[T, H, D]`` output; <= 1 is within tolerance.
 
     ``x`` is the input that was rotated (its pair lengths set the bound of each token), ``want``
-    the float64 reference. NaN anywhere gives ``inf``.
+    the float64 reference, ``rope`` the rotation applied (default: plain NeoX). NaN anywhere gives
+    ``inf``.
     """
     got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
     if got.size == 0:
         return 0.0
-    r = pair_norms(x).max(axis=(1, 2))  # [T], each token's largest pair
+    norms = pair_norms(x, rope)  # [T, H, pairs]
+    r = np.maximum(norms.max(axis=(1, 2)), np.abs(x).max(axis=(1, 2)))  # [T]: largest pair, or copied element
     bound = error_bound(dtype, positions, r) + 1e-12  # [T]
     err = np.abs(got - want).max(axis=(1, 2))  # [T]
     if np.isnan(err).any():

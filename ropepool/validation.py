@@ -14,16 +14,11 @@ import numbers
 import numpy as np
 
 from ._arrays import FLOAT_DTYPES, dtype_name, is_array, to_numpy
-from .errors import CATALOG, RopePoolError
+from .errors import fail
 from .inplace import pool_problem, pools_overlap
 
 #: Positions at or above this lose integer exactness in float32 (24-bit significand).
 MAX_POSITION = 2**24
-
-
-def fail(code: str, *, expected, got, hint: str, **fmt) -> RopePoolError:
-    """Build the error ``code`` with the catalog's message formatted by ``fmt``."""
-    return RopePoolError(code, CATALOG[code].message.format(got=got, **fmt), expected=expected, got=got, hint=hint)
 
 
 def _heads(n: int) -> str:

@@ -22,12 +22,19 @@ import numpy as np
 import pytest
 
 from ropepool.kernels import emulator, source
-from ropepool.reference import inverse_frequencies, rotate_neox
+from ropepool.reference import rotate
+from ropepool.rope import rope_table
 
 pytestmark = pytest.mark.skipif(emulator.compiler() is None, reason="no C++ compiler on this machine")
 
-# (name, T, Hq, Hkv, D)
-CONFIGS = [("gqa", 5, 8, 2, 16), ("mqa-d6", 3, 3, 1, 6)]
+# (name, T, Hq, Hkv, D, the op's RoPE keywords)
+CONFIGS = [
+    ("gqa", 5, 8, 2, 16, {}),
+    ("mqa-d6", 3, 3, 1, 6, {}),
+    ("partial-gptj", 4, 4, 2, 20, {"rotary_dim": 8, "is_neox": False}),  # Phi-2-like slice, GPT-J pairs
+    ("yarn-partial", 3, 2, 1, 12, {"rotary_dim": 8, "rope_scaling": {"rope_type": "yarn", "factor": 4.0,
+                                                                  "original_max_position_embeddings": 64}}),
+]
 DTYPES = ["float32", "float16", "bfloat16"]
 METAL_TYPE = {"float32": "float", "float16": "float16_t", "bfloat16": "bfloat16_t"}
 CUDA_TYPE = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16"}
@@ -90,45 +97,55 @@ using Shape = std::array<int32_t, 8>;
 """
 
 
-def metal_source(name, dtype, Hq, Hkv, D):
+def _suffix(dtype, Hq, Hkv, rope):
+    return f"{dtype}_{Hq}_{Hkv}_{rope.head_dim}_{rope.rotary_dim}_{int(rope.is_neox)}"
+
+
+def metal_source(name, dtype, Hq, Hkv, rope):
     """What mx.fast.metal_kernel compiles after metal::utils() and our header, for our inputs and template.
 
     (MLX builds one library per template instantiation, each with its own copy of the header;
     here all instantiations share one translation unit, so the fixture writes the header once.)
     """
     t = METAL_TYPE[dtype]
-    kernel = f"custom_kernel_{name}_{t}_{Hq}_{Hkv}_{D}"
+    kernel = f"custom_kernel_{name}_{_suffix(t, Hq, Hkv, rope)}"
     args = [f"const device {t}* q [[buffer(0)]]", f"const device {t}* k [[buffer(1)]]",
             "const device int32_t* positions [[buffer(2)]]", "const constant int* positions_shape [[buffer(3)]]",
-            "const device float* inv_freq [[buffer(4)]]", f"device {t}* q_rot [[buffer(5)]]",
-            f"device {t}* k_rot [[buffer(6)]]", "uint3 thread_position_in_grid [[thread_position_in_grid]]"]
-    text = ("template <typename DType, int Hq, int Hkv, int D>\n[[kernel]] void "
+            "const device float* inv_freq [[buffer(4)]]", "const device float* cos_sin_scale [[buffer(5)]]",
+            f"device {t}* q_rot [[buffer(6)]]", f"device {t}* k_rot [[buffer(7)]]",
+            "uint3 thread_position_in_grid [[thread_position_in_grid]]"]
+    text = ("template <typename DType, int Hq, int Hkv, int D, int RD, bool NEOX>\n[[kernel]] void "
             + kernel + "(\n  " + ",\n  ".join(args) + ") {\n" + source.body("metal") + "\n}\n")
     launch = f"""
-extern "C" void launch_{dtype}_{Hq}_{Hkv}_{D}(unsigned grid, unsigned block, const void* q, const void* k,
-    const int32_t* positions, const int* positions_shape, const float* inv_freq, void* q_rot, void* k_rot) {{
+extern "C" void launch_{_suffix(dtype, Hq, Hkv, rope)}(unsigned grid, unsigned block, const void* q,
+    const void* k, const int32_t* positions, const int* positions_shape, const float* inv_freq,
+    const float* cos_sin_scale, void* q_rot, void* k_rot) {{
   (void)block;  // Metal dispatches exactly `grid` threads (non-uniform threadgroups)
   for (unsigned g = 0; g < grid; ++g)
-    {kernel}<{t}, {Hq}, {Hkv}, {D}>(({t}*)q, ({t}*)k, positions, positions_shape, inv_freq, ({t}*)q_rot,
-        ({t}*)k_rot, uint3{{g, 0, 0}});
+    {kernel}<{t}, {Hq}, {Hkv}, {rope.head_dim}, {rope.rotary_dim}, {str(rope.is_neox).lower()}>(({t}*)q,
+        ({t}*)k, positions, positions_shape, inv_freq, cos_sin_scale, ({t}*)q_rot, ({t}*)k_rot, uint3{{g, 0, 0}});
 }}
 """
     return text + launch
 
 
-def cuda_source(name, dtype, Hq, Hkv, D):
+def cuda_source(name, dtype, Hq, Hkv, rope):
     """What mx.fast.cuda_kernel compiles, for our inputs and template."""
     t = CUDA_TYPE[dtype]
-    kernel = f"{name}_{dtype}_{Hq}_{Hkv}_{D}"
+    kernel = f"{name}_{_suffix(dtype, Hq, Hkv, rope)}"
     args = [f"const {t}* q", f"const {t}* k", "const int32_t* positions",
-            "const __grid_constant__ Shape positions_shape", "const float* inv_freq", f"{t}* q_rot", f"{t}* k_rot"]
+            "const __grid_constant__ Shape positions_shape", "const float* inv_freq", "const float* cos_sin_scale",
+            f"{t}* q_rot", f"{t}* k_rot"]
     text = ("namespace mlx::core::cu {\n\nnamespace cg = cooperative_groups;\n\n__global__ void " + kernel + "(\n    "
             + ",\n    ".join(args) + ") {\n"
-            + f"  using DType = {t};\n  constexpr int Hq = {Hq};\n  constexpr int Hkv = {Hkv};\n  constexpr int D = {D};\n\n"
+            + f"  using DType = {t};\n  constexpr int Hq = {Hq};\n  constexpr int Hkv = {Hkv};\n"
+            + f"  constexpr int D = {rope.head_dim};\n  constexpr int RD = {rope.rotary_dim};\n"
+            + f"  constexpr bool NEOX = {str(rope.is_neox).lower()};\n\n"
             + source.body("cuda") + "\n}\n\n} // namespace mlx::core::cu\n")
     launch = f"""
-extern "C" void launch_{dtype}_{Hq}_{Hkv}_{D}(unsigned grid, unsigned block, const void* q, const void* k,
-    const int32_t* positions, const int* positions_shape, const float* inv_freq, void* q_rot, void* k_rot) {{
+extern "C" void launch_{_suffix(dtype, Hq, Hkv, rope)}(unsigned grid, unsigned block, const void* q,
+    const void* k, const int32_t* positions, const int* positions_shape, const float* inv_freq,
+    const float* cos_sin_scale, void* q_rot, void* k_rot) {{
   mlx::core::cu::Shape shape{{}};
   shape[0] = positions_shape[0];
   blockDim = mock_dim3{{block, 1, 1}};
@@ -136,7 +153,8 @@ extern "C" void launch_{dtype}_{Hq}_{Hkv}_{D}(unsigned grid, unsigned block, con
     for (unsigned i = 0; i < block; ++i) {{
       blockIdx = mock_dim3{{b, 0, 0}};
       threadIdx = mock_dim3{{i, 0, 0}};
-      mlx::core::cu::{kernel}((const {t}*)q, (const {t}*)k, positions, shape, inv_freq, ({t}*)q_rot, ({t}*)k_rot);
+      mlx::core::cu::{kernel}((const {t}*)q, (const {t}*)k, positions, shape, inv_freq, cos_sin_scale, ({t}*)q_rot,
+                              ({t}*)k_rot);
     }}
 }}
 """
@@ -152,7 +170,8 @@ def built(request, tmp_path_factory):
     make = metal_source if backend == "metal" else cuda_source
     parts = [METAL_PRELUDE if backend == "metal" else CUDA_PRELUDE, source.header(backend)]
     name = source.kernel_name(backend)
-    parts += [make(name, dt, Hq, Hkv, D) for _, _, Hq, Hkv, D in CONFIGS for dt in DTYPES]
+    parts += [make(name, dt, Hq, Hkv, rope_table(D, 10000.0, **kw)) for _, _, Hq, Hkv, D, kw in CONFIGS
+              for dt in DTYPES]
     src = tmp / f"{backend}.cpp"
     src.write_text("\n".join(parts))
     lib = tmp / f"{backend}.so"
@@ -168,25 +187,30 @@ def _values(store, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("name,T,Hq,Hkv,D", CONFIGS, ids=[c[0] for c in CONFIGS])
-def test_generated_kernel_matches_reference(built, name, T, Hq, Hkv, D, dtype):
+@pytest.mark.parametrize("name,T,Hq,Hkv,D,variant", CONFIGS, ids=[c[0] for c in CONFIGS])
+def test_generated_kernel_matches_reference(built, name, T, Hq, Hkv, D, variant, dtype):
     backend, lib = built
     rng = np.random.default_rng(T * D)
     raw = {"q": rng.standard_normal((T, Hq, D)).astype(np.float32), "k": rng.standard_normal((T, Hkv, D)).astype(np.float32)}
     store = {n: (emulator.float32_to_bfloat16_bits(x) if dtype == "bfloat16" else x.astype(dtype)) for n, x in raw.items()}
     positions = np.asarray(rng.integers(0, 3000, T), np.int32)
-    inv_freq = inverse_frequencies(D, 10000.0).astype(np.float32)
+    rope = rope_table(D, 10000.0, **variant)
+    inv_freq = np.ascontiguousarray(rope.inv_freq32())
+    scale = np.array([rope.scale], np.float32)
     out = {n: np.full(store[n].nbytes, 0xFF, np.uint8).view(store[n].dtype).reshape(store[n].shape) for n in store}
     grid = source.grid_size(T, Hq, Hkv, D)
-    fn = getattr(lib, f"launch_{dtype}_{Hq}_{Hkv}_{D}")
+    fn = getattr(lib, f"launch_{_suffix(dtype, Hq, Hkv, rope)}")
     p = ctypes.c_void_p
-    fn.argtypes = [ctypes.c_uint, ctypes.c_uint] + [p] * 7
+    fn.argtypes = [ctypes.c_uint, ctypes.c_uint] + [p] * 8
     fn(grid, source.BLOCK, store["q"].ctypes.data, store["k"].ctypes.data, positions.ctypes.data,
-       np.array([T], np.int32).ctypes.data, inv_freq.ctypes.data, out["q"].ctypes.data, out["k"].ctypes.data)
+       np.array([T], np.int32).ctypes.data, inv_freq.ctypes.data, scale.ctypes.data, out["q"].ctypes.data,
+       out["k"].ctypes.data)
     for n in ("q", "k"):
         x = _values(store[n], dtype)
-        want = rotate_neox(x, positions, 10000.0)
-        r = np.sqrt(x[..., : D // 2] ** 2 + x[..., D // 2:] ** 2).max()
+        want = rotate(x, positions, rope)
+        r = np.abs(x).max() * 2 * max(rope.scale, 1.0)
         tol = r * (2 * EPS[dtype] + 2.0**-22 * (positions.max() + 1))
         got = _values(out[n], dtype)
         assert np.all(np.abs(got - want) <= tol), f"{backend} {n}_rot: max error {np.nanmax(np.abs(got - want))}"
+        rest = slice(rope.rotary_dim, None)  # the pass-through dimensions: copied bit for bit
+        assert np.array_equal(out[n][..., rest], store[n][..., rest]), f"{backend} {n}_rot changed unrotated dims"

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from ropepool import Shapes, make_inputs
-from ropepool.mlx_ops import _pair_tables, _rope_qk, _row_word, rope_cos_sin, rotate, scatter_rows
+from ropepool.mlx_ops import _row_word, rope_cos_sin, rotate, rotate_qk, scatter_rows
+from ropepool.rope import plain
 
 DTYPES = ["float32", "float16", "bfloat16"]
 WORD = {"float32": mx.uint32, "float16": mx.uint16, "bfloat16": mx.uint16}
@@ -30,8 +31,7 @@ def bits(a: mx.array) -> np.ndarray:
 def test_fused_rotation_is_bit_identical_to_rotate(name, T, Hq, Hkv, D, positions, dtype):
     kw = make_inputs(Shapes(T, Hq, Hkv, D, max(T, 1)), dtype, positions=positions)
     cos, sin = rope_cos_sin(kw["positions"], D, kw["rope_base"])
-    freq, sign = _pair_tables(D, kw["rope_base"])
-    fast = _rope_qk(kw["q"], kw["k"], kw["positions"], freq, sign)
+    fast = rotate_qk(kw["q"], kw["k"], kw["positions"], plain(D, kw["rope_base"]))
     for x, got in zip((kw["q"], kw["k"]), fast):
         np.testing.assert_array_equal(bits(got), bits(rotate(x, cos, sin)))
 

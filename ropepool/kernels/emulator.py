@@ -33,7 +33,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..reference import inverse_frequencies
+from ..rope import rope_table
 from . import source
 from .build import compiler, shared_library, unavailable
 
@@ -46,9 +46,9 @@ STORAGE = {"float32": np.float32, "float16": np.float16, "bfloat16": np.uint16}
 _CPP_TYPE = {"float32": "float", "float16": "_Float16", "bfloat16": "rp_bfloat16"}
 
 _SIGNATURE = """(rp_uint rp_thread_index, const DType* q, const DType* k, const DType* v,
-    const int32_t* positions, const int32_t* slots, const float* inv_freq,
+    const int32_t* positions, const int32_t* slots, const float* inv_freq, const float* cos_sin_scale,
     const int* positions_shape, const int* k_pool_shape, DType* q_rot, DType* k_rot,
-    DType* k_pool, DType* v_pool, const int Hq, const int Hkv, const int D)"""
+    DType* k_pool, DType* v_pool, const int Hq, const int Hkv, const int D, const int RD, const bool NEOX)"""
 
 
 def _wrapper() -> str:
@@ -63,16 +63,16 @@ def _wrapper() -> str:
         parts.append(f"""
 extern "C" void ropepool_emulate_{name}(int write_pool, int reverse, rp_uint grid, rp_uint block,
     const void* q, const void* k, const void* v, const int32_t* positions, const int32_t* slots,
-    const float* inv_freq, const int* positions_shape, const int* k_pool_shape, void* q_rot,
-    void* k_rot, void* k_pool, void* v_pool, int Hq, int Hkv, int D) {{
+    const float* inv_freq, const float* cos_sin_scale, const int* positions_shape, const int* k_pool_shape,
+    void* q_rot, void* k_rot, void* k_pool, void* v_pool, int Hq, int Hkv, int D, int RD, int NEOX) {{
   typedef {ctype} DType;
   const rp_uint launched = (grid + block - 1) / block * block;  // whole blocks, as CUDA launches
   for (rp_uint n = 0; n < launched; ++n) {{
     const rp_uint g = reverse ? launched - 1 - n : n;
     auto f = write_pool ? rope_rows_pool<DType> : rope_rows<DType>;
-    f(g, (const DType*)q, (const DType*)k, (const DType*)v, positions, slots, inv_freq,
+    f(g, (const DType*)q, (const DType*)k, (const DType*)v, positions, slots, inv_freq, cos_sin_scale,
       positions_shape, k_pool_shape, (DType*)q_rot, (DType*)k_rot, (DType*)k_pool, (DType*)v_pool,
-      Hq, Hkv, D);
+      Hq, Hkv, D, RD, NEOX != 0);
   }}
 }}
 """)
@@ -149,7 +149,7 @@ class EmulatorRun:
 
 
 def emulate(q, k, v, positions, slots, k_pool, v_pool, *, rope_base: float, dtype: str | None = None,
-            write_pool: bool = True, reverse: bool = False, block: int = source.BLOCK) -> EmulatorRun:
+            write_pool: bool = True, reverse: bool = False, block: int = source.BLOCK, **variant) -> EmulatorRun:
     """Run the kernel body once over the whole grid, on NumPy buffers.
 
     Parameters
@@ -158,6 +158,7 @@ def emulate(q, k, v, positions, slots, k_pool, v_pool, *, rope_base: float, dtyp
         NumPy arrays in :data:`STORAGE` form for ``dtype`` (bfloat16 as uint16 bits).
     positions, slots : integer ``[T]`` (int32 on the way in)
     rope_base : float
+    variant : the op's ``rotary_dim``, ``is_neox``, ``rope_scaling``, ``max_position_embeddings``
     dtype : "float32", "float16" or "bfloat16"; default from q's NumPy dtype (uint16 = bfloat16)
     write_pool : also run the guarded in-kernel pool write (``RP_WRITE_POOL``)
     reverse : run the threads in reverse order
@@ -176,7 +177,9 @@ def emulate(q, k, v, positions, slots, k_pool, v_pool, *, rope_base: float, dtyp
     P = k_pool.shape[0]
     positions = np.ascontiguousarray(positions, np.int32)
     slots = np.ascontiguousarray(slots, np.int32)
-    inv_freq = inverse_frequencies(D, rope_base).astype(np.float32)
+    rope = rope_table(D, rope_base, **variant)
+    inv_freq = np.ascontiguousarray(rope.inv_freq32())  # [RD/2]
+    scale = np.array([rope.scale], np.float32)
     q_rot = _Guarded(q.shape, np_dtype, None)
     k_rot = _Guarded(k.shape, np_dtype, None)
     kp = _Guarded(k_pool.shape, np_dtype, np.asarray(k_pool, np_dtype))
@@ -186,11 +189,12 @@ def emulate(q, k, v, positions, slots, k_pool, v_pool, *, rope_base: float, dtyp
     grid = source.grid_size(T, Hq, Hkv, D)
     fn = getattr(_library(), f"ropepool_emulate_{dtype}")
     p = ctypes.c_void_p
-    fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_uint, ctypes.c_uint] + [p] * 12 + [ctypes.c_int] * 3
+    fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_uint, ctypes.c_uint] + [p] * 13 + [ctypes.c_int] * 5
     fn.restype = None
     fn(int(write_pool), int(reverse), grid, block, q.ctypes.data, k.ctypes.data, v.ctypes.data,
-       positions.ctypes.data, slots.ctypes.data, inv_freq.ctypes.data, positions_shape.ctypes.data,
-       k_pool_shape.ctypes.data, q_rot.ptr(), k_rot.ptr(), kp.ptr(), vp.ptr(), Hq, Hkv, D)
+       positions.ctypes.data, slots.ctypes.data, inv_freq.ctypes.data, scale.ctypes.data,
+       positions_shape.ctypes.data, k_pool_shape.ctypes.data, q_rot.ptr(), k_rot.ptr(), kp.ptr(), vp.ptr(),
+       Hq, Hkv, D, rope.rotary_dim, int(rope.is_neox))
     intact = all(b.guards_intact() for b in (q_rot, k_rot, kp, vp))
     launched = -(-grid // block) * block
     return EmulatorRun(q_rot.inner.copy(), k_rot.inner.copy(), kp.inner.copy(), vp.inner.copy(), intact,

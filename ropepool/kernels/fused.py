@@ -14,7 +14,7 @@ import mlx.core as mx
 import numpy as np
 
 from ..mlx_ops import scatter_rows
-from ..reference import inverse_frequencies
+from ..rope import Rope, plain
 from . import source
 
 #: Largest grid one launch takes: the body indexes with 32-bit unsigned integers and the
@@ -26,7 +26,7 @@ MAX_GRID = 2**31 - 1
 def build(backend: str):
     """The MLX kernel object for ``backend`` ("metal" or "cuda"), built once and cached.
 
-    MLX then compiles one specialisation per template (DType, Hq, Hkv, D) and caches it too.
+    MLX then compiles one specialisation per template (DType, Hq, Hkv, D, RD, NEOX) and caches it too.
     """
     if backend == "metal":
         make, extra = mx.fast.metal_kernel, {}
@@ -46,12 +46,18 @@ def build(backend: str):
 
 
 @lru_cache(maxsize=64)
-def inv_freq(head_dim: int, rope_base: float) -> mx.array:
-    """``rope_base**(-2i/D)`` as float32 ``[D/2]``, the same values the MLX path uses."""
-    return mx.array(inverse_frequencies(head_dim, rope_base).astype(np.float32))
+def tables(rope: Rope) -> tuple[mx.array, mx.array]:
+    """The kernel's ``inv_freq`` float32 ``[RD/2]`` and ``cos_sin_scale`` float32 ``[1]``."""
+    return mx.array(rope.inv_freq32()), mx.array(np.array([rope.scale], np.float32))
 
 
-def rope_rows(q: mx.array, k: mx.array, positions: mx.array, *, rope_base: float, backend: str):
+def template(dtype, Hq: int, Hkv: int, rope: Rope) -> list:
+    """The kernel's template arguments, as MLX's custom-kernel APIs take them."""
+    return [("DType", dtype), ("Hq", Hq), ("Hkv", Hkv), ("D", rope.head_dim), ("RD", rope.rotary_dim),
+            ("NEOX", rope.is_neox)]
+
+
+def rope_rows(q: mx.array, k: mx.array, positions: mx.array, *, rope: Rope, backend: str):
     """``(q_rot [T, Hq, D], k_rot [T, Hkv, D])`` from one launch of the kernel (per chunk of tokens)."""
     T, Hq, D = q.shape  # [T, Hq, D]
     Hkv = k.shape[1]  # k [T, Hkv, D]
@@ -60,13 +66,13 @@ def rope_rows(q: mx.array, k: mx.array, positions: mx.array, *, rope_base: float
     per_token = source.grid_size(1, Hq, Hkv, D)
     chunk = max(1, MAX_GRID // per_token)
     if T > chunk:  # never at real sizes; keeps every flat index inside 32 bits
-        parts = [rope_rows(q[s:s + chunk], k[s:s + chunk], positions[s:s + chunk], rope_base=rope_base,
-                           backend=backend) for s in range(0, T, chunk)]
+        parts = [rope_rows(q[s:s + chunk], k[s:s + chunk], positions[s:s + chunk], rope=rope, backend=backend)
+                 for s in range(0, T, chunk)]
         return (mx.concatenate([p[0] for p in parts]), mx.concatenate([p[1] for p in parts]))
     grid = source.grid_size(T, Hq, Hkv, D)
     q_rot, k_rot = build(backend)(
-        inputs=[q, k, positions, inv_freq(D, float(rope_base))],
-        template=[("DType", q.dtype), ("Hq", Hq), ("Hkv", Hkv), ("D", D)],
+        inputs=[q, k, positions, *tables(rope)],
+        template=template(q.dtype, Hq, Hkv, rope),
         grid=(grid, 1, 1),
         threadgroup=(min(source.BLOCK, grid), 1, 1),
         output_shapes=[q.shape, k.shape],
@@ -76,13 +82,15 @@ def rope_rows(q: mx.array, k: mx.array, positions: mx.array, *, rope_base: float
 
 
 def _rope_pool(backend: str):
-    def rope_pool(q, k, v, positions, slots, k_pool, v_pool, *, rope_base: float, host_slots=None):
-        q_rot, k_rot = rope_rows(q, k, positions, rope_base=rope_base, backend=backend)
+    def rope_pool(q, k, v, positions, slots, k_pool, v_pool, *, rope_base=None, rope=None, host_slots=None):
+        rope = rope or plain(q.shape[-1], rope_base)
+        q_rot, k_rot = rope_rows(q, k, positions, rope=rope, backend=backend)
         return q_rot, k_rot, scatter_rows(k_pool, k_rot, slots, host_slots), scatter_rows(v_pool, v, slots, host_slots)
 
     rope_pool.__name__ = rope_pool.__qualname__ = f"rope_pool_{backend}"
     rope_pool.__doc__ = (f"``rope_pool_fused`` through the {backend} kernel; same arguments as the "
-                         "reference, validated mx.arrays; ``host_slots`` as in "
+                         "reference, validated mx.arrays; ``rope`` (a :class:`ropepool.rope.Rope`) "
+                         "overrides ``rope_base``; ``host_slots`` as in "
                          ":func:`ropepool.mlx_ops.rope_pool_mlx`.")
     return rope_pool
 

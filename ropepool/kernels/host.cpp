@@ -39,23 +39,26 @@ struct rp_gid {
 #define RP_SIN(theta) rp_sin[t * HALF + i]
 
 // One "thread" of the kernel. Hq, Hkv and D are template arguments for a shape compiled in
-// (FD > 0), else run-time values: the body sees constants in the first case, so the compiler
-// specialises it.
+// (FD > 0, which also means the whole head rotates with NeoX pairs: RD = D, NEOX), else
+// run-time values: the body sees constants in the first case, so the compiler specialises it.
 template <typename DType, int FHq, int FHkv, int FD>
 static inline void rope_rows(const rp_gid gid, const DType* __restrict q, const DType* __restrict k,
                              const int32_t* __restrict positions, const float* __restrict inv_freq,
-                             const int* positions_shape, DType* __restrict q_rot, DType* __restrict k_rot,
-                             const float* __restrict rp_cos, const float* __restrict rp_sin, const int run_Hq,
-                             const int run_Hkv, const int run_D) {
+                             const float* __restrict cos_sin_scale, const int* positions_shape,
+                             DType* __restrict q_rot, DType* __restrict k_rot, const float* __restrict rp_cos,
+                             const float* __restrict rp_sin, const int run_Hq, const int run_Hkv, const int run_D,
+                             const int run_RD, const bool run_NEOX) {
   const int Hq = FD ? FHq : run_Hq, Hkv = FD ? FHkv : run_Hkv, D = FD ? FD : run_D;
+  const int RD = FD ? FD : run_RD;
+  const bool NEOX = FD ? true : run_NEOX;
 #include "rope_rows.inc"
 }
 
 struct Launch {
-  int T, Hq, Hkv, D, P;
+  int T, Hq, Hkv, D, RD, neox, P;
   const void *q, *k, *v;
   const int32_t *positions, *slots;
-  const float* inv_freq;
+  const float *inv_freq, *cos_sin_scale;
   void *q_rot, *k_rot, *k_pool, *v_pool;  // pools: only when writing them
 };
 
@@ -66,8 +69,9 @@ static void run_tokens(const Launch& L, float* __restrict rp_cos, float* __restr
   const rp_uint HALF = rp_uint(L.D) / 2u, H = rp_uint(L.Hq + L.Hkv);
   const int32_t* __restrict positions = L.positions;  // locals: no aliasing with the stores
   const float* __restrict inv_freq = L.inv_freq;
+  const rp_uint RHALF = rp_uint(L.RD) / 2u;  // inv_freq's length; the body reads the table below it only
   for (rp_uint t = rp_uint(t0); t < rp_uint(t1); ++t) {
-    for (rp_uint i = 0; i < HALF; ++i) {
+    for (rp_uint i = 0; i < RHALF; ++i) {
       const float theta = float(positions[t]) * inv_freq[i];  // the body's formula
       rp_cos[t * HALF + i] = std::cos(theta);
       rp_sin[t * HALF + i] = std::sin(theta);
@@ -80,8 +84,8 @@ static void run_tokens(const Launch& L, float* __restrict rp_cos, float* __restr
   DType* __restrict k_rot = static_cast<DType*>(L.k_rot);
   for (rp_uint row = rp_uint(t0) * H; row < rp_uint(t1) * H; ++row) {
     for (rp_uint i = 0; i < HALF; ++i) {
-      rope_rows<DType, FHq, FHkv, FD>(rp_gid{row, i, HALF}, q, k, positions, inv_freq, shape, q_rot, k_rot, rp_cos,
-                                      rp_sin, L.Hq, L.Hkv, L.D);
+      rope_rows<DType, FHq, FHkv, FD>(rp_gid{row, i, HALF}, q, k, positions, inv_freq, L.cos_sin_scale, shape,
+                                      q_rot, k_rot, rp_cos, rp_sin, L.Hq, L.Hkv, L.D, L.RD, L.neox != 0);
     }
   }
   if constexpr (WritePool) {
@@ -139,13 +143,14 @@ extern "C" {
 // write_pool, also write k_rot and v into rows slots[t] of k_pool and v_pool [P, Hkv, D] in
 // place, skipping any slot outside [0, P). Returns 1 if a compiled-in shape ran, 0 if the
 // run-time-shape build did (always 0 when allow_fixed is 0, which tests use to run both builds
-// on one shape).
-int ropepool_host_rope(int dtype, int T, int Hq, int Hkv, int D, const void* q, const void* k,
-                       const int32_t* positions, const float* inv_freq, void* q_rot, void* k_rot, int threads,
-                       int allow_fixed, int write_pool, const void* v, const int32_t* slots, void* k_pool,
-                       void* v_pool, int P) {
-  const Launch L{T, Hq, Hkv, D, P, q, k, v, positions, slots, inv_freq, q_rot, k_rot, k_pool, v_pool};
-  if (allow_fixed) {
+// on one shape). The compiled-in shapes rotate the whole head with NeoX pairs (RD = D, neox).
+int ropepool_host_rope(int dtype, int T, int Hq, int Hkv, int D, int RD, int neox, const void* q, const void* k,
+                       const int32_t* positions, const float* inv_freq, const float* cos_sin_scale, void* q_rot,
+                       void* k_rot, int threads, int allow_fixed, int write_pool, const void* v,
+                       const int32_t* slots, void* k_pool, void* v_pool, int P) {
+  const Launch L{T, Hq, Hkv, D, RD, neox, P, q, k, v, positions, slots, inv_freq, cos_sin_scale,
+                 q_rot, k_rot, k_pool, v_pool};
+  if (allow_fixed && RD == D && neox) {
 #define X(FHq, FHkv, FD)                                        \
   if (Hq == FHq && Hkv == FHkv && D == FD) {                      \
     launch_dtype<FHq, FHkv, FD>(dtype, write_pool != 0, L, threads); \

@@ -42,7 +42,7 @@ import numpy as np
 
 from .._arrays import dtype_name
 from ..mlx_ops import place_rows
-from ..reference import inverse_frequencies
+from ..rope import Rope, plain
 from . import source
 from .build import shared_library, unavailable
 from .emulator import STORAGE
@@ -75,7 +75,7 @@ def _library() -> ctypes.CDLL:
         lib = shared_library("ropepool_host", text, flags, depends, announce)
     fn = lib.ropepool_host_rope
     p, i = ctypes.c_void_p, ctypes.c_int
-    fn.argtypes = [i, i, i, i, i, p, p, p, p, p, p, i, i, i, p, p, p, p, i]
+    fn.argtypes = [i, i, i, i, i, i, i, p, p, p, p, p, p, p, i, i, i, p, p, p, p, i]
     fn.restype = i
     return lib
 
@@ -97,8 +97,9 @@ def default_threads() -> int:
 
 
 @lru_cache(maxsize=64)
-def _inv_freq(head_dim: int, rope_base: float) -> np.ndarray:
-    return np.ascontiguousarray(inverse_frequencies(head_dim, rope_base), np.float32)  # [D/2]
+def _tables(rope: Rope) -> tuple[np.ndarray, np.ndarray]:
+    """inv_freq float32 ``[RD/2]`` and cos_sin_scale float32 ``[1]``, as the kernel reads them."""
+    return np.ascontiguousarray(rope.inv_freq32()), np.array([rope.scale], np.float32)
 
 
 def host_memory(x, storage) -> np.ndarray:
@@ -116,11 +117,12 @@ def host_memory(x, storage) -> np.ndarray:
     return np.frombuffer(x, storage)
 
 
-def rope_rows_host(q, k, positions, *, rope_base: float, threads: int | None = None, allow_fixed: bool = True,
-                   pools: tuple | None = None):
+def rope_rows_host(q, k, positions, *, rope_base: float | None = None, rope: Rope | None = None,
+                   threads: int | None = None, allow_fixed: bool = True, pools: tuple | None = None):
     """``(q_rot [T, Hq, D], k_rot [T, Hkv, D])`` from one run of the host build, in the kind of q.
 
     q, k, positions : mx.array or NumPy
+    rope : the :class:`ropepool.rope.Rope` to apply; default: plain RoPE of ``rope_base``
     pools : ``(v, slots, k_pool, v_pool)`` to also copy k_rot and v into the pools' rows
         ``slots[t]``, in place, guarded like the body's own pool write (a slot outside
         ``[0, P)`` writes nothing). The pools must be writable, row-contiguous host memory; see
@@ -130,6 +132,7 @@ def rope_rows_host(q, k, positions, *, rope_base: float, threads: int | None = N
     """
     T, Hq, D = q.shape  # [T, Hq, D]
     Hkv = k.shape[1]  # k [T, Hkv, D]
+    rope = rope or plain(D, rope_base)
     name = dtype_name(q)
     storage = STORAGE[name]
     q_rot, k_rot = _outputs(q, k, storage)
@@ -146,10 +149,11 @@ def rope_rows_host(q, k, positions, *, rope_base: float, threads: int | None = N
             reads += extra + targets  # kept alive until the call returns
             pool_args = (1, extra[0].ctypes.data, extra[1].ctypes.data, targets[0].ctypes.data,
                          targets[1].ctypes.data, k_pool.shape[0])
-        _library().ropepool_host_rope(_DTYPE_CODE[name], T, Hq, Hkv, D, *(x.ctypes.data for x in reads[:3]),
-                                      _inv_freq(D, float(rope_base)).ctypes.data, writes[0].ctypes.data,
-                                      writes[1].ctypes.data, threads or default_threads(), int(allow_fixed),
-                                      *pool_args)
+        inv_freq, scale = _tables(rope)
+        _library().ropepool_host_rope(_DTYPE_CODE[name], T, Hq, Hkv, D, rope.rotary_dim, int(rope.is_neox),
+                                      *(x.ctypes.data for x in reads[:3]), inv_freq.ctypes.data, scale.ctypes.data,
+                                      writes[0].ctypes.data, writes[1].ctypes.data, threads or default_threads(),
+                                      int(allow_fixed), *pool_args)
     if isinstance(q, np.ndarray):
         return q_rot, k_rot
     return tuple(_to_mx(x, q.dtype) for x in (q_rot, k_rot))
@@ -197,7 +201,7 @@ def _to_mx(x, dtype) -> mx.array:
     return mx.array(x).view(mx.bfloat16)
 
 
-def rope_pool_host(q, k, v, positions, slots, k_pool, v_pool, *, rope_base: float, host_slots=None):
+def rope_pool_host(q, k, v, positions, slots, k_pool, v_pool, *, rope_base=None, rope=None, host_slots=None):
     """``rope_pool_fused`` through the host build; same arguments as the reference, validated
     mx.arrays; ``host_slots`` as in :func:`ropepool.mlx_ops.rope_pool_mlx`.
 
@@ -205,7 +209,7 @@ def rope_pool_host(q, k, v, positions, slots, k_pool, v_pool, *, rope_base: floa
     slots on the host too when validation did not: skipped tokens are then dropped before the
     write, and the pools take one plain scatter each, with or without ``check_values``.
     """
-    q_rot, k_rot = rope_rows_host(q, k, positions, rope_base=rope_base)
+    q_rot, k_rot = rope_rows_host(q, k, positions, rope_base=rope_base, rope=rope)
     if host_slots is None:
         host_slots = host_memory(slots, np.int32)
     return (q_rot, k_rot, *place_rows(k_pool, v_pool, k_rot, v, slots, host_slots))

@@ -33,7 +33,7 @@ THREAD_INDEX = {
 }
 
 #: Argument names of the kernel, as MLX declares them (the body uses exactly these).
-INPUT_NAMES = ("q", "k", "positions", "inv_freq")
+INPUT_NAMES = ("q", "k", "positions", "inv_freq", "cos_sin_scale")
 OUTPUT_NAMES = ("q_rot", "k_rot")
 
 #: Threads per threadgroup (Metal) or block (CUDA), and what the CPU emulator pretends.

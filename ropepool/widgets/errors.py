@@ -17,7 +17,7 @@ from .._arrays import dtype_name, is_array, to_numpy
 from ..checks import expect_error
 from ..errors import CATALOG, ErrorSpec, RopePoolError
 from ..op import rope_pool_fused
-from ..reference import rope_pool_reference
+from ..reference import ROPE_KEYWORDS, rope_of, rope_pool_reference
 from ..tolerance import error_bound, error_ratio, pair_norms
 
 #: Where each check lives, in the order SGLang runs them: its Python wrapper, its C++ side, then ours.
@@ -79,15 +79,17 @@ def run_fixed(spec: ErrorSpec | str) -> FixedRun:
     spec = CATALOG[spec] if isinstance(spec, str) else spec
     kw = spec.fixed()
     out = rope_pool_fused(**kw)
+    rope = rope_of(kw)
     ref = rope_pool_reference(kw["q"], kw["k"], kw["v"], kw["positions"], kw["slots"], kw["k_pool"],
-                              kw["v_pool"], rope_base=kw["rope_base"])
+                              kw["v_pool"], rope_base=kw["rope_base"],
+                              **{n: kw[n] for n in ROPE_KEYWORDS if n in kw})
     got = tuple(to_numpy(o, np.float64) for o in out)
     dtype = dtype_name(kw["q"])
     max_error = max((float(np.max(np.abs(g - r))) if g.size else 0.0) for g, r in zip(got, ref))
     positions = to_numpy(kw["positions"])
     matches = (all(g.shape == r.shape for g, r in zip(got, ref))
-               and error_ratio(got[0], ref[0], to_numpy(kw["q"], np.float64), positions, dtype) <= 1
-               and error_ratio(got[1], ref[1], to_numpy(kw["k"], np.float64), positions, dtype) <= 1
+               and error_ratio(got[0], ref[0], to_numpy(kw["q"], np.float64), positions, dtype, rope) <= 1
+               and error_ratio(got[1], ref[1], to_numpy(kw["k"], np.float64), positions, dtype, rope) <= 1
                and _pools_match(got, ref, kw, dtype))
     return FixedRun(spec.code, dtype, got, ref, max_error, matches)
 
