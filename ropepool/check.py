@@ -18,7 +18,10 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+import numpy as np
+
 from .models import ConfigError, RopeParams, from_config, load_config, preset_names
+from .rope import rope_table
 from .shapes import DTYPE_BYTES, Shapes
 from .tolerance import error_ratio
 
@@ -72,6 +75,7 @@ def describe(p: RopeParams, config: dict, s: Shapes, dtype: str) -> str:
         f"  group size    G = Hq // Hkv = {p.group_size}  ({_attention_kind(p)})",
     ]
     lines += [f"  note: {n}" for n in p.notes]
+    lines += ["", *rotation_lines(p)]
     lines += [f"  WARNING: {w}" for w in p.warnings]
     lines += ["", f"shapes (T = {s.tokens}, P = {s.pool_rows}, {dtype})"]
     lines += [f"  {name:<10}{sym:<14}{shape}" for name, sym, shape in s.table()]
@@ -93,6 +97,27 @@ def describe(p: RopeParams, config: dict, s: Shapes, dtype: str) -> str:
     return "\n".join(lines)
 
 
+def rotation_lines(p: RopeParams, shown: int = 6) -> list[str]:
+    """The rotation: which dimensions turn, how they pair, the scaling, and the wavelength of some pairs."""
+    rope = p.rope()
+    plain = rope_table(p.head_dim, p.rope_base, rotary_dim=p.rotary_dim, is_neox=p.is_neox)
+    pairs = f"NeoX (i, i + {rope.rotary_dim // 2})" if rope.is_neox else "GPT-J (2i, 2i + 1)"
+    lines = ["rotation (passed to the op by RopeParams.op_kwargs())",
+             f"  rotary part   {rope.rotary_dim} of {p.head_dim} dimensions per head"
+             + ("" if rope.rotary_dim == p.head_dim else f"; the last {p.head_dim - rope.rotary_dim} pass through"),
+             f"  pairing       {pairs}",
+             f"  scaling       {rope.rope_type}" + (f", cos/sin scale {rope.scale:.4f}" if rope.scale != 1 else "")]
+    half = rope.rotary_dim // 2
+    picks = sorted(set(np.linspace(0, half - 1, min(shown, half)).round().astype(int).tolist()))
+    before, after = plain.wavelengths(), rope.wavelengths()
+    lines.append("  wavelength (positions per turn) of pair i" + ("" if rope.rope_type == "default"
+                                                                else ": plain -> scaled"))
+    for i in picks:
+        scaled = "" if rope.rope_type == "default" else f" -> {after[i]:>13,.1f}  (x{after[i] / before[i]:.2f})"
+        lines.append(f"    i = {i:<4} {before[i]:>13,.1f}{scaled}")
+    return lines
+
+
 def run_once(p: RopeParams, s: Shapes, dtype: str) -> str:
     """Run the op once on random data of shapes ``s`` on the best backend; check it; say what ran.
 
@@ -109,14 +134,15 @@ def run_once(p: RopeParams, s: Shapes, dtype: str) -> str:
     from .backends import available_backends, best_backend
     from .inputs import make_inputs
     from .op import rope_pool_fused
-    from .reference import rope_pool_reference
+    from .reference import ROPE_KEYWORDS, rope_pool_reference
 
     backend = best_backend()
     kw = make_inputs(s, dtype, kind="mlx", rope_base=p.rope_base)
-    q_rot, k_rot, k_pool, v_pool = rope_pool_fused(**kw, backend=backend)
+    variant = {n: v for n, v in p.op_kwargs().items() if n in ROPE_KEYWORDS}
+    q_rot, k_rot, k_pool, v_pool = rope_pool_fused(**kw, **variant, backend=backend)
     f64 = {n: to_numpy(kw[n], np.float64) for n in ("q", "k", "v", "k_pool", "v_pool")}
     ref = rope_pool_reference(f64["q"], f64["k"], f64["v"], to_numpy(kw["positions"]), to_numpy(kw["slots"]),
-                              f64["k_pool"], f64["v_pool"], rope_base=p.rope_base)
+                              f64["k_pool"], f64["v_pool"], rope_base=p.rope_base, **variant)
     got = [to_numpy(x, np.float64) for x in (q_rot, k_rot, k_pool, v_pool)]
     slots = to_numpy(kw["slots"]).astype(np.int64)
     others = np.setdiff1d(np.arange(s.pool_rows), slots)
@@ -126,8 +152,8 @@ def run_once(p: RopeParams, s: Shapes, dtype: str) -> str:
             and np.array_equal(got[3][others], f64["v_pool"][others])):
         raise RuntimeError("pool rows no token writes were changed")
     positions = to_numpy(kw["positions"])
-    ratio = max(error_ratio(got[0], ref[0], f64["q"], positions, dtype),
-                error_ratio(got[1], ref[1], f64["k"], positions, dtype))
+    ratio = max(error_ratio(got[0], ref[0], f64["q"], positions, dtype, p.rope()),
+                error_ratio(got[1], ref[1], f64["k"], positions, dtype, p.rope()))
     if ratio > 1:
         raise RuntimeError(f"q_rot/k_rot differ from the float64 reference by {ratio:.2f}x the tolerance")
     return (f"ran rope_pool_fused once on backend {backend!r} ({available_backends()[backend].reason}): ok\n"

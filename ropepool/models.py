@@ -1,4 +1,4 @@
-"""From a model's config to the op's parameters: Hq, Hkv, D and rope_base.
+"""From a model's config to the op's parameters: Hq, Hkv, D, rope_base and the RoPE variant.
 
 A Hugging Face ``config.json`` does not always say these four plainly, and the mistakes this
 project is about (see :mod:`ropepool.validation`) come from reading them the obvious way:
@@ -10,14 +10,19 @@ num_kv_heads  (Hkv)        ``num_key_value_heads``; absent: MHA, Hkv = Hq; Falco
                            ``num_kv_heads``
 head_dim      (D)          ``head_dim`` where the model sets it (Gemma-2-9B: 256, not
                            3584 / 16 = 224); otherwise ``hidden_size // num_attention_heads``
-rope_base                  ``rope_theta``; absent: 10000.0, the transformers default
+rope_base                  ``rope_theta``; GPT-NeoX: ``rotary_emb_base``; absent: 10000.0, the
+                           transformers default
+rotary_dim                 ``int(partial_rotary_factor * D)`` (Phi-2, Phi-4-mini), ``rotary_pct``
+                           (GPT-NeoX, Pythia), ``rotary_dim`` (GPT-J, CodeGen)
+is_neox                    False for ``model_type`` gptj and codegen (interleaved pairs)
+rope_scaling               ``rope_scaling`` (or ``rope_parameters``); Phi-3's top-level
+                           ``original_max_position_embeddings`` is moved into it
 =========================  =================================================================
 
-:func:`from_config` also refuses what this op cannot compute: partial rotary embeddings
-(``partial_rotary_factor < 1``: the op rotates the whole head), multi-head latent attention
-(DeepSeek-V2/V3) and ALiBi. It accepts ``rope_scaling`` with a warning, since this op
-applies plain RoPE. Presets ship the relevant fields of seven real configs
-(:func:`preset_names`), each naming the model and the file its numbers come from.
+:func:`from_config` refuses what this op cannot compute: multi-head latent attention
+(DeepSeek-V2/V3), ALiBi, and the scaling types :mod:`ropepool.rope` refuses (dynamic, mrope).
+Presets ship the relevant fields of real configs (:func:`preset_names`), each naming the model
+and the file its numbers come from.
 
 Example
 -------
@@ -37,25 +42,23 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from .errors import RopePoolError
+from .rope import Rope, rope_table
 from .shapes import Shapes
 
-_PRESETS = ("llama-3-8b", "llama-3-70b", "mistral-7b", "qwen2.5-7b", "gemma-2-9b", "phi-3-mini", "falcon-7b")
+_PRESETS = ("llama-3-8b", "llama-3-70b", "mistral-7b", "qwen2.5-7b", "gemma-2-9b", "phi-3-mini", "falcon-7b",
+            "llama-3.1-8b", "qwen2.5-7b-yarn", "phi-3.5-mini", "phi-2")
+
+#: model_type values whose RoPE pairs neighbouring dimensions (GPT-J's interleaved convention).
+_GPTJ_PAIRS = ("gptj", "codegen")
+
+_VARIANT_DEFAULTS = dict(rotary_dim=None, is_neox=True, rope_scaling=None, max_position_embeddings=None)
 
 #: transformers' default ``rope_theta`` where a config has none.
 DEFAULT_ROPE_BASE = 10000.0
 
 # Fields that mark multi-head latent attention (DeepSeek-V2/V3, Kimi-K2, ...).
 _MLA_FIELDS = ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim")
-
-# What plain RoPE gets wrong, per rope_scaling type.
-_SCALING_EFFECT = {
-    "linear": "the model divides positions by the factor, so every position > 0 rotates differently",
-    "dynamic": "the model stretches rope_theta beyond its original context, so long positions rotate differently",
-    "llama3": "the model slows the low frequencies, so q_rot and k_rot differ from the model's at positions > 0",
-    "yarn": "the model rescales the frequencies, so q_rot and k_rot differ from the model's at positions > 0",
-    "longrope": "the model rescales each frequency, so q_rot and k_rot differ from the model's at positions > 0",
-}
-
 
 class ConfigError(ValueError):
     """A config this op cannot serve, or one whose fields disagree.
@@ -82,7 +85,11 @@ class RopeParams:
     head_dim : int             D
     rope_base : float          the config's ``rope_theta``
     notes : tuple of str       how each value was read where it is not the obvious field
-    warnings : tuple of str    where this op's result will differ from the model's (rope scaling)
+    warnings : tuple of str    where this op's result will differ from the model's
+    rotary_dim : int or None   dimensions that rotate (None: the whole head)
+    is_neox : bool             NeoX pairs (True) or GPT-J pairs (False)
+    rope_scaling : dict or None  the config's rope_scaling (completed where the config keeps fields elsewhere)
+    max_position_embeddings : int or None  the config's, kept where rope_scaling may need it
     """
 
     name: str
@@ -92,6 +99,10 @@ class RopeParams:
     rope_base: float
     notes: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    rotary_dim: int | None = None
+    is_neox: bool = True
+    rope_scaling: dict | None = None
+    max_position_embeddings: int | None = None
 
     @property
     def group_size(self) -> int:
@@ -103,9 +114,19 @@ class RopeParams:
         return Shapes(tokens, self.num_qo_heads, self.num_kv_heads, self.head_dim, pool_rows)
 
     def op_kwargs(self) -> dict:
-        """``head_dim``, ``num_qo_heads``, ``num_kv_heads`` and ``rope_base`` for ``rope_pool_fused``."""
-        return dict(head_dim=self.head_dim, num_qo_heads=self.num_qo_heads, num_kv_heads=self.num_kv_heads,
-                    rope_base=self.rope_base)
+        """``head_dim``, ``num_qo_heads``, ``num_kv_heads``, ``rope_base`` and the RoPE keywords that
+        differ from their defaults, for ``rope_pool_fused(..., **params.op_kwargs())``."""
+        kw = dict(head_dim=self.head_dim, num_qo_heads=self.num_qo_heads, num_kv_heads=self.num_kv_heads,
+                  rope_base=self.rope_base)
+        variant = dict(rotary_dim=self.rotary_dim, is_neox=self.is_neox, rope_scaling=self.rope_scaling,
+                       max_position_embeddings=self.max_position_embeddings)
+        kw.update({k: v for k, v in variant.items() if v != _VARIANT_DEFAULTS[k]})
+        return kw
+
+    def rope(self) -> Rope:
+        """The model's :class:`~ropepool.rope.Rope`: inverse frequencies, scale, pairing."""
+        return rope_table(self.head_dim, self.rope_base, rotary_dim=self.rotary_dim, is_neox=self.is_neox,
+                          rope_scaling=self.rope_scaling, max_position_embeddings=self.max_position_embeddings)
 
 
 def preset_names() -> list[str]:
@@ -282,21 +303,24 @@ def from_config(config: dict) -> RopeParams:
                           f"{Hq}; each KV head must serve a whole group of query heads",
                           fields=(heads_key, kv_key or "num_key_value_heads"))
 
-    # --- Whole-head rotation ----------------------------------------------------------------
+    # --- Which dimensions rotate, and how they pair -------------------------------------------
+    rotary_dim = None
     for key in ("partial_rotary_factor", "rotary_pct"):
         fraction = config.get(key)
         if fraction is None or fraction == 1:
             continue
         if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction < 1:
             raise ConfigError(f"{name}: {key} must be a number in (0, 1], got {fraction!r}", fields=(key,))
-        raise ConfigError(
-            f"{name}: {key} = {fraction}: the model rotates only {fraction} of each head "
-            f"({fraction * D:g} of {D} dimensions); rope_pool_fused rotates the whole head, so this "
-            "model does not fit it", fields=(key,))
+        rotary_dim = int(fraction * D)
+        notes.append(f"{key} = {fraction}: rotary_dim = int({fraction} * {D}) = {rotary_dim} of {D} dimensions "
+                     "rotate, the rest pass through")
+        break
     if _present(config, "rotary_dim") and config["rotary_dim"] != D:
-        raise ConfigError(f"{name}: rotary_dim = {config['rotary_dim']} but head_dim = {D}: the model rotates "
-                          "only part of each head; rope_pool_fused rotates the whole head, so this model does "
-                          "not fit it", fields=("rotary_dim",))
+        rotary_dim = config["rotary_dim"]
+        notes.append(f"rotary_dim = {rotary_dim}: only the first {rotary_dim} of {D} dimensions rotate")
+    is_neox = config.get("model_type") not in _GPTJ_PAIRS
+    if not is_neox:
+        notes.append(f"model_type {config.get('model_type')!r}: GPT-J pairs (2i, 2i + 1), is_neox=False")
 
     # --- rope_base and scaling --------------------------------------------------------------
     rope_parameters = config.get("rope_parameters") if isinstance(config.get("rope_parameters"), dict) else {}
@@ -313,11 +337,20 @@ def from_config(config: dict) -> RopeParams:
         raise ConfigError(f"{name}: {base_key} must be a finite number > 0, got {base!r}", fields=(base_key,))
 
     scaling = config.get("rope_scaling") or rope_parameters
-    kind = (scaling.get("rope_type") or scaling.get("type") or "default") if isinstance(scaling, dict) else "default"
-    if kind != "default":
-        factor = f", factor {scaling['factor']}" if "factor" in scaling else ""
-        effect = _SCALING_EFFECT.get(kind, "the model's rotation is not plain RoPE")
-        warnings.append(f"rope_scaling ({kind}{factor}): this op applies plain RoPE with rope_base = {float(base)}; "
-                        f"{effect}. The shapes hold; the rotated values are not the model's.")
+    scaling = {k: v for k, v in scaling.items() if k != "rope_theta"} if isinstance(scaling, dict) else {}
+    if (scaling.get("rope_type") or scaling.get("type") or "default") == "default":
+        scaling = {}
+    max_pos = config.get("max_position_embeddings") if scaling else None
+    if scaling and "original_max_position_embeddings" not in scaling and _present(
+            config, "original_max_position_embeddings"):
+        scaling["original_max_position_embeddings"] = config["original_max_position_embeddings"]
+        notes.append("original_max_position_embeddings read from the config's top level (as Phi-3 keeps it)")
+    params = RopeParams(name, Hq, Hkv, D, float(base), tuple(notes), tuple(warnings), rotary_dim=rotary_dim,
+                        is_neox=is_neox, rope_scaling=scaling or None, max_position_embeddings=max_pos)
+    try:
+        params.rope()
+    except RopePoolError as err:
+        fields = ("rotary_dim", "partial_rotary_factor") if err.code == "rotary_dim" else ("rope_scaling",)
+        raise ConfigError(f"{name}: {err.first_line} ({err.hint})", fields=fields) from None
+    return params
 
-    return RopeParams(name, Hq, Hkv, D, float(base), tuple(notes), tuple(warnings))

@@ -65,6 +65,9 @@ from .errors import fail
 #: The scaling types ropepool computes.
 KNOWN_TYPES = ("default", "linear", "llama3", "yarn", "longrope")
 
+#: Older names of the same types (Phi-3's first configs said "su" for longrope).
+ALIASES = {"su": "longrope"}
+
 #: Types refused, with why.
 REFUSED_TYPES = {
     "dynamic": "dynamic NTK scaling changes rope_theta with the current sequence length, so one "
@@ -167,6 +170,7 @@ def _rope_table(head_dim, rope_base, rotary_dim, is_neox, frozen_scaling, max_po
                    hint="rotary_dim = int(partial_rotary_factor * head_dim), e.g. 32 for Phi-2 (0.4 * 80).")
     scaling = dict(frozen_scaling or ())
     rope_type = scaling.get("rope_type") or scaling.get("type") or "default"
+    rope_type = ALIASES.get(rope_type, rope_type)
     if rope_type in REFUSED_TYPES:
         raise fail("rope_type_refused", rope_type=rope_type, expected=f"one of {list(KNOWN_TYPES)}",
                    got=repr(rope_type), hint=f"{REFUSED_TYPES[rope_type]}. Apply it outside the op (e.g. "

@@ -73,7 +73,7 @@ def test_report_names_model_source_and_parameters(capsys):
     assert "  one sequence of max_position_embeddings = 131072 tokens: 256.0 MiB per layer" in out
 
 
-def test_report_shows_notes_and_warnings(capsys, tmp_path):
+def test_report_shows_the_rotation_and_notes(capsys, tmp_path):
     config = {"_name_or_path": "meta-llama/Llama-3.1-8B", "num_attention_heads": 32, "num_key_value_heads": 8,
               "hidden_size": 4096, "rope_theta": 500000.0,
               "rope_scaling": {"factor": 8.0, "rope_type": "llama3", "low_freq_factor": 1.0,
@@ -82,7 +82,12 @@ def test_report_shows_notes_and_warnings(capsys, tmp_path):
     path.write_text(json.dumps(config))
     rc, out, _ = check(capsys, path)
     assert rc == 0
-    assert "  WARNING: rope_scaling (llama3, factor 8.0): this op applies plain RoPE" in out
+    assert "WARNING" not in out
+    assert "  scaling       llama3" in out and "  pairing       NeoX (i, i + 64)" in out
+    assert "    i = 63     " in out and "(x8.00)" in out  # the slowest pair: 8x longer wavelength
+    assert "    i = 0             6.3 ->           6.3  (x1.00)" in out  # the fastest: unchanged
+    rc, out, _ = check(capsys, "phi-2")
+    assert rc == 0 and "  rotary part   32 of 80 dimensions per head; the last 48 pass through" in out
     rc, out, _ = check(capsys, "gemma-2-9b")
     assert "  note: head_dim = 256 is set by the config" in out
 

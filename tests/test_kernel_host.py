@@ -11,6 +11,8 @@ import re
 
 import mlx.core as mx
 import numpy as np
+
+from ropepool.rope import rope_table
 import pytest
 
 import ropepool
@@ -92,15 +94,19 @@ def test_the_compiled_in_shapes_are_the_ones_that_run_specialised():
     lib = host._library()
     no_pools = (0, None, None, None, None, 0)
 
-    def run(Hq, Hkv, D, allow_fixed):
+    def run(Hq, Hkv, D, allow_fixed, **variant):
+        rope = rope_table(D, 10000.0, **variant)
         arrays = [np.array(a) for a in inputs(2, Hq, Hkv, D, "float32")]  # q, k, positions
         q_rot, k_rot = np.empty_like(arrays[0]), np.empty_like(arrays[1])
-        ptrs = [a.ctypes.data for a in (*arrays, host._inv_freq(D, 10000.0), q_rot, k_rot)]
-        return lib.ropepool_host_rope(0, 2, Hq, Hkv, D, *ptrs, 1, allow_fixed, *no_pools)
+        ptrs = [a.ctypes.data for a in (*arrays, *host._tables(rope), q_rot, k_rot)]
+        return lib.ropepool_host_rope(0, 2, Hq, Hkv, D, rope.rotary_dim, int(rope.is_neox), *ptrs, 1, allow_fixed,
+                                      *no_pools)
 
     assert run(32, 8, 128, allow_fixed=1) == 1  # Llama-3-8B: a preset's shape
     assert run(32, 8, 128, allow_fixed=0) == 0  # asked for the run-time build
     assert run(4, 2, 16, allow_fixed=1) == 0  # no preset has this shape
+    assert run(32, 8, 128, allow_fixed=1, rotary_dim=64) == 0  # the compiled-in shapes rotate whole heads
+    assert run(32, 8, 128, allow_fixed=1, is_neox=False) == 0  # with NeoX pairs
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -26,6 +26,10 @@ PRESETS = [
     ("gemma-2-9b", "google/gemma-2-9b", 16, 8, 256, 10000.0),  # head_dim 256 != 3584 / 16
     ("phi-3-mini", "microsoft/Phi-3-mini-4k-instruct", 32, 32, 96, 10000.0),  # MHA, D = 96
     ("falcon-7b", "tiiuae/falcon-7b", 71, 1, 64, 10000.0),  # MQA by multi_query; no rope_theta
+    ("llama-3.1-8b", "meta-llama/Llama-3.1-8B", 32, 8, 128, 500000.0),  # llama3 scaling, factor 8
+    ("qwen2.5-7b-yarn", "Qwen/Qwen2.5-7B-Instruct", 28, 4, 128, 1000000.0),  # YaRN, factor 4
+    ("phi-3.5-mini", "microsoft/Phi-3.5-mini-instruct", 32, 32, 96, 10000.0),  # longrope, 128k
+    ("phi-2", "microsoft/phi-2", 32, 32, 80, 10000.0),  # partial rotary: 32 of 80
 ]
 
 LLAMA = {"num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096, "rope_theta": 500000.0}
@@ -106,22 +110,63 @@ def test_variant(name, config, expected, note):
         assert any(note in n for n in p.notes), p.notes
 
 
-# name, rope_scaling, phrase of the warning
+# name, rope_scaling, what the op is then told (beyond head counts and base)
 SCALINGS = [
     ("llama-3.1", {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                   "original_max_position_embeddings": 8192, "rope_type": "llama3"}, "llama3, factor 8.0"),
-    ("linear-old-key", {"type": "linear", "factor": 2.0}, "divides positions by the factor"),
+                   "original_max_position_embeddings": 8192, "rope_type": "llama3"}, "llama3"),
+    ("linear-old-key", {"type": "linear", "factor": 2.0}, "linear"),
     ("yarn", {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}, "yarn"),
-    ("unknown-type", {"rope_type": "brand-new"}, "not plain RoPE"),
+    ("su-is-longrope", {"type": "su", "original_max_position_embeddings": 4096, "short_factor": [1.0] * 64,
+                        "long_factor": [2.0] * 64}, "longrope"),
 ]
 
 
-@pytest.mark.parametrize("name, scaling, phrase", SCALINGS, ids=[s[0] for s in SCALINGS])
-def test_rope_scaling_is_accepted_with_a_warning(name, scaling, phrase):
-    p = from_config(dict(LLAMA, rope_scaling=scaling))
+@pytest.mark.parametrize("name,scaling,rope_type", SCALINGS, ids=[s[0] for s in SCALINGS])
+def test_rope_scaling_goes_to_the_op(name, scaling, rope_type):
+    p = from_config(dict(LLAMA, rope_scaling=scaling, max_position_embeddings=131072))
     assert (p.num_kv_heads, p.head_dim, p.rope_base) == (8, 128, 500000.0)
-    (warning,) = p.warnings
-    assert "this op applies plain RoPE with rope_base = 500000.0" in warning and phrase in warning
+    assert p.warnings == ()
+    kw = p.op_kwargs()
+    assert kw["rope_scaling"] == scaling and kw["max_position_embeddings"] == 131072
+    assert "rotary_dim" not in kw and "is_neox" not in kw  # only what differs from the defaults
+    assert p.rope().rope_type == rope_type
+
+
+# name, config, rotary_dim, is_neox
+VARIANTS = [
+    ("phi-2-partial", {"model_type": "phi", "num_attention_heads": 32, "hidden_size": 2560,
+                       "partial_rotary_factor": 0.4}, 32, True),
+    ("gpt-neox-rotary-pct", {"model_type": "gpt_neox", "num_attention_heads": 64, "hidden_size": 6144,
+                             "rotary_pct": 0.25, "rotary_emb_base": 10000}, 24, True),
+    ("gpt-j-6b", {"model_type": "gptj", "n_head": 16, "n_embd": 4096, "rotary_dim": 64}, 64, False),
+    ("codegen", {"model_type": "codegen", "n_head": 16, "n_embd": 1024, "rotary_dim": 32}, 32, False),
+]
+
+
+@pytest.mark.parametrize("name,config,rotary_dim,is_neox", VARIANTS, ids=[v[0] for v in VARIANTS])
+def test_partial_rotary_and_gptj_pairs_go_to_the_op(name, config, rotary_dim, is_neox):
+    p = from_config(config)
+    kw = p.op_kwargs()
+    assert kw["rotary_dim"] == rotary_dim and p.rope().rotary_dim == rotary_dim
+    assert kw.get("is_neox", True) is is_neox and p.rope().is_neox is is_neox
+
+
+@pytest.mark.parametrize("scaling,phrase", [
+    ({"rope_type": "dynamic", "factor": 2.0}, "cannot be computed by this op"),
+    ({"rope_type": "mrope", "mrope_section": [16, 24, 24]}, "cannot be computed by this op"),
+    ({"rope_type": "brand-new"}, "unknown rope_scaling type"),
+    ({"rope_type": "linear"}, "needs a factor > 0"),
+], ids=["dynamic", "mrope", "unknown", "no-factor"])
+def test_scaling_the_op_cannot_compute_is_refused(scaling, phrase):
+    with pytest.raises(ConfigError) as e:
+        from_config(dict(LLAMA, rope_scaling=scaling))
+    assert phrase in str(e.value) and e.value.fields == ("rope_scaling",)
+
+
+def test_phi3_top_level_original_max_position_embeddings_moves_into_rope_scaling():
+    p = preset("phi-3.5-mini")
+    assert p.rope_scaling["original_max_position_embeddings"] == 4096
+    assert p.max_position_embeddings == 131072 and p.rope().rope_type == "longrope"
 
 
 @pytest.mark.parametrize("scaling", [None, {}, {"rope_type": "default"}], ids=["null", "empty", "default"])
@@ -131,13 +176,6 @@ def test_plain_rope_scaling_gives_no_warning(scaling):
 
 # name, config, fields the error names, phrase of the message
 REFUSED = [
-    ("partial-rotary", {"num_attention_heads": 32, "hidden_size": 2560, "partial_rotary_factor": 0.4},
-     ("partial_rotary_factor",), "rotates only 0.4 of each head (32 of 80 dimensions); rope_pool_fused "
-                                 "rotates the whole head, so this model does not fit it"),
-    ("gpt-neox-rotary-pct", {"num_attention_heads": 32, "hidden_size": 2560, "rotary_pct": 0.25},
-     ("rotary_pct",), "does not fit"),
-    ("gpt-j-rotary-dim", {"n_head": 16, "n_embd": 4096, "rotary_dim": 64}, ("rotary_dim",),
-     "rotary_dim = 64 but head_dim = 256"),
     ("deepseek-v2-lite-mla", {"_name_or_path": "deepseek-ai/DeepSeek-V2-Lite", "num_attention_heads": 16,
                               "num_key_value_heads": 16, "hidden_size": 2048, "kv_lora_rank": 512,
                               "q_lora_rank": None, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128},
