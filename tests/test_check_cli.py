@@ -85,7 +85,7 @@ def test_report_shows_the_rotation_and_notes(capsys, tmp_path):
     assert "WARNING" not in out
     assert "  scaling       llama3" in out and "  pairing       NeoX (i, i + 64)" in out
     assert "    i = 63     " in out and "(x8.00)" in out  # the slowest pair: 8x longer wavelength
-    assert "    i = 0             6.3 ->           6.3  (x1.00)" in out  # the fastest: unchanged
+    assert "    i = 0              6.3 ->           6.3  (x1.00)" in out  # the fastest: unchanged
     rc, out, _ = check(capsys, "phi-2")
     assert rc == 0 and "  rotary part   32 of 80 dimensions per head; the last 48 pass through" in out
     rc, out, _ = check(capsys, "gemma-2-9b")
