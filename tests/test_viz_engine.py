@@ -51,3 +51,17 @@ def test_plot_timeline_one_row_per_step():
     fig = V.plot_timeline(history)
     np.testing.assert_array_equal(image(fig, "timeline"), [[1, 1, 0], [1, 2, 2], [0, 2, 2]])
     assert [t.get_text() for t in fig.axes[0].texts] == ["0", "0", "0", "1", "1", "1", "1"]
+
+
+def test_plot_pool_steps_one_panel_per_snapshot():
+    e = engine_after_one_step()
+    first = V.snapshot(e)
+    e.step()
+    second = V.snapshot(e)
+    assert first.step == 1 and second.step == 2
+    fig = V.plot_pool_steps([first, second])
+    np.testing.assert_allclose(image(fig, "k_pool step 2"), rows_image(second.k_pool))
+    np.testing.assert_array_equal(image(fig, "owners step 1")[:, 0], [1, 1, 1, 1, 1, 0, 0, 0])
+    hatched = {a.get_gid() for ax in fig.axes for a in ax.patches if a.get_gid()}
+    assert hatched == {"held 1 3", "held 1 4", "held 2 4"}
+    assert not np.shares_memory(first.k_pool, second.k_pool) and not np.array_equal(first.k_pool, second.k_pool)

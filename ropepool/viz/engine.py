@@ -7,12 +7,15 @@ read their data back.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 
 from ..engine import Engine, Status
-from .pool import FREE, draw_pool
+from .pool import FREE, draw_pool, rows_image
 
 _COLORS = ["#dddddd", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
 OWNER_CMAP = ListedColormap(_COLORS)  # index 0: free; index 1 + rid: request rid (cycling)
@@ -100,5 +103,55 @@ def plot_timeline(history, *, dpi: int = 80) -> Figure:
     ax.set_yticks(range(steps), [f"step {s + 1}" for s in range(steps)])
     ax.set_xlabel("pool row (slot)")
     ax.set_title("which request holds each row, after each step (grey: free)", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+@dataclass(frozen=True)
+class PoolSnapshot:
+    """The pool after one step: ``owners`` and ``written`` ``[P]``, one layer's ``k_pool`` ``[P, Hkv, D]``."""
+
+    step: int
+    owners: np.ndarray
+    written: np.ndarray
+    k_pool: np.ndarray
+
+
+def snapshot(engine: Engine, *, layer: int = 0) -> PoolSnapshot:
+    """Copy what :func:`plot_pool_steps` draws out of ``engine`` now."""
+    return PoolSnapshot(engine.steps, pool_owners(engine), pool_written(engine),
+                        np.array(engine.runner.k_pools[layer]))
+
+
+def plot_pool_steps(snapshots, *, dpi: int = 80) -> Figure:
+    """The pool heatmap after each step, side by side, each with its owner strip on the left.
+
+    Held rows not yet written are hatched in the strip. One figure for the whole run: cheaper
+    to draw than one :func:`plot_pool` per step.
+    """
+    n = len(snapshots)
+    P = len(snapshots[0].owners)
+    vmax = max(max(float(np.abs(s.k_pool).max()) for s in snapshots), 1e-12)
+    fig = Figure(figsize=(1.0 + 1.8 * n, 1.3 + 0.16 * P), dpi=dpi)
+    axes = np.atleast_1d(fig.subplots(1, n, sharey=True))
+    for ax, s in zip(axes, snapshots):
+        img = rows_image(s.k_pool)  # [P, Hkv*D]
+        width = img.shape[1]
+        strip = max(width // 6, 2)  # columns of the owner strip
+        im = ax.imshow(img, cmap="RdBu_r", vmin=-vmax, vmax=vmax, aspect="auto", interpolation="nearest")
+        im.set_gid(f"k_pool step {s.step}")
+        own = ax.imshow(_owner_image(s.owners)[:, None], cmap=OWNER_CMAP, vmin=0, vmax=len(_COLORS) - 1,
+                        aspect="auto", interpolation="nearest", extent=(-0.5 - strip, -0.5, P - 0.5, -0.5))
+        own.set_gid(f"owners step {s.step}")
+        for row in np.flatnonzero((s.owners != FREE) & ~s.written):
+            ax.add_patch(Rectangle((-0.5 - strip, row - 0.5), strip, 1, fill=False, hatch="///", lw=0,
+                                   gid=f"held {s.step} {row}"))
+        ax.set_xlim(-0.5 - strip, width - 0.5)
+        ax.set_ylim(P - 0.5, -0.5)
+        ax.set_xticks([])
+        ax.set_title(f"step {s.step}", fontsize=9)
+    axes[0].set_ylabel("pool row (slot)")
+    fig.suptitle("layer 0 k_pool after each step; left strip: owner (colour), held but unwritten (hatched)",
+                 fontsize=9)
     fig.tight_layout()
     return fig
