@@ -200,3 +200,12 @@ def test_unknown_backend_is_refused_before_anything_runs():
     with pytest.raises(ropepool.RopePoolError, match="unknown_backend|backend"):
         generate(tiny("llama", num_attention_heads=4, num_key_value_heads=2), [[1]], 1, pool_rows=4,
                  backend="tpu")
+
+
+@pytest.mark.parametrize("name", ["ropepool.engine.allocator", "ropepool.engine.generate"])
+def test_docstring_examples(name):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(name))
+    assert result.attempted > 0 and result.failed == 0
