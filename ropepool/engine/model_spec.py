@@ -58,11 +58,15 @@ def rope_kwargs(model) -> dict:
         traditional RoPE before the op takes those parameters), or its config does not fit the op.
     """
     name = f"{architecture(model)} model"
+    config = hf_config(model)
     try:
-        params = models.from_config(hf_config(model))
+        params = models.from_config(config)
     except models.ConfigError as e:
         raise UnsupportedModelError(f"{name}: {e}") from e
     kwargs = params.op_kwargs()
+    if config.get("rope_scaling") and "rope_scaling" not in kwargs:  # the op would rotate with plain RoPE
+        why = " ".join(params.warnings) or f"rope_scaling = {config['rope_scaling']!r} is not passed to the op."
+        raise UnsupportedModelError(f"{name}: {why}")
     if getattr(model.args, "rope_traditional", False):
         kwargs["is_neox"] = False  # mlx-lm's traditional RoPE pairs (2i, 2i + 1), not (i, i + D/2)
     accepted = inspect.signature(rope_pool_fused).parameters
@@ -70,6 +74,4 @@ def rope_kwargs(model) -> dict:
     if missing:
         raise UnsupportedModelError(f"{name}: its RoPE needs rope_pool_fused({', '.join(missing)}=...), which "
                                     "this version of the op does not take")
-    if params.warnings:  # the op would rotate with plain RoPE where the model does not
-        raise UnsupportedModelError(f"{name}: {' '.join(params.warnings)}")
     return kwargs
