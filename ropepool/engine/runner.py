@@ -13,6 +13,8 @@ pool rows of its slot table.
 
 from __future__ import annotations
 
+from itertools import accumulate
+
 import mlx.core as mx
 
 from ..backends import resolve
@@ -54,7 +56,7 @@ class ModelRunner:
             x = layer.input_layernorm(h)
             h = h + self.attention(i, layer.self_attn, x, positions, slots, rows, batch.lengths)
             h = h + layer.mlp(layer.post_attention_layernorm(h))
-        last = mx.array([sum(batch.lengths[:j + 1]) - 1 for j in range(len(batch.lengths))])
+        last = mx.array(list(accumulate(batch.lengths))) - 1  # [R], each request's last new token
         h = self.inner.norm(h[last])  # [R, hidden]
         if self.model.args.tie_word_embeddings:
             logits = self.inner.embed_tokens.as_linear(h)
