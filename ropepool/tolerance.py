@@ -66,3 +66,9 @@ def error_ratio(got, want, x, positions, dtype: str, rope=None) -> float:
     if np.isnan(err).any():
         return float("inf")
     return float((err / bound).max())
+
+
+#: ``np.testing.assert_allclose`` bounds for :mod:`ropepool.engine`'s float32 logits against
+#: mlx-lm's own forward of the same sequence (same weights, its own RoPE and KV cache). The two
+#: differ only in rounding: RoPE angles, and the order attention and the matmuls sum in.
+ENGINE_LOGITS_FLOAT32 = dict(rtol=1e-5, atol=1e-5)

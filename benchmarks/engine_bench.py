@@ -1,0 +1,82 @@
+"""Tokens per second of ropepool.engine against mlx-lm's own generate loop, one request, one model.
+
+    .venv/bin/python benchmarks/engine_bench.py                      # tiny Llama, every backend here
+    .venv/bin/python benchmarks/engine_bench.py --hidden 256 --layers 4 --prompt 128 --new 64
+
+The model is a seeded random-weight mlx-lm Llama built from a config (nothing downloaded). Each
+side generates ``--new`` tokens greedily from the same prompt, prefill included; the time is the
+median over ``--repeats`` runs after one warm-up run. mlx-lm's side is ``mlx_lm.generate.generate_step``
+(its RoPE, its KVCache, its attention). Prints the numbers; asserts nothing (it is not a test),
+except that both sides chose the same tokens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import mlx.core as mx
+from mlx_lm.generate import generate_step
+from mlx_lm.models import llama
+
+import ropepool
+from ropepool.engine import generate
+
+
+def build(hidden: int, layers: int, vocab: int):
+    mx.random.seed(0)
+    model = llama.Model(llama.ModelArgs(model_type="llama", hidden_size=hidden, num_hidden_layers=layers,
+                                        intermediate_size=2 * hidden, num_attention_heads=max(hidden // 32, 2),
+                                        num_key_value_heads=max(hidden // 64, 1), rms_norm_eps=1e-5,
+                                        vocab_size=vocab))
+    mx.eval(model.parameters())
+    return model
+
+
+def mlx_lm_tokens(model, prompt, new):
+    return [int(t) for t, _ in generate_step(mx.array(prompt), model, max_tokens=new)]
+
+
+def engine_tokens(model, prompt, new, backend):
+    return generate(model, [prompt], new, pool_rows=len(prompt) + new, backend=backend)[0].tokens
+
+
+def median_seconds(run, repeats):
+    run()  # warm-up: kernels built, MLX graphs traced
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--hidden", type=int, default=64)
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--vocab", type=int, default=256)
+    ap.add_argument("--prompt", type=int, default=32, help="prompt tokens")
+    ap.add_argument("--new", type=int, default=64, help="new tokens")
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args(argv)
+
+    model = build(args.hidden, args.layers, args.vocab)
+    prompt = [(7 * i + 3) % args.vocab for i in range(args.prompt)]
+    want = mlx_lm_tokens(model, prompt, args.new)
+    backends = [name for name, s in ropepool.available_backends().items() if s.available]
+    print(f"Llama hidden {args.hidden}, {args.layers} layers, vocab {args.vocab}; one request: "
+          f"{args.prompt} prompt + {args.new} new tokens; median of {args.repeats}; device {mx.default_device()}")
+    base = median_seconds(lambda: mlx_lm_tokens(model, prompt, args.new), args.repeats)
+    print(f"  {'mlx-lm generate_step':28} {args.new / base:9.1f} tokens/s")
+    for b in backends:
+        got = engine_tokens(model, prompt, args.new, b)
+        if got != want:
+            raise SystemExit(f"engine ({b}) chose other tokens than mlx-lm: {got[:8]}... vs {want[:8]}...")
+        t = median_seconds(lambda b=b: engine_tokens(model, prompt, args.new, b), args.repeats)
+        print(f"  {'ropepool.engine, ' + b:28} {args.new / t:9.1f} tokens/s   ({base / t:.2f}x mlx-lm)")
+
+
+if __name__ == "__main__":
+    main()

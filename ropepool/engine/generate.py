@@ -1,0 +1,125 @@
+"""The loop: add requests, step until every one has finished, return tokens and logits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import mlx.core as mx
+
+from .allocator import Allocator
+from .request import Request
+from .runner import ModelRunner
+from .scheduler import Batch, Scheduler
+
+
+@dataclass
+class Result:
+    """One request's output: ``tokens`` (the new token ids, greedy) and ``logits`` ``[len(tokens), vocab]`` float32."""
+
+    tokens: list[int]
+    logits: mx.array
+
+
+class Engine:
+    """A continuous-batching engine over one mlx-lm model and one pool of ``pool_rows`` rows per layer.
+
+    Each :meth:`step` is one forward pass: :meth:`Scheduler.schedule`, :meth:`ModelRunner.run`,
+    :meth:`Scheduler.postprocess`.
+    """
+
+    def __init__(self, model, *, pool_rows: int, backend: str = "auto"):
+        if isinstance(pool_rows, bool) or not isinstance(pool_rows, int) or pool_rows <= 0:
+            raise ValueError(f"pool_rows must be a positive int, got {pool_rows!r}")
+        self.runner = ModelRunner(model, pool_rows, backend)
+        self.allocator = Allocator(pool_rows)
+        self.scheduler = Scheduler(self.allocator)
+        self.vocab_size = model.args.vocab_size
+        self.requests: list[Request] = []
+        self.steps = 0
+
+    def add_request(self, prompt, max_new_tokens: int) -> Request:
+        """Queue one prompt (a non-empty list of token ids).
+
+        Raises
+        ------
+        ValueError
+            An empty prompt, a token id outside ``[0, vocab)``, or ``max_new_tokens < 1``.
+        PoolTooSmallError
+            The request needs more rows than the pool has.
+        """
+        rid = len(self.requests)
+        prompt = [int(t) for t in prompt]
+        if not prompt:
+            raise ValueError(f"prompt {rid} is empty: a request needs at least one token")
+        bad = [t for t in prompt if not 0 <= t < self.vocab_size]
+        if bad:
+            raise ValueError(f"prompt {rid}: token id {bad[0]} outside [0, {self.vocab_size}) (the model's vocab)")
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens of prompt {rid} must be an int >= 1, got {max_new_tokens!r}")
+        req = Request(rid, prompt, max_new_tokens)
+        self.scheduler.add(req)
+        self.requests.append(req)
+        return req
+
+    def step(self) -> Batch:
+        batch = self.scheduler.schedule()
+        if not batch.requests:
+            raise RuntimeError("step: nothing to run (no request waiting or running)")
+        logits = self.runner.run(batch)  # [len(batch.requests), vocab]
+        self.scheduler.postprocess(batch, logits)
+        self.steps += 1
+        return batch
+
+    @property
+    def done(self) -> bool:
+        return self.scheduler.done
+
+
+def generate(model, prompts, max_new_tokens, *, pool_rows: int, backend: str = "auto", on_step=None) -> list:
+    """Serve ``prompts`` together on ``model`` and return one :class:`Result` per prompt, in order.
+
+    Parameters
+    ----------
+    model : an mlx-lm model of ``llama`` (Llama, Mistral), ``qwen2`` or ``phi3``
+    prompts : list of lists of token ids
+    max_new_tokens : int, or one int per prompt
+    pool_rows : int, P, the rows of each layer's KV pool; may be far fewer than all requests'
+        tokens together (then requests wait, and finished requests' rows are reused)
+    backend : the ``rope_pool_fused`` backend ("auto", "cpu", "mlx", "metal", "cuda")
+    on_step : optional ``f(engine, batch)``, called after every step
+
+    Returns
+    -------
+    list of Result: ``.tokens`` (greedy new tokens) and ``.logits`` ``[len(tokens), vocab]`` float32
+
+    Raises
+    ------
+    UnsupportedModelError
+        Not a supported architecture, or RoPE the op does not compute.
+    PoolTooSmallError
+        A request needs more rows than ``pool_rows``; raised before any step runs.
+    ValueError
+        An empty prompt, a token id outside the vocab, ``max_new_tokens`` < 1 or of the wrong
+        length, ``pool_rows`` not a positive int.
+
+    Example
+    -------
+    >>> import mlx.core as mx
+    >>> from mlx_lm.models import llama
+    >>> mx.random.seed(0)
+    >>> model = llama.Model(llama.ModelArgs(model_type="llama", hidden_size=32, num_hidden_layers=1,
+    ...     intermediate_size=64, num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-5, vocab_size=64))
+    >>> out = generate(model, [[1, 2, 3], [4, 5]], max_new_tokens=[2, 3], pool_rows=8)
+    >>> [len(r.tokens) for r in out], out[1].logits.shape
+    ([2, 3], (3, 64))
+    """
+    counts = [max_new_tokens] * len(prompts) if isinstance(max_new_tokens, int) else list(max_new_tokens)
+    if len(counts) != len(prompts):
+        raise ValueError(f"max_new_tokens: {len(counts)} counts for {len(prompts)} prompts")
+    engine = Engine(model, pool_rows=pool_rows, backend=backend)
+    requests = [engine.add_request(p, n) for p, n in zip(prompts, counts)]  # every refusal before a step
+    while not engine.done:
+        batch = engine.step()
+        if on_step is not None:
+            on_step(engine, batch)
+    return [Result(r.tokens, mx.stack(r.logits)) for r in requests]

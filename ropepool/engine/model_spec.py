@@ -1,0 +1,77 @@
+"""What the engine reads off an mlx-lm model: its architecture and its RoPE parameters.
+
+:func:`rope_kwargs` is the one place the model's RoPE reaches the op: it writes the model's
+``args`` as a Hugging Face-style config and lets :func:`ropepool.models.from_config` read it,
+as it reads any ``config.json``.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+from .. import models
+from ..op import rope_pool_fused
+from .errors import UnsupportedModelError
+
+#: mlx-lm model modules the engine serves (Mistral configs load as ``llama``).
+SUPPORTED = ("llama", "qwen2", "phi3")
+
+
+def architecture(model) -> str:
+    """The mlx-lm module of ``model`` (``llama``, ``qwen2`` or ``phi3``).
+
+    Raises
+    ------
+    UnsupportedModelError
+        Another architecture, or a Llama with sliding-window layers.
+    """
+    module = type(model).__module__
+    arch = module.rsplit(".", 1)[-1]
+    if not module.startswith("mlx_lm.models.") or arch not in SUPPORTED:
+        raise UnsupportedModelError(
+            f"the engine serves mlx-lm models of {', '.join(SUPPORTED)} (Llama-2/3/3.1, Mistral, Qwen2, Phi-3); "
+            f"got {type(model).__name__} from {module}")
+    if any(t != "full_attention" for t in (getattr(model.args, "layer_types", None) or [])):
+        raise UnsupportedModelError(f"{module}: sliding-window layers (layer_types) are not supported")
+    return arch
+
+
+def hf_config(model) -> dict:
+    """``model.args`` as a Hugging Face-style config dict (the fields RoPE and attention need)."""
+    a = model.args
+    config = dict(model_type=a.model_type, num_attention_heads=a.num_attention_heads,
+                  num_key_value_heads=a.num_key_value_heads, hidden_size=a.hidden_size,
+                  rope_theta=float(a.rope_theta))
+    for key in ("head_dim", "rope_scaling", "max_position_embeddings", "partial_rotary_factor"):
+        if getattr(a, key, None) is not None:
+            config[key] = getattr(a, key)
+    return config
+
+
+def rope_kwargs(model) -> dict:
+    """The RoPE keyword arguments of ``rope_pool_fused`` for ``model``.
+
+    Raises
+    ------
+    UnsupportedModelError
+        The model's RoPE is one this ``rope_pool_fused`` does not compute (scaled, partial or
+        traditional RoPE before the op takes those parameters), or its config does not fit the op.
+    """
+    name = f"{architecture(model)} model"
+    config = hf_config(model)
+    try:
+        params = models.from_config(config)
+    except models.ConfigError as e:
+        raise UnsupportedModelError(f"{name}: {e}") from e
+    kwargs = params.op_kwargs()
+    if config.get("rope_scaling") and "rope_scaling" not in kwargs:  # the op would rotate with plain RoPE
+        why = " ".join(params.warnings) or f"rope_scaling = {config['rope_scaling']!r} is not passed to the op."
+        raise UnsupportedModelError(f"{name}: {why}")
+    if getattr(model.args, "rope_traditional", False):
+        kwargs["is_neox"] = False  # mlx-lm's traditional RoPE pairs (2i, 2i + 1), not (i, i + D/2)
+    accepted = inspect.signature(rope_pool_fused).parameters
+    missing = [k for k in kwargs if k not in accepted]
+    if missing:
+        raise UnsupportedModelError(f"{name}: its RoPE needs rope_pool_fused({', '.join(missing)}=...), which "
+                                    "this version of the op does not take")
+    return kwargs

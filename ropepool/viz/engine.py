@@ -1,0 +1,157 @@
+"""Plots of :mod:`ropepool.engine` at work: who holds each pool row, step after step.
+
+Each function reads an :class:`~ropepool.engine.Engine` (or data taken from one) and returns
+a :class:`matplotlib.figure.Figure` built without pyplot; images carry a ``gid`` so tests can
+read their data back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from matplotlib.colors import ListedColormap
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+
+from ..engine import Engine, Status
+from .pool import FREE, draw_pool, rows_image
+
+_COLORS = ["#dddddd", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
+OWNER_CMAP = ListedColormap(_COLORS)  # index 0: free; index 1 + rid: request rid (cycling)
+
+
+def pool_owners(engine: Engine) -> np.ndarray:
+    """``[P]`` int: the request holding each pool row, ``FREE`` (-1) where none does."""
+    owners = np.full(engine.allocator.pool_rows, FREE)
+    for req in engine.requests:
+        if req.status is Status.RUNNING:
+            owners[req.slot_table] = req.rid
+    return owners
+
+
+def pool_written(engine: Engine) -> np.ndarray:
+    """``[P]`` bool: rows holding k and v of a live request's token (held rows not yet written are False)."""
+    written = np.zeros(engine.allocator.pool_rows, bool)
+    for req in engine.requests:
+        if req.status is Status.RUNNING:
+            written[req.slot_table[:req.num_cached]] = True
+    return written
+
+
+def slot_tables(engine: Engine) -> str:
+    """One line per request: status, new tokens, and its slot table (written rows first, then ``|``)."""
+    lines = []
+    for r in engine.requests:
+        table = f"{r.slot_table[:r.num_cached]} | {r.slot_table[r.num_cached:]}" if r.status is Status.RUNNING else "-"
+        lines.append(f"request {r.rid}: {r.status.value:8} {len(r.tokens)}/{r.max_new_tokens} new tokens  "
+                     f"prompt {len(r.prompt):2}  needs {r.rows_needed:2} rows  slot table {table}")
+    return "\n".join(lines)
+
+
+def _owner_image(owners) -> np.ndarray:
+    o = np.asarray(owners)
+    return np.where(o == FREE, 0, 1 + o % (len(_COLORS) - 1))
+
+
+def plot_pool(engine: Engine, *, layer: int = 0, title: str | None = None, dpi: int = 80) -> Figure:
+    """The pool after a step: who holds each row (left) beside layer ``layer``'s k_pool (right).
+
+    In the left strip, a row's label is its owner (``r1``); a trailing ``·`` marks a row held
+    for a token not yet run. A freed row keeps its old bits in the pool until a new owner's
+    token overwrites them.
+    """
+    owners, written = pool_owners(engine), pool_written(engine)
+    P = len(owners)
+    fig = Figure(figsize=(7.5, 1.2 + 0.22 * P), dpi=dpi)
+    strip, heat = fig.subplots(1, 2, gridspec_kw=dict(width_ratios=[1, 6]))
+    im = strip.imshow(_owner_image(owners)[:, None], cmap=OWNER_CMAP, vmin=0, vmax=len(_COLORS) - 1,
+                      aspect="auto", interpolation="nearest")
+    im.set_gid("owners")
+    for row, (o, w) in enumerate(zip(owners, written)):
+        if o != FREE:
+            strip.text(0, row, f"r{o}" + ("" if w else "·"), ha="center", va="center", fontsize=7)
+    strip.set_xticks([])
+    strip.set_yticks(range(P) if P <= 32 else [])
+    strip.set_ylabel("pool row (slot)")
+    strip.set_title("owner", fontsize=9)
+    draw_pool(heat, engine.runner.k_pools[layer], title=f"layer {layer} k_pool [P, Hkv*D]", gid="k_pool")
+    heat.set_ylabel("")
+    fig.suptitle(title or f"after step {engine.steps}: {int((owners != FREE).sum())} of {P} rows held", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_timeline(history, *, dpi: int = 80) -> Figure:
+    """Owners over time: ``history`` is a list of :func:`pool_owners` arrays, one per step.
+
+    One image row per step, one column per pool row: a column changing colour is a row freed
+    by one request and reused by another.
+    """
+    owners = np.asarray(history)  # [steps, P]
+    steps, P = owners.shape
+    fig = Figure(figsize=(1.5 + 0.3 * P, 1.0 + 0.3 * steps), dpi=dpi)
+    ax = fig.subplots()
+    im = ax.imshow(_owner_image(owners), cmap=OWNER_CMAP, vmin=0, vmax=len(_COLORS) - 1, aspect="auto",
+                   interpolation="nearest")
+    im.set_gid("timeline")
+    for s in range(steps):
+        for row in range(P):
+            if owners[s, row] != FREE:
+                ax.text(row, s, str(owners[s, row]), ha="center", va="center", fontsize=7)
+    ax.set_xticks(range(P))
+    ax.set_yticks(range(steps), [f"step {s + 1}" for s in range(steps)])
+    ax.set_xlabel("pool row (slot)")
+    ax.set_title("which request holds each row, after each step (grey: free)", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+@dataclass(frozen=True)
+class PoolSnapshot:
+    """The pool after one step: ``owners`` and ``written`` ``[P]``, one layer's ``k_pool`` ``[P, Hkv, D]``."""
+
+    step: int
+    owners: np.ndarray
+    written: np.ndarray
+    k_pool: np.ndarray
+
+
+def snapshot(engine: Engine, *, layer: int = 0) -> PoolSnapshot:
+    """Copy what :func:`plot_pool_steps` draws out of ``engine`` now."""
+    return PoolSnapshot(engine.steps, pool_owners(engine), pool_written(engine),
+                        np.array(engine.runner.k_pools[layer]))
+
+
+def plot_pool_steps(snapshots, *, dpi: int = 80) -> Figure:
+    """The pool heatmap after each step, side by side, each with its owner strip on the left.
+
+    Held rows not yet written are hatched in the strip. One figure for the whole run: cheaper
+    to draw than one :func:`plot_pool` per step.
+    """
+    n = len(snapshots)
+    P = len(snapshots[0].owners)
+    vmax = max(max(float(np.abs(s.k_pool).max()) for s in snapshots), 1e-12)
+    fig = Figure(figsize=(1.0 + 1.8 * n, 1.3 + 0.16 * P), dpi=dpi)
+    axes = np.atleast_1d(fig.subplots(1, n, sharey=True))
+    for ax, s in zip(axes, snapshots):
+        img = rows_image(s.k_pool)  # [P, Hkv*D]
+        width = img.shape[1]
+        strip = max(width // 6, 2)  # columns of the owner strip
+        im = ax.imshow(img, cmap="RdBu_r", vmin=-vmax, vmax=vmax, aspect="auto", interpolation="nearest")
+        im.set_gid(f"k_pool step {s.step}")
+        own = ax.imshow(_owner_image(s.owners)[:, None], cmap=OWNER_CMAP, vmin=0, vmax=len(_COLORS) - 1,
+                        aspect="auto", interpolation="nearest", extent=(-0.5 - strip, -0.5, P - 0.5, -0.5))
+        own.set_gid(f"owners step {s.step}")
+        for row in np.flatnonzero((s.owners != FREE) & ~s.written):
+            ax.add_patch(Rectangle((-0.5 - strip, row - 0.5), strip, 1, fill=False, hatch="///", lw=0,
+                                   gid=f"held {s.step} {row}"))
+        ax.set_xlim(-0.5 - strip, width - 0.5)
+        ax.set_ylim(P - 0.5, -0.5)
+        ax.set_xticks([])
+        ax.set_title(f"step {s.step}", fontsize=9)
+    axes[0].set_ylabel("pool row (slot)")
+    fig.suptitle("layer 0 k_pool after each step; left strip: owner (colour), held but unwritten (hatched)",
+                 fontsize=9)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,236 @@
+"""ropepool.engine against mlx-lm: the same models, served together, give mlx-lm's logits."""
+
+import inspect
+
+import mlx.core as mx
+import numpy as np
+import pytest
+from mlx_lm.models import gemma, llama, phi3, qwen2
+from mlx_lm.models.cache import make_prompt_cache
+
+import ropepool
+from ropepool.engine import Allocator, Engine, PoolTooSmallError, Status, UnsupportedModelError, generate
+from ropepool.tolerance import ENGINE_LOGITS_FLOAT32
+
+MODULES = {"llama": llama, "qwen2": qwen2, "phi3": phi3, "gemma": gemma}
+TINY = dict(hidden_size=64, num_hidden_layers=2, intermediate_size=128, rms_norm_eps=1e-5, vocab_size=160)
+
+# name, mlx-lm module, config fields beyond TINY
+ARCHS = [
+    ("llama-gqa", "llama", dict(num_attention_heads=4, num_key_value_heads=2)),  # Llama-3's shape: G = 2, tied
+    ("llama-mha", "llama", dict(num_attention_heads=4, tie_word_embeddings=False)),  # Llama-2: Hkv = Hq, lm_head
+    ("mistral", "llama", dict(model_type="mistral", num_attention_heads=8, num_key_value_heads=2, head_dim=16,
+                              rope_theta=1e6)),  # head_dim set: 8 x 16 = 128 wide, not hidden 64
+    ("qwen2-mqa", "qwen2", dict(num_attention_heads=4, num_key_value_heads=1)),  # biased q/k/v, Hkv = 1
+    ("phi3", "phi3", dict(num_attention_heads=4, num_key_value_heads=4)),  # fused qkv_proj and gate_up_proj
+]
+
+# Lengths 1 to 9, a request needing exactly the whole pool (9 + 4 - 1 = 12), and 12 rows for
+# 4 + 7 + 12 + 5 = 28 needed: requests wait, and rows are reused.
+PROMPTS = [[1, 5, 9, 3], [2, 4], [8, 7, 6, 5, 4, 3, 2, 1, 0], [100]]
+NEW = [1, 6, 4, 5]
+POOL_ROWS = 12
+
+
+def tiny(module="llama", seed=0, **fields):
+    mod = MODULES[module]
+    fields = {"model_type": module, **TINY, **fields}
+    mx.random.seed(seed)
+    model = mod.Model(mod.ModelArgs(**fields))
+    mx.eval(model.parameters())
+    return model
+
+
+def mlx_lm_logits(model, prompt, tokens):
+    """float32 ``[len(tokens), vocab]``: the sequence run alone through mlx-lm with its own KV cache."""
+    cache = make_prompt_cache(model)
+    out = [model(mx.array(prompt)[None], cache=cache)[0, -1]]
+    for t in tokens[:-1]:
+        out.append(model(mx.array([[t]]), cache=cache)[0, -1])
+    return np.array(mx.stack(out).astype(mx.float32))
+
+
+def backends():
+    return [name for name, status in ropepool.available_backends().items() if status.available]
+
+
+def check_against_mlx_lm(model, prompts, new, results):
+    for i, (prompt, n, r) in enumerate(zip(prompts, new, results)):
+        got = np.array(r.logits)
+        assert r.logits.dtype == mx.float32 and got.shape == (n, model.args.vocab_size), f"request {i}"
+        assert r.tokens == got.argmax(-1).tolist(), f"request {i}: a token is not the argmax of its logits"
+        np.testing.assert_allclose(got, mlx_lm_logits(model, prompt, r.tokens), **ENGINE_LOGITS_FLOAT32,
+                                   err_msg=f"request {i}")
+
+
+@pytest.mark.parametrize("name, module, fields", ARCHS, ids=[a[0] for a in ARCHS])
+def test_every_new_token_has_mlx_lm_logits(name, module, fields):
+    model = tiny(module, **fields)
+    results = generate(model, PROMPTS, NEW, pool_rows=POOL_ROWS)
+    check_against_mlx_lm(model, PROMPTS, NEW, results)
+
+
+@pytest.mark.parametrize("name, module, fields", ARCHS[:1] + ARCHS[3:], ids=["llama-gqa", "qwen2-mqa", "phi3"])
+def test_same_results_on_every_backend(name, module, fields):
+    model = tiny(module, **fields)
+    if len(backends()) < 2:
+        pytest.skip(f"only {backends()} runs here")
+    runs = {b: generate(model, PROMPTS, NEW, pool_rows=POOL_ROWS, backend=b) for b in backends()}
+    first, *rest = runs.values()
+    for other in rest:
+        for a, b in zip(first, other):
+            assert a.tokens == b.tokens
+            np.testing.assert_allclose(np.array(a.logits), np.array(b.logits), **ENGINE_LOGITS_FLOAT32)
+
+
+@pytest.mark.skipif("rope_scaling" not in inspect.signature(ropepool.rope_pool_fused).parameters,
+                    reason="needs RoPE variants (issue 12)")
+def test_llama_3_1_scaling_matches_mlx_lm():
+    model = tiny("llama", num_attention_heads=4, num_key_value_heads=2, rope_theta=500000.0,
+                 max_position_embeddings=131072,
+                 rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                               "high_freq_factor": 4.0, "original_max_position_embeddings": 8192})
+    results = generate(model, PROMPTS, NEW, pool_rows=POOL_ROWS)
+    check_against_mlx_lm(model, PROMPTS, NEW, results)
+
+
+@pytest.mark.skipif("is_neox" not in inspect.signature(ropepool.rope_pool_fused).parameters,
+                    reason="needs RoPE variants (issue 12)")
+def test_traditional_rope_matches_mlx_lm():
+    model = tiny("llama", num_attention_heads=4, num_key_value_heads=2, rope_traditional=True)
+    results = generate(model, PROMPTS, NEW, pool_rows=POOL_ROWS)
+    check_against_mlx_lm(model, PROMPTS, NEW, results)
+
+
+@pytest.mark.skipif("rotary_dim" not in inspect.signature(ropepool.rope_pool_fused).parameters,
+                    reason="needs RoPE variants (issue 12)")
+def test_phi3_partial_rotary_matches_mlx_lm():
+    model = tiny("phi3", num_attention_heads=4, num_key_value_heads=4, partial_rotary_factor=0.5)
+    results = generate(model, PROMPTS, NEW, pool_rows=POOL_ROWS)
+    check_against_mlx_lm(model, PROMPTS, NEW, results)
+
+
+# --- The pool: waiting, reuse, no row held twice ---------------------------------------------
+
+def test_rows_are_never_shared_and_are_reused():
+    model = tiny("llama", num_attention_heads=4, num_key_value_heads=2)
+    holders = {}  # row -> every request that has held it
+    admitted_at = {}
+    seen_waiting = set()
+
+    def on_step(engine, batch):
+        live = [r for r in engine.requests if r.status is Status.RUNNING]
+        held = [row for r in live for row in r.slot_table]
+        assert len(held) == len(set(held)), f"step {engine.steps}: a row is held by two live requests"
+        assert sorted(held + list(engine.allocator.free_rows)) == list(range(POOL_ROWS)), "rows lost or duplicated"
+        seen_waiting.update(r.rid for r in engine.scheduler.waiting)
+        for r in batch.admitted:
+            admitted_at[r.rid] = engine.steps
+            for row in r.slot_table:
+                holders.setdefault(row, []).append(r.rid)
+
+    generate(model, PROMPTS, NEW, pool_rows=POOL_ROWS, on_step=on_step)
+    assert seen_waiting, "no request ever waited for rows"
+    assert set(admitted_at) == {0, 1, 2, 3}
+    reused = {row: rids for row, rids in holders.items() if len(rids) > 1}
+    assert reused, "no row was reused"
+
+
+def test_a_request_waits_until_rows_are_freed():
+    engine = Engine(tiny("llama", num_attention_heads=4, num_key_value_heads=2), pool_rows=6)
+    a = engine.add_request([1, 2, 3], 2)  # 4 rows
+    b = engine.add_request([4, 5], 3)  # 4 rows: waits for a
+    first = engine.step()
+    assert first.admitted == [a] and b.status is Status.WAITING
+    freed = list(a.slot_table)
+    engine.step()  # a's second token: a finishes and frees its rows
+    assert a.status is Status.FINISHED and b.status is Status.WAITING
+    engine.step()
+    assert b.status is Status.RUNNING and set(b.slot_table) & set(freed)
+
+
+def test_allocator_free_list():
+    a = Allocator(4)
+    assert a.allocate(3) == [0, 1, 2] and a.num_free == 1
+    a.free([1])
+    assert a.allocate(2) == [3, 1]
+    with pytest.raises(ValueError, match="1 rows asked for, 0 free"):
+        a.allocate(1)
+    a.free([0])
+    with pytest.raises(ValueError, match="row 0 is not held"):
+        a.free([0])
+
+
+# --- Errors --------------------------------------------------------------------------------
+
+def test_unsupported_model_is_refused():
+    model = tiny("gemma", num_attention_heads=4, num_key_value_heads=1, head_dim=16)
+    message = r"serves mlx-lm models of llama, qwen2, phi3 .* from mlx_lm\.models\.gemma"
+    with pytest.raises(UnsupportedModelError, match=message):
+        generate(model, [[1, 2]], 2, pool_rows=8)
+
+
+def test_a_request_that_can_never_fit_fails_before_anything_runs():
+    model = tiny("llama", num_attention_heads=4, num_key_value_heads=2)
+    steps = []
+    with pytest.raises(PoolTooSmallError, match=r"request 1 needs 13 pool rows .* but pool_rows = 12"):
+        generate(model, [[1, 2], list(range(10))], [2, 4], pool_rows=12, on_step=lambda e, b: steps.append(b))
+    assert steps == []
+
+
+@pytest.mark.skipif("rope_scaling" in inspect.signature(ropepool.rope_pool_fused).parameters,
+                    reason="the op computes scaled RoPE")
+def test_scaled_rope_is_refused_while_the_op_applies_plain_rope():
+    model = tiny("llama", num_attention_heads=4, num_key_value_heads=2,
+                 rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                               "high_freq_factor": 4.0, "original_max_position_embeddings": 8192})
+    with pytest.raises(UnsupportedModelError, match=r"rope_scaling \(llama3, factor 8.0\)"):
+        generate(model, [[1, 2]], 2, pool_rows=8)
+
+
+@pytest.mark.skipif("is_neox" in inspect.signature(ropepool.rope_pool_fused).parameters,
+                    reason="the op computes traditional RoPE")
+def test_traditional_rope_is_refused_while_the_op_is_neox_only():
+    model = tiny("llama", num_attention_heads=4, num_key_value_heads=2, rope_traditional=True)
+    with pytest.raises(UnsupportedModelError, match=r"needs rope_pool_fused\(is_neox=...\)"):
+        generate(model, [[1, 2]], 2, pool_rows=8)
+
+
+@pytest.mark.skipif("rotary_dim" in inspect.signature(ropepool.rope_pool_fused).parameters,
+                    reason="the op computes partial RoPE")
+def test_partial_rotary_is_refused_while_the_op_rotates_whole_heads():
+    model = tiny("phi3", num_attention_heads=4, num_key_value_heads=4, partial_rotary_factor=0.5)
+    with pytest.raises(UnsupportedModelError, match=r"phi3 model: .*partial_rotary_factor = 0.5"):
+        generate(model, [[1, 2]], 2, pool_rows=8)
+
+
+BAD_CALLS = [
+    ("empty prompt", dict(prompts=[[1], []]), "prompt 1 is empty"),
+    ("token outside vocab", dict(prompts=[[1, 160]]), r"token id 160 outside \[0, 160\)"),
+    ("no new tokens", dict(max_new_tokens=0), "max_new_tokens of prompt 0 must be an int >= 1, got 0"),
+    ("counts mismatch", dict(max_new_tokens=[1, 2, 3]), "3 counts for 1 prompts"),
+    ("pool_rows zero", dict(pool_rows=0), "pool_rows must be a positive int, got 0"),
+]
+
+
+@pytest.mark.parametrize("name, change, message", BAD_CALLS, ids=[b[0] for b in BAD_CALLS])
+def test_bad_call_is_refused(name, change, message):
+    call = dict(prompts=[[1, 2]], max_new_tokens=2, pool_rows=8) | change
+    with pytest.raises(ValueError, match=message):
+        generate(tiny("llama", num_attention_heads=4, num_key_value_heads=2), call.pop("prompts"),
+                 call.pop("max_new_tokens"), **call)
+
+
+def test_unknown_backend_is_refused_before_anything_runs():
+    with pytest.raises(ropepool.RopePoolError, match="unknown_backend|backend"):
+        generate(tiny("llama", num_attention_heads=4, num_key_value_heads=2), [[1]], 1, pool_rows=4,
+                 backend="tpu")
+
+
+@pytest.mark.parametrize("name", ["ropepool.engine.allocator", "ropepool.engine.generate"])
+def test_docstring_examples(name):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(name))
+    assert result.attempted > 0 and result.failed == 0

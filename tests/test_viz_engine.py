@@ -1,0 +1,67 @@
+"""ropepool.viz.engine: owners, written rows, slot tables and the plots, read back from the figures."""
+
+import mlx.core as mx
+import numpy as np
+from mlx_lm.models import llama
+
+from ropepool.engine import Engine
+from ropepool.viz import engine as V
+from ropepool.viz.pool import FREE, rows_image
+
+
+def image(fig, gid):
+    found = [im for ax in fig.axes for im in ax.images if im.get_gid() == gid]
+    assert len(found) == 1, f"expected one image with gid {gid!r}, found {len(found)}"
+    return np.asarray(found[0].get_array())
+
+
+def engine_after_one_step():
+    mx.random.seed(0)
+    model = llama.Model(llama.ModelArgs(model_type="llama", hidden_size=32, num_hidden_layers=1, intermediate_size=64,
+                                        num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-5,
+                                        vocab_size=64))
+    engine = Engine(model, pool_rows=8)
+    engine.add_request([1, 2, 3], 3)  # 5 rows: 0..4, 3 written after step 1
+    engine.add_request([4, 5], 4)  # 5 rows: waits
+    engine.step()
+    return engine
+
+
+def test_owners_written_and_slot_tables():
+    e = engine_after_one_step()
+    np.testing.assert_array_equal(V.pool_owners(e), [0, 0, 0, 0, 0, FREE, FREE, FREE])
+    np.testing.assert_array_equal(V.pool_written(e), [1, 1, 1, 0, 0, 0, 0, 0])
+    lines = V.slot_tables(e).splitlines()
+    assert lines[0].startswith("request 0: running  1/3 new tokens") and lines[0].endswith("[0, 1, 2] | [3, 4]")
+    assert lines[1].startswith("request 1: waiting") and lines[1].endswith("slot table -")
+
+
+def test_plot_pool_shows_owners_beside_the_k_pool():
+    e = engine_after_one_step()
+    fig = V.plot_pool(e)
+    np.testing.assert_array_equal(image(fig, "owners")[:, 0], [1, 1, 1, 1, 1, 0, 0, 0])
+    np.testing.assert_allclose(image(fig, "k_pool"), rows_image(e.runner.k_pools[0]))
+    labels = [t.get_text() for t in fig.axes[0].texts]
+    assert labels == ["r0", "r0", "r0", "r0·", "r0·"]
+    assert "after step 1: 5 of 8 rows held" in fig._suptitle.get_text()
+
+
+def test_plot_timeline_one_row_per_step():
+    history = [[0, 0, FREE], [0, 1, 1], [FREE, 1, 1]]
+    fig = V.plot_timeline(history)
+    np.testing.assert_array_equal(image(fig, "timeline"), [[1, 1, 0], [1, 2, 2], [0, 2, 2]])
+    assert [t.get_text() for t in fig.axes[0].texts] == ["0", "0", "0", "1", "1", "1", "1"]
+
+
+def test_plot_pool_steps_one_panel_per_snapshot():
+    e = engine_after_one_step()
+    first = V.snapshot(e)
+    e.step()
+    second = V.snapshot(e)
+    assert first.step == 1 and second.step == 2
+    fig = V.plot_pool_steps([first, second])
+    np.testing.assert_allclose(image(fig, "k_pool step 2"), rows_image(second.k_pool))
+    np.testing.assert_array_equal(image(fig, "owners step 1")[:, 0], [1, 1, 1, 1, 1, 0, 0, 0])
+    hatched = {a.get_gid() for ax in fig.axes for a in ax.patches if a.get_gid()}
+    assert hatched == {"held 1 3", "held 1 4", "held 2 4"}
+    assert not np.shares_memory(first.k_pool, second.k_pool) and not np.array_equal(first.k_pool, second.k_pool)
