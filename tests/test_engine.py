@@ -1,6 +1,5 @@
 """ropepool.engine against mlx-lm: the same models, served together, give mlx-lm's logits."""
 
-import inspect
 
 import mlx.core as mx
 import numpy as np
@@ -83,8 +82,6 @@ def test_same_results_on_every_backend(name, module, fields):
             np.testing.assert_allclose(np.array(a.logits), np.array(b.logits), **ENGINE_LOGITS_FLOAT32)
 
 
-@pytest.mark.skipif("rope_scaling" not in inspect.signature(ropepool.rope_pool_fused).parameters,
-                    reason="needs RoPE variants (issue 12)")
 def test_llama_3_1_scaling_matches_mlx_lm():
     model = tiny("llama", num_attention_heads=4, num_key_value_heads=2, rope_theta=500000.0,
                  max_position_embeddings=131072,
@@ -94,16 +91,12 @@ def test_llama_3_1_scaling_matches_mlx_lm():
     check_against_mlx_lm(model, PROMPTS, NEW, results)
 
 
-@pytest.mark.skipif("is_neox" not in inspect.signature(ropepool.rope_pool_fused).parameters,
-                    reason="needs RoPE variants (issue 12)")
 def test_traditional_rope_matches_mlx_lm():
     model = tiny("llama", num_attention_heads=4, num_key_value_heads=2, rope_traditional=True)
     results = generate(model, PROMPTS, NEW, pool_rows=POOL_ROWS)
     check_against_mlx_lm(model, PROMPTS, NEW, results)
 
 
-@pytest.mark.skipif("rotary_dim" not in inspect.signature(ropepool.rope_pool_fused).parameters,
-                    reason="needs RoPE variants (issue 12)")
 def test_phi3_partial_rotary_matches_mlx_lm():
     model = tiny("phi3", num_attention_heads=4, num_key_value_heads=4, partial_rotary_factor=0.5)
     results = generate(model, PROMPTS, NEW, pool_rows=POOL_ROWS)
@@ -178,29 +171,10 @@ def test_a_request_that_can_never_fit_fails_before_anything_runs():
     assert steps == []
 
 
-@pytest.mark.skipif("rope_scaling" in inspect.signature(ropepool.rope_pool_fused).parameters,
-                    reason="the op computes scaled RoPE")
-def test_scaled_rope_is_refused_while_the_op_applies_plain_rope():
+def test_dynamic_scaling_is_refused_before_anything_runs():
     model = tiny("llama", num_attention_heads=4, num_key_value_heads=2,
-                 rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-                               "high_freq_factor": 4.0, "original_max_position_embeddings": 8192})
-    with pytest.raises(UnsupportedModelError, match=r"rope_scaling \(llama3, factor 8.0\)"):
-        generate(model, [[1, 2]], 2, pool_rows=8)
-
-
-@pytest.mark.skipif("is_neox" in inspect.signature(ropepool.rope_pool_fused).parameters,
-                    reason="the op computes traditional RoPE")
-def test_traditional_rope_is_refused_while_the_op_is_neox_only():
-    model = tiny("llama", num_attention_heads=4, num_key_value_heads=2, rope_traditional=True)
-    with pytest.raises(UnsupportedModelError, match=r"needs rope_pool_fused\(is_neox=...\)"):
-        generate(model, [[1, 2]], 2, pool_rows=8)
-
-
-@pytest.mark.skipif("rotary_dim" in inspect.signature(ropepool.rope_pool_fused).parameters,
-                    reason="the op computes partial RoPE")
-def test_partial_rotary_is_refused_while_the_op_rotates_whole_heads():
-    model = tiny("phi3", num_attention_heads=4, num_key_value_heads=4, partial_rotary_factor=0.5)
-    with pytest.raises(UnsupportedModelError, match=r"phi3 model: .*partial_rotary_factor = 0.5"):
+                 rope_scaling={"rope_type": "dynamic", "factor": 2.0})
+    with pytest.raises(UnsupportedModelError, match=r"llama model: .*'dynamic' cannot be computed by this op"):
         generate(model, [[1, 2]], 2, pool_rows=8)
 
 

@@ -7,10 +7,7 @@ as it reads any ``config.json``.
 
 from __future__ import annotations
 
-import inspect
-
 from .. import models
-from ..op import rope_pool_fused
 from .errors import UnsupportedModelError
 
 #: mlx-lm model modules the engine serves (Mistral configs load as ``llama``).
@@ -54,8 +51,7 @@ def rope_kwargs(model) -> dict:
     Raises
     ------
     UnsupportedModelError
-        The model's RoPE is one this ``rope_pool_fused`` does not compute (scaled, partial or
-        traditional RoPE before the op takes those parameters), or its config does not fit the op.
+        The model's config does not fit the op (e.g. dynamic or multimodal RoPE scaling).
     """
     name = f"{architecture(model)} model"
     config = hf_config(model)
@@ -64,14 +60,6 @@ def rope_kwargs(model) -> dict:
     except models.ConfigError as e:
         raise UnsupportedModelError(f"{name}: {e}") from e
     kwargs = params.op_kwargs()
-    if config.get("rope_scaling") and "rope_scaling" not in kwargs:  # the op would rotate with plain RoPE
-        why = " ".join(params.warnings) or f"rope_scaling = {config['rope_scaling']!r} is not passed to the op."
-        raise UnsupportedModelError(f"{name}: {why}")
     if getattr(model.args, "rope_traditional", False):
         kwargs["is_neox"] = False  # mlx-lm's traditional RoPE pairs (2i, 2i + 1), not (i, i + D/2)
-    accepted = inspect.signature(rope_pool_fused).parameters
-    missing = [k for k in kwargs if k not in accepted]
-    if missing:
-        raise UnsupportedModelError(f"{name}: its RoPE needs rope_pool_fused({', '.join(missing)}=...), which "
-                                    "this version of the op does not take")
     return kwargs
