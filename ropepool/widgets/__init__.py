@@ -4,4 +4,4 @@ Each builder returns the widget box and keeps its controls as attributes, so pyt
 set a value and check what changed without a browser.
 """
 
-from . import errors, gqa, pool, rotation  # noqa: F401
+from . import errors, gqa, pool, rotation, scaling  # noqa: F401

@@ -1,0 +1,122 @@
+"""Plots of how models scale and slice RoPE (notebook 03b): wavelengths, scaling rules, pairings.
+
+Every curve is computed by :func:`ropepool.rope.rope_table`, the function the op uses; nothing
+here computes a frequency of its own.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.figure import Figure
+
+from ..rope import Rope, plain, rope_table
+
+FONT = 12
+
+
+def scaling_rules(head_dim: int, rope_base: float, factor: float, original: int) -> dict[str, Rope]:
+    """The rotation of one head under each way of stretching its context ``factor`` times.
+
+    "NTK" is the static NTK-aware rule (a larger base, ``base * factor**(D / (D - 2))``) that
+    ``dynamic`` scaling applies at run time; the others are the config types.
+    """
+    ntk_base = rope_base * factor ** (head_dim / (head_dim - 2))
+    return {
+        "plain": plain(head_dim, rope_base),
+        "linear": rope_table(head_dim, rope_base, rope_scaling={"rope_type": "linear", "factor": factor}),
+        "NTK (larger base)": plain(head_dim, ntk_base),
+        "llama3": rope_table(head_dim, rope_base, rope_scaling={
+            "rope_type": "llama3", "factor": factor, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+            "original_max_position_embeddings": original}),
+        "yarn": rope_table(head_dim, rope_base, rope_scaling={
+            "rope_type": "yarn", "factor": factor, "original_max_position_embeddings": original}),
+    }
+
+
+def wavelength_plot(rules: dict[str, Rope], original: int, factor: float, ax=None) -> Figure:
+    """Wavelength (positions per full turn) of every pair, one line per rule, log scale; the
+    training context and the stretched one as horizontal lines."""
+    fig, ax = _axes(ax, (9, 4.6))
+    markers = "os^dv"
+    for (name, rope), marker in zip(rules.items(), markers):
+        ax.plot(rope.wavelengths(), marker=marker, markevery=8, ms=6, lw=2 if name == "plain" else 1.5,
+                label=name, color="black" if name == "plain" else None)
+    ax.axhline(original, color="tab:gray", ls="--", lw=1)
+    ax.axhline(original * factor, color="tab:gray", ls=":", lw=1)
+    ax.text(0, original * 1.15, f"training context {original:,}", fontsize=FONT, color="tab:gray")
+    ax.text(0, original * factor * 1.15, f"stretched x{factor:g}: {int(original * factor):,}", fontsize=FONT,
+            color="tab:gray")
+    ax.set_yscale("log")
+    ax.set_xlabel("pair i (fast to slow)", fontsize=FONT)
+    ax.set_ylabel("wavelength (positions)", fontsize=FONT)
+    ax.set_title("Which pairs each rule slows down", fontsize=FONT + 1)
+    ax.tick_params(labelsize=FONT)
+    ax.legend(fontsize=FONT, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    return fig
+
+
+def slowdown_plot(rules: dict[str, Rope], ax=None) -> Figure:
+    """How many times slower each pair turns than under plain RoPE (plain inv_freq / scaled)."""
+    fig, ax = _axes(ax, (9, 4))
+    base = np.asarray(rules["plain"].inv_freq)
+    for name, rope in rules.items():
+        if name != "plain":
+            ax.plot(base / np.asarray(rope.inv_freq), lw=2, label=name)
+    ax.set_xlabel("pair i (fast to slow)", fontsize=FONT)
+    ax.set_ylabel("slowdown (x)", fontsize=FONT)
+    ax.set_title("Linear slows every pair; llama3 and YaRN only the slow ones", fontsize=FONT + 1)
+    ax.tick_params(labelsize=FONT)
+    ax.legend(fontsize=FONT, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    return fig
+
+
+def pairing_plot(head_dim: int = 16, rotary_dim: int = 8) -> Figure:
+    """Which dimensions of one head turn together: NeoX halves, GPT-J neighbours, and a partial
+    rotation whose last dimensions pass through."""
+    fig, axes = plt.subplots(3, 1, figsize=(9, 4.8))
+    rows = [("NeoX (Llama, Qwen)", rope_table(head_dim, 1e4)),
+            ("GPT-J (GPT-J, GGUF Llama)", rope_table(head_dim, 1e4, is_neox=False)),
+            (f"partial: {rotary_dim} of {head_dim} (Phi-2)", rope_table(head_dim, 1e4, rotary_dim=rotary_dim))]
+    colors = plt.get_cmap("tab10")
+    for ax, (title, rope) in zip(axes, rows):
+        for d in range(head_dim):
+            ax.add_patch(plt.Rectangle((d, 0), 0.9, 0.9, color="0.85"))
+        for i, (a, b) in enumerate(rope.pairs()):
+            for d in (a, b):
+                ax.add_patch(plt.Rectangle((d, 0), 0.9, 0.9, color=colors(i % 10)))
+                ax.text(d + 0.45, 0.45, str(i), ha="center", va="center", fontsize=FONT - 1, color="white")
+        ax.set_xlim(0, head_dim)
+        ax.set_ylim(0, 1)
+        ax.set_yticks([])
+        ax.set_xticks(range(0, head_dim, 2))
+        ax.tick_params(labelsize=FONT - 1)
+        ax.set_title(title + "  (number: pair index; grey: passes through)", fontsize=FONT - 1, loc="left")
+    fig.tight_layout()
+    return fig
+
+
+def mistake_plot(positions, errors_plain, errors_fixed) -> Figure:
+    """The largest error of q_rot against mlx-lm at each position: plain RoPE on a llama3 config
+    against the fixed call."""
+    fig, ax = _axes(None, (9, 3.8))
+    ax.plot(positions, errors_plain, "o-", lw=2, label="plain RoPE (rope_scaling ignored)", color="tab:red")
+    ax.plot(positions, np.maximum(errors_fixed, 1e-9), "s-", lw=2, label="rope_scaling passed", color="tab:green")
+    ax.set_xscale("symlog", linthresh=1)
+    ax.set_yscale("log")
+    ax.set_xlabel("position", fontsize=FONT)
+    ax.set_ylabel("max |ours - mlx-lm|", fontsize=FONT)
+    ax.set_title("Llama-3.1: the cost of ignoring rope_scaling", fontsize=FONT + 1)
+    ax.tick_params(labelsize=FONT)
+    ax.legend(fontsize=FONT)
+    fig.tight_layout()
+    return fig
+
+
+def _axes(ax, size):
+    if ax is not None:
+        return ax.figure, ax
+    fig, ax = plt.subplots(figsize=size)
+    return fig, ax
