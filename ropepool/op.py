@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._arrays import to_mx, to_numpy
+from ._arrays import native, to_mx, to_numpy
 from .backends import resolve
 from .inplace import rope_pool_inplace
 from .validation import validate
@@ -59,10 +59,11 @@ def rope_pool_fused(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_
                           num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads, rope_base=rope_base,
                           check_values=check_values, inplace=inplace)
     name, impl = resolve(backend, inplace)  # after the inputs: every check runs in the catalog's order
+    q, k, v, positions, slots = (native(x) for x in (q, k, v, positions, slots))  # any NumPy layout or byte order
     if inplace:
         return rope_pool_inplace(name, q, k, v, positions, slots, k_pool, v_pool, rope_base=float(rope_base),
                                  host_slots=host_slots)
-    args = [to_mx(x) for x in (q, k, v, positions, slots, k_pool, v_pool)]
+    args = [to_mx(native(x)) for x in (q, k, v, positions, slots, k_pool, v_pool)]
     out = impl(*args, rope_base=float(rope_base), host_slots=host_slots)
     if isinstance(q, np.ndarray):
         return tuple(to_numpy(o) for o in out)
