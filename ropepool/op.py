@@ -28,7 +28,8 @@ def rope_pool_fused(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_
     rope_base : float, the config's ``rope_theta``
     backend : "auto", "metal", "cuda", "cpu" or "mlx" (see :func:`ropepool.available_backends`)
     check_values : bool, also check positions and slots by value (range, duplicate slots);
-        this reads them on the host. With False, an out-of-range slot still writes nothing.
+        this reads them on the host. With False, an out-of-range slot still writes nothing, and
+        of tokens naming one slot the last one wins the row.
     inplace : bool, write the rows into ``k_pool`` and ``v_pool`` themselves, as SGLang's
         kernel does, and return those same objects (see :mod:`ropepool.inplace` for what the
         pools must be, and which backends can)
@@ -44,7 +45,9 @@ def rope_pool_fused(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_
     Raises
     ------
     RopePoolError
-        For every problem in ``ropepool.errors.CATALOG``, before anything is written.
+        For every problem in ``ropepool.errors.CATALOG``, before anything is written. Those SGLang
+        raises from C++ (``index_dtype``, ``head_dim_odd``, ``unsupported_dtype``) are also
+        ``RuntimeError``, as there.
 
     Example
     -------

@@ -118,7 +118,10 @@ def shared_library(stem: str, text: str, flags: Sequence[str], depends: Sequence
     digest = hashlib.sha256("\0".join(key).encode()).hexdigest()[:16]
     out = cache_dir() / f"{stem}_{digest}.so"
     if not verified(out):
-        fd = os.open(out.with_suffix(".lock"), os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:  # never through a symlink: it could truncate or lock any file this user can write
+            fd = os.open(out.with_suffix(".lock"), os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        except OSError as err:
+            raise RuntimeError(f"cannot open the lock file {out.with_suffix('.lock')}: {err}") from None
         with os.fdopen(fd, "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # one build per library, whoever asks first
             if not verified(out):  # missing, or not the bytes we built: (re)build
