@@ -34,6 +34,10 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 
+class CompileError(RuntimeError):
+    """The compiler ran and failed (as opposed to a library that was built but cannot be loaded)."""
+
+
 def compiler() -> str | None:
     """The C++ compiler to use: ``$CXX`` if set, else g++ or c++ on PATH."""
     cxx = os.environ.get("CXX")
@@ -107,7 +111,8 @@ def shared_library(stem: str, text: str, flags: Sequence[str], depends: Sequence
     Raises
     ------
     RuntimeError
-        No compiler, or the compiler failed (its last lines included).
+        No compiler, the compiler failed (:class:`CompileError`, its last lines included), the
+        cache is not private, or the library does not load.
     """
     cxx = compiler()
     if cxx is None:
@@ -178,7 +183,7 @@ def _compile(cxx: str, text: str, flags: Sequence[str], out: Path, announce: str
         cmd = [cxx, *flags, "-shared", "-fPIC", "-o", str(built), str(src)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
-            raise RuntimeError(f"compiling {out.stem} failed:\n{proc.stderr[-4000:]}")
+            raise CompileError(f"compiling {out.stem} failed:\n{proc.stderr[-4000:]}")
         digest = Path(tmp) / digest_path(out).name
         digest.write_text(_sha256(built) + "\n")
         os.replace(built, out)  # atomic: a concurrent process sees no file or a whole one

@@ -44,7 +44,7 @@ from .._arrays import dtype_name
 from ..mlx_ops import drop_overwritten, place_rows
 from ..reference import inverse_frequencies
 from . import source
-from .build import shared_library, unavailable
+from .build import CompileError, shared_library, unavailable
 from .emulator import STORAGE
 
 HOST_FILE = "host.cpp"
@@ -71,7 +71,7 @@ def _library() -> ctypes.CDLL:
     announce = "ropepool: compiling the fused kernel for this CPU (the 'cpu' backend)"
     try:
         lib = shared_library("ropepool_host", text, [*flags, "-march=native"], depends, announce)
-    except RuntimeError:  # a compiler without -march=native: a portable build
+    except CompileError:  # a compiler without -march=native: a portable build
         lib = shared_library("ropepool_host", text, flags, depends, announce)
     fn = getattr(lib, "ropepool_host_rope", None)
     if fn is None:
