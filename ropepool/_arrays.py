@@ -25,6 +25,15 @@ def dtype_name(x) -> str:
     return x.dtype.name
 
 
+def native(x):
+    """``x`` as the op reads it: a NumPy array in native byte order, row-contiguous and aligned
+    (a copy when it is not: ``x[::-1]``, ``np.broadcast_to``, dtype ``'>f4'``); an mx.array as is.
+    Never a reinterpretation of the bytes."""
+    if isinstance(x, np.ndarray) and not (x.dtype.isnative and x.flags.c_contiguous and x.flags.aligned):
+        return np.ascontiguousarray(x, dtype=x.dtype.newbyteorder("="))
+    return x
+
+
 def to_mx(x) -> mx.array:
     return x if isinstance(x, mx.array) else mx.array(x)
 

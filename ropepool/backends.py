@@ -74,6 +74,9 @@ def resolve(backend: str, inplace: bool = False) -> tuple[str, Callable]:
     from .validation import fail
 
     reg = _registry()
+    if not isinstance(backend, str):
+        raise fail("unknown_backend", expected=f"a string: 'auto' or one of {list(reg)}",
+                   got=f"{backend!r} ({type(backend).__name__})", hint="name one backend, as a string.")
     if backend == "auto":
         backend = next(name for name, (status, _) in reg.items()
                        if status.available and (name in INPLACE_BACKENDS or not inplace))

@@ -51,6 +51,7 @@ For a short run from a notebook::
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -352,8 +353,33 @@ def plot_results(results: dict, path: str | Path) -> Path:
     return path
 
 
+def bad_arguments(repeats: int | None, out_dir: str | Path) -> str | None:
+    """Why ``--repeats``/``--out`` cannot work, checked before any timing; None if they can."""
+    if repeats is not None and (isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1):
+        return f"--repeats must be a whole number >= 1, got {repeats!r}"
+    out = Path(out_dir)
+    if not str(out_dir).strip():
+        return "--out must name a folder, got an empty string"
+    if out.exists() and not out.is_dir():
+        return f"--out {out_dir}: exists and is not a folder"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        return f"--out {out_dir}: cannot create it ({e.strerror or e})"
+    if not os.access(out, os.W_OK | os.X_OK):
+        return f"--out {out_dir}: cannot write in it"
+    return None
+
+
 def main(quick: bool = False, repeats: int | None = None, out_dir: str = "artifacts", plot: bool = True) -> int:
-    """Entry point of ``python -m ropepool bench``; ``quick`` runs small sizes in seconds."""
+    """Entry point of ``python -m ropepool bench``; ``quick`` runs small sizes in seconds.
+
+    Returns 2, with a one-line message on stderr, for a bad ``repeats`` or ``out_dir``.
+    """
+    problem = bad_arguments(repeats, out_dir)
+    if problem:
+        print(f"python -m ropepool bench: {problem}", file=sys.stderr)
+        return 2
     if quick:
         results = run(tokens=(1, 64), dtypes=("float16", "bfloat16", "float32"), pools=(4096, 65536),
                       repeats=repeats or 5, pool_tokens=16, out_dir=out_dir, plot=plot)

@@ -32,13 +32,28 @@ def findings() -> list[tuple[str, str]]:
     rows += [(f"backend {name}", ("runs: " if s.available else "does not run: ") + s.reason)
              for name, s in available_backends().items()]
     rows.append(("backend='auto' picks", best_backend()))
-    cxx = build.compiler()
-    rows.append(("kernel CPU check", f"C++ compiler {cxx}: builds the kernel body as the 'cpu' backend and, in the "
-                 "tests, under a grid emulator" if cxx
-                 else "no C++ compiler (set CXX or install g++): no 'cpu' backend, and the kernel body cannot be "
-                 "checked on the CPU"))
-    rows.append(("kernel cache", f"{build.cache_dir()} (set ROPEPOOL_KERNEL_CACHE to move it)"))
+    rows.append(("kernel CPU check", _cpu_check()))
+    try:
+        cache = f"{build.cache_dir()} (set ROPEPOOL_KERNEL_CACHE to move it)"
+    except RuntimeError as err:
+        cache = f"unusable, nothing is built or loaded: {err}"
+    rows.append(("kernel cache", cache))
     return rows
+
+
+def _cpu_check() -> str:
+    """What the C++ compiler does here: said only after it built (and loaded) the kernel body."""
+    from .kernels import build, host
+
+    cxx = build.compiler()
+    if cxx is None:
+        return ("no C++ compiler (set CXX or install g++): no 'cpu' backend, and the kernel body cannot be "
+                "checked on the CPU")
+    problem = host.unavailable_reason()
+    if problem:
+        return f"C++ compiler {cxx} does not build the kernel body here: {problem}"
+    return (f"C++ compiler {cxx}: builds the kernel body as the 'cpu' backend and, in the tests, under a "
+            "grid emulator")
 
 
 def report() -> str:

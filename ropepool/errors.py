@@ -39,6 +39,17 @@ class RopePoolError(ValueError):
         super().__init__(f"{first_line}\n  expected {self.expected}, got {self.got}. {hint}")
 
 
+class RopePoolRuntimeError(RopePoolError, RuntimeError):
+    """A :class:`RopePoolError` that is also a ``RuntimeError``: the codes SGLang checks in its
+    C++ extension (origin "sglang-c++"), which PyTorch raises as ``RuntimeError``, so code written
+    against SGLang that catches ``RuntimeError`` there still catches them."""
+
+
+def error_class(code: str) -> type[RopePoolError]:
+    """The class raised for ``code``: :class:`RopePoolRuntimeError` for SGLang's C++-side checks."""
+    return RopePoolRuntimeError if CATALOG[code].origin == "sglang-c++" else RopePoolError
+
+
 @dataclass(frozen=True)
 class ErrorSpec:
     """One entry of the catalog."""
@@ -264,6 +275,21 @@ _SPECS = [
         lambda: _call(rope_scaling=_longrope(4)),
         lambda: _call(rope_scaling=_longrope(4), max_position_embeddings=131072)),
     ErrorSpec(
+        "rope_base_range", "rope_base gives inverse frequencies float32 cannot hold for head_dim={head_dim}, "
+        "got {got}", "ropepool",
+        "The kernel holds rope_base**(-2i/D) in float32 and multiplies it by positions up to 2**24: a base "
+        "so small or so large that these overflow or underflow gives NaN or constant angles.",
+        ("a scaling factor or a log-base passed as rope_base", "rope_theta read from the wrong config field"),
+        "Pass config.rope_theta as it is (10000.0, 500000.0, 1000000.0).",
+        lambda: _call(rope_base=1e-300), _call),
+    ErrorSpec(
+        "argument_type", "{name} must be {kind}, got {got}", "ropepool",
+        "head_dim, num_qo_heads and num_kv_heads are ints and check_values and inplace bools, as "
+        "SGLang's binding takes them; nothing is rounded or parsed.",
+        ("a head count computed with / instead of // (4.0)", "a config value read as a string"),
+        "Pass ints (e.g. config.num_attention_heads // tp_size) and True or False.",
+        lambda: _call(num_qo_heads=4.0), _call),
+    ErrorSpec(
         "position_negative", "positions must be >= 0, got {got}", "ropepool",
         "A position counts tokens from the start of the sequence.",
         ("a padding marker (-1) passed as a position",),
@@ -285,18 +311,23 @@ _SPECS = [
         lambda: _call(slots=mx.array([0, 2, 6], dtype=mx.int32)), _call),
     ErrorSpec(
         "duplicate_slot", "two tokens write the same pool row: {got}", "ropepool",
-        "Two tokens writing one row race in the kernel: which one lands is undefined.",
+        "Two tokens writing one row race in SGLang's kernel: which one lands is undefined there. With "
+        "check_values=False ropepool does not read the slots to look, and the last of those tokens "
+        "(the highest t) wins the row, on every backend.",
         ("the allocator handed out a slot twice", "a decode step reusing the previous step's slots"),
         "Give every writing token its own slot (use -1 for tokens that write nothing).",
         lambda: _call(slots=mx.array([0, 2, 2], dtype=mx.int32)), _call),
     ErrorSpec(
         "inplace_unsupported", "inplace=True cannot write these pools in place: {got}", "ropepool",
         "With inplace=True the op writes k_rot and v into the pools themselves, as SGLang's kernel "
-        "does: the pools must be writable, row-contiguous host memory, two distinct buffers, and "
+        "does: the pools must be writable, row-contiguous, native-order host memory, two distinct buffers "
+        "that no input shares, and "
         "the backend one that runs on the host ('cpu' or 'mlx').",
         ("a read-only NumPy array (np.frombuffer of bytes, or setflags(write=False))",
          "a strided view such as pool[:, :, ::2] or a transposed array",
          "the same array passed as k_pool and v_pool",
+         "q, k, v, positions or slots a view of a pool's rows (v = k_pool[:T])",
+         "a NumPy pool in non-native byte order (dtype '>f4'), or not aligned",
          "mx.array pools while MLX's default device is the GPU, or backend='metal'/'cuda'"),
         "Pass writable, contiguous and distinct pools (np.ascontiguousarray makes a copy), use "
         "backend='auto', or call without inplace=True and rebind the pools it returns.",
@@ -320,4 +351,5 @@ CATALOG: dict[str, ErrorSpec] = {spec.code: spec for spec in _SPECS}
 
 def fail(code: str, *, expected, got, hint: str, **fmt) -> RopePoolError:
     """Build the error ``code`` with the catalog's message formatted by ``fmt``."""
-    return RopePoolError(code, CATALOG[code].message.format(got=got, **fmt), expected=expected, got=got, hint=hint)
+    return error_class(code)(code, CATALOG[code].message.format(got=got, **fmt), expected=expected, got=got,
+                             hint=hint)

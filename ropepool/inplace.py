@@ -32,6 +32,7 @@ import mlx.core as mx
 import numpy as np
 
 from ._arrays import dtype_name, to_mx, to_numpy
+from .mlx_ops import drop_overwritten, rotate_qk
 
 #: The backends that can write pools in place, in ``auto``'s order.
 INPLACE_BACKENDS = ("cpu", "mlx")
@@ -44,6 +45,10 @@ def pool_problem(pool) -> str | None:
             return "a read-only NumPy array"
         if not pool.flags.c_contiguous:
             return "a strided (not row-contiguous) NumPy view"
+        if not pool.dtype.isnative:
+            return f"a NumPy array in non-native byte order ({pool.dtype.str})"
+        if not pool.flags.aligned:
+            return "a NumPy array whose memory is not aligned to its dtype"
         return None
     if mx.default_device() != mx.cpu:
         return f"an mx.array while MLX's default device is {mx.default_device()}"
@@ -61,6 +66,31 @@ def pools_overlap(k_pool, v_pool) -> bool:
     return bool(np.may_share_memory(_bytes(k_pool), _bytes(v_pool)))
 
 
+_UNSIGNED = {1: mx.uint8, 2: mx.uint16, 4: mx.uint32, 8: mx.uint64}
+
+
+def _memory(x) -> np.ndarray:
+    """A NumPy view of the memory of ``x`` (mx.array evaluated, any strides), for overlap tests."""
+    if isinstance(x, np.ndarray):
+        return x
+    bits = x.view(_UNSIGNED[x.dtype.size])  # same buffer; NumPy has no bfloat16
+    mx.eval(bits)
+    return np.asarray(memoryview(bits))
+
+
+def input_overlapping_pools(inputs: dict, k_pool, v_pool) -> tuple[str, str] | None:
+    """``(input name, pool name)`` of the first input sharing memory with a pool, or None."""
+    pools = {"k_pool": _memory(k_pool), "v_pool": _memory(v_pool)}
+    for name, x in inputs.items():
+        if x.size == 0:
+            continue
+        mem = _memory(x)
+        for pool_name, pool in pools.items():
+            if np.may_share_memory(mem, pool):
+                return name, pool_name
+    return None
+
+
 def rope_pool_inplace(backend: str, q, k, v, positions, slots, k_pool, v_pool, *, rope,
                       host_slots: np.ndarray | None):
     """The validated op, writing the pools in place; ``(q_rot, k_rot, k_pool, v_pool)``.
@@ -71,15 +101,14 @@ def rope_pool_inplace(backend: str, q, k, v, positions, slots, k_pool, v_pool, *
 
     if any(isinstance(p, mx.array) for p in (k_pool, v_pool)):
         mx.synchronize()  # queued MLX work that reads a pool finishes before its rows change
+    if host_slots is None:  # check_values=False: duplicates possible, the last token wins
+        host_slots = drop_overwritten(host.host_memory(slots, np.int32), k_pool.shape[0])
     if backend == "cpu":
-        q_rot, k_rot = host.rope_rows_host(q, k, positions, rope=rope, pools=(v, slots, k_pool, v_pool))
+        rows = (v, host_slots.astype(np.int32), k_pool, v_pool)
+        q_rot, k_rot = host.rope_rows_host(q, k, positions, rope=rope, pools=rows)
         return q_rot, k_rot, k_pool, v_pool
-    from .mlx_ops import rotate_qk
-
     q_rot, k_rot = rotate_qk(to_mx(q), to_mx(k), to_mx(positions), rope)
     mx.eval(q_rot, k_rot)
-    if host_slots is None:
-        host_slots = host.host_memory(slots, np.int32)
     keep = np.flatnonzero((host_slots >= 0) & (host_slots < k_pool.shape[0]))  # tokens that write
     storage = host.STORAGE[dtype_name(k_rot)]
     for pool, rows in ((k_pool, k_rot), (v_pool, v)):

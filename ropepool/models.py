@@ -38,6 +38,8 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import os
+import stat
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -165,17 +167,20 @@ def load_config(source: str | Path) -> dict:
         or JSON that is not an object.
     """
     source = str(source)
-    if source in _PRESETS:
-        return load_preset(source)
     path = Path(source)
+    by_lower = {name.lower(): name for name in _PRESETS}
+    if source in _PRESETS or (source.lower() in by_lower and not path.exists()):
+        return load_preset(by_lower[source.lower()])
     if path.is_dir():
+        if not (path / "config.json").exists():
+            raise ConfigError(f"{source}: a folder without a config.json in it")
         path = path / "config.json"
     if not path.exists():
+        close = difflib.get_close_matches(source.lower(), by_lower, n=1)
+        if close:
+            raise ConfigError(f"{source}: no such file, and not a preset (did you mean {by_lower[close[0]]!r}?)")
         raise ConfigError(f"{source}: no such file, and not a preset ({', '.join(_PRESETS)})")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path}: cannot read it ({e.__class__.__name__}: {e})") from None
+    text = _read_bounded(path)
     try:
         config = json.loads(text)
     except json.JSONDecodeError as e:
@@ -183,6 +188,33 @@ def load_config(source: str | Path) -> dict:
     if not isinstance(config, dict):
         raise ConfigError(f"{path}: expected a JSON object (a model config), got a JSON {type(config).__name__}")
     return config
+
+
+#: A config.json is a few KiB; a file larger than this is not one (and is not read to its end).
+MAX_CONFIG_BYTES = 1 << 20
+
+
+def _read_bounded(path: Path) -> str:
+    """The text of ``path`` if it is a regular file of at most :data:`MAX_CONFIG_BYTES`.
+
+    Opened without blocking and checked before reading, so a FIFO, a device (``/dev/zero``)
+    or a huge file gives a ConfigError instead of a hang.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read it ({e.__class__.__name__}: {e})") from None
+    with os.fdopen(fd, "rb") as f:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise ConfigError(f"{path}: not a regular file (a FIFO, a device or a socket): pass a config.json")
+        data = f.read(MAX_CONFIG_BYTES + 1)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES} bytes, not a model config")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: cannot read it ({e.__class__.__name__}: {e})") from None
 
 
 def _present(config: dict, key: str) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._arrays import to_mx, to_numpy
+from ._arrays import native, to_mx, to_numpy
 from .backends import resolve
 from .inplace import rope_pool_inplace
 from .rope import rope_table
@@ -37,7 +37,8 @@ def rope_pool_fused(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_
     max_position_embeddings : int or None, the config's (longrope and some yarn configs need it)
     backend : "auto", "metal", "cuda", "cpu" or "mlx" (see :func:`ropepool.available_backends`)
     check_values : bool, also check positions and slots by value (range, duplicate slots);
-        this reads them on the host. With False, an out-of-range slot still writes nothing.
+        this reads them on the host. With False, an out-of-range slot still writes nothing, and
+        of tokens naming one slot the last one wins the row.
     inplace : bool, write the rows into ``k_pool`` and ``v_pool`` themselves, as SGLang's
         kernel does, and return those same objects (see :mod:`ropepool.inplace` for what the
         pools must be, and which backends can)
@@ -53,7 +54,9 @@ def rope_pool_fused(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_
     Raises
     ------
     RopePoolError
-        For every problem in ``ropepool.errors.CATALOG``, before anything is written.
+        For every problem in ``ropepool.errors.CATALOG``, before anything is written. Those SGLang
+        raises from C++ (``index_dtype``, ``head_dim_odd``, ``unsupported_dtype``) are also
+        ``RuntimeError``, as there.
 
     Example
     -------
@@ -70,9 +73,10 @@ def rope_pool_fused(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_
     rope = rope_table(head_dim, rope_base, rotary_dim=rotary_dim, is_neox=is_neox, rope_scaling=rope_scaling,
                       max_position_embeddings=max_position_embeddings)
     name, impl = resolve(backend, inplace)  # after the inputs: every check runs in the catalog's order
+    q, k, v, positions, slots = (native(x) for x in (q, k, v, positions, slots))  # any NumPy layout or byte order
     if inplace:
         return rope_pool_inplace(name, q, k, v, positions, slots, k_pool, v_pool, rope=rope, host_slots=host_slots)
-    args = [to_mx(x) for x in (q, k, v, positions, slots, k_pool, v_pool)]
+    args = [to_mx(native(x)) for x in (q, k, v, positions, slots, k_pool, v_pool)]
     out = impl(*args, rope=rope, host_slots=host_slots)
     if isinstance(q, np.ndarray):
         return tuple(to_numpy(o) for o in out)

@@ -147,7 +147,7 @@ def rope_table(head_dim: int, rope_base: float, *, rotary_dim=None, is_neox=True
     ------
     RopePoolError
         ``rotary_dim``, ``rope_type``, ``rope_factor``, ``longrope_factors``,
-        ``max_position_missing``, ``rope_base``.
+        ``max_position_missing``, ``rope_base_range``.
     """
     return _rope_table(int(head_dim), float(rope_base), rotary_dim, bool(is_neox), _freeze(rope_scaling),
                        max_position_embeddings)
@@ -181,12 +181,28 @@ def _rope_table(head_dim, rope_base, rotary_dim, is_neox, frozen_scaling, max_po
     base = _default_inv_freq(rd, rope_base)  # [rd/2]
     inv_freq, scale = _SCALERS[rope_type](base, scaling, rd, rope_base, max_position_embeddings)
     table = np.asarray(inv_freq, np.float64)
-    f32 = table.astype(np.float32)
-    if not (np.isfinite(f32).all() and (np.abs(f32) >= np.finfo(np.float32).tiny).all() and math.isfinite(scale)):
-        raise fail("rope_base", got=repr(rope_base), expected="inverse frequencies finite and normal in float32",
-                   hint="pass config.rope_theta (10000.0 where the config has none); this base gives "
-                        "frequencies float32 cannot hold.")
+    _check_float32(table, scale, head_dim, rope_base)
     return Rope(head_dim, rd, is_neox, tuple(table.tolist()), float(scale), rope_type)
+
+
+#: Positions at or above this lose integer exactness in float32 (24-bit significand); angles reach this times inv_freq.
+MAX_POSITION = 2**24
+
+
+def _check_float32(table: np.ndarray, scale: float, head_dim: int, rope_base: float) -> None:
+    """The table as the kernels hold it (float32) must be normal numbers whose angles stay finite up
+    to 2**24 positions (else cos and sin give NaN or 0), and the scale finite."""
+    f32 = np.finfo(np.float32)
+    with np.errstate(all="ignore"):
+        inv = table.astype(np.float32)
+        ok = bool(np.isfinite(inv).all() and (inv >= f32.tiny).all() and (inv.max() * MAX_POSITION <= f32.max)
+                  and math.isfinite(scale))
+    if not ok:
+        raise fail("rope_base_range", head_dim=head_dim,
+                   expected=f"float32 inverse frequencies in [{f32.tiny:.3g}, {f32.max / MAX_POSITION:.3g}]",
+                   got=f"rope_base={rope_base!r}: from {inv[0]:.3g} to {inv[-1]:.3g}",
+                   hint="pass config.rope_theta as it is (10000.0, 500000.0, ...): this base gives "
+                        "NaN or zero angles in float32.")
 
 
 def _default_inv_freq(rotary_dim: int, rope_base: float) -> np.ndarray:

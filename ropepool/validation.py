@@ -15,10 +15,9 @@ import numpy as np
 
 from ._arrays import FLOAT_DTYPES, dtype_name, is_array, to_numpy
 from .errors import fail
-from .inplace import pool_problem, pools_overlap
+from .inplace import input_overlapping_pools, pool_problem, pools_overlap
+from .rope import MAX_POSITION, plain
 
-#: Positions at or above this lose integer exactness in float32 (24-bit significand).
-MAX_POSITION = 2**24
 
 
 def _heads(n: int) -> str:
@@ -59,6 +58,8 @@ def validate(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_head
         if not is_array(x):
             raise fail("not_an_array", name=name, kind=type(x).__name__, expected="mx.array or np.ndarray",
                        got=type(x).__name__, hint=f"wrap {name} with mx.array(...) or np.asarray(...).")
+    _validate_argument_types(head_dim=head_dim, num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads,
+                             check_values=check_values, inplace=inplace)
 
     # --- SGLang's Python wrapper, in its order ---------------------------------------------
     if q.ndim != 3 or k.ndim != 3 or v.ndim != 3:
@@ -134,17 +135,67 @@ def validate(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_head
                    hint=f"{num_qo_heads} query heads cannot be split evenly over {num_kv_heads} KV heads: "
                         "take both from the same model's config.")
     base_ok = (isinstance(rope_base, numbers.Real) and not isinstance(rope_base, bool)
-               and math.isfinite(rope_base) and rope_base > 0)
+               and _finite_positive(rope_base))
     if not base_ok:
         raise fail("rope_base", expected="a finite rope_base > 0, e.g. 10000.0 or 500000.0", got=repr(rope_base),
                    hint="pass config.rope_theta (10000.0 where the config has none).")
+    _validate_frequencies(head_dim, rope_base)
     host_slots = None
     if check_values:
         host_slots = to_numpy(slots, np.int64)
         _validate_values(to_numpy(positions, np.int64), host_slots, k_pool.shape[0])
     if inplace:
         _validate_inplace(k_pool, v_pool)
+        _validate_inplace_inputs(named)
     return host_slots
+
+
+def _validate_argument_types(**arguments) -> None:
+    """The plain arguments' types, as SGLang's binding takes them: ints for the sizes, bools for the flags."""
+    for name, value in arguments.items():
+        flag = name in ("check_values", "inplace")
+        if flag:
+            ok, kind, hint = isinstance(value, (bool, np.bool_)), "a bool", f"pass {name}=True or {name}=False."
+        else:
+            ok, kind = isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)), "an int"
+            hint = (f"pass {name}={int(float(value))}: a float is not rounded for you." if _whole(value)
+                    else f"read {name} from the model's config, as an int.")
+        if not ok:
+            raise fail("argument_type", name=name, kind=kind, expected=f"{name} {kind}",
+                       got=f"{value!r} ({type(value).__name__})", hint=hint)
+
+
+def _whole(value) -> bool:
+    try:
+        return float(value).is_integer()
+    except (TypeError, ValueError, OverflowError):
+        return False
+
+
+def _finite_positive(x) -> bool:
+    """``x`` as a float is finite and > 0 (an int too large for a float is not)."""
+    try:
+        f = float(x)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return math.isfinite(f) and f > 0
+
+
+def _validate_frequencies(head_dim: int, rope_base) -> None:
+    """The rotation's inverse frequencies must hold in float32 (:func:`ropepool.rope.rope_table` checks)."""
+    plain(head_dim, float(rope_base))
+
+
+def _validate_inplace_inputs(named: dict) -> None:
+    """No input may share memory with a pool written in place (the write would change it mid-call)."""
+    inputs = {n: x for n, x in named.items() if n not in ("k_pool", "v_pool")}
+    clash = input_overlapping_pools(inputs, named["k_pool"], named["v_pool"])
+    if clash:
+        name, pool = clash
+        raise fail("inplace_unsupported", got=f"{name} shares memory with {pool}",
+                   expected="inputs in buffers of their own",
+                   hint=f"pass a copy of {name} (np.array({name}) or mx.array(np.array({name}))): "
+                        f"writing {pool} in place would change {name} while the call reads it.")
 
 
 def _validate_inplace(k_pool, v_pool) -> None:

@@ -127,7 +127,7 @@ def test_num_kv_heads_that_agrees_just_runs(capsys):
 
 # name, arguments, exit status, the one line on stderr
 FAILURES = [
-    ("unknown-preset", ["llama3-8b"], 2, "llama3-8b: no such file, and not a preset (llama-3-8b, "),
+    ("unknown-preset", ["llama3-8b"], 2, "llama3-8b: no such file, and not a preset (did you mean 'llama-3-8b'?)"),
     ("missing-file", ["{tmp}/nope.json"], 2, "nope.json: no such file"),
     ("malformed-json", ["{tmp}/bad.json"], 2, "bad.json: malformed JSON at line 2 column 1"),
     ("json-list", ["{tmp}/list.json"], 2, "list.json: expected a JSON object"),

@@ -8,6 +8,14 @@ flags, source text, the headers it includes, and for ``-march=native`` builds th
 feature flags), so a changed source never loads a stale library. Processes that start at once
 (pytest workers) build each library once: the build holds a file lock, and the finished
 library appears in the cache atomically.
+
+The cache holds code that gets loaded, so it is guarded: the directory must be owned by this
+user and closed to everyone else (created 0700; one that others can write is refused), lock
+files are opened without following symlinks, and each library is written with a SHA-256
+digest of its bytes beside it (``.sha256``, moved in after the library). A library is loaded
+only when its digest matches; otherwise (truncated, foreign, half-written) it is rebuilt. Any
+failure to load raises ``RuntimeError``, which :func:`unavailable` turns into the reason
+``doctor`` shows, while ``backend="auto"`` falls back to ``mlx``.
 """
 
 from __future__ import annotations
@@ -17,12 +25,17 @@ import fcntl
 import hashlib
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Callable, Sequence
+
+
+class CompileError(RuntimeError):
+    """The compiler ran and failed (as opposed to a library that was built but cannot be loaded)."""
 
 
 def compiler() -> str | None:
@@ -34,15 +47,44 @@ def compiler() -> str | None:
 
 
 def cache_dir() -> Path:
+    """The kernel cache: ``$ROPEPOOL_KERNEL_CACHE``, else ``~/.cache/ropepool``, else a per-user
+    folder in the system temp dir; always one this user owns and no one else can enter.
+
+    Raises
+    ------
+    RuntimeError
+        The folder cannot be made private to this user (another user owns it, it is a symlink,
+        others can write it): nothing in it is loaded.
+    """
     env = os.environ.get("ROPEPOOL_KERNEL_CACHE")
-    base = Path(env) if env else Path.home() / ".cache" / "ropepool"
+    if env:
+        return private_dir(Path(env))
     try:
-        base.mkdir(parents=True, exist_ok=True)
-        return base
-    except OSError:
-        path = Path(tempfile.gettempdir()) / "ropepool-kernels"
-        path.mkdir(parents=True, exist_ok=True)
-        return path
+        return private_dir(Path.home() / ".cache" / "ropepool")
+    except (RuntimeError, KeyError):  # no usable home (KeyError: no HOME and no passwd entry)
+        return private_dir(Path(tempfile.gettempdir()) / f"ropepool-kernels-{os.geteuid()}")
+
+
+def private_dir(path: Path) -> Path:
+    """``path``, created with mode 0700 if missing; an existing one must be a real directory owned
+    by this user that nobody else can write (its mode is then narrowed to 0700)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.mkdir(mode=0o700, exist_ok=True)
+        st = os.lstat(path)
+    except OSError as err:
+        raise RuntimeError(f"kernel cache {path} is unusable: {err}") from None
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        raise RuntimeError(f"kernel cache {path} is not a directory (a symlink or a file): refused")
+    if st.st_uid != os.geteuid():
+        raise RuntimeError(f"kernel cache {path} is owned by uid {st.st_uid}, not this user "
+                           f"({os.geteuid()}): refused, its code could be anyone's")
+    if st.st_mode & 0o022:
+        raise RuntimeError(f"kernel cache {path} can be written by others (mode {stat.S_IMODE(st.st_mode):o}): "
+                           "refused; remove it or chmod 700 it")
+    if st.st_mode & 0o077:
+        os.chmod(path, 0o700)
+    return path
 
 
 def _cpu_flags() -> str:
@@ -69,7 +111,8 @@ def shared_library(stem: str, text: str, flags: Sequence[str], depends: Sequence
     Raises
     ------
     RuntimeError
-        No compiler, or the compiler failed (its last lines included).
+        No compiler, the compiler failed (:class:`CompileError`, its last lines included), the
+        cache is not private, or the library does not load.
     """
     cxx = compiler()
     if cxx is None:
@@ -79,12 +122,39 @@ def shared_library(stem: str, text: str, flags: Sequence[str], depends: Sequence
         key.append(_cpu_flags())
     digest = hashlib.sha256("\0".join(key).encode()).hexdigest()[:16]
     out = cache_dir() / f"{stem}_{digest}.so"
-    if not out.exists():
-        with open(out.with_suffix(".lock"), "w") as lock:
+    if not verified(out):
+        try:  # never through a symlink: it could truncate or lock any file this user can write
+            fd = os.open(out.with_suffix(".lock"), os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        except OSError as err:
+            raise RuntimeError(f"cannot open the lock file {out.with_suffix('.lock')}: {err}") from None
+        with os.fdopen(fd, "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # one build per library, whoever asks first
-            if not out.exists():
+            if not verified(out):  # missing, or not the bytes we built: (re)build
                 _compile(cxx, text, flags, out, announce)
-    return ctypes.CDLL(str(out))
+    try:
+        return ctypes.CDLL(str(out))
+    except OSError as err:
+        raise RuntimeError(f"loading {out.name} failed: {err}") from None
+
+
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def digest_path(library: Path) -> Path:
+    return library.with_suffix(".sha256")
+
+
+def verified(library: Path) -> bool:
+    """Whether ``library`` is a regular file holding the bytes its ``.sha256`` says were built.
+    Never loads it."""
+    try:
+        if not all(stat.S_ISREG(os.lstat(p).st_mode) for p in (library, digest_path(library))):
+            return False
+        return digest_path(library).read_text().strip() == _sha256(library)
+    except OSError:
+        return False
 
 
 def unavailable(load: Callable[[], object], what: str) -> str | None:
@@ -96,8 +166,9 @@ def unavailable(load: Callable[[], object], what: str) -> str | None:
         return f"no C++ compiler on this machine (set CXX or install g++): {what}"
     try:
         load()
-    except (RuntimeError, OSError) as err:
-        return f"{what}: {str(err).splitlines()[0]}"
+    except Exception as err:  # any failure to build or load means "not here", never a crash
+        first = (str(err).splitlines() or [""])[0]
+        return f"{what}: {first}" if isinstance(err, RuntimeError) else f"{what}: {type(err).__name__}: {first}"
     return None
 
 
@@ -112,7 +183,10 @@ def _compile(cxx: str, text: str, flags: Sequence[str], out: Path, announce: str
         cmd = [cxx, *flags, "-shared", "-fPIC", "-o", str(built), str(src)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
-            raise RuntimeError(f"compiling {out.stem} failed:\n{proc.stderr[-4000:]}")
+            raise CompileError(f"compiling {out.stem} failed:\n{proc.stderr[-4000:]}")
+        digest = Path(tmp) / digest_path(out).name
+        digest.write_text(_sha256(built) + "\n")
         os.replace(built, out)  # atomic: a concurrent process sees no file or a whole one
+        os.replace(digest, digest_path(out))  # after the library: a digest never vouches for an older file
     if announce:
         print(f"... built in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)

@@ -41,10 +41,10 @@ import mlx.core as mx
 import numpy as np
 
 from .._arrays import dtype_name
-from ..mlx_ops import place_rows
+from ..mlx_ops import drop_overwritten, place_rows
 from ..rope import Rope, plain
 from . import source
-from .build import shared_library, unavailable
+from .build import CompileError, shared_library, unavailable
 from .emulator import STORAGE
 
 HOST_FILE = "host.cpp"
@@ -71,9 +71,11 @@ def _library() -> ctypes.CDLL:
     announce = "ropepool: compiling the fused kernel for this CPU (the 'cpu' backend)"
     try:
         lib = shared_library("ropepool_host", text, [*flags, "-march=native"], depends, announce)
-    except RuntimeError:  # a compiler without -march=native: a portable build
+    except CompileError:  # a compiler without -march=native: a portable build
         lib = shared_library("ropepool_host", text, flags, depends, announce)
-    fn = lib.ropepool_host_rope
+    fn = getattr(lib, "ropepool_host_rope", None)
+    if fn is None:
+        raise RuntimeError("the cached library has no ropepool_host_rope: not the one this source builds")
     p, i = ctypes.c_void_p, ctypes.c_int
     fn.argtypes = [i, i, i, i, i, i, i, p, p, p, p, p, p, p, i, i, i, p, p, p, p, i]
     fn.restype = i
@@ -210,6 +212,6 @@ def rope_pool_host(q, k, v, positions, slots, k_pool, v_pool, *, rope_base=None,
     write, and the pools take one plain scatter each, with or without ``check_values``.
     """
     q_rot, k_rot = rope_rows_host(q, k, positions, rope_base=rope_base, rope=rope)
-    if host_slots is None:
-        host_slots = host_memory(slots, np.int32)
+    if host_slots is None:  # check_values=False: duplicates possible, the last token wins
+        host_slots = drop_overwritten(host_memory(slots, np.int32), k_pool.shape[0])
     return (q_rot, k_rot, *place_rows(k_pool, v_pool, k_rot, v, slots, host_slots))

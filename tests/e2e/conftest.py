@@ -1,7 +1,7 @@
 """Fixtures of the end-to-end test: one JupyterLab server and one headless Chromium per worker.
 
 The server is started with :func:`ropepool.lab.lab_command`, the argv ``make lab`` runs, on a
-free port with a fresh token. Nothing is added to that argv; what the test needs differently
+free port, with a fresh token in its environment (:func:`ropepool.lab.lab_env`). Nothing is added to that argv; what the test needs differently
 from a learner's first start lives in environment variables pointing into a temporary folder:
 
 * ``JUPYTERLAB_SETTINGS_DIR``: user settings with
@@ -43,7 +43,7 @@ from pathlib import Path
 
 import pytest
 
-from ropepool.lab import NOTEBOOKS, lab_command
+from ropepool.lab import NOTEBOOKS, lab_command, lab_env
 
 os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
 
@@ -223,13 +223,13 @@ def _start(tmp: Path) -> Lab:
     last_error = ""
     for attempt in range(3):  # a free port can be taken between free_port() and the bind
         port, token = free_port(), secrets.token_hex(24)
-        argv = lab_command(port=port, token=token, open_browser=False)
+        argv = lab_command(port=port, open_browser=False)
         if ROOT != NOTEBOOKS.resolve():
             argv = [f"--ServerApp.root_dir={ROOT}" if a.startswith("--ServerApp.root_dir=") else a for a in argv]
         log = tmp / f"server-{attempt}.log"
         with open(log, "wb") as out:
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env=env, cwd=REPO, start_new_session=True)
+                                    env=lab_env(token, env), cwd=REPO, start_new_session=True)
         lab = Lab(proc, port, token, argv, log, ROOT)
         try:
             deadline = time.monotonic() + 120

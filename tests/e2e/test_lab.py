@@ -334,8 +334,10 @@ def test_api_needs_the_token(lab: Lab, path: str):
     assert lab.request("GET", path)[0] == 200
 
 
-def test_token_in_the_command(lab: Lab):
-    assert f"--IdentityProvider.token={lab.token}" in lab.argv and len(lab.token) >= 32
+def test_token_not_on_the_command_line(lab: Lab):
+    """The token travels in JUPYTER_TOKEN: the process list (readable by every local user) lacks it."""
+    cmdline = Path(f"/proc/{lab.pid}/cmdline").read_bytes().decode(errors="replace")
+    assert len(lab.token) >= 32 and lab.token not in cmdline and lab.token not in " ".join(lab.argv)
 
 
 def test_listens_on_loopback_only(lab: Lab):
