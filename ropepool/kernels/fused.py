@@ -66,7 +66,7 @@ def rope_rows(q: mx.array, k: mx.array, positions: mx.array, *, rope_base: float
     grid = source.grid_size(T, Hq, Hkv, D)
     q_rot, k_rot = build(backend)(
         inputs=[q, k, positions, inv_freq(D, float(rope_base))],
-        template=[("DType", q.dtype), ("Hq", Hq), ("Hkv", Hkv), ("D", D)],
+        template=source.template_args(q.dtype, Hq, Hkv, D),
         grid=(grid, 1, 1),
         threadgroup=(min(source.BLOCK, grid), 1, 1),
         output_shapes=[q.shape, k.shape],

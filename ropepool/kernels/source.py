@@ -36,6 +36,10 @@ THREAD_INDEX = {
 INPUT_NAMES = ("q", "k", "positions", "inv_freq")
 OUTPUT_NAMES = ("q_rot", "k_rot")
 
+#: Element type of each input, which MLX writes into the generated signature: "DType" is the
+#: kernel's element type (q's dtype), the others are fixed.
+INPUT_DTYPES = {"q": "DType", "k": "DType", "positions": "int32", "inv_freq": "float32"}
+
 #: Threads per threadgroup (Metal) or block (CUDA), and what the CPU emulator pretends.
 BLOCK = 256
 
@@ -68,6 +72,16 @@ def source_hash(backend: str) -> str:
 def kernel_name(backend: str) -> str:
     """``ropepool_rope_rows_<backend>_<hash>``: a new name whenever the compiled text changes."""
     return f"ropepool_rope_rows_{backend}_{source_hash(backend)}"
+
+
+def template_args(dtype, num_qo_heads: int, num_kv_heads: int, head_dim: int) -> list[tuple[str, object]]:
+    """One specialisation's template arguments, in ``mx.fast.*_kernel``'s ``template=`` form.
+
+    ``dtype`` is passed through as given: an ``mx.Dtype`` for MLX, a name such as
+    ``"float16"`` for NVRTC (:mod:`ropepool.kernels.nvrtc`). Every compiler of the kernel
+    takes its template from here, so a new argument reaches all of them.
+    """
+    return [("DType", dtype), ("Hq", int(num_qo_heads)), ("Hkv", int(num_kv_heads)), ("D", int(head_dim))]
 
 
 def grid_size(tokens: int, num_qo_heads: int, num_kv_heads: int, head_dim: int) -> int:
