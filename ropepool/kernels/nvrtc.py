@@ -39,7 +39,7 @@ import importlib.util
 import re
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -272,18 +272,19 @@ def kernel_text(dtype: str, num_qo_heads: int, num_kv_heads: int, head_dim: int,
         raise ValueError(f"source.INPUT_DTYPES has no dtype for input(s) {missing}")
     inputs = list(source.INPUT_NAMES)
     outputs = list(source.OUTPUT_NAMES)
-    header = source.header("cuda")
     extra = ()
     if write_pool:
         inputs += ["v", "slots"]
         outputs += ["k_pool", "v_pool"]
-        header = "#define RP_WRITE_POOL\n" + header
         extra = ("k_pool_shape",)
     dtypes = {**source.INPUT_DTYPES, "v": "DType", "slots": "int32"}
     in_dtypes = [dtype if dtypes[n] == "DType" else dtypes[n] for n in inputs]
-    return assemble(source.kernel_name("cuda") + ("_pool" if write_pool else ""), inputs, in_dtypes, outputs,
-                    [dtype] * len(outputs), source.body("cuda"), header,
+    text = assemble(source.kernel_name("cuda") + ("_pool" if write_pool else ""), inputs, in_dtypes, outputs,
+                    [dtype] * len(outputs), source.body("cuda"), source.header("cuda"),
                     source.template_args(dtype, num_qo_heads, num_kv_heads, head_dim), extra_shapes=extra)
+    if write_pool:  # around the kernel block, not the headers (which never read it): one prologue for all
+        text = replace(text, kernel="#define RP_WRITE_POOL\n" + text.kernel + "#undef RP_WRITE_POOL\n")
+    return text
 
 
 # ---------------------------------------------------------------------------------------------
@@ -410,7 +411,7 @@ def compile_cuda(kernels, arch: str) -> Compiled:
 @lru_cache(maxsize=None)
 def compile_specialisations(specs: tuple, arch: str) -> tuple[Compiled, ...]:
     """Every ``(dtype, Hq, Hkv, D, write_pool)`` in ``specs`` through :func:`kernel_text`,
-    compiled for ``arch``: one program per prologue (the pool variant's differs), cached per process."""
+    compiled for ``arch``: one program per prologue (one, for ropepool's kernel), cached per process."""
     groups: dict[str, dict[str, KernelText]] = {}
     for dtype, hq, hkv, d, write_pool in specs:
         k = kernel_text(dtype, hq, hkv, d, write_pool=write_pool)
