@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
-import mlx.core as mx
 import numpy as np
+
+try:
+    import mlx.core as mx
+except ImportError:  # benchmarks/cuda_check.py on a GPU machine without MLX: NumPy arrays only
+    mx = None
+
+# What isinstance() takes for "an mx.array": nothing matches where MLX is absent.
+_MX_ARRAY = mx.array if mx is not None else ()
 
 FLOAT_DTYPES = ("float16", "bfloat16", "float32")
 
 
 def is_array(x) -> bool:
-    return isinstance(x, (mx.array, np.ndarray))
+    return isinstance(x, (_MX_ARRAY, np.ndarray))
 
 
 _MX_DTYPE_NAMES: dict = {}
@@ -17,7 +24,7 @@ _MX_DTYPE_NAMES: dict = {}
 
 def dtype_name(x) -> str:
     """'float16', 'bfloat16', 'int32', ... for an mx.array or a NumPy array."""
-    if isinstance(x, mx.array):
+    if isinstance(x, _MX_ARRAY):
         name = _MX_DTYPE_NAMES.get(x.dtype)
         if name is None:  # first sight of this dtype: remember its name (a per-call cost at decode)
             name = _MX_DTYPE_NAMES[x.dtype] = str(x.dtype).rsplit(".", 1)[-1]
@@ -40,7 +47,7 @@ def to_mx(x) -> mx.array:
 
 def to_numpy(x, dtype=None) -> np.ndarray:
     """A NumPy copy; bfloat16 (which NumPy lacks) goes through float32 exactly."""
-    if isinstance(x, mx.array):
+    if isinstance(x, _MX_ARRAY):
         if x.dtype == mx.bfloat16:
             x = x.astype(mx.float32)
         x = np.array(x)

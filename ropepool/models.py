@@ -44,7 +44,6 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from .errors import RopePoolError
 from .rope import Rope, rope_table
 from .shapes import Shapes
 
@@ -381,7 +380,7 @@ def from_config(config: dict) -> RopeParams:
                         is_neox=is_neox, rope_scaling=scaling or None, max_position_embeddings=max_pos)
     try:
         params.rope()
-    except RopePoolError as err:
+    except ValueError as err:  # a catalog RopePoolError (not imported here: this module loads without MLX)
         fields = ("rotary_dim", "partial_rotary_factor") if err.code == "rotary_dim" else ("rope_scaling",)
         raise ConfigError(f"{name}: {err.first_line} ({err.hint})", fields=fields) from None
     return params

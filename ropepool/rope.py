@@ -60,7 +60,6 @@ from functools import lru_cache
 
 import numpy as np
 
-from .errors import fail
 
 #: The scaling types ropepool computes.
 KNOWN_TYPES = ("default", "linear", "llama3", "yarn", "longrope")
@@ -75,6 +74,14 @@ REFUSED_TYPES = {
     "mrope": "multimodal RoPE splits each head into sections driven by separate (time, height, "
              "width) positions, not one position per token",
 }
+
+
+def fail(code: str, **kw):
+    """The catalog's error ``code`` (imported here, not at the top: this module, like the float64
+    reference, loads without MLX, for ``benchmarks/cuda_check.py`` on a GPU machine without it)."""
+    from .errors import fail as catalog_fail
+
+    return catalog_fail(code, **kw)
 
 
 @dataclass(frozen=True)

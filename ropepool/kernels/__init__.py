@@ -21,6 +21,9 @@ Files
     without Metal or CUDA but with a C++ compiler.
 ``build.py``
     Compiles C++ once per source hash into the kernel cache (emulator and host build).
+``nvrtc.py``
+    The CUDA text exactly as ``mx.fast.cuda_kernel`` assembles it, compiled by NVIDIA's NVRTC
+    (the ``nvidia-cuda-nvrtc`` wheel, no GPU needed): errors, warnings, registers and spills.
 
 What has run where
 ------------------
@@ -29,12 +32,14 @@ The kernel body has been compiled and verified on the CPU only: as the "cpu" bac
 by g++ under the grid emulator (``tests/test_kernel_emulator.py``), and the full source MLX
 would assemble for Metal and for CUDA (signature, template arguments, header, body) has been compiled by g++
 against stand-ins for each back-end's names and run against the reference
-(``tests/test_kernel_generated_source.py``). It has **not yet run on Metal or CUDA**: the
-sessions that wrote it had neither an Apple-Silicon Mac nor an NVIDIA GPU. On such a
+(``tests/test_kernel_generated_source.py``). NVIDIA's own compiler, NVRTC, compiles the CUDA
+text as ``mx.fast.cuda_kernel`` assembles it, with the real CUDA headers, to SASS for sm_80 and
+sm_90 in every test run (``nvrtc.py``, ``tests/test_nvrtc.py``). It has **not yet run on Metal
+or CUDA**: the sessions that wrote it had neither an Apple-Silicon Mac nor an NVIDIA GPU. On such a
 machine the backend first runs a self-check against the reference (:func:`self_check`) and
 reports itself unavailable, with the reason, if the kernel fails to build or disagrees;
-``benchmarks/cuda_check.py`` is the prepared one-shot check for an NVIDIA machine, and
-``tests/test_kernel_backends.py`` holds the Metal and CUDA tests (skipped elsewhere).
+``benchmarks/cuda_check.py`` is the prepared one-shot check for an NVIDIA machine (CuPy; MLX
+optional), and ``tests/test_kernel_backends.py`` holds the Metal and CUDA tests (skipped elsewhere).
 
 Design: the kernel rotates, a donated scatter places
 ----------------------------------------------------

@@ -51,12 +51,6 @@ def tables(rope: Rope) -> tuple[mx.array, mx.array]:
     return mx.array(rope.inv_freq32()), mx.array(np.array([rope.scale], np.float32))
 
 
-def template(dtype, Hq: int, Hkv: int, rope: Rope) -> list:
-    """The kernel's template arguments, as MLX's custom-kernel APIs take them."""
-    return [("DType", dtype), ("Hq", Hq), ("Hkv", Hkv), ("D", rope.head_dim), ("RD", rope.rotary_dim),
-            ("NEOX", rope.is_neox)]
-
-
 def rope_rows(q: mx.array, k: mx.array, positions: mx.array, *, rope: Rope, backend: str):
     """``(q_rot [T, Hq, D], k_rot [T, Hkv, D])`` from one launch of the kernel (per chunk of tokens)."""
     T, Hq, D = q.shape  # [T, Hq, D]
@@ -72,7 +66,7 @@ def rope_rows(q: mx.array, k: mx.array, positions: mx.array, *, rope: Rope, back
     grid = source.grid_size(T, Hq, Hkv, D)
     q_rot, k_rot = build(backend)(
         inputs=[q, k, positions, *tables(rope)],
-        template=template(q.dtype, Hq, Hkv, rope),
+        template=source.template_args(q.dtype, Hq, Hkv, rope.head_dim, rope.rotary_dim, rope.is_neox),
         grid=(grid, 1, 1),
         threadgroup=(min(source.BLOCK, grid), 1, 1),
         output_shapes=[q.shape, k.shape],

@@ -36,6 +36,10 @@ THREAD_INDEX = {
 INPUT_NAMES = ("q", "k", "positions", "inv_freq", "cos_sin_scale")
 OUTPUT_NAMES = ("q_rot", "k_rot")
 
+#: Element type of each input, which MLX writes into the generated signature: "DType" is the
+#: kernel's element type (q's dtype), the others are fixed.
+INPUT_DTYPES = {"q": "DType", "k": "DType", "positions": "int32", "inv_freq": "float32", "cos_sin_scale": "float32"}
+
 #: Threads per threadgroup (Metal) or block (CUDA), and what the CPU emulator pretends.
 BLOCK = 256
 
@@ -68,6 +72,20 @@ def source_hash(backend: str) -> str:
 def kernel_name(backend: str) -> str:
     """``ropepool_rope_rows_<backend>_<hash>``: a new name whenever the compiled text changes."""
     return f"ropepool_rope_rows_{backend}_{source_hash(backend)}"
+
+
+def template_args(dtype, num_qo_heads: int, num_kv_heads: int, head_dim: int, rotary_dim: int | None = None,
+                  is_neox: bool = True) -> list[tuple[str, object]]:
+    """One specialisation's template arguments, in ``mx.fast.*_kernel``'s ``template=`` form:
+    DType, Hq, Hkv, D, RD (rotary_dim; None: D) and NEOX (the pairing, see ``rope_rows.inc``).
+
+    ``dtype`` is passed through as given: an ``mx.Dtype`` for MLX, a name such as
+    ``"float16"`` for NVRTC (:mod:`ropepool.kernels.nvrtc`). Every compiler of the kernel
+    takes its template from here, so a new argument reaches all of them.
+    """
+    rd = head_dim if rotary_dim is None else rotary_dim
+    return [("DType", dtype), ("Hq", int(num_qo_heads)), ("Hkv", int(num_kv_heads)), ("D", int(head_dim)),
+            ("RD", int(rd)), ("NEOX", bool(is_neox))]
 
 
 def grid_size(tokens: int, num_qo_heads: int, num_kv_heads: int, head_dim: int) -> int:
