@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from functools import lru_cache
 
 import numpy as np
 
@@ -162,6 +163,8 @@ def _validate_argument_types(**arguments) -> None:
     """The plain arguments' types, as SGLang's binding takes them: ints for the sizes, bools for the flags."""
     for name, value in arguments.items():
         flag = name in ("check_values", "inplace")
+        if type(value) is (bool if flag else int):  # the common call: no ABC checks (a decode-loop cost)
+            continue
         if flag:
             ok, kind, hint = isinstance(value, (bool, np.bool_)), "a bool", f"pass {name}=True or {name}=False."
         else:
@@ -192,16 +195,25 @@ def _finite_positive(x) -> bool:
 def _validate_frequencies(head_dim: int, rope_base) -> None:
     """The rotation's inverse frequencies, as the kernel holds them in float32, must be normal
     numbers whose angles stay finite up to :data:`MAX_POSITION` (else cos and sin give NaN or 0)."""
-    with np.errstate(all="ignore"):
-        inv = inverse_frequencies(head_dim, float(rope_base)).astype(np.float32)  # [D/2]
+    first, last = _frequency_range(int(head_dim), float(rope_base))
+    if first is None:
         f32 = np.finfo(np.float32)
-        ok = bool(np.isfinite(inv).all() and (inv >= f32.tiny).all() and (inv.max() * MAX_POSITION <= f32.max))
-    if not ok:
         raise fail("rope_base_range", head_dim=head_dim,
                    expected=f"float32 inverse frequencies in [{f32.tiny:.3g}, {f32.max / MAX_POSITION:.3g}]",
-                   got=f"rope_base={rope_base!r}: from {inv[0]:.3g} to {inv[-1]:.3g}",
+                   got=f"rope_base={rope_base!r}: from {last[0]:.3g} to {last[1]:.3g}",
                    hint="pass config.rope_theta as it is (10000.0, 500000.0, ...): this base gives "
                         "NaN or zero angles in float32.")
+
+
+@lru_cache(maxsize=64)
+def _frequency_range(head_dim: int, rope_base: float):
+    """``(True, None)`` when the float32 frequencies hold, else ``(None, (first, last))``; cached
+    (the decode loop calls the op with the same two numbers every step)."""
+    with np.errstate(all="ignore"):
+        inv = inverse_frequencies(head_dim, rope_base).astype(np.float32)  # [D/2]
+        f32 = np.finfo(np.float32)
+        ok = bool(np.isfinite(inv).all() and (inv >= f32.tiny).all() and (inv.max() * MAX_POSITION <= f32.max))
+    return (True, None) if ok else (None, (float(inv[0]), float(inv[-1])))
 
 
 def _validate_inplace_inputs(named: dict) -> None:
