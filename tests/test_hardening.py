@@ -454,8 +454,8 @@ BAD_CACHE_DIRS = [
     ("owned by another user", lambda p: (p.mkdir(mode=0o700), _chown_other(p)), "owned by uid"),
     ("writable by everyone", lambda p: (p.mkdir(), os.chmod(p, 0o777)), "written by others"),
     ("writable by its group", lambda p: (p.mkdir(), os.chmod(p, 0o770)), "written by others"),
-    ("a symlink to a private folder", lambda p: ((p.parent / "real").mkdir(mode=0o700), p.symlink_to(p.parent / "real")),
-     "symlink"),
+    ("a symlink to a private folder",
+     lambda p: ((p.parent / "real").mkdir(mode=0o700), p.symlink_to(p.parent / "real")), "symlink"),
     ("a regular file", lambda p: p.write_text("x"), "unusable"),
 ]
 
