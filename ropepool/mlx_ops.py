@@ -146,13 +146,26 @@ def scatter_rows(pool: mx.array, rows: mx.array, slots: mx.array, host_slots: np
     return bits.view(pool.dtype)
 
 
+#: Up to this many tokens :func:`last_writers` compares all pairs rather than sorting.
+PAIRWISE_TOKENS = 64
+
+
 def last_writers(slots: mx.array, writes: mx.array) -> mx.array:
     """``writes [T]`` (bool) without the tokens whose row a later writing token writes too: the last wins.
 
-    On the device, O(T log T), no host synchronisation: sort the writing tokens by (slot, t);
-    a token is its row's last writer where the next one in that order names another row.
+    On the device, no host synchronisation. One token (decode) needs nothing; up to
+    :data:`PAIRWISE_TOKENS` tokens compare every pair (``[T, T]``); more sort the writing tokens
+    by (slot, t), O(T log T): a token is its row's last writer where the next one in that order
+    names another row.
     """
     T = slots.shape[0]
+    if T < 2:
+        return writes
+    if T <= PAIRWISE_TOKENS:
+        row = mx.where(writes, slots, -1)  # [T]
+        t = mx.arange(T)
+        later = ((row[:, None] == row[None, :]) & (t[:, None] < t[None, :])).any(axis=1)  # [T]
+        return writes & ~later
     row = mx.where(writes, slots, -1).astype(mx.int64)  # [T]
     order = mx.argsort(row * T + mx.arange(T, dtype=mx.int64))  # [T]: by row, then token
     sorted_row = row[order]

@@ -154,6 +154,8 @@ def _validate_argument_types(**arguments) -> None:
     """The plain arguments' types, as SGLang's binding takes them: ints for the sizes, bools for the flags."""
     for name, value in arguments.items():
         flag = name in ("check_values", "inplace")
+        if type(value) is (bool if flag else int):  # the common call: no ABC checks (a decode-loop cost)
+            continue
         if flag:
             ok, kind, hint = isinstance(value, (bool, np.bool_)), "a bool", f"pass {name}=True or {name}=False."
         else:

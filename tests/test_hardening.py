@@ -217,6 +217,7 @@ DUPLICATE_CASES = [
     ("interleaved duplicates", [0, 5, 0, 5], 6),
     ("a duplicate out of range writes nothing", [7, 7, 1, 1], 6),
     ("row 0 twice, a skip aimed at row 0 too", [0, -1, 0, 2], 6),
+    ("80 tokens over 10 rows (past PAIRWISE_TOKENS: the sort)", [(7 * t) % 10 - (t % 9 == 0) for t in range(80)], 12),
 ]
 
 
@@ -224,7 +225,7 @@ DUPLICATE_CASES = [
 @pytest.mark.parametrize("inplace", [False, True], ids=["new pools", "inplace"])
 @pytest.mark.parametrize("label, slots, P", DUPLICATE_CASES, ids=[c[0] for c in DUPLICATE_CASES])
 def test_duplicate_slots_last_token_wins(backend, label, slots, P, inplace, kind):
-    kw = make_inputs(Shapes(4, 4, 2, 8, P), "float16", kind=kind, slots=slots)
+    kw = make_inputs(Shapes(len(slots), 4, 2, 8, P), "float16", kind=kind, slots=slots)
     if inplace and kind == "mlx" and mx.default_device() != mx.cpu:
         pytest.skip("in-place mx.array pools need MLX's CPU device")
     expect_error("duplicate_slot" if max(slots) < P else "slot_out_of_range", rope_pool_fused, **kw)
@@ -453,8 +454,8 @@ BAD_CACHE_DIRS = [
     ("owned by another user", lambda p: (p.mkdir(mode=0o700), _chown_other(p)), "owned by uid"),
     ("writable by everyone", lambda p: (p.mkdir(), os.chmod(p, 0o777)), "written by others"),
     ("writable by its group", lambda p: (p.mkdir(), os.chmod(p, 0o770)), "written by others"),
-    ("a symlink to a private folder", lambda p: ((p.parent / "real").mkdir(mode=0o700), p.symlink_to(p.parent / "real")),
-     "symlink"),
+    ("a symlink to a private folder",
+     lambda p: ((p.parent / "real").mkdir(mode=0o700), p.symlink_to(p.parent / "real")), "symlink"),
     ("a regular file", lambda p: p.write_text("x"), "unusable"),
 ]
 

@@ -81,7 +81,11 @@ extern "C" void ropepool_emulate_{name}(int write_pool, int reverse, rp_uint gri
 
 @lru_cache(maxsize=None)
 def _library() -> ctypes.CDLL:
-    return shared_library("ropepool_emulator", _wrapper(), ["-std=c++17", "-O1"])
+    lib = shared_library("ropepool_emulator", _wrapper(), ["-std=c++17", "-O1"])
+    missing = [name for name in _CPP_TYPE if not hasattr(lib, f"ropepool_emulate_{name}")]
+    if missing:
+        raise RuntimeError(f"the cached library has no ropepool_emulate_{missing[0]}: not the one this source builds")
+    return lib
 
 
 @lru_cache(maxsize=None)

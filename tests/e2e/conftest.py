@@ -1,8 +1,9 @@
 """Fixtures of the end-to-end test: one JupyterLab server and one headless Chromium per worker.
 
 The server is started with :func:`ropepool.lab.lab_command`, the argv ``make lab`` runs, on a
-free port, with a fresh token in its environment (:func:`ropepool.lab.lab_env`). Nothing is added to that argv; what the test needs differently
-from a learner's first start lives in environment variables pointing into a temporary folder:
+free port, with a fresh token in its environment (:func:`ropepool.lab.lab_env`). Nothing is added
+to that argv; what the test needs differently from a learner's first start lives in environment
+variables pointing into a temporary folder:
 
 * ``JUPYTERLAB_SETTINGS_DIR``: user settings with
 
