@@ -160,6 +160,11 @@ def head_row_order(num_heads: int, head_dim: int) -> np.ndarray:
 
     Within each head, NeoX row ``i < D/2`` is GGUF row ``2 i`` and NeoX row ``i + D/2`` is
     GGUF row ``2 i + 1``: ``new = old[order]``.
+
+    Example
+    -------
+    >>> head_row_order(1, 8).tolist()
+    [0, 2, 4, 6, 1, 3, 5, 7]
     """
     half = head_dim // 2
     within = np.concatenate([np.arange(half) * 2, np.arange(half) * 2 + 1])  # [D]

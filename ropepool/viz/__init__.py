@@ -3,4 +3,4 @@
 One module per topic; each function returns a matplotlib Figure.
 """
 
-from . import gqa, kernel, pool, rotation  # noqa: F401
+from . import gqa, kernel, pool, real_model, rotation  # noqa: F401
