@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 from ropepool.engine.fetch import ModelUnavailable
-from ropepool.engine.gguf import build_model, config_from_metadata, head_row_order
+from ropepool.engine.gguf import GGUFError, build_model, config_from_metadata, dequantize_model, head_row_order, rename
 from ropepool.engine.mlx_lm_loop import greedy
 from ropepool.engine.smollm2 import fetch_smollm2, load_smollm2
+from ropepool.engine.tokenizer import GGUFTokenizer, TokenizerError
 
 FRANCE = [{"role": "user", "content": "What is the capital of France?"}]
 
@@ -119,3 +120,47 @@ def test_greedy_checks_its_arguments():
         greedy(None, [[1], [2]], [3])
     with pytest.raises(ValueError, match=r"prompts\[1\] is empty"):
         greedy(None, [[1], []], 3)
+
+
+# --- Without the model: the loader's errors and the dequantize path on a tiny random Llama -------------
+
+
+def test_a_non_llama_gguf_is_refused():
+    with pytest.raises(GGUFError, match="general.architecture is 'qwen2', expected 'llama'"):
+        config_from_metadata({"general.architecture": "qwen2"}, {})
+
+
+def test_rope_scaling_is_refused():
+    meta = {"general.architecture": "llama", "llama.rope.scaling.type": "yarn"}
+    with pytest.raises(GGUFError, match="llama.rope.scaling.type is 'yarn': not handled"):
+        config_from_metadata(meta, {})
+
+
+def test_an_unknown_tensor_is_refused_not_dropped():
+    with pytest.raises(GGUFError, match="unknown GGUF tensor 'blk.0.attn_qkv.weight'"):
+        rename({"blk.0.attn_qkv.weight": mx.zeros((2, 2))})
+
+
+def test_pairs_must_be_gptj_or_neox():
+    with pytest.raises(GGUFError, match="pairs must be 'gptj' or 'neox', got 'halves'"):
+        build_model({}, {}, pairs="halves")
+
+
+def test_only_byte_level_bpe_tokenizers_are_built():
+    with pytest.raises(TokenizerError, match="tokenizer.ggml.model is 'llama': only 'gpt2'"):
+        GGUFTokenizer({"tokenizer.ggml.model": "llama"})
+
+
+def test_dequantize_model_matches_the_quantized_layers():
+    from mlx_lm.models import llama
+
+    args = llama.ModelArgs(model_type="llama", hidden_size=64, num_hidden_layers=2, intermediate_size=128,
+                           num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-5, vocab_size=100)
+    model = llama.Model(args)
+    nn.quantize(model, group_size=32, bits=4)
+    ids = mx.array([[1, 5, 7, 9]])
+    before = model(ids)  # [1, T, vocab]
+    dequantize_model(model, mx.float32)
+    assert isinstance(model.model.layers[1].mlp.up_proj, nn.Linear)
+    assert isinstance(model.model.embed_tokens, nn.Embedding)
+    np.testing.assert_allclose(np.array(model(ids)), np.array(before), rtol=0, atol=1e-4)

@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Sequence
 
 import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
+from mlx.utils import tree_unflatten
 
 from ..models import RopeParams, from_config
 
@@ -236,12 +236,5 @@ def dequantize_model(model: nn.Module, dtype=mx.float32) -> nn.Module:
                 new = nn.Embedding(w.shape[0], w.shape[1])
             new.weight = w
             swaps.append((path, new))
-    model.update_modules(_tree(swaps))
+    model.update_modules(tree_unflatten(swaps))  # "model.layers.0.mlp.up_proj" -> nested dicts and lists
     return model
-
-
-def _tree(items: Sequence[tuple[str, object]]) -> dict:
-    """``[("a.b.0.c", x)]`` -> ``{"a": {"b": [{"c": x}]}}``-style nesting, as ``update_modules`` wants."""
-    from mlx.utils import tree_unflatten
-
-    return tree_unflatten(list(items))
