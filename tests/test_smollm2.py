@@ -151,12 +151,35 @@ def test_only_byte_level_bpe_tokenizers_are_built():
         GGUFTokenizer({"tokenizer.ggml.model": "llama"})
 
 
-def test_dequantize_model_matches_the_quantized_layers():
+def tiny_llama():
     from mlx_lm.models import llama
 
+    mx.random.seed(0)
     args = llama.ModelArgs(model_type="llama", hidden_size=64, num_hidden_layers=2, intermediate_size=128,
                            num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-5, vocab_size=100)
-    model = llama.Model(args)
+    return llama.Model(args)
+
+
+def test_greedy_keeps_the_logits_each_token_was_chosen_from():
+    model, prompt = tiny_llama(), [1, 5, 7, 9]
+    (r,) = greedy(model, [prompt], 5)
+    assert r.logits.shape == (5, 100) and r.logits.dtype == mx.float32
+    assert r.tokens == mx.argmax(r.logits, axis=-1).tolist()
+    # the same sequence in one pass, without a cache: row i predicts new token i
+    full = model(mx.array([prompt + r.tokens[:-1]]))[0, len(prompt) - 1:]  # [5, vocab]
+    np.testing.assert_allclose(np.array(r.logits), np.array(full), rtol=0, atol=1e-4)
+
+
+def test_greedy_stops_after_the_stop_token():
+    model, prompt = tiny_llama(), [1, 5, 7, 9]
+    (full,) = greedy(model, [prompt], 5)
+    first = full.tokens.index(full.tokens[1])  # where that token first appears (random weights repeat)
+    (cut,) = greedy(model, [prompt], 5, stop=full.tokens[1])
+    assert cut.tokens == full.tokens[: first + 1] and cut.logits.shape == (first + 1, 100)
+
+
+def test_dequantize_model_matches_the_quantized_layers():
+    model = tiny_llama()
     nn.quantize(model, group_size=32, bits=4)
     ids = mx.array([[1, 5, 7, 9]])
     before = model(ids)  # [1, T, vocab]

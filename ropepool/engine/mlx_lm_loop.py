@@ -1,14 +1,16 @@
 """mlx-lm's own greedy generation, one request at a time, in the shape of ``ropepool.engine.generate``.
 
 ``greedy(model, prompts, max_new_tokens)`` returns one :class:`Greedy` per prompt, in prompt
-order, each with ``.tokens`` (the new token ids), as the engine's results have: a caller can swap
-one for the other in one line. Each request runs alone through ``mlx_lm.generate.generate_step``
-with mlx-lm's own RoPE and KV cache: the reference an engine's answers are checked against.
+order, each with ``.tokens`` (the new token ids) and ``.logits`` (what each was chosen from), as
+the engine's results have: a caller can swap one for the other in one line. Each request runs
+alone through ``mlx_lm.generate.generate_step`` with mlx-lm's own RoPE and KV cache: the
+reference an engine's logits and answers are checked against. The logits are caught, unchanged,
+by a logits processor (mlx-lm's hook for editing them before sampling).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Sequence
 
 import mlx.core as mx
@@ -16,10 +18,16 @@ import mlx.core as mx
 
 @dataclass
 class Greedy:
-    """One request's greedy continuation: ``tokens`` (new ids) and ``logprobs`` (one ``[vocab]`` per token)."""
+    """One request's greedy continuation.
 
-    tokens: list[int] = field(default_factory=list)
-    logprobs: list[mx.array] = field(default_factory=list)
+    Attributes
+    ----------
+    tokens : list of int   the new token ids
+    logits : mx.array      ``[len(tokens), vocab]`` float32: the logits each token was chosen from
+    """
+
+    tokens: list[int]
+    logits: mx.array
 
 
 def greedy(model, prompts: Sequence[Sequence[int]], max_new_tokens, *, stop: int | None = None) -> list[Greedy]:
@@ -47,12 +55,18 @@ def greedy(model, prompts: Sequence[Sequence[int]], max_new_tokens, *, stop: int
             raise ValueError(f"prompts[{i}] is empty: a request needs at least one token")
     out = []
     for prompt, limit in zip(prompts, limits):
-        result = Greedy()
+        tokens: list[int] = []
+        seen: list[mx.array] = []  # [1, vocab] per step; generate_step runs one step ahead
+
+        def keep(_, logits):
+            seen.append(logits)
+            return logits
+
         if limit > 0:
-            for token, logprobs in generate_step(mx.array(list(prompt)), model, max_tokens=limit):
-                result.tokens.append(int(token))
-                result.logprobs.append(logprobs)
-                if stop is not None and int(token) == stop:
+            for token, _ in generate_step(mx.array(list(prompt)), model, max_tokens=limit, logits_processors=[keep]):
+                tokens.append(int(token))
+                if stop is not None and tokens[-1] == stop:
                     break
-        out.append(result)
+        logits = mx.concatenate(seen[: len(tokens)], axis=0) if tokens else mx.zeros((0, model.args.vocab_size))
+        out.append(Greedy(tokens, logits.astype(mx.float32)))  # [len(tokens), vocab]
     return out
