@@ -18,6 +18,8 @@ from typing import Callable
 
 import mlx.core as mx
 
+from . import kernels
+from .errors import fail
 from .inplace import INPLACE_BACKENDS
 from .mlx_ops import rope_pool_mlx
 
@@ -35,9 +37,7 @@ class BackendStatus:
 
 
 def _kernel_statuses() -> dict[str, tuple[BackendStatus, Callable | None]]:
-    from . import kernels
-
-    return kernels.statuses()
+    return {name: (BackendStatus(name, runs, reason), impl) for name, (runs, reason, impl) in kernels.statuses().items()}
 
 
 @lru_cache(maxsize=1)
@@ -71,8 +71,6 @@ def resolve(backend: str, inplace: bool = False) -> tuple[str, Callable]:
     With ``inplace``, ``auto`` picks among the backends that write pools in place
     (:data:`ropepool.inplace.INPLACE_BACKENDS`), and naming another one is an error.
     """
-    from .validation import fail
-
     reg = _registry()
     if not isinstance(backend, str):
         raise fail("unknown_backend", expected=f"a string: 'auto' or one of {list(reg)}",

@@ -100,10 +100,9 @@ def _longrope(n: int) -> dict:
             "short_factor": [1.0] * n, "long_factor": [2.0] * n}
 
 
-def _first_unavailable_backend() -> str:
-    from .backends import available_backends
-
-    return next(name for name, s in available_backends().items() if not s.available)
+def _unavailable_backend() -> str:
+    """A GPU backend that cannot run on this machine: CUDA on a Mac, Metal anywhere else."""
+    return "cuda" if mx.metal.is_available() else "metal"
 
 
 _SPECS = [
@@ -343,7 +342,7 @@ _SPECS = [
         "The backend exists but this machine cannot run it.",
         ("backend='metal' on a machine without Apple Silicon", "backend='cuda' without an NVIDIA GPU and mlx[cuda13]"),
         "Use backend='auto', which picks the best backend that runs here.",
-        lambda: _call(backend=_first_unavailable_backend()), lambda: _call(backend="auto")),
+        lambda: _call(backend=_unavailable_backend()), lambda: _call(backend="auto")),
 ]
 
 CATALOG: dict[str, ErrorSpec] = {spec.code: spec for spec in _SPECS}

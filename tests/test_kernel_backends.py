@@ -52,21 +52,21 @@ def test_grid_size_is_one_thread_per_pair_of_q_and_k_heads():
 def test_statuses_name_every_kernel_backend_with_reasons():
     st = statuses()
     assert set(st) == {"metal", "cuda", "cpu"}
-    for name, (status, impl) in st.items():
-        assert status.reason
-        assert (impl is not None) == status.available
+    for name, (runs, reason, impl) in st.items():
+        assert reason
+        assert (impl is not None) == runs
 
 
 @pytest.mark.skipif(HAS_METAL, reason="this machine has Metal")
 def test_metal_reported_unavailable_without_metal():
-    status, impl = statuses()["metal"]
-    assert not status.available and impl is None and "no Metal back-end" in status.reason
+    runs, reason, impl = statuses()["metal"]
+    assert not runs and impl is None and "no Metal back-end" in reason
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="this machine has CUDA")
 def test_cuda_reported_unavailable_without_cuda():
-    status, impl = statuses()["cuda"]
-    assert not status.available and impl is None and "no CUDA back-end" in status.reason
+    runs, reason, impl = statuses()["cuda"]
+    assert not runs and impl is None and "no CUDA back-end" in reason
 
 
 def test_auto_prefers_a_kernel_backend_where_one_runs():

@@ -118,7 +118,7 @@ def self_check(name: str) -> str | None:
 
 
 def statuses():
-    """``{name: (BackendStatus, implementation or None)}`` for the fused-kernel backends.
+    """``{name: (runs here, where it runs or why not, implementation or None)}`` for the fused-kernel backends.
 
     Worked out once per process (the back-ends a process has do not change) and then cached:
     the registry asks on every call of the op.
@@ -128,14 +128,12 @@ def statuses():
 
 @lru_cache(maxsize=1)
 def _statuses():
-    from ..backends import BackendStatus
-
     out = {}
     for name in IMPLEMENTATIONS:
         problem = _missing(name) or self_check(name)
         if problem is None:
             where = "" if name == "cpu" else f" on {mx.default_device()}"
-            out[name] = (BackendStatus(name, True, f"fused kernel {_API[name]}{where}"), IMPLEMENTATIONS[name])
+            out[name] = (True, f"fused kernel {_API[name]}{where}", IMPLEMENTATIONS[name])
         else:
-            out[name] = (BackendStatus(name, False, problem), None)
+            out[name] = (False, problem, None)
     return out

@@ -1,0 +1,94 @@
+"""The package's import graph: no cycle (function-level imports included), and arrows only point down.
+
+Layers, top to bottom: the command line (``cli``) and teaching (``viz``, ``widgets``, ``exercises``,
+``checks``) may import anything below them; the engine imports the op; the op and its contract
+(``op``, ``validation``, ``errors``, ``reference``, ``rope``, ``models``, ...) and the kernels never
+import teaching, the command line or the engine.
+"""
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "ropepool"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every ropepool module ``path`` imports, at any depth of its code (function-level too)."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("ropepool")}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if not target.startswith("ropepool"):
+                continue
+            for alias in node.names:  # "from . import x" may name a submodule
+                sub = f"{target}.{alias.name}"
+                found.add(sub if (PACKAGE.parent / Path(*sub.split("."))).with_suffix(".py").exists()
+                          or (PACKAGE.parent / Path(*sub.split(".")) / "__init__.py").exists() else target)
+    return found - {name}
+
+
+def graph() -> dict[str, set[str]]:
+    modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    return {name: {t for t in imports_of(path) if t in modules} for name, path in modules.items()}
+
+
+def find_cycle(g: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(n):
+        state[n] = 1
+        stack.append(n)
+        for m in sorted(g[n]):
+            if state.get(m) == 1:
+                return stack[stack.index(m):] + [m]
+            if m not in state:
+                found = visit(m)
+                if found:
+                    return found
+        stack.pop()
+        state[n] = 2
+        return None
+
+    for n in sorted(g):
+        if n not in state:
+            found = visit(n)
+            if found:
+                return found
+    return None
+
+
+def test_find_cycle_sees_a_cycle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_no_import_cycle():
+    cycle = find_cycle(graph())
+    assert cycle is None, " -> ".join(cycle)
+
+
+UPPER = ("ropepool.viz", "ropepool.widgets", "ropepool.exercises", "ropepool.checks", "ropepool.cli",
+         "ropepool.engine", "ropepool.__main__", "ropepool.doctor", "ropepool.check", "ropepool.bench",
+         "ropepool.lab")
+
+
+def test_the_op_and_the_kernels_never_import_teaching_cli_or_engine():
+    g = graph()
+    lower = [n for n in g if not n.startswith(UPPER) and n != "ropepool"]
+    bad = {n: sorted(t for t in g[n] if t.startswith(UPPER)) for n in lower}
+    assert not {n: t for n, t in bad.items() if t}
