@@ -66,9 +66,9 @@ if not HAVE_MLX:
 from ropepool import models  # noqa: E402
 from ropepool.kernels import nvrtc, source  # noqa: E402
 from ropepool.reference import inverse_frequencies, rotate_neox  # noqa: E402
+from ropepool.tolerance import error_bound  # noqa: E402
 
 DTYPES = ("float32", "float16", "bfloat16")
-EPS = {"float32": 2.0**-23, "float16": 2.0**-10, "bfloat16": 2.0**-7}
 ITEM_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 GUARD_ROWS = 2
 ROPE_BASE = 10000.0
@@ -133,14 +133,13 @@ def bits(stored: np.ndarray) -> np.ndarray:
 def rotation_error(got: np.ndarray, x: np.ndarray, positions: np.ndarray, dtype: str) -> tuple[float, float]:
     """``(max |got - reference|, tolerance)`` for a rotated ``[T, H, D]`` (both float64).
 
-    Tolerance: one rounding to ``dtype`` of the rotated pair, twice, plus float32's error in
-    the angle ``position * inv_freq`` (about 2**-22 of the position, in radians), times the
-    largest pair norm. A NaN anywhere counts as an infinite error.
+    Tolerance: :func:`ropepool.tolerance.error_bound` at the largest position, times the largest
+    pair norm. A NaN anywhere counts as an infinite error.
     """
     want = rotate_neox(x, positions, ROPE_BASE)  # [T, H, D]
     half = x.shape[-1] // 2
     r = float(np.sqrt(x[..., :half] ** 2 + x[..., half:] ** 2).max()) if x.size else 0.0
-    tol = r * (2 * EPS[dtype] + 2.0**-22 * (float(np.max(positions, initial=0)) + 1))
+    tol = float(error_bound(dtype, float(np.max(positions, initial=0)), r))
     diff = np.abs(got - want)
     err = float("inf") if np.isnan(diff).any() else float(diff.max(initial=0.0))
     return err, tol
@@ -435,7 +434,7 @@ def part_mlx(checks: Checks) -> dict:
         b = ropepool.rope_pool_fused(**kw, backend="mlx")
         mx.eval(*a, *b)
         worst = max(float(np.abs(f64(x) - f64(y)).max()) for x, y in zip(a[:2], b[:2]))
-        bound = 8 * EPS[dtype] * 4 + 2.0**-22 * 1016 * 8
+        bound = 2 * float(error_bound(dtype, 1015, 8))  # each within the bound of the reference; pairs < 8
         checks.record(f"mlx auto picks cuda and agrees with the MLX path ({dtype})", picked == "cuda" and worst <= bound,
                       f"auto={picked!r}, max |cuda - mlx| = {worst:.3g}")
 

@@ -6,9 +6,9 @@ import pytest
 
 from ropepool import Shapes, make_inputs, rope_pool_reference
 from ropepool.bench import METHODS, Timing, compare, report, rope_fast_scatter, rope_pool_numpy
+from ropepool.tolerance import error_bound
 
 ORDER = ("q", "k", "v", "positions", "slots", "k_pool", "v_pool")
-EPS = {"float32": 2.0**-23, "float16": 2.0**-10, "bfloat16": 2.0**-7}
 
 # (name, T, Hq, Hkv, D, positions): why each row is here is in its name.
 CASES = [
@@ -30,7 +30,7 @@ def assert_matches_reference(out, kw, dtype):
     max_pos = int(np.max(f64(kw["positions"])))
     for name, got, want, x in zip(("q_rot", "k_rot"), out[:2], ref[:2], (kw["q"], kw["k"])):
         r = np.abs(f64(x)).max() * np.sqrt(2)
-        tol = r * (2 * EPS[dtype] + 2.0**-22 * (max_pos + 1))
+        tol = error_bound(dtype, max_pos, r)
         np.testing.assert_allclose(f64(got), want, rtol=0, atol=tol, err_msg=name)
     slots = np.asarray(kw["slots"])
     np.testing.assert_array_equal(f64(out[2])[slots], f64(out[1]))  # pool rows are k_rot

@@ -15,12 +15,12 @@ import pytest
 
 from ropepool.kernels import emulator, source
 from ropepool.reference import rope_pool_reference
+from ropepool.tolerance import error_bound
 
 pytestmark = pytest.mark.skipif(emulator.unavailable_reason() is not None,
                                 reason=str(emulator.unavailable_reason()))
 
 DTYPES = ["float32", "float16", "bfloat16"]
-EPS = {"float32": 2.0**-23, "float16": 2.0**-10, "bfloat16": 2.0**-7}
 
 # (name, T, Hq, Hkv, D, P): why each row is here is in its name.
 CASES = [
@@ -68,7 +68,7 @@ def reference(values):
 def assert_rotated_close(got, want, x, positions, dtype):
     half = x.shape[-1] // 2
     r = np.sqrt(x[..., :half] ** 2 + x[..., half:] ** 2).max(axis=(1, 2), initial=0.0)  # [T]
-    tol = r * (2 * EPS[dtype] + 2.0**-22 * (positions.astype(np.float64) + 1)) + 1e-12  # [T]
+    tol = error_bound(dtype, positions, r) + 1e-12  # [T]
     err = np.abs(got - want)  # NaN (an unwritten, poisoned element) fails too
     ok = err <= tol[:, None, None]
     assert ok.all(), f"max error {np.nanmax(err, initial=0)} (tolerance {tol.max(initial=0)}), {np.isnan(err).sum()} NaN"

@@ -24,6 +24,7 @@ import pytest
 from ropepool.kernels import emulator, source
 from ropepool.reference import rotate
 from ropepool.rope import rope_table
+from ropepool.tolerance import error_bound
 
 pytestmark = pytest.mark.skipif(emulator.compiler() is None, reason="no C++ compiler on this machine")
 
@@ -38,7 +39,6 @@ CONFIGS = [
 DTYPES = ["float32", "float16", "bfloat16"]
 METAL_TYPE = {"float32": "float", "float16": "float16_t", "bfloat16": "bfloat16_t"}
 CUDA_TYPE = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16"}
-EPS = {"float32": 2.0**-23, "float16": 2.0**-10, "bfloat16": 2.0**-7}
 
 ROUND_BF16 = """
 static inline uint16_t mock_bf16_bits(float x) {
@@ -209,7 +209,7 @@ def test_generated_kernel_matches_reference(built, name, T, Hq, Hkv, D, variant,
         x = _values(store[n], dtype)
         want = rotate(x, positions, rope)
         r = np.abs(x).max() * 2 * max(rope.scale, 1.0)
-        tol = r * (2 * EPS[dtype] + 2.0**-22 * (positions.max() + 1))
+        tol = error_bound(dtype, positions.max(), r)
         got = _values(out[n], dtype)
         assert np.all(np.abs(got - want) <= tol), f"{backend} {n}_rot: max error {np.nanmax(np.abs(got - want))}"
         rest = slice(rope.rotary_dim, None)  # the pass-through dimensions: copied bit for bit
