@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import ast
+import re
+import sys
 from typing import Callable
 
 import numpy as np
@@ -35,33 +38,66 @@ def expect_error(code: str, call: Callable, /, *args, **kwargs) -> RopePoolError
     raise AssertionError(f"expected error {code!r}, but the call succeeded")
 
 
+
 #: What a held claim prints: plain ASCII, legible in any font (no emoji needed).
 OK = "[ok]"
 
 
-def check(condition, claim: str, detail=None) -> None:
+def _source_claim(depth: int, op: str | None = None) -> str:
+    """The caller's arguments as written (``a == b``, or ``a ~= b`` for two with ``op``), and the
+    comment ending its line; "(claim)" where the source cannot be read.
+
+    Uses ``executing`` (a dependency of IPython) to find the call in the cell's source.
+    """
+    try:
+        import executing
+
+        frame = sys._getframe(depth + 1)
+        node = executing.Source.executing(frame).node
+        source = executing.Source.for_frame(frame)
+        text = source.text
+        args = [" ".join(ast.get_source_segment(text, a).split()) for a in node.args[: 2 if op else 1]]
+        claim = f" {op} ".join(args)
+        line = source.lines[node.end_lineno - 1]
+        comment = re.search(r"\)\s*#\s*(.+)$", line)
+        return f"{claim}  # {comment.group(1).strip()}" if comment else claim
+    except Exception:  # no source (an exec'd string, a frozen module): still say something held
+        return "(claim)"
+
+
+def check(condition, claim: str | None = None, detail=None) -> None:
     """Assert ``condition`` and say in one line what held: ``[ok] claim``.
 
-    Raises AssertionError with ``claim`` (and ``detail``, when given) if ``condition`` is false,
-    so the cell fails under nbmake as a bare ``assert`` would; it never vanishes under ``python -O``.
+    ``claim`` defaults to the condition as written in the cell (and the comment ending the
+    line). Raises AssertionError with the claim (and ``detail``, when given) if ``condition`` is
+    false, so the cell fails under nbmake as a bare ``assert`` would, and never vanishes under
+    ``python -O``.
 
     Example
     -------
     >>> check(2 + 2 == 4, "2 + 2 == 4")
     [ok] 2 + 2 == 4
     """
+    claim = claim if claim is not None else _source_claim(1)
     if not condition:
         raise AssertionError(claim if detail is None else f"{claim}: {detail}")
     print(f"{OK} {claim}")
 
 
-def check_close(actual, desired, claim: str, rtol: float = 1e-7, atol: float = 0.0) -> None:
-    """``np.testing.assert_allclose(actual, desired, rtol, atol)``, then ``[ok] claim (tolerances)``."""
+def check_close(actual, desired, claim: str | None = None, rtol: float = 1e-7, atol: float = 0.0,
+                detail=None) -> None:
+    """``np.testing.assert_allclose(actual, desired, rtol, atol)``, then ``[ok] actual ~= desired (tolerances)``."""
+    claim = claim if claim is not None else _source_claim(1, "~=")
+    if detail is not None:
+        claim = f"{claim}: {detail}"
     np.testing.assert_allclose(actual, desired, rtol=rtol, atol=atol, err_msg=claim)
     print(f"{OK} {claim} (rtol={rtol:g}, atol={atol:g})")
 
 
-def check_equal(actual, desired, claim: str) -> None:
-    """``np.testing.assert_array_equal(actual, desired)``, then ``[ok] claim``: equal bit for bit."""
+def check_equal(actual, desired, claim: str | None = None, detail=None) -> None:
+    """``np.testing.assert_array_equal(actual, desired)``, then ``[ok] actual == desired``: bit for bit."""
+    claim = claim if claim is not None else _source_claim(1, "==")
+    if detail is not None:
+        claim = f"{claim}: {detail}"
     np.testing.assert_array_equal(actual, desired, err_msg=claim)
     print(f"{OK} {claim}")

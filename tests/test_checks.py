@@ -43,3 +43,18 @@ def test_no_emoji_needed():
 
 def test_docstring_examples_run():
     assert doctest.testmod(checks).failed == 0
+
+
+def test_the_claim_defaults_to_the_source(capsys):
+    rows = [5, 1, 6]
+    check(rows == [5, 1, 6])  # row slots[t] holds token t
+    check_equal(np.array(rows),
+                [5, 1, 6])
+    check_close(np.float64(1.0), 1.0 + 1e-9, atol=1e-6)
+    assert capsys.readouterr().out.splitlines() == [
+        "[ok] rows == [5, 1, 6]  # row slots[t] holds token t",
+        "[ok] np.array(rows) == [5, 1, 6]",
+        "[ok] np.float64(1.0) ~= 1.0 + 1e-9 (rtol=1e-07, atol=1e-06)",
+    ]
+    with pytest.raises(AssertionError, match=r"^rows == \[1\]: why$"):
+        check(rows == [1], detail="why")

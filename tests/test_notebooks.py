@@ -1,5 +1,7 @@
 """The suite's notebooks are committed clean and follow the suite's shape (nbmake runs them)."""
 
+import ast
+import re
 from pathlib import Path
 
 import nbformat
@@ -39,5 +41,29 @@ def test_prose_led_structure(path):
 def test_claims_are_asserted_not_printed(path):
     nb = nbformat.read(path, as_version=4)
     source = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
-    assert "assert" in source
+    assert re.search(r"\bcheck(_close|_equal)?\(|expect_error\(|expect_rejection\(", source)
     assert "print(np.allclose" not in source and "print(allclose" not in source
+
+
+def _silent_asserts(source: str) -> list[str]:
+    """Bare ``assert`` statements and ``np.testing.assert_*`` calls: they show nothing when they hold."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:  # a cell with IPython magics
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assert):
+            found.append(ast.unparse(node))
+        elif isinstance(node, ast.Call) and ast.unparse(node.func).startswith("np.testing.assert"):
+            found.append(ast.unparse(node))
+    return found
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_claim_is_visible(path):
+    """A claim is checked with ropepool.checks.check (it prints what held), never a silent assert."""
+    nb = nbformat.read(path, as_version=4)
+    silent = {i: _silent_asserts(c.source) for i, c in enumerate(nb.cells) if c.cell_type == "code"}
+    silent = {i: s for i, s in silent.items() if s}
+    assert not silent, f"bare asserts (use check/check_close/check_equal from ropepool.checks): {silent}"
