@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
+from .legible import projector
+
 from ..kernels import source
 
 #: The lines of ``rope_rows.inc`` that map a thread id to (pair, token, head); mirrored below.
@@ -98,7 +100,7 @@ def thread_grid(tokens: int = 2, num_qo_heads: int = 4, num_kv_heads: int = 2, h
     fig.suptitle(f"Which thread writes which element (T={tokens}, Hq={num_qo_heads}, Hkv={num_kv_heads}, "
                  f"D={head_dim})\ngrid = T·(Hq+Hkv)·D/2 = {grid} threads", fontsize=9)
     fig.tight_layout()
-    return fig
+    return projector(fig)
 
 
 def trig_counts(num_qo_heads: int, num_kv_heads: int, head_dim: int) -> dict[str, int]:
@@ -134,7 +136,7 @@ def trig_count_bars(models: dict[str, tuple[int, int, int]]) -> Figure:
     ax.legend(fontsize=8, loc="upper left")
     ax.set_ylim(1, 30 * max(c["per_thread"] for c in counts))
     fig.tight_layout()
-    return fig
+    return projector(fig)
 
 
 def timing_bars(rows, *, title: str = "") -> Figure:
@@ -166,4 +168,4 @@ def timing_bars(rows, *, title: str = "") -> Figure:
     top = max((r.median_ms for r in rows), default=1.0)
     ax.set_ylim(top=top * 20)
     fig.tight_layout()
-    return fig
+    return projector(fig)

@@ -22,10 +22,11 @@ from .. import models
 from ..errors import CATALOG
 from ..shapes import Shapes
 from ..viz.gqa import head_groups
+from ..viz.legible import SCREEN_DPI, projector
 
 CUSTOM = "custom"
 #: Resolution of the diagram PNG: small enough that one update stays well under 200 ms.
-DPI = 80
+DPI = SCREEN_DPI  # the projector rule is checked at the dpi the PNG is saved at
 
 
 #: Inline cell style: JupyterLab right-aligns table cells, which makes messages and shapes hard to read.
@@ -78,7 +79,7 @@ def _message_figure(text: str) -> Figure:
     ax = fig.add_subplot()
     ax.axis("off")
     ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True, color="#9d0208", fontsize=10)
-    return fig
+    return projector(fig)
 
 
 class GQAExplorer(W.VBox):

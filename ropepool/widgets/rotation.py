@@ -14,6 +14,8 @@ import ipywidgets as W
 import numpy as np
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
+
+from ..viz.legible import projector
 from matplotlib.ticker import FuncFormatter, NullLocator
 
 from ..reference import inverse_frequencies
@@ -54,7 +56,7 @@ def explorer_figure(position: int, rope_base: float, head_dim: int) -> tuple[Fig
     ax_a.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0e}"))  # plain text: no mathtext, faster
     ax_a.yaxis.set_minor_locator(NullLocator())
     fig.suptitle(f"base {rope_base:g}, head_dim {head_dim}", fontsize=9)
-    return fig, angles, vectors
+    return projector(fig), angles, vectors
 
 
 def png(fig: Figure) -> bytes:
