@@ -67,3 +67,27 @@ def test_every_claim_is_visible(path):
     silent = {i: _silent_asserts(c.source) for i, c in enumerate(nb.cells) if c.cell_type == "code"}
     silent = {i: s for i, s in silent.items() if s}
     assert not silent, f"bare asserts (use check/check_close/check_equal from ropepool.checks): {silent}"
+
+
+# --- Navigation: every notebook says where it sits and links the next ---------------------------
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+@pytest.mark.parametrize("index", range(len(NOTEBOOKS)), ids=[p.stem for p in NOTEBOOKS])
+def test_says_where_it_sits_and_links_the_next(index):
+    """The first cell has an "**In the suite:**" line (linking the notebook before); the last cell is
+    "**Next:**" with a link to the next notebook in name order (the last one links the suite's map)."""
+    path = NOTEBOOKS[index]
+    nb = nbformat.read(path, as_version=4)
+    first = [line for line in nb.cells[0].source.splitlines() if line.startswith("**In the suite:**")]
+    assert len(first) == 1, f"{path.name}: no '**In the suite:**' line in the first cell"
+    if index:
+        assert f"]({NOTEBOOKS[index - 1].name})" in first[0], f"{path.name}: does not link {NOTEBOOKS[index - 1].name}"
+    last = nb.cells[-1]
+    assert last.cell_type == "markdown" and last.source.startswith("**Next:**"), f"{path.name}: no **Next:** at the end"
+    want = NOTEBOOKS[index + 1].name if index + 1 < len(NOTEBOOKS) else "README.md"
+    assert want in LINK.findall(last.source), f"{path.name}: the last cell does not link {want}"
+    for target in LINK.findall(nb.cells[0].source + last.source):
+        if "://" not in target:
+            assert (path.parent / target.split("#")[0]).exists(), f"{path.name}: broken link {target}"
