@@ -169,3 +169,24 @@ def timing_bars(rows, *, title: str = "") -> Figure:
     ax.set_ylim(top=top * 20)
     fig.tight_layout()
     return projector(fig)
+
+
+class CodeBlock:
+    """Source code shown syntax-highlighted in a box of at most ``max_lines`` lines that scrolls
+    (Jupyter renders ``_repr_html_``); ``str()`` is the plain source."""
+
+    def __init__(self, code: str, language: str = "cpp", max_lines: int = 24):
+        self.code, self.language, self.max_lines = code, language, max_lines
+
+    def __str__(self) -> str:
+        return self.code
+
+    def _repr_html_(self) -> str:
+        from pygments import highlight
+        from pygments.formatters import HtmlFormatter
+        from pygments.lexers import get_lexer_by_name
+
+        body = highlight(self.code, get_lexer_by_name(self.language), HtmlFormatter(noclasses=True, nowrap=True))
+        return (f'<div class="ropepool-code" style="max-height:{1.35 * self.max_lines:.1f}em;overflow:auto;'
+                'border:1px solid #ddd;border-radius:4px;padding:0.3em 0.6em">'
+                f'<pre style="margin:0;line-height:1.35;white-space:pre">{body}</pre></div>')
