@@ -45,7 +45,7 @@ from .tolerance import error_bound, error_ratio, pair_norms
 class ExerciseFailed(AssertionError):
     """A rejected answer. ``problem`` is a short code for the mistake; ``str(err)`` explains it."""
 
-    def __init__(self, exercise: int, problem: str, message: str):
+    def __init__(self, exercise: int | str, problem: str, message: str):
         self.exercise, self.problem = exercise, problem
         super().__init__(f"Exercise {exercise} [{problem}]: {message}")
 
@@ -54,7 +54,7 @@ class ExerciseFailed(AssertionError):
 class Verdict:
     """The outcome of one check: passed or not, and what the checker said."""
 
-    exercise: int
+    exercise: int | str  # 1-5 in 06; "03.1" for the end-of-notebook checkers of 00-05
     passed: bool
     message: str
     problem: str | None = None
@@ -654,7 +654,7 @@ CHECKS = {1: check_1, 2: check_2, 3: check_3, 4: check_4, 5: check_5}
 class Solution:
     """The source of one reference solution; Jupyter shows it as a code block."""
 
-    exercise: int
+    exercise: int | str  # 1-5 in 06; "03.1" for the end-of-notebook checkers of 00-05
     source: str
 
     def __repr__(self) -> str:
