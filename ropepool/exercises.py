@@ -654,7 +654,7 @@ CHECKS = {1: check_1, 2: check_2, 3: check_3, 4: check_4, 5: check_5}
 class Solution:
     """The source of one reference solution; Jupyter shows it as a code block."""
 
-    exercise: int | str  # 1-5 in 06; "03.1" for the end-of-notebook checkers of 00-05
+    exercise: int
     source: str
 
     def __repr__(self) -> str:
