@@ -222,6 +222,42 @@ def _gqa_dropdown(page, lab: Lab) -> None:
     assert after["k"] != before["k"]
 
 
+FIND_WIDGET_JS = """label => [...document.querySelectorAll('.jp-NotebookPanel .jp-Notebook-cell')].findIndex(c =>
+  [...c.querySelectorAll('.widget-inline-hbox > label, .widget-label')].some(l => l.textContent.trim() === label))"""
+
+
+def _widget_cell(page, label: str):
+    index = page.evaluate(FIND_WIDGET_JS, label)
+    assert index >= 0, f"no widget labelled {label!r} on the page"
+    return page.locator(".jp-NotebookPanel .jp-Notebook-cell").nth(index)
+
+
+def _hkv_slider(page, lab: Lab) -> None:
+    """01: one ArrowLeft on the Hkv slider moves one stop (8 -> 7 heads), and the shape table follows."""
+    cell = _widget_cell(page, "Hkv (num_kv_heads)")
+    slider = cell.locator(".widget-hslider, .widget-slider").filter(
+        has=page.locator("label", has_text="Hkv (num_kv_heads)")).first
+    before = slider.locator(".widget-readout").inner_text().strip()
+    slider.locator(".noUi-handle").first.focus()
+    page.keyboard.press("ArrowLeft")
+    _wait("Hkv slider moved one stop", lambda: slider.locator(".widget-readout").inner_text().strip() != before,
+          15, lab)
+    after = slider.locator(".widget-readout").inner_text().strip()
+    assert (before, after) == ("8", "7"), f"one key press moved Hkv from {before} to {after}"
+    _wait("shape table shows Hkv = 7", lambda: re.search(r"\(\d+, 7, \d+\)",
+                                                          cell.evaluate(SHAPE_ROWS_JS).get("k", "")), 15, lab)
+
+
+def _position_box(page, lab: Lab) -> None:
+    """03: typing a position into the number box moves the log slider to its nearest stop."""
+    cell = _widget_cell(page, "position")
+    box = cell.locator(".widget-text").filter(has=page.locator("label", has_text="position")).locator("input").first
+    box.fill("1234")
+    box.press("Enter")
+    readouts = cell.locator(".widget-readout")
+    _wait("position slider at the stop nearest 1234", lambda: "1,000" in readouts.all_inner_texts(), 15, lab)
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebook_in_jupyterlab(browser, lab: Lab, path: Path):
     name = path.relative_to(ROOT).as_posix()
@@ -266,7 +302,10 @@ def test_notebook_in_jupyterlab(browser, lab: Lab, path: Path):
         assert not missing, f"{name}: plot-tagged cell(s) {missing} show no image after running"
 
         if path.stem == "01_gqa_shapes":
+            _hkv_slider(page, lab)  # first: the dropdown below switches the model away from Hkv = 8
             _gqa_dropdown(page, lab)
+        if path.stem == "03_rotation":
+            _position_box(page, lab)
         for width, height in SCREEN_SIZES:  # a laptop, and a projector
             page.set_viewport_size({"width": width, "height": height})
             page.wait_for_timeout(500)
