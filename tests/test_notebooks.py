@@ -91,3 +91,14 @@ def test_says_where_it_sits_and_links_the_next(index):
     for target in LINK.findall(nb.cells[0].source + last.source):
         if "://" not in target:
             assert (path.parent / target.split("#")[0]).exists(), f"{path.name}: broken link {target}"
+
+
+EMOJI = re.compile("[\U0001F300-\U0001FAFF\u2600-\u27BF\u2B50\u2B55\uFE0F]")
+
+
+def test_no_emoji_needed():
+    """Marks render in any font: no emoji in the notebooks or in what the package prints or shows."""
+    root = Path(__file__).resolve().parent.parent
+    files = [*NOTEBOOKS, *(root / "ropepool").rglob("*.py")]
+    found = {p.name: EMOJI.findall(p.read_text(encoding="utf-8")) for p in files}
+    assert not {k: v for k, v in found.items() if v}
