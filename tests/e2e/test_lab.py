@@ -306,12 +306,12 @@ def test_notebook_in_jupyterlab(browser, lab: Lab, path: Path):
             _gqa_dropdown(page, lab)
         if path.stem == "03_rotation":
             _position_box(page, lab)
+        shots = {}
         for width, height in SCREEN_SIZES:  # a laptop, and a projector
             page.set_viewport_size({"width": width, "height": height})
             page.wait_for_timeout(500)
-            shot = _screenshot(page, name, f"-{width}x{height}")
-            if (width, height) == (1280, 800):
-                _long_notebook_says_why(nb, name, shot, height)
+            shots[width, height] = _screenshot(page, name, f"-{width}x{height}")
+        _long_notebook_says_why(nb, name, shots[1280, 800], 800)
         for e in page_errors:  # uncaught JavaScript errors: reported, not failed (JupyterLab has some)
             warnings.warn(f"{name}: JavaScript error on the page: {e[:300]}")
     except Exception:
