@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import re
 import sys
+import textwrap
 from typing import Callable
 
 import numpy as np
@@ -41,6 +42,14 @@ def expect_error(code: str, call: Callable, /, *args, **kwargs) -> RopePoolError
 
 #: What a held claim prints: plain ASCII, legible in any font (no emoji needed).
 OK = "[ok]"
+#: Columns of a printed claim: JupyterLab breaks longer output lines anywhere, even mid-word.
+WIDTH = 80
+
+
+def _say(claim: str) -> None:
+    """Print ``[ok] claim``, wrapped at word boundaries to :data:`WIDTH` columns."""
+    print(textwrap.fill(f"{OK} {claim}", WIDTH, subsequent_indent=" " * (len(OK) + 1),
+                        break_long_words=False, break_on_hyphens=False))
 
 
 def _source_claim(depth: int, op: str | None = None) -> str:
@@ -81,7 +90,7 @@ def check(condition, claim: str | None = None, detail=None) -> None:
     claim = claim if claim is not None else _source_claim(1)
     if not condition:
         raise AssertionError(claim if detail is None else f"{claim}: {detail}")
-    print(f"{OK} {claim}")
+    _say(claim)
 
 
 def check_close(actual, desired, claim: str | None = None, rtol: float = 1e-7, atol: float = 0.0,
@@ -91,7 +100,7 @@ def check_close(actual, desired, claim: str | None = None, rtol: float = 1e-7, a
     if detail is not None:
         claim = f"{claim}: {detail}"
     np.testing.assert_allclose(actual, desired, rtol=rtol, atol=atol, err_msg=claim)
-    print(f"{OK} {claim} (rtol={rtol:g}, atol={atol:g})")
+    _say(f"{claim} (rtol={rtol:g}, atol={atol:g})")
 
 
 def check_equal(actual, desired, claim: str | None = None, detail=None) -> None:
@@ -100,4 +109,4 @@ def check_equal(actual, desired, claim: str | None = None, detail=None) -> None:
     if detail is not None:
         claim = f"{claim}: {detail}"
     np.testing.assert_array_equal(actual, desired, err_msg=claim)
-    print(f"{OK} {claim}")
+    _say(claim)

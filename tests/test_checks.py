@@ -58,3 +58,11 @@ def test_the_claim_defaults_to_the_source(capsys):
     ]
     with pytest.raises(AssertionError, match=r"^rows == \[1\]: why$"):
         check(rows == [1], detail="why")
+
+
+def test_a_long_claim_wraps_at_word_boundaries(capsys):
+    claim = "rest == source.body('metal').split(newline, 1)[1] for every backend  # the same body everywhere"
+    check(True, claim)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) > 1 and all(len(line) <= checks.WIDTH for line in lines)
+    assert " ".join(" ".join(lines).split()) == " ".join(f"[ok] {claim}".split())  # no word cut
