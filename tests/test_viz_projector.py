@@ -83,14 +83,7 @@ def _presets():
             ((n, models.preset(n)) for n in models.preset_names())}
 
 
-def _gqa_widget(Hq, Hkv):
-    from ropepool.widgets.gqa import GQAExplorer
-
-    w = GQAExplorer("llama-3-8b", tokens=16)
-    return w, w.figure
-
-
-# (name, builder returning (figure, dpi of the PNG the learner sees))
+# (name, builder of the figure as the notebook or widget draws it; its PNG is saved at the figure's dpi)
 FIGURES = [
     ("00 op_overview", lambda: gqa.op_overview(slots=(5, 1, 6), pool_rows=8)),
     ("01 head_groups GQA", lambda: gqa.head_groups(32, 8)),
@@ -116,13 +109,6 @@ FIGURES = [
          for i, m in enumerate(("ropepool", "mx.fast.rope", "numpy", "copy (mlx)"))],
         title="Llama-3-8B heads, float16, P = 4096; ropepool on 'cpu'")),
 ]
-
-
-def _widget_dpis():
-    """The dpi each widget saves its PNG at (they save at the figure's own dpi)."""
-    from ropepool.widgets import gqa as wg
-
-    return {"01 GQAExplorer": getattr(wg, "DPI", None)}
 
 
 def small_texts(fig) -> list[tuple[str, float]]:
