@@ -43,7 +43,7 @@ def expect_error(code: str, call: Callable, /, *args, **kwargs) -> RopePoolError
 #: What a held claim prints: plain ASCII, legible in any font (no emoji needed).
 OK = "[ok]"
 #: Columns of a printed claim: JupyterLab breaks longer output lines anywhere, even mid-word.
-WIDTH = 80
+WIDTH = 66
 
 
 def _say(claim: str) -> None:

@@ -41,8 +41,9 @@ class RopePoolError(ValueError):
 
 
 #: Columns of an error's explanation: short enough that a notebook's output area (which breaks
-#: over-long lines anywhere, mid-word) never has to break it, at 1024x768 with the file browser open.
-WRAP_WIDTH = 80
+#: over-long lines anywhere, mid-word) never has to break it: about 70 columns fit at 1024x768 with
+#: the file browser open.
+WRAP_WIDTH = 66
 
 
 def wrap(text: str, width: int = WRAP_WIDTH, indent: str = "  ") -> str:
