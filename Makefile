@@ -19,6 +19,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e ".[test]"
 	touch $@
 
+# lab: JupyterLab on workspace/, your copy of notebooks/ (git-ignored, made once, kept; see README).
 lab: setup
 	$(PY) -m ropepool lab
 

@@ -9,6 +9,7 @@ notebook iterate this catalog; nothing lists the errors a second time.
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -36,7 +37,22 @@ class RopePoolError(ValueError):
     def __init__(self, code: str, first_line: str, *, expected, got, hint: str):
         self.code, self.expected, self.got, self.hint = code, str(expected), str(got), hint
         self.first_line = first_line
-        super().__init__(f"{first_line}\n  expected {self.expected}, got {self.got}. {hint}")
+        super().__init__(f"{first_line}\n{wrap(f'expected {self.expected}, got {self.got}. {hint}')}")
+
+
+#: Columns of an error's explanation: short enough that a notebook's output area (which breaks
+#: over-long lines anywhere, mid-word) never has to break it: about 70 columns fit at 1024x768 with
+#: the file browser open.
+WRAP_WIDTH = 66
+
+
+def wrap(text: str, width: int = WRAP_WIDTH, indent: str = "  ") -> str:
+    """``text`` wrapped at word boundaries into lines of at most ``width`` columns, each indented.
+
+    A word longer than a line (a shape, a path) stays whole on a line of its own.
+    """
+    return textwrap.fill(" ".join(text.split()), width=width, initial_indent=indent, subsequent_indent=indent,
+                         break_long_words=False, break_on_hyphens=False)
 
 
 class RopePoolRuntimeError(RopePoolError, RuntimeError):

@@ -29,6 +29,7 @@ True
 from __future__ import annotations
 
 import inspect
+import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -44,7 +45,7 @@ from .tolerance import error_bound, error_ratio, pair_norms
 class ExerciseFailed(AssertionError):
     """A rejected answer. ``problem`` is a short code for the mistake; ``str(err)`` explains it."""
 
-    def __init__(self, exercise: int, problem: str, message: str):
+    def __init__(self, exercise: int | str, problem: str, message: str):
         self.exercise, self.problem = exercise, problem
         super().__init__(f"Exercise {exercise} [{problem}]: {message}")
 
@@ -53,7 +54,7 @@ class ExerciseFailed(AssertionError):
 class Verdict:
     """The outcome of one check: passed or not, and what the checker said."""
 
-    exercise: int
+    exercise: int | str  # 1-5 in 06; "03.1" for the end-of-notebook checkers of 00-05
     passed: bool
     message: str
     problem: str | None = None
@@ -63,9 +64,25 @@ class Verdict:
         return f"Exercise {self.exercise} {mark}: {self.message}"
 
     def _repr_markdown_(self) -> str:
-        mark = "✅ **passed**" if self.passed else "❌ **not yet**"
-        body = self.message.replace("\n", "  \n")
+        mark = "**passed**" if self.passed else "**not yet**"
+        body = markdown_escape(self.message).replace("\n", "  \n")
         return f"Exercise {self.exercise} {mark}: {body}"
+
+
+#: Characters Markdown (CommonMark, plus ``$`` for JupyterLab's maths) would read as markup.
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+\-.!|~$&])")
+
+
+def markdown_escape(text: str) -> str:
+    r"""``text`` with every character Markdown would read as markup backslash-escaped.
+
+    A checker's message is plain text: ``x1*cos - x2*sin`` must show its asterisks, ``[T, H, D]``
+    must not become a link, ``$`` must not start maths.
+
+    >>> markdown_escape("x1*cos - x2*sin")
+    'x1\\*cos \\- x2\\*sin'
+    """
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
 
 
 def feedback(check: Callable, answer) -> Verdict:

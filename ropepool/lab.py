@@ -1,4 +1,11 @@
-"""``python -m ropepool lab``: JupyterLab on the notebook suite, on loopback, behind a token.
+"""``python -m ropepool lab``: JupyterLab on the learner's copy of the suite, on loopback, behind a token.
+
+The lab never opens the tracked ``notebooks/``: it opens a working copy, ``workspace/`` at the
+repository root (git-ignored; ``ROPEPOOL_WORKSPACE`` moves it). The copy sits next to the repo,
+where a learner finds their work again, one per clone, at the same depth as ``notebooks/``. It is
+made on the first start and kept: a learner's edits are never overwritten, and a notebook added to
+the repo later is copied in on the next start. ``--reset NAME`` puts one notebook back to the
+original (the learner's version is kept under ``workspace/.reset/``).
 
 ``make lab`` and the end-to-end test both start the server through :func:`lab_command` and
 :func:`lab_env`, so what the test checks is what learners run. Authentication is never turned
@@ -12,20 +19,81 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import sys
+import time
 from pathlib import Path
 
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOKS = REPO / "notebooks"
+#: What the working copy holds: the notebooks and the suite's own pages.
+COPIED = ("*.ipynb", "*.md")
 
 
-def lab_command(port: int, open_browser: bool = True) -> list[str]:
-    """argv of the JupyterLab server: 127.0.0.1 only, notebooks/ as root; the token is not in it
-    (see :func:`lab_env`)."""
+def workspace_dir() -> Path:
+    """The learner's copy: ``$ROPEPOOL_WORKSPACE``, else ``workspace/`` at the repository root."""
+    return Path(os.environ.get("ROPEPOOL_WORKSPACE") or REPO / "workspace").resolve()
+
+
+def _originals(source: Path) -> list[Path]:
+    return sorted(p for pattern in COPIED for p in source.glob(pattern))
+
+
+def sync_workspace(workspace: Path | None = None, source: Path = NOTEBOOKS) -> list[str]:
+    """Copy into ``workspace`` each file of ``source`` it lacks; never touch one it has.
+
+    Returns the names copied (all of them on the first start, then only new notebooks).
+    """
+    workspace = workspace or workspace_dir()
+    workspace.mkdir(parents=True, exist_ok=True)
+    copied = []
+    for original in _originals(source):
+        target = workspace / original.name
+        if not target.exists():
+            shutil.copy2(original, target)
+            copied.append(original.name)
+    return copied
+
+
+def find_notebook(name: str, source: Path = NOTEBOOKS) -> Path:
+    """The original notebook ``name`` names: ``03_rotation``, ``03_rotation.ipynb`` or a unique prefix (``03``)."""
+    stem = name[: -len(".ipynb")] if name.endswith(".ipynb") else name
+    notebooks = sorted(source.glob("*.ipynb"))
+    exact = [p for p in notebooks if p.stem == stem]
+    matches = exact or [p for p in notebooks if p.stem.startswith(stem)]
+    if len(matches) != 1:
+        how = "matches several" if matches else "matches none"
+        raise ValueError(f"--reset {name!r} {how} of the suite's notebooks: {', '.join(p.stem for p in notebooks)}")
+    return matches[0]
+
+
+def reset_notebook(name: str, workspace: Path | None = None, source: Path = NOTEBOOKS) -> Path | None:
+    """Put the learner's copy of one notebook back to the original.
+
+    Returns where the learner's version was kept (``workspace/.reset/<stem>-<time>.ipynb``),
+    or None if there was no copy to keep.
+    """
+    workspace = workspace or workspace_dir()
+    original = find_notebook(name, source)
+    target = workspace / original.name
+    kept = None
+    if target.exists():
+        kept = workspace / ".reset" / f"{original.stem}-{time.strftime('%Y%m%d-%H%M%S')}.ipynb"
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(target, kept)
+    workspace.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(original, target)
+    return kept
+
+
+def lab_command(port: int, open_browser: bool = True, root_dir: Path | None = None) -> list[str]:
+    """argv of the JupyterLab server: 127.0.0.1 only, the learner's copy as root; the token is not in
+    it (see :func:`lab_env`)."""
     argv = [
         sys.executable, "-m", "jupyterlab",
         "--ServerApp.ip=127.0.0.1",
         f"--ServerApp.port={port}",
-        f"--ServerApp.root_dir={NOTEBOOKS}",
+        f"--ServerApp.root_dir={root_dir or workspace_dir()}",
         "--ServerApp.port_retries=0",  # the printed URL must be the real one
     ]
     if not open_browser:
@@ -45,8 +113,16 @@ def lab_env(token: str, base: dict | None = None) -> dict[str, str]:
     return env
 
 
-def main(port: int, token: str | None, open_browser: bool) -> None:
+def main(port: int, token: str | None, open_browser: bool, reset: str | None = None) -> None:
+    workspace = workspace_dir()
+    copied = sync_workspace(workspace)
+    if copied:
+        print(f"ropepool: copied {', '.join(copied)} into {workspace} (your working copy; notebooks/ stays clean)")
+    if reset:
+        kept = reset_notebook(reset, workspace)
+        where = f"; your version is kept as {kept}" if kept else ""
+        print(f"ropepool: {find_notebook(reset).name} is back to the original{where}", flush=True)
     token = token or secrets.token_hex(24)
-    argv = lab_command(port, open_browser)
-    print(f"ropepool: JupyterLab on the notebook suite at http://127.0.0.1:{port}/lab?token={token}", flush=True)
+    argv = lab_command(port, open_browser, workspace)
+    print(f"ropepool: JupyterLab on {workspace} at http://127.0.0.1:{port}/lab?token={token}", flush=True)
     os.execve(argv[0], argv, lab_env(token))

@@ -42,10 +42,25 @@ def _pools(kw) -> list[np.ndarray]:
 def test_trigger_raises_exactly_its_error(code):
     err = expect_error(code, rope_pool_fused, **CATALOG[code].trigger())
     assert isinstance(err, ValueError)
-    first, second = str(err).split("\n")
+    first, *rest = str(err).split("\n")
     assert err.first_line == first
-    assert second.strip().startswith("expected ") and err.expected in second and err.got in second
-    assert err.hint and err.hint in second
+    second = " ".join(line.strip() for line in rest)  # the explanation, wrapped at word boundaries
+    assert second.startswith("expected ") and err.expected in second and err.got in second
+    assert err.hint and " ".join(err.hint.split()) in second
+
+
+@pytest.mark.parametrize("code", CODES)
+def test_explanation_wraps_at_word_boundaries(code):
+    """No line of the explanation is longer than WRAP_WIDTH unless it is one unbreakable word, and
+    no word is cut: the output area never has to break a line mid-word."""
+    from ropepool.errors import WRAP_WIDTH
+
+    err = expect_error(code, rope_pool_fused, **CATALOG[code].trigger())
+    first, *rest = str(err).split("\n")
+    for line in rest:
+        assert line.startswith("  ") and (len(line) <= WRAP_WIDTH or " " not in line.strip()), line
+    words = f"expected {err.expected}, got {err.got}. {err.hint}".split()
+    assert " ".join(" ".join(rest).split()) == " ".join(words)
 
 
 @pytest.mark.parametrize("code", CODES)

@@ -327,3 +327,32 @@ def test_docstring_examples():
 
     result = doctest.testmod(ex)
     assert result.attempted > 0 and result.failed == 0
+
+
+# --- How a verdict shows in Jupyter --------------------------------------------------------------
+
+MARKUP_MESSAGES = [
+    "x1*cos - x2*sin",  # the hint of check 3: asterisks must not turn into emphasis
+    "x[..., :D//2] and x_1 * x_2 ** 2",
+    "# not a heading, [T, H, D](not a link) <b>not bold</b> $not maths$ `not code` ~~no~~ 1. no list",
+    "a_b_c __init__ \\ backslash & ampersand | pipe !",
+]
+
+
+@pytest.mark.parametrize("message", MARKUP_MESSAGES)
+def test_verdict_markdown_shows_the_message_verbatim(message):
+    markdown_it = pytest.importorskip("markdown_it")
+    import html
+    import re
+
+    for passed in (True, False):
+        rendered = markdown_it.MarkdownIt("commonmark").render(ex.Verdict(3, passed, message)._repr_markdown_())
+        text = html.unescape(re.sub(r"<[^>]+>", "", rendered)).strip()
+        assert text.endswith(message), rendered
+        assert "<em>" not in rendered and "<a " not in rendered and "<code>" not in rendered
+
+
+def test_verdict_markdown_needs_no_emoji():
+    for passed in (True, False):
+        shown = ex.Verdict(1, passed, "m")._repr_markdown_()
+        assert all(ord(ch) < 0x2000 for ch in shown), shown

@@ -1,4 +1,5 @@
-"""``python -m ropepool lab`` (``make lab``): loopback only, a token always, never on the command line."""
+"""``python -m ropepool lab`` (``make lab``): loopback only, a token always, never on the command line;
+the learner's copy as root."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def test_loopback_and_no_token_in_argv(port, open_browser):
     assert argv[1:3] == ["-m", "jupyterlab"]
     assert flags["ServerApp.ip"] == "127.0.0.1"
     assert flags["ServerApp.port"] == str(port) and flags["ServerApp.port_retries"] == "0"
-    assert flags["ServerApp.root_dir"] == str(lab.NOTEBOOKS)
+    assert flags["ServerApp.root_dir"] == str(lab.workspace_dir()) != str(lab.NOTEBOOKS)
     # nothing that would open it to other machines, replace the token or show it in the process list
     assert not any(a.startswith(("--ip", "--ServerApp.allow_remote", "--ServerApp.password", "--ServerApp.token",
                                  "--IdentityProvider", "--NotebookApp", "--ServerApp.disable_check_xsrf"))
@@ -51,6 +52,13 @@ def _exec_spy(monkeypatch) -> list[dict]:
     calls = []
     monkeypatch.setattr(lab.os, "execve", lambda path, argv, env: calls.append(dict(path=path, argv=argv, env=env)))
     return calls
+
+
+@pytest.fixture(autouse=True)
+def workspace(tmp_path, monkeypatch):
+    """Every test here gets its own learner's copy: never the repository's workspace/."""
+    monkeypatch.setenv("ROPEPOOL_WORKSPACE", str(tmp_path / "ws"))
+    return tmp_path / "ws"
 
 
 def test_cli_passes_port_token_and_no_browser(monkeypatch, capsys):
@@ -89,7 +97,7 @@ def test_real_server_takes_the_token_from_the_environment(tmp_path):
     token = secrets.token_hex(24)
     env = lab.lab_env(token, {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "rt"),
                               "JUPYTER_CONFIG_DIR": str(tmp_path / "cfg")})
-    proc = subprocess.Popen(lab.lab_command(port, open_browser=False), env=env, stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen(lab.lab_command(port, open_browser=False, root_dir=tmp_path), env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
         base = f"http://127.0.0.1:{port}/api/status"
@@ -111,3 +119,72 @@ def test_real_server_takes_the_token_from_the_environment(tmp_path):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+# --- The learner's copy -----------------------------------------------------------------------
+
+@pytest.fixture
+def source(tmp_path):
+    """A small suite of notebooks standing in for notebooks/."""
+    src = tmp_path / "notebooks"
+    src.mkdir()
+    for name in ("00_start_here", "01_gqa_shapes", "03_rotation", "03b_rope_scaling"):
+        (src / f"{name}.ipynb").write_text(f"original {name}")
+    (src / "README.md").write_text("readme")
+    return src
+
+
+def test_first_start_copies_the_suite(source, workspace):
+    copied = lab.sync_workspace(workspace, source)
+    assert copied == ["00_start_here.ipynb", "01_gqa_shapes.ipynb", "03_rotation.ipynb",
+                      "03b_rope_scaling.ipynb", "README.md"]
+    assert (workspace / "03_rotation.ipynb").read_text() == "original 03_rotation"
+
+
+def test_later_starts_keep_edits_and_add_new_notebooks(source, workspace):
+    lab.sync_workspace(workspace, source)
+    (workspace / "03_rotation.ipynb").write_text("my answers")
+    (source / "03_rotation.ipynb").write_text("a newer original")
+    (source / "07_engine.ipynb").write_text("original 07")
+    assert lab.sync_workspace(workspace, source) == ["07_engine.ipynb"]
+    assert (workspace / "03_rotation.ipynb").read_text() == "my answers"
+    assert (workspace / "07_engine.ipynb").read_text() == "original 07"
+    assert lab.sync_workspace(workspace, source) == []
+
+
+@pytest.mark.parametrize("name", ["03_rotation", "03_rotation.ipynb", "03_rot"])
+def test_reset_one_notebook_keeps_the_learners_version(source, workspace, name):
+    lab.sync_workspace(workspace, source)
+    for nb in ("00_start_here", "03_rotation"):
+        (workspace / f"{nb}.ipynb").write_text(f"my {nb}")
+    kept = lab.reset_notebook(name, workspace, source)
+    assert (workspace / "03_rotation.ipynb").read_text() == "original 03_rotation"
+    assert kept.parent == workspace / ".reset" and kept.read_text() == "my 03_rotation"
+    assert (workspace / "00_start_here.ipynb").read_text() == "my 00_start_here"  # only the one named
+
+
+@pytest.mark.parametrize("name, why", [("03", "several"), ("09", "none"), ("", "several")])
+def test_reset_names_one_notebook(source, workspace, name, why):
+    with pytest.raises(ValueError, match=why):
+        lab.reset_notebook(name, workspace, source)
+
+
+def test_cli_reset_then_start(monkeypatch, capsys, workspace):
+    seen = {}
+    monkeypatch.setattr(lab.os, "execve", lambda path, argv, env: seen.update(argv=argv))
+    main(["lab", "--no-browser"])
+    (workspace / "03_rotation.ipynb").write_text("my edits")
+    main(["lab", "--no-browser", "--reset", "03_rotation"])
+    assert (workspace / "03_rotation.ipynb").read_bytes() == (lab.NOTEBOOKS / "03_rotation.ipynb").read_bytes()
+    assert "back to the original" in capsys.readouterr().out
+    assert _flags(seen["argv"])["ServerApp.root_dir"] == str(workspace)
+
+
+def test_the_default_copy_is_ignored_by_git(monkeypatch):
+    monkeypatch.delenv("ROPEPOOL_WORKSPACE")
+    ws = lab.workspace_dir()
+    assert ws.parent == lab.REPO
+    if not (lab.REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    out = subprocess.run(["git", "check-ignore", "-q", str(ws / "00_start_here.ipynb")], cwd=lab.REPO)
+    assert out.returncode == 0, "workspace/ must be git-ignored"

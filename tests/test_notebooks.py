@@ -1,5 +1,7 @@
 """The suite's notebooks are committed clean and follow the suite's shape (nbmake runs them)."""
 
+import ast
+import re
 from pathlib import Path
 
 import nbformat
@@ -40,5 +42,64 @@ def test_prose_led_structure(path):
 def test_claims_are_asserted_not_printed(path):
     nb = nbformat.read(path, as_version=4)
     source = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
-    assert "assert" in source
+    assert re.search(r"\bcheck(_close|_equal)?\(|expect_error\(|expect_rejection\(", source)
     assert "print(np.allclose" not in source and "print(allclose" not in source
+
+
+def _silent_asserts(source: str) -> list[str]:
+    """Bare ``assert`` statements and ``np.testing.assert_*`` calls: they show nothing when they hold."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:  # a cell with IPython magics
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assert):
+            found.append(ast.unparse(node))
+        elif isinstance(node, ast.Call) and ast.unparse(node.func).startswith("np.testing.assert"):
+            found.append(ast.unparse(node))
+    return found
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_claim_is_visible(path):
+    """A claim is checked with ropepool.checks.check (it prints what held), never a silent assert."""
+    nb = nbformat.read(path, as_version=4)
+    silent = {i: _silent_asserts(c.source) for i, c in enumerate(nb.cells) if c.cell_type == "code"}
+    silent = {i: s for i, s in silent.items() if s}
+    assert not silent, f"bare asserts (use check/check_close/check_equal from ropepool.checks): {silent}"
+
+
+# --- Navigation: every notebook says where it sits and links the next ---------------------------
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+@pytest.mark.parametrize("index", range(len(NOTEBOOKS)), ids=[p.stem for p in NOTEBOOKS])
+def test_says_where_it_sits_and_links_the_next(index):
+    """The first cell has an "**In the suite:**" line (linking the notebook before); the last cell is
+    "**Next:**" with a link to the next notebook in name order (the last one links the suite's map)."""
+    path = NOTEBOOKS[index]
+    nb = nbformat.read(path, as_version=4)
+    first = [line for line in nb.cells[0].source.splitlines() if line.startswith("**In the suite:**")]
+    assert len(first) == 1, f"{path.name}: no '**In the suite:**' line in the first cell"
+    if index:
+        assert f"]({NOTEBOOKS[index - 1].name})" in first[0], f"{path.name}: does not link {NOTEBOOKS[index - 1].name}"
+    last = nb.cells[-1]
+    assert last.cell_type == "markdown" and last.source.startswith("**Next:**"), f"{path.name}: no **Next:** at the end"
+    want = NOTEBOOKS[index + 1].name if index + 1 < len(NOTEBOOKS) else "README.md"
+    assert want in LINK.findall(last.source), f"{path.name}: the last cell does not link {want}"
+    for target in LINK.findall(nb.cells[0].source + last.source):
+        if "://" not in target:
+            assert (path.parent / target.split("#")[0]).exists(), f"{path.name}: broken link {target}"
+
+
+EMOJI = re.compile("[\U0001F300-\U0001FAFF\u2600-\u27BF\u2B50\u2B55\uFE0F]")
+
+
+def test_no_emoji_needed():
+    """Marks render in any font: no emoji in the notebooks or in what the package prints or shows."""
+    root = Path(__file__).resolve().parent.parent
+    files = [*NOTEBOOKS, *(root / "ropepool").rglob("*.py")]
+    found = {p.name: EMOJI.findall(p.read_text(encoding="utf-8")) for p in files}
+    assert not {k: v for k, v in found.items() if v}

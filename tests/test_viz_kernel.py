@@ -140,3 +140,14 @@ def test_docstring_examples():
 
     result = doctest.testmod(vk)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_code_block_highlights_and_scrolls():
+    from ropepool.kernels import source
+
+    body = source.body("metal")
+    block = vk.CodeBlock(body, max_lines=24)
+    html = block._repr_html_()
+    assert str(block) == body and "max-height:32.4em;overflow:auto" in html
+    assert "<span" in html and "style=" in html  # highlighted, inline colours (no stylesheet needed)
+    assert "thread_position_in_grid" in html

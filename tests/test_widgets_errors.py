@@ -7,6 +7,8 @@ import pytest
 
 import ropepool.widgets.errors as werr
 from ropepool.errors import CATALOG
+from ropepool.checks import expect_error
+from ropepool.op import rope_pool_fused
 from ropepool.widgets.errors import ORIGINS, BreakIt, by_origin, changes, error_card, run_fixed
 
 CODES = list(CATALOG)
@@ -97,3 +99,35 @@ def test_docstring_examples_run():
 
     result = doctest.testmod(importlib.import_module("ropepool.widgets.errors"))
     assert result.attempted > 0 and result.failed == 0
+
+
+# --- Error text is never cut mid-word -----------------------------------------------------------
+
+def test_card_error_text_wraps_only_at_word_boundaries():
+    from ropepool.widgets.errors import ERROR_TEXT_STYLE
+
+    for prop in ("white-space:pre-wrap", "word-break:normal", "overflow-wrap:normal"):
+        assert prop in ERROR_TEXT_STYLE
+    spec = CATALOG["k_shape"]
+    err = expect_error("k_shape", rope_pool_fused, **spec.trigger())
+    assert f"<pre style='{ERROR_TEXT_STYLE}'>" in error_card(spec, err)
+
+
+def test_breakit_labels_are_whole_words_and_fit():
+    from ropepool.widgets.errors import LABEL_CHARS, mistake_label
+
+    w = BreakIt()
+    for (label, code), spec in zip(w.mistake.options, CATALOG.values()):
+        assert label == mistake_label(spec) and len(label) <= LABEL_CHARS and label.startswith(code)
+        words = f"{spec.code}: {spec.causes[0]}".split()
+        shown = label.removesuffix(" ...").split()
+        assert shown == words[: len(shown)], label  # a prefix of whole words, none cut
+    assert float(w.mistake.layout.width.removesuffix("em")) >= 5 + 0.6 * LABEL_CHARS
+
+
+@pytest.mark.parametrize("code", list(CATALOG))
+def test_every_card_shows_what_the_fix_changes(code):
+    """No card has an empty change table (inplace_unsupported's pools differ only in their flags)."""
+    spec = CATALOG[code]
+    rows = changes(spec.trigger(), spec.fixed())
+    assert rows, f"{code}: the bad and the fixed call describe the same"

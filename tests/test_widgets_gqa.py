@@ -164,3 +164,20 @@ def test_docstring_examples_run():
 
     result = doctest.testmod(importlib.import_module("ropepool.widgets.gqa"))
     assert result.attempted > 0 and result.failed == 0
+
+
+# --- Head sliders are usable: meaningful stops, every preset on them ------------------------------
+
+def test_head_sliders_stop_at_meaningful_counts():
+    from ropepool import models
+    from ropepool.widgets.gqa import head_count_stops, head_dim_stops
+
+    w = GQAExplorer("llama-3-8b")
+    heads = list(w.num_kv_heads.options)
+    assert heads == head_count_stops() == list(w.num_qo_heads.options)
+    assert heads[:8] == list(range(1, 9)) and heads[-1] == 128 and len(heads) <= 30  # ~10 px a stop
+    assert all(b / a <= 1.5 for a, b in zip(heads[7:], heads[8:]))  # past 8, no jump over 1.5x
+    for name in models.preset_names():
+        p = models.preset(name)
+        assert {p.num_qo_heads, p.num_kv_heads} <= set(heads) and p.head_dim in head_dim_stops()
+    assert 5 in heads  # an uneven group (32 / 5) stays reachable: the widget shows the op's error

@@ -78,3 +78,14 @@ def test_docstring_examples():
 
     result = doctest.testmod(importlib.import_module("ropepool.widgets.pool"))
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_no_broken_image_under_an_error():
+    """On an error the image is hidden (an empty PNG shows the browser's broken-image icon); it comes back."""
+    w = PoolPlayground(slots="7, 2, -1, 4")
+    assert w.image.value and w.image.layout.display is None
+    for bad in ("5, 5", "0, 12", "x"):
+        w.slots.value = bad
+        assert w.image.layout.display == "none" and w.image.value == b""
+    w.slots.value = "3"
+    assert w.image.value and w.image.layout.display is None

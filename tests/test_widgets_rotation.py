@@ -59,3 +59,24 @@ def test_docstring_examples():
 
     result = doctest.testmod(importlib.import_module("ropepool.widgets.rotation"))
     assert result.attempted > 0 and result.failed == 0
+
+
+# --- The position slider is usable: log-spaced stops, and any exact position typed --------------
+
+def test_position_slider_stops_are_log_spaced():
+    from ropepool.widgets.rotation import POSITION_STOPS
+
+    assert POSITION_STOPS[0] == 0 and POSITION_STOPS[-1] == 131_072
+    ratios = [b / a for a, b in zip(POSITION_STOPS[1:], POSITION_STOPS[2:])]
+    assert all(1 < r <= 2.5 for r in ratios), ratios  # no stop jumps more than 2.5x past the last
+    assert len(POSITION_STOPS) <= 20  # ~20 px a stop on a 360 px slider
+
+
+def test_slider_moves_the_exact_position_and_typing_moves_the_slider(w):
+    w.position_slider.value = 5_000
+    assert w.position.value == 5_000 and "position 5,000" in w.figure.axes[0].get_title()
+    w.position.value = 1234  # typed: the exact value is used, the slider shows the nearest stop
+    assert w.position.value == 1234 and w.position_slider.value == 1_000
+    assert w.angles[0] == 1234
+    w.position.value = 2**24
+    assert w.position_slider.value == 131_072 and w.angles[0] == 2**24

@@ -12,6 +12,8 @@ from matplotlib.collections import LineCollection, PatchCollection
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
+from .legible import projector
+
 #: Colours: a written pool row, an untouched one, the rotation, plain tensors.
 WRITTEN, UNTOUCHED, ROTATE, TENSOR = "#f4a261", "#e9ecef", "#2a9d8f", "#a8dadc"
 
@@ -70,12 +72,15 @@ def head_groups(num_qo_heads: int, num_kv_heads: int, *, width: float = 8.0) -> 
     links = np.stack([np.stack([q_x, np.ones_like(q_x)], -1), np.stack([kv_x[kv_of], np.zeros_like(q_x)], -1)], 1)
     ax.add_collection(LineCollection(links, colors=colours[kv_of], linewidths=1.0, gid="links"))  # [Hq, 2, 2]
 
-    if num_qo_heads <= 32:
-        for h, x in enumerate(q_x):
-            ax.text(x, 1.25, f"q{h}", ha="center", va="center", fontsize=6 if num_qo_heads > 16 else 8)
-    if num_kv_heads <= 16 or kv_w >= 1.5:
-        for j, x in enumerate(kv_x):
-            ax.text(x, -0.25, f"kv{j}", ha="center", va="center", fontsize=7 if num_kv_heads > 8 else 8)
+    # Labels at 10 pt (the projector rule): every head up to 16, else every step-th.
+    q_step = -(-num_qo_heads // 16)
+    for h, x in enumerate(q_x):
+        if h % q_step == 0:
+            ax.text(x, 1.25, f"q{h}", ha="center", va="center", fontsize=10)
+    kv_step = -(-num_kv_heads // 16)
+    for j, x in enumerate(kv_x):
+        if j % kv_step == 0:
+            ax.text(x, -0.25, f"kv{j}", ha="center", va="center", fontsize=10)
     ax.text(-0.01, 1.25, "query heads", transform=ax.get_yaxis_transform(), ha="right", va="center")
     ax.text(-0.01, -0.25, "KV heads", transform=ax.get_yaxis_transform(), ha="right", va="center")
 
@@ -89,7 +94,7 @@ def head_groups(num_qo_heads: int, num_kv_heads: int, *, width: float = 8.0) -> 
     ax.set_xlim(0, num_qo_heads)
     ax.set_ylim(-0.6, 1.6)
     ax.axis("off")
-    return fig
+    return projector(fig)
 
 
 def _group_colours(n: int) -> np.ndarray:
@@ -120,7 +125,7 @@ def op_overview(slots=(5, 1, 6), pool_rows: int = 8) -> Figure:
     T = len(slots)
     if any(s >= pool_rows for s in slots):
         raise ValueError(f"slots must be below pool_rows={pool_rows}, got {slots}")
-    fig = Figure(figsize=(9.0, 4.2), layout="constrained")
+    fig = Figure(figsize=(9.0, 4.8), layout="constrained")
     ax = fig.add_subplot()
     ax.set_xlim(0, 10.2)
     ax.set_ylim(-0.4, 8.6)
@@ -146,14 +151,13 @@ def op_overview(slots=(5, 1, 6), pool_rows: int = 8) -> Figure:
     ax.add_patch(FancyBboxPatch((2.7, 5.0), 1.6, 2.9, boxstyle="round,pad=0.05", fc=ROTATE, ec="#264653",
                                 alpha=0.85, gid="rotate"))
     ax.text(3.5, 6.65, "rotate", ha="center", va="center", color="white", fontsize=11, weight="bold")
-    ax.text(3.5, 6.15, "NeoX RoPE\npair i with i+D/2\nangle pos*base^(-2i/D)", ha="center", va="top",
-            color="white", fontsize=7)
+    ax.text(3.5, 6.15, "NeoX RoPE\npairs\n(i, i+D/2)", ha="center", va="top", color="white", fontsize=10)
     arrow((1.95, 7.25), (2.7, 7.25))
     arrow((1.95, 5.65), (2.7, 5.65))
     arrow((1.95, 3.9), (3.5, 4.95), connectionstyle="arc3,rad=-0.2")
     # Outputs of the rotation, one cell per token for k_rot and v.
     tensor(4.9, 6.8, "q_rot", "[T, Hq, D]")
-    ax.text(5.8, 6.45, "returned (with k_rot and the new pools)", ha="center", fontsize=7, style="italic")
+    ax.text(5.8, 6.45, "returned", ha="center", fontsize=10, style="italic")
     arrow((4.35, 7.25), (4.9, 7.25))
     cell = 0.55
     k_cells = [(4.9 + 0.35, 5.5 - (t + 1) * cell) for t in range(T)]
@@ -168,7 +172,7 @@ def op_overview(slots=(5, 1, 6), pool_rows: int = 8) -> Figure:
     ax.text(5.8, 5.6, "k_rot [T, Hkv, D]", ha="center", fontsize=8)
     ax.text(5.8, 2.1, "v, not rotated", ha="center", fontsize=8)
     arrow((1.95, 2.65), (7.55, 3.9), linestyle="--", connectionstyle="arc3,rad=0.12")
-    ax.text(7.1, 3.75, "pick the rows", ha="right", fontsize=7, style="italic")
+    ax.text(7.6, 3.2, "pick the rows", ha="right", va="center", fontsize=10, style="italic")
 
     # The pools: P rows each, rows named by slots[t] are written.
     written = {s for s in slots if s >= 0}
@@ -193,4 +197,4 @@ def op_overview(slots=(5, 1, 6), pool_rows: int = 8) -> Figure:
                  f"slots = {slots}: token t writes row slots[t]" +
                  ("; a slot of -1 writes nothing" if any(s < 0 for s in slots) else "") +
                  "; every other row keeps its bits", fontsize=10)
-    return fig
+    return projector(fig)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
+from .legible import projector
+
 from ..kernels import source
 
 #: The lines of ``rope_rows.inc`` that map a thread id to (pair, token, head); mirrored below.
@@ -98,7 +100,7 @@ def thread_grid(tokens: int = 2, num_qo_heads: int = 4, num_kv_heads: int = 2, h
     fig.suptitle(f"Which thread writes which element (T={tokens}, Hq={num_qo_heads}, Hkv={num_kv_heads}, "
                  f"D={head_dim})\ngrid = T·(Hq+Hkv)·D/2 = {grid} threads", fontsize=9)
     fig.tight_layout()
-    return fig
+    return projector(fig)
 
 
 def trig_counts(num_qo_heads: int, num_kv_heads: int, head_dim: int) -> dict[str, int]:
@@ -134,7 +136,7 @@ def trig_count_bars(models: dict[str, tuple[int, int, int]]) -> Figure:
     ax.legend(fontsize=8, loc="upper left")
     ax.set_ylim(1, 30 * max(c["per_thread"] for c in counts))
     fig.tight_layout()
-    return fig
+    return projector(fig)
 
 
 def timing_bars(rows, *, title: str = "") -> Figure:
@@ -166,4 +168,25 @@ def timing_bars(rows, *, title: str = "") -> Figure:
     top = max((r.median_ms for r in rows), default=1.0)
     ax.set_ylim(top=top * 20)
     fig.tight_layout()
-    return fig
+    return projector(fig)
+
+
+class CodeBlock:
+    """Source code shown syntax-highlighted in a box of at most ``max_lines`` lines that scrolls
+    (Jupyter renders ``_repr_html_``); ``str()`` is the plain source."""
+
+    def __init__(self, code: str, language: str = "cpp", max_lines: int = 24):
+        self.code, self.language, self.max_lines = code, language, max_lines
+
+    def __str__(self) -> str:
+        return self.code
+
+    def _repr_html_(self) -> str:
+        from pygments import highlight
+        from pygments.formatters import HtmlFormatter
+        from pygments.lexers import get_lexer_by_name
+
+        body = highlight(self.code, get_lexer_by_name(self.language), HtmlFormatter(noclasses=True, nowrap=True))
+        return (f'<div class="ropepool-code" style="max-height:{1.35 * self.max_lines:.1f}em;overflow:auto;'
+                'border:1px solid #ddd;border-radius:4px;padding:0.3em 0.6em">'
+                f'<pre style="margin:0;line-height:1.35;white-space:pre">{body}</pre></div>')

@@ -12,6 +12,8 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from .legible import projector
+
 from .._arrays import to_numpy
 
 FREE = -1  # owner of a row no request holds
@@ -76,7 +78,7 @@ def before_after(before, after, slots, *, name: str = "k_pool", dpi: int = 90, v
         fig.subplots_adjust(left=0.1, right=0.98, bottom=0.1, top=0.9, wspace=0.06)
     else:
         fig.colorbar(im, ax=[ax_b, ax_a], shrink=0.8)
-    return fig
+    return projector(fig)
 
 
 def slot_map(slots, pool_rows: int, positions=None) -> Figure:
@@ -111,7 +113,7 @@ def slot_map(slots, pool_rows: int, positions=None) -> Figure:
     ax.set_ylim(pool_rows - 0.4 + 0.2, -0.8)
     ax.axis("off")
     ax.set_title(f"slots = {slots.tolist()}", fontsize=9)
-    return fig
+    return projector(fig)
 
 
 def _owner_cmap(n_owners: int) -> ListedColormap:
@@ -142,7 +144,7 @@ def occupancy(owners, step_labels=None, owner_names=None) -> Figure:
     handles.append(Rectangle((0, 0), 1, 1, color="#f2f2f2", ec="0.6"))
     fig.legend(handles, [*names[:n], "free"], loc="outside right upper", fontsize=8)
     ax.set_title("who holds each row", fontsize=9)
-    return fig
+    return projector(fig)
 
 
 def pages(owners, page_size: int, page_tables: dict[str, list[int]] | None = None) -> Figure:
@@ -176,4 +178,4 @@ def pages(owners, page_size: int, page_tables: dict[str, list[int]] | None = Non
         table.auto_set_font_size(False)
         table.set_fontsize(8)
         table.scale(1, 1.3)
-    return fig
+    return projector(fig)

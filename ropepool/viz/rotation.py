@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
+from .legible import projector
+
 from .._arrays import to_numpy
 from ..reference import inverse_frequencies, rope_angles, rotate_neox
 from ..tolerance import EPS, error_bound, pair_norms  # noqa: F401  (re-exported for notebook 03)
@@ -147,7 +149,7 @@ def pair_paths(head_dim: int = 8, rope_base: float = 10000.0, positions=range(0,
         ax.set_title(f"pair ({i}, {i + head_dim // 2})\n{inv[i]:.3g} rad/position", fontsize=8)
     fig.suptitle(f"NeoX pairs of a D={head_dim} vector, positions {positions[0]}..{positions[-1]}, "
                  f"base {rope_base:g}", fontsize=9)
-    return fig
+    return projector(fig)
 
 
 def frequencies(head_dim: int = 128, bases=(10000.0, 500000.0), *, context: int | None = 8192) -> Figure:
@@ -171,7 +173,7 @@ def frequencies(head_dim: int = 128, bases=(10000.0, 500000.0), *, context: int 
         ax_w.text(0, context * 1.3, f"context {context:,}", fontsize=8, color="0.3")
     ax_f.legend(fontsize=8)
     fig.suptitle(f"RoPE frequencies, D={head_dim}", fontsize=9)
-    return fig
+    return projector(fig)
 
 
 def relative_scores(score: np.ndarray, positions) -> Figure:
@@ -188,11 +190,16 @@ def relative_scores(score: np.ndarray, positions) -> Figure:
     ax_h.set(xlabel="k position n", ylabel="q position m", title="rope(q, m) . rope(k, n)")
     fig.colorbar(im, ax=ax_h, shrink=0.8)
     n = len(positions)
-    for m in np.unique(np.linspace(0, n - 1, 4).astype(int)):
-        ax_l.plot(positions - positions[m], score[m], "o-", ms=2.5, lw=1, label=f"m = {positions[m]}", gid=f"row {m}")
+    # The curves coincide where they overlap (that is the point): each gets its own marker, the
+    # earlier ones larger and open, so every one shows through the ones drawn after it.
+    rows = np.unique(np.linspace(0, n - 1, 4).astype(int))
+    styles = [("o", 10, 3.0), ("s", 7.5, 2.0), ("^", 5.5, 1.2), ("x", 4.0, 0.8)]
+    for (marker, size, width), m in zip(styles, rows):
+        ax_l.plot(positions - positions[m], score[m], marker=marker, ms=size, lw=width, mfc="none", mew=1.2,
+                  label=f"m = {positions[m]}", gid=f"row {m}")
     ax_l.set(xlabel="n - m", ylabel="score", title="only n - m matters")
     ax_l.legend(fontsize=8)
-    return fig
+    return projector(fig)
 
 
 def pairing_diagram(head_dim: int = 8) -> Figure:
@@ -223,10 +230,10 @@ def pairing_diagram(head_dim: int = 8) -> Figure:
         ax.text(-1.0, y, "NeoX\n(i, i+D/2)" if name == "neox" else "GPT-J\n(2i, 2i+1)", ha="right", va="center",
                 fontsize=8)
     ax.set_xlim(-3.2, head_dim)
-    ax.set_ylim(-1.0, 2.0)
+    ax.set_ylim(-0.9, 2.15)  # the tallest NeoX arc reaches y = 2.05: nothing clipped, clear of the title
     ax.axis("off")
     ax.set_title(f"Which dimensions rotate together, D={head_dim} (colour = frequency i)", fontsize=9)
-    return fig
+    return projector(fig)
 
 
 def _box(x, y, color):
@@ -241,15 +248,20 @@ def precision(errors: dict[str, dict[str, np.ndarray]], *, bounds: bool = True) 
     (``gid="bound dtype"``). Position 0 (error 0) is left off the log axes."""
     fig = Figure(figsize=(6.5, 3.6), dpi=90, layout="constrained")
     ax = fig.subplots()
+    # Late positions: every dtype has the same error (the angle's, not the storage's), so the lines
+    # meet. float32 is drawn last and smallest, the 16-bit ones larger and open around it.
+    styles = {"float32": ("o", 3.5, "-", 5), "bfloat16": ("s", 8, "--", 3), "float16": ("^", 6, ":", 4)}
     for dtype, e in errors.items():
         keep = e["positions"] > 0
         p = e["positions"][keep]
         color = DTYPE_COLORS.get(dtype)
-        ax.plot(p, e["error"][keep], "o-", ms=3, lw=1, color=color, label=dtype, gid=dtype)
+        marker, size, style, z = styles.get(dtype, ("o", 4, "-", 2))
+        ax.plot(p, e["error"][keep], marker=marker, ms=size, ls=style, lw=1.5, color=color, label=dtype, gid=dtype,
+                mfc=color if dtype == "float32" else "none", zorder=z)
         if bounds:
-            ax.plot(p, error_bound(dtype, p, e["scale"][keep]), "--", lw=1, color=color, alpha=0.6,
-                    gid=f"bound {dtype}")
+            ax.plot(p, error_bound(dtype, p, e["scale"][keep]), "-", lw=1, color=color, alpha=0.4,
+                    gid=f"bound {dtype}", zorder=1)
     ax.set(xscale="log", yscale="log", xlabel="position", ylabel="max |op - float64 reference|",
-           title="Error grows with position (dashed: bound)")
+           title="Error grows with position (thin: bound)")
     ax.legend(fontsize=8)
-    return fig
+    return projector(fig)

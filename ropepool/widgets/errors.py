@@ -8,6 +8,7 @@ from ``spec.trigger()`` and its fixed call from ``spec.fixed()``.
 from __future__ import annotations
 
 import html
+import textwrap
 from dataclasses import dataclass
 
 import ipywidgets as W
@@ -29,6 +30,19 @@ ORIGINS = {
 
 
 OUTPUT_NAMES = ("q_rot", "k_rot", "k_pool", "v_pool")
+
+#: An error's text keeps its own line breaks (made at word boundaries, ropepool.errors.wrap) and
+#: is never broken mid-word: JupyterLab's output CSS would otherwise cut "projection" as "projecti/on".
+ERROR_TEXT_STYLE = ("white-space:pre-wrap;word-break:normal;overflow-wrap:normal;overflow-x:auto;"
+                    "color:#9d0208")
+
+#: The longest label of a BreakIt choice: whole words, so none is cut off in the dropdown.
+LABEL_CHARS = 72
+
+
+def mistake_label(spec: ErrorSpec) -> str:
+    """``code: first cause``, shortened at a word boundary to :data:`LABEL_CHARS`."""
+    return textwrap.shorten(f"{spec.code}: {spec.causes[0]}", LABEL_CHARS, placeholder=" ...")
 
 
 def by_origin(origin: str) -> list[ErrorSpec]:
@@ -101,6 +115,11 @@ def describe(value) -> str:
         text = f"{kind} {tuple(value.shape)} {dtype_name(value)}"
         if value.ndim == 1 and "int" in dtype_name(value) and value.size <= 8:
             text += f" {to_numpy(value).tolist()}"
+        if isinstance(value, np.ndarray):  # what inplace=True needs of a NumPy pool
+            if not value.flags.writeable:
+                text += ", read-only"
+            if not value.flags.c_contiguous:
+                text += ", strided"
         return text
     if isinstance(value, list):
         return f"list of {len(value)}"
@@ -130,11 +149,11 @@ def error_card(spec: ErrorSpec, err: RopePoolError, run: FixedRun | None = None,
              'style="border:1px solid #ccc;border-radius:6px;padding:0.5em 1em;margin:0.5em 0">',
              f"<h4 style='margin:0.2em 0'><code>{e(spec.code)}</code> "
              f"<small>({e(ORIGINS[spec.origin])})</small></h4>"]
-    if bad is not None and good is not None:
+    if bad is not None and good is not None and changes(bad, good):
         from .gqa import table_html
 
         parts.append(table_html(("argument", "bad call", "fixed call"), changes(bad, good), "ropepool-change"))
-    parts.append(f"<pre style='white-space:pre-wrap;color:#9d0208'>RopePoolError: {e(str(err))}</pre>")
+    parts.append(f"<pre style='{ERROR_TEXT_STYLE}'>RopePoolError: {e(str(err))}</pre>")
     parts.append(f"<p><b>What it means.</b> {e(spec.meaning)}</p>")
     parts.append("<p><b>Common causes.</b></p><ul>" + "".join(f"<li>{e(c)}</li>" for c in spec.causes) + "</ul>")
     parts.append(f"<p><b>Fix.</b> {e(spec.fix)}</p>")
@@ -166,9 +185,11 @@ class BreakIt(W.VBox):
 
     def __init__(self, code: str = "k_shape"):
         self._cache: dict[str, tuple[RopePoolError, FixedRun, str]] = {}
-        options = [(f"{spec.code}: {spec.causes[0]}"[:90], spec.code) for spec in CATALOG.values()]
+        options = [(mistake_label(spec), spec.code) for spec in CATALOG.values()]
+        # as wide as the longest label (about 0.6em a character) plus the description, never past the cell
         self.mistake = W.Dropdown(description="Mistake", options=options, value=code,
-                                  style={"description_width": "5em"}, layout=W.Layout(width="60em"))
+                                  style={"description_width": "5em"},
+                                  layout=W.Layout(width=f"{5 + 0.62 * LABEL_CHARS + 3:.0f}em", max_width="100%"))
         self.card = W.HTML()
         self.error: RopePoolError | None = None
         self.run: FixedRun | None = None

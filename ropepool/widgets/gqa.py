@@ -22,10 +22,11 @@ from .. import models
 from ..errors import CATALOG
 from ..shapes import Shapes
 from ..viz.gqa import head_groups
+from ..viz.legible import SCREEN_DPI, projector
 
 CUSTOM = "custom"
 #: Resolution of the diagram PNG: small enough that one update stays well under 200 ms.
-DPI = 80
+DPI = SCREEN_DPI  # the projector rule is checked at the dpi the PNG is saved at
 
 
 #: Inline cell style: JupyterLab right-aligns table cells, which makes messages and shapes hard to read.
@@ -67,6 +68,24 @@ def presets_html(names=None, tokens: int = 16, pool_rows: int = 4096, dtype: str
     return table_html(header, rows, "ropepool-presets")
 
 
+#: Head counts the Hq and Hkv sliders stop at: every count up to 8, then the ones models use
+#: (a 1..128 slider moves 2-3 heads per pixel). 5 and 7 stay in: an uneven group is worth seeing.
+HEAD_COUNTS = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 71, 80, 96, 112, 128)
+#: Head dims the D slider stops at.
+HEAD_DIMS = (2, 4, 8, 16, 32, 48, 64, 80, 96, 112, 128, 160, 192, 256, 512)
+
+
+def head_count_stops() -> list[int]:
+    """:data:`HEAD_COUNTS` and every preset's Hq and Hkv, sorted."""
+    presets = [models.preset(n) for n in models.preset_names()]
+    return sorted(set(HEAD_COUNTS) | {p.num_qo_heads for p in presets} | {p.num_kv_heads for p in presets})
+
+
+def head_dim_stops() -> list[int]:
+    """:data:`HEAD_DIMS` and every preset's D, sorted."""
+    return sorted(set(HEAD_DIMS) | {models.preset(n).head_dim for n in models.preset_names()})
+
+
 def _png(fig: Figure) -> bytes:
     buf = BytesIO()
     fig.savefig(buf, format="png", dpi=DPI)
@@ -78,7 +97,7 @@ def _message_figure(text: str) -> Figure:
     ax = fig.add_subplot()
     ax.axis("off")
     ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True, color="#9d0208", fontsize=10)
-    return fig
+    return projector(fig)
 
 
 class GQAExplorer(W.VBox):
@@ -87,7 +106,8 @@ class GQAExplorer(W.VBox):
     Attributes
     ----------
     model : Dropdown            ``description="Model"``, the presets plus ``"custom"``
-    num_qo_heads, num_kv_heads, head_dim, tokens : IntSlider
+    num_qo_heads, num_kv_heads, head_dim : SelectionSlider   over head_count_stops() / head_dim_stops()
+    tokens : IntSlider
     pool_rows : BoundedIntText
     table : HTML                ``<table class="ropepool-shapes">``
     diagram : Image             PNG of :func:`ropepool.viz.gqa.head_groups`
@@ -112,9 +132,10 @@ class GQAExplorer(W.VBox):
         self._syncing = False
         slider = dict(continuous_update=False, style={"description_width": "11em"}, layout=W.Layout(width="30em"))
         self.model = W.Dropdown(description="Model", options=models.preset_names() + [CUSTOM], value=model)
-        self.num_qo_heads = W.IntSlider(description="Hq (num_qo_heads)", min=1, max=128, **slider)
-        self.num_kv_heads = W.IntSlider(description="Hkv (num_kv_heads)", min=1, max=128, **slider)
-        self.head_dim = W.IntSlider(description="D (head_dim)", min=2, max=512, step=2, **slider)
+        heads, dims = head_count_stops(), head_dim_stops()
+        self.num_qo_heads = W.SelectionSlider(description="Hq (num_qo_heads)", options=heads, value=32, **slider)
+        self.num_kv_heads = W.SelectionSlider(description="Hkv (num_kv_heads)", options=heads, value=8, **slider)
+        self.head_dim = W.SelectionSlider(description="D (head_dim)", options=dims, value=128, **slider)
         self.tokens = W.IntSlider(description="T (tokens)", min=1, max=256, value=tokens, **slider)
         self.pool_rows = W.BoundedIntText(description="P (pool rows)", min=1, max=2**24, value=pool_rows,
                                           style={"description_width": "11em"}, layout=W.Layout(width="22em"))

@@ -67,7 +67,7 @@ class PoolPlayground(W.VBox):
             slots = parse_slots(self.slots.value)
         except ValueError:
             self.status.value = "<b style='color:#b00'>slots must be integers separated by commas</b>"
-            self.image.value = b""
+            self._hide_image()
             return
         try:
             _, _, k_pool, _ = rope_pool_fused(**self.call_kwargs(slots))
@@ -76,17 +76,23 @@ class PoolPlayground(W.VBox):
             first, _, rest = str(err).partition("\n")
             self.status.value = (f"<b style='color:#b00'>RopePoolError [{err.code}]: {html.escape(first)}</b>"
                                  f"<br><small>{html.escape(rest.strip())}</small>")
-            self.image.value = b""
+            self._hide_image()
             return
         self.k_pool = k_pool
         self.written = written_rows(slots, self.pool_rows)
         skipped = int(((slots < 0) | (slots >= self.pool_rows)).sum())
         self.status.value = (f"{len(slots)} tokens, wrote rows {self.written.tolist()}"
                              + (f"; {skipped} token(s) wrote nothing" if skipped else ""))
-        self.figure = before_after(self.pool_before, k_pool, slots, dpi=70, vmax=3.0, compact=True)
+        self.figure = before_after(self.pool_before, k_pool, slots, vmax=3.0, compact=True)
         buf = BytesIO()
         self.figure.savefig(buf, format="png", pil_kwargs={"compress_level": 1})  # fast zlib: the PNG is shown once
         self.image.value = buf.getvalue()
+        self.image.layout.display = None
+
+    def _hide_image(self) -> None:
+        """No picture on an error: an empty PNG would show the browser's broken-image icon."""
+        self.image.layout.display = "none"
+        self.image.value = b""
 
 
 def pool_playground(**kwargs) -> PoolPlayground:

@@ -14,6 +14,8 @@ import ipywidgets as W
 import numpy as np
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
+
+from ..viz.legible import projector
 from matplotlib.ticker import FuncFormatter, NullLocator
 
 from ..reference import inverse_frequencies
@@ -54,7 +56,7 @@ def explorer_figure(position: int, rope_base: float, head_dim: int) -> tuple[Fig
     ax_a.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0e}"))  # plain text: no mathtext, faster
     ax_a.yaxis.set_minor_locator(NullLocator())
     fig.suptitle(f"base {rope_base:g}, head_dim {head_dim}", fontsize=9)
-    return fig, angles, vectors
+    return projector(fig), angles, vectors
 
 
 def png(fig: Figure) -> bytes:
@@ -63,22 +65,54 @@ def png(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
+#: The position slider's stops: 1-2-5 steps from 0 to 128K, so every order of magnitude gets the
+#: same share of the slider (a linear 0..131,072 slider jumps 10 -> 25,879 in a 60 px drag).
+POSITION_STOPS = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000,
+                  100_000, 131_072)
+MAX_POSITION = 2**24  # float32 holds every integer position up to here
+
+
+def nearest_stop(position: int) -> int:
+    """The slider stop closest to ``position`` on a log scale (0 for 0)."""
+    if position <= 0:
+        return 0
+    return min(POSITION_STOPS[1:], key=lambda s: abs(np.log(s) - np.log(position)))
+
+
 class RotationExplorer(W.VBox):
-    """Sliders for position, rope_base and head_dim over a live picture of the pairs' angles."""
+    """Sliders for position, rope_base and head_dim over a live picture of the pairs' angles.
+
+    ``position`` is the exact position (a number box, any value up to 2**24); ``position_slider``
+    moves it along :data:`POSITION_STOPS`, one order of magnitude per few stops.
+    """
 
     def __init__(self, position: int = 10, rope_base: float = 10000.0, head_dim: int = 64):
-        self.position = W.IntSlider(value=position, min=0, max=131072, description="position",
-                                    continuous_update=False, layout=W.Layout(width="480px"))
+        self.position = W.BoundedIntText(value=position, min=0, max=MAX_POSITION, description="position",
+                                         layout=W.Layout(width="14em"))
+        self.position_slider = W.SelectionSlider(options=[(f"{p:,}", p) for p in POSITION_STOPS],
+                                                 value=nearest_stop(position), description="",
+                                                 continuous_update=False, layout=W.Layout(width="360px"))
         self.base = W.FloatLogSlider(value=rope_base, base=10, min=2, max=7, step=0.1, description="rope_base",
                                      continuous_update=False, layout=W.Layout(width="480px"))
         self.head_dim = W.Dropdown(options=[8, 16, 32, 64, 128, 256], value=head_dim, description="head_dim")
         self.image = W.Image(format="png")
+        self._syncing = False
+        self.position_slider.observe(self._from_slider, names="value")
         for control in (self.position, self.base, self.head_dim):
             control.observe(self._update, names="value")
-        super().__init__([W.HBox([self.position, self.head_dim]), self.base, self.image])
+        super().__init__([W.HBox([self.position, self.position_slider, self.head_dim]), self.base, self.image])
         self._update()
 
+    def _from_slider(self, change) -> None:
+        if not self._syncing:
+            self.position.value = change["new"]
+
     def _update(self, _change=None) -> None:
+        self._syncing = True  # the slider follows a typed position to its nearest stop, quietly
+        try:
+            self.position_slider.value = nearest_stop(self.position.value)
+        finally:
+            self._syncing = False
         self.figure, self.angles, self.vectors = explorer_figure(self.position.value, self.base.value,
                                                                  self.head_dim.value)
         self.image.value = png(self.figure)

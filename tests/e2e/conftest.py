@@ -12,9 +12,9 @@ variables pointing into a temporary folder:
     "contentVisibility" leaves them in the DOM but unpainted, so a full-page screenshot shows
     blanks. "none" attaches and paints every cell, so the test can map cells on the page to the
     .ipynb's cells by index and see every output, without scrolling cell by cell.
-  - ``autosave: false``. The server's root is the repository's ``notebooks/``; running the
-    cells must not write outputs back into the tracked notebooks (the test checks they are
-    unchanged afterwards).
+  - ``autosave: false``. The server's root is a learner's copy in the temporary folder, made by
+    :func:`ropepool.lab.sync_workspace` as ``make lab`` makes ``workspace/``; running the cells
+    writes nothing back (the test checks the server saved nothing, unless a test saves on purpose).
   - ``fetchNews: "false"``, ``checkForUpdates: false``: no "receive Jupyter news?" toast over
     the cells and no request to the internet.
 * ``JUPYTERLAB_WORKSPACES_DIR``: a fresh, empty workspace store, so a notebook opens alone and
@@ -44,7 +44,7 @@ from pathlib import Path
 
 import pytest
 
-from ropepool.lab import NOTEBOOKS, lab_command, lab_env
+from ropepool.lab import NOTEBOOKS, lab_command, lab_env, sync_workspace
 
 os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
 
@@ -58,8 +58,8 @@ REPO = Path(__file__).resolve().parents[2]
 SCREENSHOTS = REPO / "artifacts" / "screenshots"
 
 # For work on this test only: run it against another folder of notebooks (e.g. scratch ones in
-# /tmp) by swapping the root_dir of lab_command's argv. Unset (always, in make test and CI):
-# the suite's notebooks/ folder, exactly as ``make lab`` serves it.
+# /tmp), copied into the learner's copy instead of notebooks/. Unset (always, in make test and CI):
+# the suite's notebooks/ folder, copied exactly as ``make lab`` copies it.
 ROOT = Path(os.environ.get("ROPEPOOL_E2E_ROOT", NOTEBOOKS)).resolve()
 
 USER_SETTINGS = {
@@ -152,7 +152,7 @@ class Lab:
     token: str
     argv: list[str]
     log: Path
-    root: Path
+    root: Path  # the learner's copy the server serves
     kernel_pids: dict[int, str | None] = field(default_factory=dict)  # PID: start stamp
 
     @property
@@ -221,17 +221,17 @@ def _start(tmp: Path) -> Lab:
         JUPYTER_RUNTIME_DIR=str(tmp / "runtime"),
         PYTHONUNBUFFERED="1",
     )
+    workspace = tmp / "workspace"  # the learner's copy; the repository's notebooks/ is never served
+    sync_workspace(workspace, ROOT)
     last_error = ""
     for attempt in range(3):  # a free port can be taken between free_port() and the bind
         port, token = free_port(), secrets.token_hex(24)
-        argv = lab_command(port=port, open_browser=False)
-        if ROOT != NOTEBOOKS.resolve():
-            argv = [f"--ServerApp.root_dir={ROOT}" if a.startswith("--ServerApp.root_dir=") else a for a in argv]
+        argv = lab_command(port=port, open_browser=False, root_dir=workspace)
         log = tmp / f"server-{attempt}.log"
         with open(log, "wb") as out:
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     env=lab_env(token, env), cwd=REPO, start_new_session=True)
-        lab = Lab(proc, port, token, argv, log, ROOT)
+        lab = Lab(proc, port, token, argv, log, workspace)
         try:
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline and proc.poll() is None:

@@ -3,8 +3,10 @@
 For each notebook: open it, clear the outputs it was saved with, Run > Run All Cells, wait until
 the kernel is idle and no cell is queued, then check what the page shows: no error output in any
 cell, an image in every cell tagged ``plot``, and in 01_gqa_shapes a changed shape table after
-picking another model. A full-page screenshot of each goes to artifacts/screenshots/.
-Also: the server refuses its API without the token and listens on 127.0.0.1 only.
+picking another model. Full-page screenshots of each at 1280x800 and 1024x768 go to
+artifacts/screenshots/; a notebook over 12 screens at 1280x800 must say why in its first cell.
+Also: the server serves the learner's copy, and a notebook edited and saved there leaves
+``git status`` as it was; the server refuses its API without the token and listens on 127.0.0.1 only.
 """
 
 from __future__ import annotations
@@ -132,6 +134,23 @@ def _run_all(page, lab: Lab, name: str, code_cells: list[int]) -> list[dict]:
     return _wait(f"{name}: Run All finished, kernel idle", finished, 30, lab)
 
 
+SCREEN_SIZES = [(1280, 800), (1024, 768)]
+MAX_SCREENS = 12  # at 1280x800: a workshop slot; a longer notebook says why in its first cell
+
+
+def _long_notebook_says_why(nb, name: str, shot: Path, screen: int) -> None:
+    import struct
+
+    with open(shot, "rb") as f:  # a PNG's height sits in its IHDR chunk
+        height = struct.unpack(">I", f.read(24)[20:24])[0]
+    screens = height / screen
+    print(f"{name}: {screens:.1f} screens at 1280x800")
+    if screens > MAX_SCREENS:
+        first = nb.cells[0].source.lower()
+        assert "longer than" in first, (f"{name} is {screens:.1f} screens at 1280x800 (> {MAX_SCREENS}); shorten "
+                                        "it or say at its top why it is longer than a workshop slot")
+
+
 def _screenshot(page, name: str, suffix: str = "") -> Path:
     """Full-page PNG: grow the viewport to the notebook's height so every cell is in the picture."""
     # Make the first cell the active one: on a resize JupyterLab scrolls the active cell into view,
@@ -203,6 +222,42 @@ def _gqa_dropdown(page, lab: Lab) -> None:
     assert after["k"] != before["k"]
 
 
+FIND_WIDGET_JS = """label => [...document.querySelectorAll('.jp-NotebookPanel .jp-Notebook-cell')].findIndex(c =>
+  [...c.querySelectorAll('.widget-inline-hbox > label, .widget-label')].some(l => l.textContent.trim() === label))"""
+
+
+def _widget_cell(page, label: str):
+    index = page.evaluate(FIND_WIDGET_JS, label)
+    assert index >= 0, f"no widget labelled {label!r} on the page"
+    return page.locator(".jp-NotebookPanel .jp-Notebook-cell").nth(index)
+
+
+def _hkv_slider(page, lab: Lab) -> None:
+    """01: one ArrowLeft on the Hkv slider moves one stop (8 -> 7 heads), and the shape table follows."""
+    cell = _widget_cell(page, "Hkv (num_kv_heads)")
+    slider = cell.locator(".widget-hslider, .widget-slider").filter(
+        has=page.locator("label", has_text="Hkv (num_kv_heads)")).first
+    before = slider.locator(".widget-readout").inner_text().strip()
+    slider.locator(".noUi-handle").first.focus()
+    page.keyboard.press("ArrowLeft")
+    _wait("Hkv slider moved one stop", lambda: slider.locator(".widget-readout").inner_text().strip() != before,
+          15, lab)
+    after = slider.locator(".widget-readout").inner_text().strip()
+    assert (before, after) == ("8", "7"), f"one key press moved Hkv from {before} to {after}"
+    _wait("shape table shows Hkv = 7", lambda: re.search(r"\(\d+, 7, \d+\)",
+                                                          cell.evaluate(SHAPE_ROWS_JS).get("k", "")), 15, lab)
+
+
+def _position_box(page, lab: Lab) -> None:
+    """03: typing a position into the number box moves the log slider to its nearest stop."""
+    cell = _widget_cell(page, "position")
+    box = cell.locator(".widget-text").filter(has=page.locator("label", has_text="position")).locator("input").first
+    box.fill("1234")
+    box.press("Enter")
+    readouts = cell.locator(".widget-readout")
+    _wait("position slider at the stop nearest 1234", lambda: "1,000" in readouts.all_inner_texts(), 15, lab)
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebook_in_jupyterlab(browser, lab: Lab, path: Path):
     name = path.relative_to(ROOT).as_posix()
@@ -210,10 +265,10 @@ def test_notebook_in_jupyterlab(browser, lab: Lab, path: Path):
     code_cells = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.source.strip()]
     plot_cells = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and "plot" in c.metadata.get("tags", [])]
     log_start = lab.log.stat().st_size
-    checkpoint = path.parent / ".ipynb_checkpoints" / f"{path.stem}-checkpoint.ipynb"
+    checkpoint = lab.root / ".ipynb_checkpoints" / f"{path.stem}-checkpoint.ipynb"
     checkpoint_before = checkpoint.stat().st_mtime_ns if checkpoint.exists() else None
 
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
     context.set_default_timeout(60_000)
     page = context.new_page()
     page_errors: list[str] = []
@@ -247,8 +302,16 @@ def test_notebook_in_jupyterlab(browser, lab: Lab, path: Path):
         assert not missing, f"{name}: plot-tagged cell(s) {missing} show no image after running"
 
         if path.stem == "01_gqa_shapes":
+            _hkv_slider(page, lab)  # first: the dropdown below switches the model away from Hkv = 8
             _gqa_dropdown(page, lab)
-        _screenshot(page, name)
+        if path.stem == "03_rotation":
+            _position_box(page, lab)
+        shots = {}
+        for width, height in SCREEN_SIZES:  # a laptop, and a projector
+            page.set_viewport_size({"width": width, "height": height})
+            page.wait_for_timeout(500)
+            shots[width, height] = _screenshot(page, name, f"-{width}x{height}")
+        _long_notebook_says_why(nb, name, shots[1280, 800], 800)
         for e in page_errors:  # uncaught JavaScript errors: reported, not failed (JupyterLab has some)
             warnings.warn(f"{name}: JavaScript error on the page: {e[:300]}")
     except Exception:
@@ -353,3 +416,43 @@ def test_settings_the_browser_test_relies_on(lab: Lab):
     tracker = lab.api("/lab/api/settings/@jupyterlab/notebook-extension:tracker")["settings"]
     docmanager = lab.api("/lab/api/settings/@jupyterlab/docmanager-extension:plugin")["settings"]
     assert tracker["windowingMode"] == "none" and docmanager["autosave"] is False
+
+
+# A learner's edit, saved (Ctrl+S) in the lab: it lands in the learner's copy, and the repository's
+# working tree (notebooks/ included) stays as git saw it before.
+EDIT = "# a learner's note, saved by the browser test"
+
+
+def _git_status() -> str | None:
+    from .conftest import REPO
+
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        return None
+    return subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=REPO,
+                          capture_output=True, text=True, check=True).stdout
+
+
+def test_saving_in_the_lab_leaves_git_status_clean(browser, lab: Lab):
+    before = _git_status()
+    if before is None:
+        pytest.skip("not a git checkout")
+    name = NOTEBOOKS[0].name
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context.set_default_timeout(60_000)
+    page = context.new_page()
+    try:
+        _open(page, lab, name)
+        first_code = page.locator(".jp-NotebookPanel .jp-CodeCell").first
+        first_code.locator(".cm-content").click()
+        page.keyboard.press("Control+Home")
+        page.keyboard.type(EDIT + "\n")
+        page.keyboard.press("Control+s")
+        _wait(f"{name}: the edit saved into the learner's copy",
+              lambda: EDIT in (lab.root / name).read_text(), 30, lab)
+    finally:
+        context.close()
+        session = _session(lab, name)
+        if session is not None:
+            lab.api(f"/api/sessions/{session['id']}", method="DELETE")
+    assert EDIT not in (ROOT / name).read_text(), f"the edit reached the tracked notebooks/{name}"
+    assert _git_status() == before, f"saving in the lab changed git status:\n{_git_status()}"
