@@ -15,7 +15,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.text import Text
 
 from ropepool import models
-from ropepool.viz import gqa, kernel as vk, pool as pv, rotation as rv
+from ropepool.viz import gqa, kernel as vk, pool as pv, rotation as rv, scaling as sv
 
 MIN_PT = 10.0
 DISPLAY_PX = 900  # the notebook's display width at 1024x768 with the file browser closed
@@ -108,6 +108,11 @@ FIGURES = [
         [_Row(m, T, 0.1 * T ** 0.5 * (i + 1), float(i + 1)) for T in (1, 64, 512)
          for i, m in enumerate(("ropepool", "mx.fast.rope", "numpy", "copy (mlx)"))],
         title="Llama-3-8B heads, float16, P = 4096; ropepool on 'cpu'")),
+    ("03b wavelength_plot", lambda: sv.wavelength_plot(sv.scaling_rules(128, 500000.0, 8, 8192), 8192, 8)),
+    ("03b slowdown_plot", lambda: sv.slowdown_plot(sv.scaling_rules(128, 500000.0, 8, 8192))),
+    ("03b pairing_plot", lambda: sv.pairing_plot(16, 8)),
+    ("03b mistake_plot", lambda: sv.mistake_plot([0, 15, 2047, 131071], [1e-7, 1e-3, 0.5, 2.0], [1e-7, 1e-6, 1e-4, 1e-2])),
+    ("03b ScalingExplorer", lambda: __import__("ropepool.widgets.scaling", fromlist=["x"]).ScalingExplorer().figure),
 ]
 
 

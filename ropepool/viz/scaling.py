@@ -11,6 +11,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ..rope import Rope, plain, rope_table
+from .legible import projector
 
 FONT = 12
 
@@ -54,7 +55,7 @@ def wavelength_plot(rules: dict[str, Rope], original: int, factor: float, ax=Non
     ax.tick_params(labelsize=FONT)
     ax.legend(fontsize=FONT, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
-    return fig
+    return projector(fig)
 
 
 def slowdown_plot(rules: dict[str, Rope], ax=None) -> Figure:
@@ -70,7 +71,7 @@ def slowdown_plot(rules: dict[str, Rope], ax=None) -> Figure:
     ax.tick_params(labelsize=FONT)
     ax.legend(fontsize=FONT, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
-    return fig
+    return projector(fig)
 
 
 def pairing_plot(head_dim: int = 16, rotary_dim: int = 8) -> Figure:
@@ -95,7 +96,7 @@ def pairing_plot(head_dim: int = 16, rotary_dim: int = 8) -> Figure:
         ax.tick_params(labelsize=FONT - 1)
         ax.set_title(title + "  (number: pair index; grey: passes through)", fontsize=FONT - 1, loc="left")
     fig.tight_layout()
-    return fig
+    return projector(fig)
 
 
 def mistake_plot(positions, errors_plain, errors_fixed) -> Figure:
@@ -112,7 +113,7 @@ def mistake_plot(positions, errors_plain, errors_fixed) -> Figure:
     ax.tick_params(labelsize=FONT)
     ax.legend(fontsize=FONT)
     fig.tight_layout()
-    return fig
+    return projector(fig)
 
 
 def _axes(ax, size):
