@@ -81,13 +81,13 @@ def pairing_plot(head_dim: int = 16, rotary_dim: int = 8) -> Figure:
     rows = [("NeoX (Llama, Qwen)", rope_table(head_dim, 1e4)),
             ("GPT-J (GPT-J, GGUF Llama)", rope_table(head_dim, 1e4, is_neox=False)),
             (f"partial: {rotary_dim} of {head_dim} (Phi-2)", rope_table(head_dim, 1e4, rotary_dim=rotary_dim))]
-    colors = plt.get_cmap("tab10")
+    colors = [c for i, c in enumerate(plt.get_cmap("tab10").colors) if i != 7]  # no grey: grey means "passes through"
     for ax, (title, rope) in zip(axes, rows):
         for d in range(head_dim):
             ax.add_patch(plt.Rectangle((d, 0), 0.9, 0.9, color="0.85"))
         for i, (a, b) in enumerate(rope.pairs()):
             for d in (a, b):
-                ax.add_patch(plt.Rectangle((d, 0), 0.9, 0.9, color=colors(i % 10)))
+                ax.add_patch(plt.Rectangle((d, 0), 0.9, 0.9, color=colors[i % len(colors)]))
                 ax.text(d + 0.45, 0.45, str(i), ha="center", va="center", fontsize=FONT - 1, color="white")
         ax.set_xlim(0, head_dim)
         ax.set_ylim(0, 1)
