@@ -31,10 +31,10 @@ def _time_changes(widget, control, values) -> list[float]:
 
 
 def widget_updates() -> list[tuple[str, float, float]]:
-    from ropepool.widgets.errors import BreakIt
-    from ropepool.widgets.gqa import GQAExplorer
-    from ropepool.widgets.pool import PoolPlayground
-    from ropepool.widgets.rotation import RotationExplorer
+    from ropepool.teaching.widgets.errors import BreakIt
+    from ropepool.teaching.widgets.gqa import GQAExplorer
+    from ropepool.teaching.widgets.pool import PoolPlayground
+    from ropepool.teaching.widgets.rotation import RotationExplorer
     from ropepool.errors import CATALOG
 
     gqa, rot, pool, brk = GQAExplorer("llama-3-8b"), RotationExplorer(), PoolPlayground(), BreakIt()

@@ -8,7 +8,7 @@ import pytest
 
 import ropepool
 from ropepool import CATALOG, rope_pool_fused
-from ropepool.checks import expect_error
+from ropepool.teaching.checks import expect_error
 
 
 def test_backends_listed_in_preference_order():

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from ropepool import Shapes, make_inputs, rope_pool_reference
-from ropepool.bench import METHODS, Timing, compare, report, rope_fast_scatter, rope_pool_numpy
+from ropepool.cli.bench import METHODS, Timing, compare, report, rope_fast_scatter, rope_pool_numpy
 from ropepool.tolerance import error_bound
 
 ORDER = ("q", "k", "v", "positions", "slots", "k_pool", "v_pool")
@@ -111,7 +111,7 @@ def test_report_names_every_target():
 def test_docstring_example_runs():
     import doctest
 
-    import ropepool.bench
+    import ropepool.cli.bench
 
-    result = doctest.testmod(ropepool.bench)
+    result = doctest.testmod(ropepool.cli.bench)
     assert result.attempted > 0 and result.failed == 0

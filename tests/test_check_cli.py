@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
-import ropepool.check
+import ropepool.cli.check
 from ropepool import best_backend
 from ropepool.__main__ import main
-from ropepool.check import human_bytes
+from ropepool.cli.check import human_bytes
 from ropepool.models import preset_names
 
 
@@ -187,5 +187,5 @@ def test_human_bytes(n, text):
 
 
 def test_docstring_examples():
-    result = doctest.testmod(ropepool.check)
+    result = doctest.testmod(ropepool.cli.check)
     assert result.attempted > 0 and result.failed == 0

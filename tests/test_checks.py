@@ -5,8 +5,8 @@ import doctest
 import numpy as np
 import pytest
 
-from ropepool import checks
-from ropepool.checks import check, check_close, check_equal
+from ropepool.teaching import checks
+from ropepool.teaching.checks import check, check_close, check_equal
 
 
 def test_check_prints_what_held(capsys):

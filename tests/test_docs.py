@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-MODULES = ["ropepool.reference", "ropepool.inputs", "ropepool.op", "ropepool.backends", "ropepool.checks"]
+MODULES = ["ropepool.reference", "ropepool.inputs", "ropepool.op", "ropepool.backends", "ropepool.teaching.checks"]
 
 
 @pytest.mark.parametrize("name", MODULES)

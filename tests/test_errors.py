@@ -9,7 +9,7 @@ import pytest
 
 import ropepool
 from ropepool import CATALOG, RopePoolError, Shapes, make_inputs, rope_pool_fused
-from ropepool.checks import expect_error
+from ropepool.teaching.checks import expect_error
 
 CODES = list(CATALOG)
 

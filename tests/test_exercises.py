@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from ropepool import exercises as ex
+from ropepool.teaching import exercises as ex
 
 
 @pytest.mark.parametrize("n", sorted(ex.CHECKS))
@@ -121,7 +121,7 @@ def test_check_2_names_what_still_fails(name, answer, problem, phrase):
 
 def test_broken_call_raises_three_catalog_errors_in_turn():
     from ropepool import rope_pool_fused
-    from ropepool.checks import expect_error
+    from ropepool.teaching.checks import expect_error
 
     kw = ex.broken_call()
     expect_error("k_shape", rope_pool_fused, **kw)

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from ropepool import CATALOG, RopePoolError, Shapes, make_inputs, rope_pool_fused
-from ropepool.checks import expect_error
+from ropepool.teaching.checks import expect_error
 from ropepool.kernels import build
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -414,7 +414,7 @@ def test_a_library_that_fails_to_load_falls_back_to_mlx(tmp_path, host_cache, la
             _plant(lib, b"not a shared library\n" * 100)
     code = textwrap.dedent("""
         import ropepool
-        from ropepool.doctor import report
+        from ropepool.cli.doctor import report
         print(report())
         kw = ropepool.make_inputs(ropepool.Shapes(2, 4, 2, 8, 4), slots=[0, 3])
         ropepool.rope_pool_fused(**kw)

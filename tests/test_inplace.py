@@ -13,7 +13,7 @@ from test_properties import bits, calls
 
 import ropepool
 from ropepool import Shapes, make_inputs, rope_pool_fused
-from ropepool.checks import expect_error
+from ropepool.teaching.checks import expect_error
 
 
 def snapshot(outs) -> list[np.ndarray]:

@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from ropepool import lab
+from ropepool.cli import lab
 from ropepool.__main__ import main
 
 

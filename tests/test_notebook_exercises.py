@@ -5,8 +5,9 @@ import doctest
 import numpy as np
 import pytest
 
-from ropepool import models, notebook_exercises as nx
-from ropepool.exercises import ExerciseFailed, feedback
+from ropepool.teaching import notebook_exercises as nx
+from ropepool import models
+from ropepool.teaching.exercises import ExerciseFailed, feedback
 from ropepool.kernels.source import grid_size
 from ropepool.reference import inverse_frequencies
 

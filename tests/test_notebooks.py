@@ -63,11 +63,11 @@ def _silent_asserts(source: str) -> list[str]:
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_every_claim_is_visible(path):
-    """A claim is checked with ropepool.checks.check (it prints what held), never a silent assert."""
+    """A claim is checked with ropepool.teaching.checks.check (it prints what held), never a silent assert."""
     nb = nbformat.read(path, as_version=4)
     silent = {i: _silent_asserts(c.source) for i, c in enumerate(nb.cells) if c.cell_type == "code"}
     silent = {i: s for i, s in silent.items() if s}
-    assert not silent, f"bare asserts (use check/check_close/check_equal from ropepool.checks): {silent}"
+    assert not silent, f"bare asserts (use check/check_close/check_equal from ropepool.teaching.checks): {silent}"
 
 
 # --- Navigation: every notebook says where it sits and links the next ---------------------------

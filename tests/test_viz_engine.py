@@ -1,12 +1,12 @@
-"""ropepool.viz.engine: owners, written rows, slot tables and the plots, read back from the figures."""
+"""ropepool.teaching.viz.engine: owners, written rows, slot tables and the plots, read back from the figures."""
 
 import mlx.core as mx
 import numpy as np
 from mlx_lm.models import llama
 
 from ropepool.engine import Engine
-from ropepool.viz import engine as V
-from ropepool.viz.pool import FREE, rows_image
+from ropepool.teaching.viz import engine as V
+from ropepool.teaching.viz.pool import FREE, rows_image
 
 
 def image(fig, gid):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from matplotlib.colors import to_rgba
 
-from ropepool.viz.gqa import UNTOUCHED, WRITTEN, head_groups, kv_head_of, op_overview
+from ropepool.teaching.viz.gqa import UNTOUCHED, WRITTEN, head_groups, kv_head_of, op_overview
 
 # (name, Hq, Hkv): why each row is here.
 HEADS = [
@@ -111,5 +111,5 @@ def test_docstring_examples_run():
     import doctest
     import importlib
 
-    result = doctest.testmod(importlib.import_module("ropepool.viz.gqa"))
+    result = doctest.testmod(importlib.import_module("ropepool.teaching.viz.gqa"))
     assert result.attempted > 0 and result.failed == 0

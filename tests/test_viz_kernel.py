@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from ropepool.kernels import source
-from ropepool.viz import kernel as vk
+from ropepool.teaching.viz import kernel as vk
 
 CASES = [
     # (name, T, Hq, Hkv, D)
@@ -127,7 +127,7 @@ def test_timing_bars_heights_groups_and_labels():
 
 
 def test_timing_bars_takes_bench_compare_rows():
-    from ropepool.bench import compare
+    from ropepool.cli.bench import compare
     from ropepool.shapes import Shapes
 
     rows = compare(Shapes(2, 4, 2, 8, 16), "float32", repeats=1, warmup=0, methods=("ropepool", "mx.fast.rope"))

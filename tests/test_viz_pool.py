@@ -1,9 +1,9 @@
-"""ropepool.viz.pool: the pool heatmaps, slot map, occupancy and pages, read back from the figures."""
+"""ropepool.teaching.viz.pool: the pool heatmaps, slot map, occupancy and pages, read back from the figures."""
 
 import numpy as np
 import pytest
 
-from ropepool.viz import pool as V
+from ropepool.teaching.viz import pool as V
 
 
 def image(fig, gid):
@@ -71,5 +71,5 @@ def test_docstring_examples():
     import doctest
     import importlib
 
-    result = doctest.testmod(importlib.import_module("ropepool.viz.pool"))
+    result = doctest.testmod(importlib.import_module("ropepool.teaching.viz.pool"))
     assert result.attempted > 0 and result.failed == 0

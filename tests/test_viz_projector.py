@@ -15,7 +15,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.text import Text
 
 from ropepool import models
-from ropepool.viz import gqa, kernel as vk, pool as pv, rotation as rv, scaling as sv
+from ropepool.teaching.viz import gqa, kernel as vk, pool as pv, rotation as rv, scaling as sv
 
 MIN_PT = 10.0
 DISPLAY_PX = 900  # the notebook's display width at 1024x768 with the file browser closed
@@ -63,7 +63,7 @@ def _errors():
 
 
 def _pool_widget():
-    from ropepool.widgets.pool import PoolPlayground
+    from ropepool.teaching.widgets.pool import PoolPlayground
 
     return PoolPlayground(slots="7, 2, -1, 4")
 
@@ -95,7 +95,7 @@ FIGURES = [
     ("03 relative_scores", _scores),
     ("03 pairing_diagram", lambda: rv.pairing_diagram(8)),
     ("03 precision", lambda: rv.precision(_errors())),
-    ("03 RotationExplorer", lambda: __import__("ropepool.widgets.rotation", fromlist=["x"]).explorer_figure(
+    ("03 RotationExplorer", lambda: __import__("ropepool.teaching.widgets.rotation", fromlist=["x"]).explorer_figure(
         10, 10000.0, 64)[0]),
     ("04 slot_map", lambda: pv.slot_map(np.array([7, 2, 9, 4]), 12, np.array([0, 1, 2, 3]))),
     ("04 before_after", lambda: pv.before_after(np.zeros((12, 2, 8), np.float32), _rng_pool(), np.array([7, 2, 9, 4]))),
@@ -112,7 +112,7 @@ FIGURES = [
     ("03b slowdown_plot", lambda: sv.slowdown_plot(sv.scaling_rules(128, 500000.0, 8, 8192))),
     ("03b pairing_plot", lambda: sv.pairing_plot(16, 8)),
     ("03b mistake_plot", lambda: sv.mistake_plot([0, 15, 2047, 131071], [1e-7, 1e-3, 0.5, 2.0], [1e-7, 1e-6, 1e-4, 1e-2])),
-    ("03b ScalingExplorer", lambda: __import__("ropepool.widgets.scaling", fromlist=["x"]).ScalingExplorer().figure),
+    ("03b ScalingExplorer", lambda: __import__("ropepool.teaching.widgets.scaling", fromlist=["x"]).ScalingExplorer().figure),
 ]
 
 
@@ -147,7 +147,7 @@ def test_no_text_under_10pt_at_the_displayed_size(name, build):
 
 
 def test_gqa_explorer_png_is_saved_at_the_figures_dpi():
-    from ropepool.widgets import gqa as wg
+    from ropepool.teaching.widgets import gqa as wg
 
     fig = gqa.head_groups(32, 8)
     assert wg.DPI == fig.dpi, "the widget's PNG must be saved at the dpi the projector rule is checked at"

@@ -1,4 +1,4 @@
-"""ropepool.viz.real_model: the data behind notebook 08's plots, read back from the figures."""
+"""ropepool.teaching.viz.real_model: the data behind notebook 08's plots, read back from the figures."""
 
 import doctest
 
@@ -7,7 +7,7 @@ import pytest
 
 from ropepool.engine import gguf
 from ropepool.engine.gguf import head_row_order
-from ropepool.viz import real_model as V
+from ropepool.teaching.viz import real_model as V
 
 
 def test_row_permutation_joins_gguf_row_to_hf_row():

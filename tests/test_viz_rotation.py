@@ -1,10 +1,10 @@
-"""ropepool.viz.rotation: the data behind each rotation plot, read back from the figures."""
+"""ropepool.teaching.viz.rotation: the data behind each rotation plot, read back from the figures."""
 
 import numpy as np
 import pytest
 
 from ropepool.reference import inverse_frequencies, rotate_neox
-from ropepool.viz import rotation as R
+from ropepool.teaching.viz import rotation as R
 
 
 def line(fig, gid):
@@ -135,5 +135,5 @@ def test_docstring_examples():
     import doctest
     import importlib
 
-    result = doctest.testmod(importlib.import_module("ropepool.viz.rotation"))
+    result = doctest.testmod(importlib.import_module("ropepool.teaching.viz.rotation"))
     assert result.attempted > 0 and result.failed == 0

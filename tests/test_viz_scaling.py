@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from ropepool.viz import scaling as viz
-from ropepool.widgets.scaling import ScalingExplorer
+from ropepool.teaching.viz import scaling as viz
+from ropepool.teaching.widgets.scaling import ScalingExplorer
 
 
 def test_scaling_rules_slow_what_each_rule_says():

@@ -5,11 +5,11 @@ import html
 import numpy as np
 import pytest
 
-import ropepool.widgets.errors as werr
+import ropepool.teaching.widgets.errors as werr
 from ropepool.errors import CATALOG
-from ropepool.checks import expect_error
+from ropepool.teaching.checks import expect_error
 from ropepool.op import rope_pool_fused
-from ropepool.widgets.errors import ORIGINS, BreakIt, by_origin, changes, error_card, run_fixed
+from ropepool.teaching.widgets.errors import ORIGINS, BreakIt, by_origin, changes, error_card, run_fixed
 
 CODES = list(CATALOG)
 
@@ -86,7 +86,7 @@ def test_card_reports_a_mismatch_honestly():
 
 
 def test_catalog_html_has_a_row_per_error():
-    from ropepool.widgets.errors import catalog_html
+    from ropepool.teaching.widgets.errors import catalog_html
 
     text = catalog_html()
     assert text.count("<tr>") == 1 + len(CATALOG)
@@ -97,14 +97,14 @@ def test_docstring_examples_run():
     import doctest
     import importlib
 
-    result = doctest.testmod(importlib.import_module("ropepool.widgets.errors"))
+    result = doctest.testmod(importlib.import_module("ropepool.teaching.widgets.errors"))
     assert result.attempted > 0 and result.failed == 0
 
 
 # --- Error text is never cut mid-word -----------------------------------------------------------
 
 def test_card_error_text_wraps_only_at_word_boundaries():
-    from ropepool.widgets.errors import ERROR_TEXT_STYLE
+    from ropepool.teaching.widgets.errors import ERROR_TEXT_STYLE
 
     for prop in ("white-space:pre-wrap", "word-break:normal", "overflow-wrap:normal"):
         assert prop in ERROR_TEXT_STYLE
@@ -114,7 +114,7 @@ def test_card_error_text_wraps_only_at_word_boundaries():
 
 
 def test_breakit_labels_are_whole_words_and_fit():
-    from ropepool.widgets.errors import LABEL_CHARS, mistake_label
+    from ropepool.teaching.widgets.errors import LABEL_CHARS, mistake_label
 
     w = BreakIt()
     for (label, code), spec in zip(w.mistake.options, CATALOG.values()):

@@ -6,7 +6,7 @@ import pytest
 
 from ropepool import models
 from ropepool.shapes import Shapes
-from ropepool.widgets.gqa import CUSTOM, GQAExplorer, presets_html, shapes_html
+from ropepool.teaching.widgets.gqa import CUSTOM, GQAExplorer, presets_html, shapes_html
 
 ARGUMENTS = ["q", "k", "v", "positions", "slots", "k_pool", "v_pool"]
 
@@ -162,7 +162,7 @@ def test_docstring_examples_run():
     import doctest
     import importlib
 
-    result = doctest.testmod(importlib.import_module("ropepool.widgets.gqa"))
+    result = doctest.testmod(importlib.import_module("ropepool.teaching.widgets.gqa"))
     assert result.attempted > 0 and result.failed == 0
 
 
@@ -170,7 +170,7 @@ def test_docstring_examples_run():
 
 def test_head_sliders_stop_at_meaningful_counts():
     from ropepool import models
-    from ropepool.widgets.gqa import head_count_stops, head_dim_stops
+    from ropepool.teaching.widgets.gqa import head_count_stops, head_dim_stops
 
     w = GQAExplorer("llama-3-8b")
     heads = list(w.num_kv_heads.options)

@@ -1,10 +1,10 @@
-"""ropepool.widgets.pool: type slots, check the pool the widget shows against the reference."""
+"""ropepool.teaching.widgets.pool: type slots, check the pool the widget shows against the reference."""
 
 import numpy as np
 import pytest
 
 from ropepool.reference import rope_pool_reference
-from ropepool.widgets.pool import PoolPlayground, parse_slots
+from ropepool.teaching.widgets.pool import PoolPlayground, parse_slots
 
 
 @pytest.fixture
@@ -76,7 +76,7 @@ def test_docstring_examples():
     import doctest
     import importlib
 
-    result = doctest.testmod(importlib.import_module("ropepool.widgets.pool"))
+    result = doctest.testmod(importlib.import_module("ropepool.teaching.widgets.pool"))
     assert result.attempted > 0 and result.failed == 0
 
 

@@ -1,10 +1,10 @@
-"""ropepool.widgets.rotation: set a control, check the angles, vectors and figure that follow."""
+"""ropepool.teaching.widgets.rotation: set a control, check the angles, vectors and figure that follow."""
 
 import numpy as np
 import pytest
 
 from ropepool.reference import inverse_frequencies
-from ropepool.widgets.rotation import RotationExplorer, explorer_figure
+from ropepool.teaching.widgets.rotation import RotationExplorer, explorer_figure
 
 
 @pytest.fixture
@@ -57,14 +57,14 @@ def test_docstring_examples():
     import doctest
     import importlib
 
-    result = doctest.testmod(importlib.import_module("ropepool.widgets.rotation"))
+    result = doctest.testmod(importlib.import_module("ropepool.teaching.widgets.rotation"))
     assert result.attempted > 0 and result.failed == 0
 
 
 # --- The position slider is usable: log-spaced stops, and any exact position typed --------------
 
 def test_position_slider_stops_are_log_spaced():
-    from ropepool.widgets.rotation import POSITION_STOPS
+    from ropepool.teaching.widgets.rotation import POSITION_STOPS
 
     assert POSITION_STOPS[0] == 0 and POSITION_STOPS[-1] == 131_072
     ratios = [b / a for a, b in zip(POSITION_STOPS[1:], POSITION_STOPS[2:])]

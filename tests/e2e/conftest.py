@@ -1,7 +1,7 @@
 """Fixtures of the end-to-end test: one JupyterLab server and one headless Chromium per worker.
 
-The server is started with :func:`ropepool.lab.lab_command`, the argv ``make lab`` runs, on a
-free port, with a fresh token in its environment (:func:`ropepool.lab.lab_env`). Nothing is added
+The server is started with :func:`ropepool.cli.lab.lab_command`, the argv ``make lab`` runs, on a
+free port, with a fresh token in its environment (:func:`ropepool.cli.lab.lab_env`). Nothing is added
 to that argv; what the test needs differently from a learner's first start lives in environment
 variables pointing into a temporary folder:
 
@@ -13,7 +13,7 @@ variables pointing into a temporary folder:
     blanks. "none" attaches and paints every cell, so the test can map cells on the page to the
     .ipynb's cells by index and see every output, without scrolling cell by cell.
   - ``autosave: false``. The server's root is a learner's copy in the temporary folder, made by
-    :func:`ropepool.lab.sync_workspace` as ``make lab`` makes ``workspace/``; running the cells
+    :func:`ropepool.cli.lab.sync_workspace` as ``make lab`` makes ``workspace/``; running the cells
     writes nothing back (the test checks the server saved nothing, unless a test saves on purpose).
   - ``fetchNews: "false"``, ``checkForUpdates: false``: no "receive Jupyter news?" toast over
     the cells and no request to the internet.
@@ -44,7 +44,7 @@ from pathlib import Path
 
 import pytest
 
-from ropepool.lab import NOTEBOOKS, lab_command, lab_env, sync_workspace
+from ropepool.cli.lab import NOTEBOOKS, lab_command, lab_env, sync_workspace
 
 os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
 

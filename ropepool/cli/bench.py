@@ -40,7 +40,7 @@ What shapes the numbers on a CPU (MLX 0.32, x86-64), measured while writing this
 
 For a short run from a notebook::
 
-    >>> from ropepool.bench import compare
+    >>> from ropepool.cli.bench import compare
     >>> from ropepool.shapes import Shapes
     >>> rows = compare(Shapes(tokens=8, num_qo_heads=8, num_kv_heads=2, head_dim=64, pool_rows=256),
     ...                "float16", repeats=3, methods=("ropepool", "mx.fast.rope"))
@@ -60,10 +60,10 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 
-from .inputs import make_inputs
-from .op import rope_pool_fused
-from .reference import inverse_frequencies
-from .shapes import DTYPE_BYTES, Shapes
+from ..inputs import make_inputs
+from ..op import rope_pool_fused
+from ..reference import inverse_frequencies
+from ..shapes import DTYPE_BYTES, Shapes
 
 ARGS = ("q", "k", "v", "positions", "slots")
 METHODS = ("ropepool", "ropepool-unchecked", "ropepool-inplace", "mx.fast.rope", "numpy", "copy (mlx)",
@@ -232,7 +232,7 @@ def run(tokens=(1, 64, 2048), dtypes=("float16", "bfloat16", "float32"),
         pools=(4096, 16384, 65536, 262144, 1048576), repeats: int = 10, pool_tokens: int = 64,
         pool_dtype: str = "float16", out_dir: str | Path = "artifacts", plot: bool = True) -> dict:
     """The benchmark of issue 3: Llama-3-8B shapes per dtype and T, then time against pool size."""
-    from .backends import best_backend
+    from ..backends import best_backend
 
     results = {"backend": best_backend(), "device": str(mx.default_device()), "shapes": [], "pools": []}
     configs = [(dt, T) for dt in dtypes for T in tokens]

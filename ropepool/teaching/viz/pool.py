@@ -14,7 +14,7 @@ from matplotlib.patches import Rectangle
 
 from .legible import projector
 
-from .._arrays import to_numpy
+from ..._arrays import to_numpy
 
 FREE = -1  # owner of a row no request holds
 

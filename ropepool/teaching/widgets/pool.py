@@ -15,10 +15,10 @@ from io import BytesIO
 import ipywidgets as W
 import numpy as np
 
-from ..errors import RopePoolError
-from ..inputs import make_inputs
-from ..op import rope_pool_fused
-from ..shapes import Shapes
+from ...errors import RopePoolError
+from ...inputs import make_inputs
+from ...op import rope_pool_fused
+from ...shapes import Shapes
 from ..viz.pool import before_after, written_rows
 
 

@@ -14,12 +14,12 @@
 (an ``AssertionError``) whose message names the problem; ``err.problem`` is a short code
 for it (``"gptj_pairing"``, ``"slot_taken"``, ...). :func:`feedback` runs a checker and
 returns the verdict either way, for a learner's cell; :func:`expect_rejection` proves that a
-wrong answer is rejected, the way :func:`ropepool.checks.expect_error` proves an error.
+wrong answer is rejected, the way :func:`ropepool.teaching.checks.expect_error` proves an error.
 The reference answers are ``solution_n``; :func:`show_solution` displays one's source.
 
 Example
 -------
->>> from ropepool import exercises
+>>> from ropepool.teaching import exercises
 >>> exercises.check_5(exercises.solution_5).passed
 True
 >>> exercises.feedback(exercises.check_5, lambda occupancy, needs_slot: [0] * len(needs_slot)).problem
@@ -35,11 +35,11 @@ from typing import Callable
 
 import numpy as np
 
-from . import models
-from .errors import CATALOG, RopePoolError
-from .op import rope_pool_fused
-from .reference import rotate_neox, rope_pool_reference
-from .tolerance import error_bound, error_ratio, pair_norms
+from .. import models
+from ..errors import CATALOG, RopePoolError
+from ..op import rope_pool_fused
+from ..reference import rotate_neox, rope_pool_reference
+from ..tolerance import error_bound, error_ratio, pair_norms
 
 
 class ExerciseFailed(AssertionError):

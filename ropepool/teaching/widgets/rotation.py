@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from ..viz.legible import projector
 from matplotlib.ticker import FuncFormatter, NullLocator
 
-from ..reference import inverse_frequencies
+from ...reference import inverse_frequencies
 
 
 def explorer_figure(position: int, rope_base: float, head_dim: int) -> tuple[Figure, np.ndarray, np.ndarray]:

@@ -14,7 +14,7 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from ..engine import Engine, Status
+from ...engine import Engine, Status
 from .pool import FREE, draw_pool, rows_image
 
 _COLORS = ["#dddddd", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"]

@@ -18,9 +18,9 @@ from io import BytesIO
 import ipywidgets as W
 from matplotlib.figure import Figure
 
-from .. import models
-from ..errors import CATALOG
-from ..shapes import Shapes
+from ... import models
+from ...errors import CATALOG
+from ...shapes import Shapes
 from ..viz.gqa import head_groups
 from ..viz.legible import SCREEN_DPI, projector
 
@@ -110,7 +110,7 @@ class GQAExplorer(W.VBox):
     tokens : IntSlider
     pool_rows : BoundedIntText
     table : HTML                ``<table class="ropepool-shapes">``
-    diagram : Image             PNG of :func:`ropepool.viz.gqa.head_groups`
+    diagram : Image             PNG of :func:`ropepool.teaching.viz.gqa.head_groups`
     status : HTML               the model's notes, or why the sizes are not a valid call
     shapes : Shapes             the sizes shown now
     figure : Figure             the diagram shown now

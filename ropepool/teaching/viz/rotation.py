@@ -13,9 +13,9 @@ from matplotlib.figure import Figure
 
 from .legible import projector
 
-from .._arrays import to_numpy
-from ..reference import inverse_frequencies, rope_angles, rotate_neox
-from ..tolerance import EPS, error_bound, pair_norms  # noqa: F401  (re-exported for notebook 03)
+from ..._arrays import to_numpy
+from ...reference import inverse_frequencies, rope_angles, rotate_neox
+from ...tolerance import EPS, error_bound, pair_norms  # noqa: F401  (re-exported for notebook 03)
 
 
 DTYPE_COLORS = {"float32": "tab:blue", "bfloat16": "tab:orange", "float16": "tab:green"}
@@ -95,9 +95,9 @@ def position_errors(positions, dtypes=("float32", "bfloat16", "float16"), *, hea
     ``{dtype: {"positions": [N], "error": [N] max |q_rot - reference| per token,
     "scale": [N] the token's largest pair norm}}``
     """
-    from ..inputs import make_inputs
-    from ..op import rope_pool_fused
-    from ..shapes import Shapes
+    from ...inputs import make_inputs
+    from ...op import rope_pool_fused
+    from ...shapes import Shapes
 
     positions = np.asarray(positions, np.int64)
     n = len(positions)

@@ -11,7 +11,7 @@ from typing import Callable
 
 import numpy as np
 
-from .errors import CATALOG, RopePoolError
+from ..errors import CATALOG, RopePoolError
 
 
 def expect_error(code: str, call: Callable, /, *args, **kwargs) -> RopePoolError:

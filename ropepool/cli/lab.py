@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]  # ropepool/cli/lab.py -> the repository
 NOTEBOOKS = REPO / "notebooks"
 #: What the working copy holds: the notebooks and the suite's own pages.
 COPIED = ("*.ipynb", "*.md")

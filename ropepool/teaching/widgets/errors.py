@@ -14,12 +14,12 @@ from dataclasses import dataclass
 import ipywidgets as W
 import numpy as np
 
-from .._arrays import dtype_name, is_array, to_numpy
+from ..._arrays import dtype_name, is_array, to_numpy
 from ..checks import expect_error
-from ..errors import CATALOG, ErrorSpec, RopePoolError
-from ..op import rope_pool_fused
-from ..reference import ROPE_KEYWORDS, rope_of, rope_pool_reference
-from ..tolerance import error_bound, error_ratio, pair_norms
+from ...errors import CATALOG, ErrorSpec, RopePoolError
+from ...op import rope_pool_fused
+from ...reference import ROPE_KEYWORDS, rope_of, rope_pool_reference
+from ...tolerance import error_bound, error_ratio, pair_norms
 
 #: Where each check lives, in the order SGLang runs them: its Python wrapper, its C++ side, then ours.
 ORIGINS = {

@@ -15,13 +15,13 @@
 =========  ====================================================  ===============================
 
 Each checker computes the right answer from the package (the op, the presets, the reference),
-never from a stored constant, and returns a :class:`~ropepool.exercises.Verdict` or raises
-:class:`~ropepool.exercises.ExerciseFailed` naming the likely mistake. Run one in a notebook with
+never from a stored constant, and returns a :class:`~ropepool.teaching.exercises.Verdict` or raises
+:class:`~ropepool.teaching.exercises.ExerciseFailed` naming the likely mistake. Run one in a notebook with
 ``exercises.feedback(notebook_exercises.n00, answer)``: the learner's ``None`` reads "not yet".
 
 Example
 -------
->>> from ropepool.exercises import feedback
+>>> from ropepool.teaching.exercises import feedback
 >>> feedback(n01, list(range(14, 21))).passed
 True
 >>> feedback(n01, None).problem
@@ -32,14 +32,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import models
-from .errors import RopePoolError
+from .. import models
+from ..errors import RopePoolError
 from .exercises import ExerciseFailed, Verdict
-from .inputs import make_inputs
-from .kernels.source import grid_size
-from .op import rope_pool_fused
-from .reference import inverse_frequencies
-from .shapes import Shapes
+from ..inputs import make_inputs
+from ..kernels.source import grid_size
+from ..op import rope_pool_fused
+from ..reference import inverse_frequencies
+from ..shapes import Shapes
 from .viz.gqa import kv_head_of
 
 

@@ -20,8 +20,8 @@ def findings() -> list[tuple[str, str]]:
     """(item, finding) rows: the environment, then one row per backend."""
     import mlx.core as mx
 
-    from .backends import available_backends, best_backend
-    from .kernels import build
+    from ..backends import available_backends, best_backend
+    from ..kernels import build
 
     rows = [
         ("python", sys.version.split()[0]),
@@ -43,7 +43,7 @@ def findings() -> list[tuple[str, str]]:
 
 def _cpu_check() -> str:
     """What the C++ compiler does here: said only after it built (and loaded) the kernel body."""
-    from .kernels import build, host
+    from ..kernels import build, host
 
     cxx = build.compiler()
     if cxx is None:

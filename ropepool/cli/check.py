@@ -20,10 +20,10 @@ from typing import TextIO
 
 import numpy as np
 
-from .models import ConfigError, RopeParams, from_config, load_config, preset_names
-from .rope import rope_table
-from .shapes import DTYPE_BYTES, Shapes
-from .tolerance import error_ratio
+from ..models import ConfigError, RopeParams, from_config, load_config, preset_names
+from ..rope import rope_table
+from ..shapes import DTYPE_BYTES, Shapes
+from ..tolerance import error_ratio
 
 
 
@@ -130,11 +130,11 @@ def run_once(p: RopeParams, s: Shapes, dtype: str) -> str:
     """
     import numpy as np
 
-    from ._arrays import to_numpy
-    from .backends import available_backends, best_backend
-    from .inputs import make_inputs
-    from .op import rope_pool_fused
-    from .reference import ROPE_KEYWORDS, rope_pool_reference
+    from .._arrays import to_numpy
+    from ..backends import available_backends, best_backend
+    from ..inputs import make_inputs
+    from ..op import rope_pool_fused
+    from ..reference import ROPE_KEYWORDS, rope_pool_reference
 
     backend = best_backend()
     kw = make_inputs(s, dtype, kind="mlx", rope_base=p.rope_base)
@@ -168,9 +168,9 @@ def explain_mismatch(p: RopeParams, s: Shapes, dtype: str, num_kv_heads: int) ->
 
     The message and hint are the op's own (:mod:`ropepool.validation`), not a second copy.
     """
-    from .errors import RopePoolError
-    from .inputs import make_inputs
-    from .op import rope_pool_fused
+    from ..errors import RopePoolError
+    from ..inputs import make_inputs
+    from ..op import rope_pool_fused
 
     kw = make_inputs(s, dtype, kind="mlx", rope_base=p.rope_base)
     kw["num_kv_heads"] = num_kv_heads

@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
-from ..rope import Rope, plain, rope_table
+from ...rope import Rope, plain, rope_table
 from .legible import projector
 
 FONT = 12

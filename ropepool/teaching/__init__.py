@@ -1,0 +1,5 @@
+"""Teaching: the notebooks' plots (:mod:`.viz`), widgets (:mod:`.widgets`), workshop exercises and
+their checkers (:mod:`.exercises`, :mod:`.notebook_exercises`) and visible checks (:mod:`.checks`).
+
+Nothing below this package (the op, the kernels, the engine) imports it.
+"""
