@@ -2,33 +2,31 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable
+
 import numpy as np
 
-from ...reference import rotate_neox
+from ...reference import rotate, rotate_neox
+from ...rope import Rope
 from ...tolerance import error_bound, error_ratio, pair_norms
 from .feedback import ExerciseFailed, Verdict, _call
 
 
 def _variant(x, positions, base, *, pairing="neox", exponent=lambda i, D: -2 * i / D, sign=1.0,
              negate=True, use_index=False):
-    """NeoX RoPE with one knob turned: the mistakes check 3 recognises."""
+    """NeoX RoPE with one knob turned: the mistakes check 3 recognises, computed by the reference's
+    one rotation (:func:`ropepool.reference.rotate`) on a :class:`~ropepool.rope.Rope` built wrong."""
     x = np.asarray(x, np.float64)
     T, _, D = x.shape
-    pos = np.arange(T, dtype=np.float64) if use_index else np.asarray(positions, np.float64)
+    pos = np.arange(T) if use_index else positions
     i = np.arange(D // 2, dtype=np.float64)
-    theta = pos[:, None] * float(base) ** exponent(i, D)  # [T, D/2]
-    cos, sin = np.cos(theta)[:, None, :], sign * np.sin(theta)[:, None, :]  # [T, 1, D/2]
-    if pairing == "neox":
-        x1, x2 = x[..., : D // 2], x[..., D // 2:]  # [T, H, D/2]
-    else:
-        x1, x2 = x[..., 0::2], x[..., 1::2]  # GPT-J: neighbours
-    r1 = x1 * cos - x2 * sin if negate else x1 * cos + x2 * sin  # [T, H, D/2]
-    r2 = x1 * sin + x2 * cos
-    if pairing == "neox":
-        return np.concatenate([r1, r2], axis=-1)  # [T, H, D]
-    out = np.empty_like(x)
-    out[..., 0::2], out[..., 1::2] = r1, r2
+    inv_freq = sign * float(base) ** exponent(i, D)  # [D/2]; sign -1 turns every pair the other way
+    rope = Rope(D, D, pairing == "neox", tuple(inv_freq), 1.0)
+    out = rotate(x, pos, rope)  # [T, H, D]
+    if not negate:  # rotate_half without its minus: x1*cos + x2*sin, the first of each pair turned by -theta
+        first = rope.pairs()[:, 0]
+        out[..., first] = rotate(x, pos, replace(rope, inv_freq=tuple(-inv_freq)))[..., first]
     return out
 
 
