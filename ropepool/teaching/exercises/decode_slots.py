@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Callable
+
 import numpy as np
 
 from ...op import rope_pool_fused
