@@ -65,7 +65,9 @@ if not HAVE_MLX:
 
 from ropepool import models  # noqa: E402
 from ropepool.kernels import nvrtc, source  # noqa: E402
-from ropepool.reference import inverse_frequencies, rotate_neox  # noqa: E402
+from ropepool.reference import rotate  # noqa: E402
+from ropepool.rope import Rope, plain, rope_table  # noqa: E402
+from ropepool.tolerance import pair_norms  # noqa: E402
 from ropepool.tolerance import error_bound  # noqa: E402
 
 DTYPES = ("float32", "float16", "bfloat16")
@@ -74,7 +76,10 @@ GUARD_ROWS = 2
 ROPE_BASE = 10000.0
 # (name, Hq, Hkv, D): every preset's heads, and the awkward corner.
 CASES = [(n, models.preset(n).num_qo_heads, models.preset(n).num_kv_heads, models.preset(n).head_dim)
-         for n in models.preset_names()] + [("mqa-d2", 2, 1, 2)]
+         for n in models.preset_names()] + [("gpt-j-6b", 16, 16, 256), ("mqa-d2", 2, 1, 2)]
+#: Each case's rotation: the preset's own (scaling, partial rotary), GPT-J pairs, plain RoPE.
+ROPES = {**{n: models.preset(n).rope() for n in models.preset_names()},
+         "gpt-j-6b": rope_table(256, ROPE_BASE, rotary_dim=64, is_neox=False), "mqa-d2": plain(2, ROPE_BASE)}
 LLAMA3_8B = (32, 8, 128)
 
 
@@ -130,15 +135,16 @@ def bits(stored: np.ndarray) -> np.ndarray:
     return stored.view({4: np.uint32, 2: np.uint16}[stored.dtype.itemsize])
 
 
-def rotation_error(got: np.ndarray, x: np.ndarray, positions: np.ndarray, dtype: str) -> tuple[float, float]:
+def rotation_error(got: np.ndarray, x: np.ndarray, positions: np.ndarray, dtype: str,
+                   rope: Rope | None = None) -> tuple[float, float]:
     """``(max |got - reference|, tolerance)`` for a rotated ``[T, H, D]`` (both float64).
 
     Tolerance: :func:`ropepool.tolerance.error_bound` at the largest position, times the largest
     pair norm. A NaN anywhere counts as an infinite error.
     """
-    want = rotate_neox(x, positions, ROPE_BASE)  # [T, H, D]
-    half = x.shape[-1] // 2
-    r = float(np.sqrt(x[..., :half] ** 2 + x[..., half:] ** 2).max()) if x.size else 0.0
+    rope = rope or plain(x.shape[-1], ROPE_BASE)
+    want = rotate(x, positions, rope)  # [T, H, D]
+    r = float(max(pair_norms(x, rope).max(), np.abs(x).max())) if x.size else 0.0
     tol = float(error_bound(dtype, float(np.max(positions, initial=0)), r))
     diff = np.abs(got - want)
     err = float("inf") if np.isnan(diff).any() else float(diff.max(initial=0.0))
@@ -232,16 +238,17 @@ class CupyKernels:
             (self.include / name).write_text(text)
         self.options = tuple(f"--include-path={d}" for d in [self.include, *nvrtc.include_dirs()])
 
-    def function(self, dtype, Hq, Hkv, D, write_pool):
-        kernel = nvrtc.kernel_text(dtype, Hq, Hkv, D, write_pool=write_pool)
+    def function(self, dtype, Hq, Hkv, D, write_pool, rope: Rope):
+        kernel = nvrtc.kernel_text(dtype, Hq, Hkv, D, rotary_dim=rope.rotary_dim, is_neox=rope.is_neox,
+                                   write_pool=write_pool)
         if kernel.name not in self.modules:
             mod = self.cp.RawModule(code=kernel.text, options=self.options, name_expressions=[kernel.qualified_name])
             self.modules[kernel.name] = (kernel, mod.get_function(kernel.qualified_name))
         return self.modules[kernel.name]
 
-    def launch(self, dtype, Hq, Hkv, D, arrays: dict, write_pool=False):
+    def launch(self, dtype, Hq, Hkv, D, arrays: dict, write_pool=False, rope: Rope | None = None):
         """One launch over whole blocks of ``source.BLOCK`` threads, arguments in the kernel's order."""
-        kernel, fn = self.function(dtype, Hq, Hkv, D, write_pool)
+        kernel, fn = self.function(dtype, Hq, Hkv, D, write_pool, rope or plain(D, ROPE_BASE))
         T = int(arrays["positions"].shape[0])
         grid = source.grid_size(T, Hq, Hkv, D)
         args = []
@@ -253,13 +260,14 @@ class CupyKernels:
         fn(((grid + source.BLOCK - 1) // source.BLOCK,), (source.BLOCK,), tuple(args))
 
 
-def check_rotation_and_pool(cp, kernels: CupyKernels, checks: Checks, name, Hq, Hkv, D, dtype, T):
+def check_rotation_and_pool(cp, kernels: CupyKernels, checks: Checks, name, Hq, Hkv, D, dtype, T,
+                            rope: Rope | None = None):
+    rope = rope or plain(D, ROPE_BASE)
     case = make_case(T, Hq, Hkv, D, dtype, seed=T * 1000 + D)
     P, g = case["pool_rows"], GUARD_ROWS
-    inv_freq = inverse_frequencies(D, ROPE_BASE).astype(np.float32)  # [D/2]
     dev = {n: cp.asarray(case[n]) for n in ("q", "k", "v", "positions", "slots")}
-    dev["inv_freq"] = cp.asarray(inv_freq)
-    dev["cos_sin_scale"] = cp.asarray(np.ones(1, np.float32))  # plain RoPE: cos and sin unscaled
+    dev["inv_freq"] = cp.asarray(np.ascontiguousarray(rope.inv_freq32()))  # [RD/2]
+    dev["cos_sin_scale"] = cp.asarray(np.array([rope.scale], np.float32))
     label = f"{name} {dtype} T={T} Hq={Hq} Hkv={Hkv} D={D}"
 
     # "mlx": the text MLX compiles (rotation only); "pool": the guarded in-kernel pool write.
@@ -272,12 +280,12 @@ def check_rotation_and_pool(cp, kernels: CupyKernels, checks: Checks, name, Hq, 
                      for n in ("k_pool", "v_pool")}  # [g + P + g, Hkv, D]
             dev_pools = {n: cp.asarray(p) for n, p in pools.items()}
             arrays.update({n: p[g:g + P] for n, p in dev_pools.items()})  # the kernel sees rows g .. g+P-1
-        kernels.launch(dtype, Hq, Hkv, D, arrays, write_pool=(variant == "pool"))
+        kernels.launch(dtype, Hq, Hkv, D, arrays, write_pool=(variant == "pool"), rope=rope)
         cp.cuda.runtime.deviceSynchronize()
         problems = []
         for out_name, src in (("q_rot", "q"), ("k_rot", "k")):
             got = to_float64(cp.asnumpy(out[out_name]), dtype)
-            err, tol = rotation_error(got, to_float64(case[src], dtype), case["positions"], dtype)
+            err, tol = rotation_error(got, to_float64(case[src], dtype), case["positions"], dtype, rope)
             if not err <= tol:
                 problems.append(f"{out_name} error {err:.3g} > {tol:.3g}")
         if variant == "pool":
@@ -309,7 +317,7 @@ def time_against_copy(cp, kernels: CupyKernels, dtype: str, T: int, write_pool: 
     case = make_case(T, Hq, Hkv, D, dtype, seed=T)
     P = case["pool_rows"]
     arrays = {n: cp.asarray(case[n]) for n in ("q", "k", "v", "positions", "slots")}
-    arrays["inv_freq"] = cp.asarray(inverse_frequencies(D, ROPE_BASE).astype(np.float32))
+    arrays["inv_freq"] = cp.asarray(np.ascontiguousarray(plain(D, ROPE_BASE).inv_freq32()))
     arrays["cos_sin_scale"] = cp.asarray(np.ones(1, np.float32))
     arrays["q_rot"], arrays["k_rot"] = cp.empty_like(arrays["q"]), cp.empty_like(arrays["k"])
     arrays["k_pool"] = cp.zeros((P, Hkv, D), arrays["k"].dtype)
@@ -346,7 +354,7 @@ def part_cupy(args, checks: Checks) -> dict:
         for dtype in DTYPES:
             for T in (1, 37):
                 checks.guard(f"cupy {name} {dtype} T={T}", check_rotation_and_pool, cp, kernels, checks, name, Hq, Hkv,
-                             D, dtype, T)
+                             D, dtype, T, ROPES[name])
     timings = []
     print(f"\nTimings at Llama-3-8B heads {LLAMA3_8B} (medians of {args.repeats}, CUDA events):", flush=True)
     for dtype in DTYPES:
@@ -392,7 +400,7 @@ def part_mlx(checks: Checks) -> dict:
     def mbits(a):
         return np.array(a.view(mx.uint32 if a.dtype == mx.float32 else mx.uint16))
 
-    def kernel_case(name, T, Hq, Hkv, D, dtype):
+    def kernel_case(name, T, Hq, Hkv, D, dtype, rope):
         P = T + 4
         slots = [int(s) for s in np.random.default_rng(T + D).permutation(P)[:T]]
         slots[T // 2] = -1
@@ -400,11 +408,11 @@ def part_mlx(checks: Checks) -> dict:
         kw = ropepool.make_inputs(Shapes(T, Hq, Hkv, D, P), dtype, slots=slots, positions=positions)
         args = [kw[n] for n in order]
         before = (mbits(kw["k_pool"]), mbits(kw["v_pool"]))
-        out = fused.rope_pool_cuda(*args, rope_base=kw["rope_base"])
+        out = fused.rope_pool_cuda(*args, rope=rope)
         mx.eval(*out)
         problems = []
         for label, got, x in (("q_rot", out[0], kw["q"]), ("k_rot", out[1], kw["k"])):
-            err, tol = rotation_error(f64(got), f64(x), np.array(positions), dtype)
+            err, tol = rotation_error(f64(got), f64(x), np.array(positions), dtype, rope)
             if not err <= tol:
                 problems.append(f"{label} error {err:.3g} > {tol:.3g}")
         written = [t for t in range(T) if slots[t] >= 0]
@@ -442,7 +450,7 @@ def part_mlx(checks: Checks) -> dict:
     for name, Hq, Hkv, D in CASES:
         for dtype in DTYPES:
             for T in (1, 37):
-                checks.guard(f"mlx kernel {name} {dtype} T={T}", kernel_case, name, T, Hq, Hkv, D, dtype)
+                checks.guard(f"mlx kernel {name} {dtype} T={T}", kernel_case, name, T, Hq, Hkv, D, dtype, ROPES[name])
     for dtype in DTYPES:
         checks.guard(f"mlx out-of-range {dtype}", out_of_range, dtype)
         checks.guard(f"mlx auto {dtype}", auto_picks_cuda, dtype)

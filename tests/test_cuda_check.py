@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from ropepool.kernels import source
-from ropepool.reference import rotate_neox
+from ropepool.reference import rotate, rotate_neox
+from ropepool.rope import Rope, rope_table
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "cuda_check.py"
@@ -122,7 +123,7 @@ def test_script_imports_without_mlx():
             "print(c.HAVE_MLX, c.mlx_skip_reason(), len(c.CASES))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "False MLX does not import here (pip install -e '.[cuda]' installs mlx[cuda13]) 12"
+    assert out.stdout.strip() == "False MLX does not import here (pip install -e '.[cuda]' installs mlx[cuda13]) 13"
 
 
 # --- NumPy standing in for CuPy: the launch plumbing, end to end ------------------------------
@@ -138,6 +139,7 @@ class _FakeFunction:
         signature = code.split("__global__ void ", 1)[1].split(") {", 1)[0].split("(\n", 1)[1]
         self.names = [p.strip().split()[-1] for p in signature.split(",\n")]
         self.consts = {m[0]: int(m[1]) for m in re.findall(r"constexpr int (\w+) = (\d+);", code)}
+        self.consts.update({m[0]: m[1] == "true" for m in re.findall(r"constexpr bool (\w+) = (\w+);", code)})
         self.dtype = _CUDA_TO_DTYPE[re.search(r"using DType = (\w+);", code)[1]]
 
     def __call__(self, grid, block, args):
@@ -146,9 +148,12 @@ class _FakeFunction:
         Hq, Hkv, D = self.consts["Hq"], self.consts["Hkv"], self.consts["D"]
         T = int(a["positions_shape"]["v"][0])
         assert grid[0] * block[0] >= source.grid_size(T, Hq, Hkv, D) and block[0] == source.BLOCK
+        # the rotation the kernel's template and tables say: RD, NEOX, inv_freq [RD/2], cos_sin_scale [1]
+        rope = Rope(D, self.consts["RD"], self.consts["NEOX"], tuple(np.asarray(a["inv_freq"], np.float64)),
+                    float(a["cos_sin_scale"][0]))
         for src, dst in (("q", "q_rot"), ("k", "k_rot")):
             x = cc.to_float64(a[src], self.dtype)
-            a[dst][...] = cc.to_storage(rotate_neox(x, a["positions"], cc.ROPE_BASE).astype(np.float32), self.dtype)
+            a[dst][...] = cc.to_storage(rotate(x, a["positions"], rope).astype(np.float32), self.dtype)
         if "k_pool" in a:
             P = int(a["k_pool_shape"]["v"][0])
             for t, s in enumerate(a["slots"]):
@@ -181,10 +186,14 @@ class _FakeCupy:
 def test_check_passes_a_correct_kernel(cc, dtype, tmp_path):
     cp, checks = _FakeCupy(cc), cc.Checks()
     kernels = cc.CupyKernels(cp)
-    for name, hq, hkv, d in [("gqa", 4, 2, 8), ("mqa-d2", 2, 1, 2)]:
+    cases = [("gqa", 4, 2, 8, None), ("mqa-d2", 2, 1, 2, None),
+             ("partial-gptj", 4, 2, 20, rope_table(20, 10000.0, rotary_dim=8, is_neox=False)),
+             ("yarn", 2, 1, 16, rope_table(16, 10000.0, rope_scaling={"rope_type": "yarn", "factor": 4.0,
+                                                                     "original_max_position_embeddings": 64}))]
+    for name, hq, hkv, d, rope in cases:
         for T in (1, 37):
-            cc.check_rotation_and_pool(cp, kernels, checks, name, hq, hkv, d, dtype, T)
-    assert [r["check"].split()[1] for r in checks.rows] == ["mlx", "pool"] * 4
+            cc.check_rotation_and_pool(cp, kernels, checks, name, hq, hkv, d, dtype, T, rope)
+    assert [r["check"].split()[1] for r in checks.rows] == ["mlx", "pool"] * 8
     assert all(r["ok"] for r in checks.rows), checks.rows
 
 
