@@ -28,7 +28,6 @@ import collections
 import fcntl
 import hashlib
 import os
-import stat
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+
+from ..cache import private_dir
 
 _CHUNK = 1 << 20
 
@@ -82,39 +83,17 @@ def cache_dir() -> Path:
     Raises
     ------
     ModelCacheError
-        The directory exists but is a link, not a directory, owned by someone else, or open to
-        group or others.
+        The directory exists but is a link, not a directory, owned by someone else, or writable
+        by others (:func:`ropepool.cache.private_dir`).
     """
     env = os.environ.get("ROPEPOOL_MODEL_CACHE")
     if env:
-        return private_dir(Path(env))
+        return private_dir(Path(env), "model cache", ModelCacheError)
     try:
-        return private_dir(Path.home() / ".cache" / "ropepool" / "models")
-    except ModelCacheError:
-        raise
-    except OSError:
-        return private_dir(Path(tempfile.gettempdir()) / f"ropepool-models-{os.getuid()}")
-
-
-def private_dir(path: Path) -> Path:
-    """``path`` as a directory only the current user can use: created mode 0700, else checked."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        path.mkdir(mode=0o700)
-        os.chmod(path, 0o700)  # mkdir's mode passes through the umask
-    except FileExistsError:
-        pass
-    st = os.lstat(path)
-    if not stat.S_ISDIR(st.st_mode):
-        raise ModelCacheError(f"model cache {path} is not a directory (a link or a file): refusing to use it")
-    if st.st_uid != os.getuid():
-        raise ModelCacheError(f"model cache {path} is owned by uid {st.st_uid}, not by you (uid {os.getuid()}): "
-                              f"refusing to use it; set ROPEPOOL_MODEL_CACHE to a directory of your own")
-    if st.st_mode & 0o077:
-        raise ModelCacheError(f"model cache {path} has mode {stat.S_IMODE(st.st_mode):04o}, expected 0700: "
-                              f"refusing to use it; run `chmod 700 {path}` or set ROPEPOOL_MODEL_CACHE")
-    return path
+        return private_dir(Path.home() / ".cache" / "ropepool" / "models", "model cache", ModelCacheError)
+    except (ModelCacheError, KeyError):  # no usable home (KeyError: no HOME and no passwd entry)
+        return private_dir(Path(tempfile.gettempdir()) / f"ropepool-models-{os.getuid()}", "model cache",
+                           ModelCacheError)
 
 
 def sha256_of(path: Path) -> str:

@@ -33,6 +33,10 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
+from ..cache import private_dir
+
+from ..cache import private_dir
+
 
 class CompileError(RuntimeError):
     """The compiler ran and failed (as opposed to a library that was built but cannot be loaded)."""
@@ -58,33 +62,11 @@ def cache_dir() -> Path:
     """
     env = os.environ.get("ROPEPOOL_KERNEL_CACHE")
     if env:
-        return private_dir(Path(env))
+        return private_dir(Path(env), "kernel cache")
     try:
-        return private_dir(Path.home() / ".cache" / "ropepool")
+        return private_dir(Path.home() / ".cache" / "ropepool", "kernel cache")
     except (RuntimeError, KeyError):  # no usable home (KeyError: no HOME and no passwd entry)
-        return private_dir(Path(tempfile.gettempdir()) / f"ropepool-kernels-{os.geteuid()}")
-
-
-def private_dir(path: Path) -> Path:
-    """``path``, created with mode 0700 if missing; an existing one must be a real directory owned
-    by this user that nobody else can write (its mode is then narrowed to 0700)."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.mkdir(mode=0o700, exist_ok=True)
-        st = os.lstat(path)
-    except OSError as err:
-        raise RuntimeError(f"kernel cache {path} is unusable: {err}") from None
-    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
-        raise RuntimeError(f"kernel cache {path} is not a directory (a symlink or a file): refused")
-    if st.st_uid != os.geteuid():
-        raise RuntimeError(f"kernel cache {path} is owned by uid {st.st_uid}, not this user "
-                           f"({os.geteuid()}): refused, its code could be anyone's")
-    if st.st_mode & 0o022:
-        raise RuntimeError(f"kernel cache {path} can be written by others (mode {stat.S_IMODE(st.st_mode):o}): "
-                           "refused; remove it or chmod 700 it")
-    if st.st_mode & 0o077:
-        os.chmod(path, 0o700)
-    return path
+        return private_dir(Path(tempfile.gettempdir()) / f"ropepool-kernels-{os.geteuid()}", "kernel cache")
 
 
 def _cpu_flags() -> str:
