@@ -49,13 +49,7 @@ def wavelength_plot(rules: dict[str, Rope], original: int, factor: float, ax=Non
     ax.text(0, original * factor * 1.15, f"stretched x{factor:g}: {int(original * factor):,}", fontsize=FONT,
             color="tab:gray")
     ax.set_yscale("log")
-    ax.set_xlabel("pair i (fast to slow)", fontsize=FONT)
-    ax.set_ylabel("wavelength (positions)", fontsize=FONT)
-    ax.set_title("Which pairs each rule slows down", fontsize=FONT + 1)
-    ax.tick_params(labelsize=FONT)
-    ax.legend(fontsize=FONT, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.tight_layout()
-    return projector(fig)
+    return _finish(fig, ax, "Which pairs each rule slows down", "wavelength (positions)")
 
 
 def slowdown_plot(rules: dict[str, Rope], ax=None) -> Figure:
@@ -65,13 +59,7 @@ def slowdown_plot(rules: dict[str, Rope], ax=None) -> Figure:
     for name, rope in rules.items():
         if name != "plain":
             ax.plot(base / np.asarray(rope.inv_freq), lw=2, label=name)
-    ax.set_xlabel("pair i (fast to slow)", fontsize=FONT)
-    ax.set_ylabel("slowdown (x)", fontsize=FONT)
-    ax.set_title("Linear slows every pair; llama3 and YaRN only the slow ones", fontsize=FONT + 1)
-    ax.tick_params(labelsize=FONT)
-    ax.legend(fontsize=FONT, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.tight_layout()
-    return projector(fig)
+    return _finish(fig, ax, "Linear slows every pair; llama3 and YaRN only the slow ones", "slowdown (x)")
 
 
 def pairing_plot(head_dim: int = 16, rotary_dim: int = 8) -> Figure:
@@ -112,6 +100,17 @@ def mistake_plot(positions, errors_plain, errors_fixed) -> Figure:
     ax.set_title("Llama-3.1: the cost of ignoring rope_scaling", fontsize=FONT + 1)
     ax.tick_params(labelsize=FONT)
     ax.legend(fontsize=FONT)
+    fig.tight_layout()
+    return projector(fig)
+
+
+def _finish(fig, ax, title: str, ylabel: str) -> Figure:
+    """Per-pair axes: labels, title and the legend beside the plot, at the projector's sizes."""
+    ax.set_xlabel("pair i (fast to slow)", fontsize=FONT)
+    ax.set_ylabel(ylabel, fontsize=FONT)
+    ax.set_title(title, fontsize=FONT + 1)
+    ax.tick_params(labelsize=FONT)
+    ax.legend(fontsize=FONT, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return projector(fig)
 
