@@ -2,12 +2,15 @@
 
     .venv/bin/python benchmarks/engine_bench.py                      # tiny Llama, every backend here
     .venv/bin/python benchmarks/engine_bench.py --hidden 256 --layers 4 --prompt 128 --new 64
+    .venv/bin/python benchmarks/engine_bench.py --smollm2 --new 8 --repeats 3   # the real model
 
-The model is a seeded random-weight mlx-lm Llama built from a config (nothing downloaded). Each
-side generates ``--new`` tokens greedily from the same prompt, prefill included; the time is the
-median over ``--repeats`` runs after one warm-up run. mlx-lm's side is ``mlx_lm.generate.generate_step``
-(its RoPE, its KVCache, its attention). Prints the numbers; asserts nothing (it is not a test),
-except that both sides chose the same tokens.
+The model is a seeded random-weight mlx-lm Llama built from a config (nothing downloaded), or with
+``--smollm2`` SmolLM2-135M-Instruct as shipped (GGUF rows, GPT-J pairs; ``python -m ropepool
+fetch-model``) on three chat prompts: one request alone, then all three at once (the engine in one
+batch; mlx-lm's loop one after another). Each side generates ``--new`` tokens greedily per request,
+prefill included; the time is the median over ``--repeats`` runs after one warm-up run. mlx-lm's
+side is ``mlx_lm.generate.generate_step`` (its RoPE, its KVCache, its attention). Prints the
+numbers; asserts nothing (it is not a test), except that both sides chose the same tokens.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from mlx_lm.generate import generate_step
 from mlx_lm.models import llama
 
 import ropepool
+from ropepool.backends import resolve
 from ropepool.engine import generate
 
 
@@ -42,14 +46,45 @@ def engine_tokens(model, prompt, new, backend):
     return generate(model, [prompt], new, pool_rows=len(prompt) + new, backend=backend)[0].tokens
 
 
-def median_seconds(run, repeats):
-    run()  # warm-up: kernels built, MLX graphs traced
+def median_seconds(run, repeats, warm=True):
+    if warm:
+        run()  # warm-up: kernels built, MLX graphs traced
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         run()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+SMOLLM2_QUESTIONS = ["What is the capital of France?", "What is 2 + 3?", "Who wrote Romeo and Juliet?"]
+
+
+def smollm2(args):
+    from ropepool.engine.smollm2 import load_smollm2
+
+    model, tokenizer, _ = load_smollm2(pairs="gptj")
+    mx.eval(model.parameters())
+    prompts = [tokenizer.apply_chat_template([{"role": "user", "content": q}]) for q in SMOLLM2_QUESTIONS]
+    print(f"SmolLM2-135M-Instruct (Q4_1, GGUF rows, GPT-J pairs); prompts of {[len(p) for p in prompts]} tokens, "
+          f"{args.new} new tokens each; backend {resolve(args.backend)[0]}; median of {args.repeats}; "
+          f"device {mx.default_device()}")
+
+    def mlx_lm_side(batch):
+        return [mlx_lm_tokens(model, p, args.new) for p in batch]
+
+    def engine_side(batch):
+        rows = sum(len(p) + args.new for p in batch)
+        return [r.tokens for r in generate(model, batch, args.new, pool_rows=rows, backend=args.backend)]
+
+    for label, batch in (("one request", prompts[:1]), ("three at once", prompts)):
+        if engine_side(batch) != mlx_lm_side(batch):  # also the warm-up of both
+            raise SystemExit(f"{label}: the engine chose other tokens than mlx-lm")
+        n = args.new * len(batch)
+        base = median_seconds(lambda: mlx_lm_side(batch), args.repeats, warm=False)
+        t = median_seconds(lambda: engine_side(batch), args.repeats, warm=False)
+        print(f"  {label:14} mlx-lm generate_step {n / base:6.1f} tokens/s   ropepool.engine {n / t:6.1f} tokens/s "
+              f"({base / t:.2f}x mlx-lm)")
 
 
 def main(argv=None):
@@ -60,7 +95,11 @@ def main(argv=None):
     ap.add_argument("--prompt", type=int, default=32, help="prompt tokens")
     ap.add_argument("--new", type=int, default=64, help="new tokens")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--smollm2", action="store_true", help="the real model, one request and three at once")
+    ap.add_argument("--backend", default="auto", help="with --smollm2: the rope_pool_fused backend")
     args = ap.parse_args(argv)
+    if args.smollm2:
+        return smollm2(args)
 
     model = build(args.hidden, args.layers, args.vocab)
     prompt = [(7 * i + 3) % args.vocab for i in range(args.prompt)]

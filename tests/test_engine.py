@@ -9,6 +9,7 @@ from mlx_lm.models.cache import make_prompt_cache
 
 import ropepool
 from ropepool.engine import Allocator, Engine, PoolTooSmallError, Status, UnsupportedModelError, generate
+from ropepool.engine.mlx_lm_loop import greedy
 from ropepool.tolerance import ENGINE_LOGITS_FLOAT32
 
 MODULES = {"llama": llama, "qwen2": qwen2, "phi3": phi3, "gemma": gemma}
@@ -142,6 +143,33 @@ def test_a_request_waits_until_rows_are_freed():
     assert b.status is Status.RUNNING and set(b.slot_table) & set(freed)
 
 
+def test_a_stop_token_ends_a_request_there():
+    """With ``stop``, each request's tokens are those without it, cut just after the stop token's first use."""
+    model = tiny("llama", num_attention_heads=4, num_key_value_heads=2)
+    full = generate(model, PROMPTS, NEW, pool_rows=POOL_ROWS)
+    stop = full[1].tokens[2]  # request 1 writes it as its third token (or earlier): it ends there
+    cut = generate(model, PROMPTS, NEW, pool_rows=POOL_ROWS, stop=stop)
+    for i, (f, c) in enumerate(zip(full, cut)):
+        n = f.tokens.index(stop) + 1 if stop in f.tokens else len(f.tokens)
+        assert c.tokens == f.tokens[:n] and c.logits.shape == (n, 160), f"request {i}"
+        np.testing.assert_allclose(np.array(c.logits), np.array(f.logits[:n]), **ENGINE_LOGITS_FLOAT32)
+    assert len(cut[1].tokens) <= 3 < NEW[1]
+    want = [g.tokens for g in greedy(model, PROMPTS, NEW, stop=stop)]  # mlx-lm's loop, the same rule
+    assert [c.tokens for c in cut] == want
+
+
+def test_a_stopped_request_frees_its_rows_at_once():
+    model = tiny("llama", num_attention_heads=4, num_key_value_heads=2)
+    (first,) = generate(model, [[1, 2, 3]], 1, pool_rows=3)
+    engine = Engine(model, pool_rows=6, stop=first.tokens[0])
+    a = engine.add_request([1, 2, 3], 3)  # holds 5 rows, could write 3 tokens ...
+    b = engine.add_request([4, 5], 2)  # ... so b (3 rows) waits
+    engine.step()  # a chooses the stop token at once: finished, its 5 rows back in the same step
+    assert a.status is Status.FINISHED and a.tokens == first.tokens and engine.allocator.num_free == 6
+    engine.step()
+    assert b.status is Status.RUNNING and set(b.slot_table) & set(a.slot_table)  # a's rows, reused
+
+
 def test_allocator_free_list():
     a = Allocator(4)
     assert a.allocate(3) == [0, 1, 2] and a.num_free == 1
@@ -184,6 +212,7 @@ BAD_CALLS = [
     ("no new tokens", dict(max_new_tokens=0), "max_new_tokens of prompt 0 must be an int >= 1, got 0"),
     ("counts mismatch", dict(max_new_tokens=[1, 2, 3]), "3 counts for 1 prompts"),
     ("pool_rows zero", dict(pool_rows=0), "pool_rows must be a positive int, got 0"),
+    ("stop outside vocab", dict(stop=160), r"stop must be None or a token id in \[0, 160\)"),
 ]
 
 

@@ -15,12 +15,15 @@ def image(fig, gid):
     return np.asarray(found[0].get_array())
 
 
-def engine_after_one_step():
+def tiny():
     mx.random.seed(0)
-    model = llama.Model(llama.ModelArgs(model_type="llama", hidden_size=32, num_hidden_layers=1, intermediate_size=64,
-                                        num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-5,
-                                        vocab_size=64))
-    engine = Engine(model, pool_rows=8)
+    return llama.Model(llama.ModelArgs(model_type="llama", hidden_size=32, num_hidden_layers=1, intermediate_size=64,
+                                       num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-5,
+                                       vocab_size=64))
+
+
+def engine_after_one_step():
+    engine = Engine(tiny(), pool_rows=8)
     engine.add_request([1, 2, 3], 3)  # 5 rows: 0..4, 3 written after step 1
     engine.add_request([4, 5], 4)  # 5 rows: waits
     engine.step()
@@ -65,3 +68,28 @@ def test_plot_pool_steps_one_panel_per_snapshot():
     hatched = {a.get_gid() for ax in fig.axes for a in ax.patches if a.get_gid()}
     assert hatched == {"held 1 3", "held 1 4", "held 2 4"}
     assert not np.shares_memory(first.k_pool, second.k_pool) and not np.array_equal(first.k_pool, second.k_pool)
+
+
+def test_plot_timeline_without_labels_for_a_large_pool():
+    history = [[FREE] * 40, [0] * 20 + [FREE] * 20]
+    fig = V.plot_timeline(history, cell=0.1, labels=False)
+    assert image(fig, "timeline").shape == (2, 40) and len(fig.axes[0].texts) == 0
+
+
+def test_answers_so_far_and_the_stream_table():
+    e = Engine(tiny(), pool_rows=8)
+    e.add_request([1, 2, 3, 4], 2)  # 5 rows
+    e.add_request([5, 6], 2)  # 3 rows: fits beside it
+    e.add_request([7], 1)  # 1 row: waits
+    e.step()
+    decode = lambda tokens: "".join(f"<{t}>" for t in tokens)  # noqa: E731
+    now = V.answers_so_far(e, decode)
+    assert now[:2] == [decode(r.tokens) for r in e.requests[:2]] and now[2] == "(waiting)"
+    e.step()
+    after = V.answers_so_far(e, decode)
+    assert after[0].endswith(" [done]") and after[1].endswith(" [done]")
+    table = V.stream_table([now, after], width=12)
+    lines = table.splitlines()
+    assert len(lines) == 3 and lines[0].startswith("step | request 0") and "(waiting)" in lines[1]
+    assert all(len(cell) <= 14 for line in lines[1:] for cell in line.split("|")[1:])
+    assert V.stream_table([["a\nb" * 10]], width=5).splitlines()[1].endswith("| …ba⏎b")

@@ -24,16 +24,21 @@ class Engine:
     """A continuous-batching engine over one mlx-lm model and one pool of ``pool_rows`` rows per layer.
 
     Each :meth:`step` is one forward pass: :meth:`Scheduler.schedule`, :meth:`ModelRunner.run`,
-    :meth:`Scheduler.postprocess`.
+    :meth:`Scheduler.postprocess`. ``stop``: a token id (e.g. a chat model's end-of-turn) that
+    finishes a request as soon as it is chosen; its rows are freed in that same step.
     """
 
-    def __init__(self, model, *, pool_rows: int, backend: str = "auto"):
+    def __init__(self, model, *, pool_rows: int, backend: str = "auto", stop: int | None = None):
         if isinstance(pool_rows, bool) or not isinstance(pool_rows, int) or pool_rows <= 0:
             raise ValueError(f"pool_rows must be a positive int, got {pool_rows!r}")
+        vocab = model.args.vocab_size
+        if stop is not None and (isinstance(stop, bool) or not isinstance(stop, int) or not 0 <= stop < vocab):
+            raise ValueError(f"stop must be None or a token id in [0, {vocab}) (the model's vocab), got {stop!r}")
         self.runner = ModelRunner(model, pool_rows, backend)
         self.allocator = Allocator(pool_rows)
         self.scheduler = Scheduler(self.allocator)
-        self.vocab_size = model.args.vocab_size
+        self.vocab_size = vocab
+        self.stop = stop
         self.requests: list[Request] = []
         self.steps = 0
 
@@ -56,7 +61,7 @@ class Engine:
             raise ValueError(f"prompt {rid}: token id {bad[0]} outside [0, {self.vocab_size}) (the model's vocab)")
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
             raise ValueError(f"max_new_tokens of prompt {rid} must be an int >= 1, got {max_new_tokens!r}")
-        req = Request(rid, prompt, max_new_tokens)
+        req = Request(rid, prompt, max_new_tokens, stop=self.stop)
         self.scheduler.add(req)
         self.requests.append(req)
         return req
@@ -75,22 +80,26 @@ class Engine:
         return self.scheduler.done
 
 
-def generate(model, prompts, max_new_tokens, *, pool_rows: int, backend: str = "auto", on_step=None) -> list:
+def generate(model, prompts, max_new_tokens, *, pool_rows: int, backend: str = "auto", on_step=None,
+             stop: int | None = None) -> list:
     """Serve ``prompts`` together on ``model`` and return one :class:`Result` per prompt, in order.
 
     Parameters
     ----------
     model : an mlx-lm model of ``llama`` (Llama, Mistral), ``qwen2`` or ``phi3``
     prompts : list of lists of token ids
-    max_new_tokens : int, or one int per prompt
+    max_new_tokens : int, or one int per prompt: the most new tokens each may write
     pool_rows : int, P, the rows of each layer's KV pool; may be far fewer than all requests'
         tokens together (then requests wait, and finished requests' rows are reused)
     backend : the ``rope_pool_fused`` backend ("auto", "cpu", "mlx", "metal", "cuda")
     on_step : optional ``f(engine, batch)``, called after every step
+    stop : optional token id (e.g. ``<|im_end|>``): a request that chooses it finishes there, that
+        token its last, and frees its rows at once
 
     Returns
     -------
-    list of Result: ``.tokens`` (greedy new tokens) and ``.logits`` ``[len(tokens), vocab]`` float32
+    list of Result: ``.tokens`` (greedy new tokens, ending at ``stop`` if chosen) and ``.logits``
+    ``[len(tokens), vocab]`` float32
 
     Raises
     ------
@@ -100,7 +109,7 @@ def generate(model, prompts, max_new_tokens, *, pool_rows: int, backend: str = "
         A request needs more rows than ``pool_rows``; raised before any step runs.
     ValueError
         An empty prompt, a token id outside the vocab, ``max_new_tokens`` < 1 or of the wrong
-        length, ``pool_rows`` not a positive int.
+        length, ``pool_rows`` not a positive int, ``stop`` not a token id.
 
     Example
     -------
@@ -116,7 +125,7 @@ def generate(model, prompts, max_new_tokens, *, pool_rows: int, backend: str = "
     counts = [max_new_tokens] * len(prompts) if isinstance(max_new_tokens, int) else list(max_new_tokens)
     if len(counts) != len(prompts):
         raise ValueError(f"max_new_tokens: {len(counts)} counts for {len(prompts)} prompts")
-    engine = Engine(model, pool_rows=pool_rows, backend=backend)
+    engine = Engine(model, pool_rows=pool_rows, backend=backend, stop=stop)
     requests = [engine.add_request(p, n) for p, n in zip(prompts, counts)]  # every refusal before a step
     while not engine.done:
         batch = engine.step()

@@ -10,8 +10,8 @@ The pairing (read this once)
 ----------------------------
 llama.cpp's converter permutes the rows of every Q and K projection, head by head: the
 Hugging Face row order puts the two halves of each RoPE pair D/2 rows apart (NeoX pairs,
-``nn.RoPE(traditional=False)``, what ``rope_pool_fused`` computes); the GGUF order puts them on
-adjacent rows (GPT-J pairs, ``traditional=True``). Both are the same model:
+``nn.RoPE(traditional=False)``, ``rope_pool_fused``'s default); the GGUF order puts them on
+adjacent rows (GPT-J pairs, ``traditional=True``, the op's ``is_neox=False``). Both are the same model:
 
     GGUF rows + traditional=True  ==  un-permuted rows + traditional=False
 
@@ -61,7 +61,7 @@ class RopeInfo:
     ----------
     params : RopeParams   Hq, Hkv, D, rope_base (``rope_pool_fused``'s keyword arguments)
     traditional : bool    True: GPT-J pairs (GGUF row order); False: NeoX pairs (Hugging Face
-                          row order, what ``rope_pool_fused`` computes)
+                          row order, ``rope_pool_fused``'s default)
     """
 
     params: RopeParams

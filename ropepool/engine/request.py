@@ -20,7 +20,8 @@ class Request:
     ----------
     rid : int                the request's number, in arrival order
     prompt : list of int     the prompt's token ids
-    max_new_tokens : int     how many tokens to generate
+    max_new_tokens : int     the most tokens to generate
+    stop : int or None       a token id that ends the request early (written, then done)
     status : Status
     slot_table : list of int ``slot_table[p]`` is the pool row holding the k and v of position p
     num_cached : int         positions whose k and v are already in the pool
@@ -31,6 +32,7 @@ class Request:
     rid: int
     prompt: list[int]
     max_new_tokens: int
+    stop: int | None = None
     status: Status = Status.WAITING
     slot_table: list[int] = field(default_factory=list)
     num_cached: int = 0
@@ -42,9 +44,11 @@ class Request:
         """Rows for the request's whole life: every token that goes through the model.
 
         That is the prompt and every new token but the last, which is chosen and never fed back.
+        A request that meets its stop token early gives back the rows it did not use.
         """
         return len(self.prompt) + self.max_new_tokens - 1
 
     @property
     def done(self) -> bool:
-        return len(self.tokens) >= self.max_new_tokens
+        stopped = self.stop is not None and bool(self.tokens) and self.tokens[-1] == self.stop
+        return stopped or len(self.tokens) >= self.max_new_tokens

@@ -41,9 +41,19 @@ class ModelRunner:
         self.model = model
         self.inner = model.model  # embed_tokens, layers, norm
         Hkv, D = self.rope_kwargs["num_kv_heads"], self.rope_kwargs["head_dim"]
-        dtype = self.inner.embed_tokens(mx.array([0])).dtype  # the activations' (a quantized table's weight is uint32)
+        dtype = self.kv_dtype()
         self.k_pools = [mx.zeros((pool_rows, Hkv, D), dtype) for _ in self.inner.layers]  # [P, Hkv, D] each
         self.v_pools = [mx.zeros((pool_rows, Hkv, D), dtype) for _ in self.inner.layers]
+
+    def kv_dtype(self) -> mx.Dtype:
+        """The dtype of k and v as layer 0 computes them: the pools' dtype.
+
+        Not the embedding's: a quantized embedding gives float16 rows, which a float32 norm
+        weight promotes to float32 before the projections.
+        """
+        layer = self.inner.layers[0]
+        x = layer.input_layernorm(self.inner.embed_tokens(mx.array([0])))  # [1, hidden]
+        return project_qkv(layer.self_attn, x)[1].dtype
 
     def run(self, batch: Batch) -> mx.array:
         """The float32 logits ``[len(batch.requests), vocab]`` at each request's last new token."""

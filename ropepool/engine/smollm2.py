@@ -45,8 +45,9 @@ def load_smollm2(*, pairs: str = "neox", dequantize: bool = False, progress: IO[
 
     Parameters
     ----------
-    pairs : "neox" (default): Q/K rows un-permuted to the Hugging Face order, NeoX pairs, what
-        ``rope_pool_fused`` computes; "gptj": the GGUF rows as shipped, GPT-J pairs. Same logits.
+    pairs : "neox" (default): Q/K rows un-permuted to the Hugging Face order, NeoX pairs
+        (``rope_pool_fused``'s default); "gptj": the GGUF rows as shipped, GPT-J pairs (the op's
+        ``is_neox=False``; what the engine serves in notebook 08). Same logits.
     dequantize : False (default) keeps the Q4_1/Q8_0 layers quantized as shipped (no slower than
         float32 on a CPU, a fifth of the memory); True makes them float32.
     progress : where fetch progress goes (None: quiet)

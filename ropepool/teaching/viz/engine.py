@@ -82,25 +82,26 @@ def plot_pool(engine: Engine, *, layer: int = 0, title: str | None = None, dpi: 
     return fig
 
 
-def plot_timeline(history, *, dpi: int = 80) -> Figure:
+def plot_timeline(history, *, cell: float = 0.3, labels: bool = True, dpi: int = 80) -> Figure:
     """Owners over time: ``history`` is a list of :func:`pool_owners` arrays, one per step.
 
     One image row per step, one column per pool row: a column changing colour is a row freed
-    by one request and reused by another.
+    by one request and reused by another. ``cell``: inches per row and column (at least 0.18
+    per step); ``labels``: write each owner's number in its cell (for small pools).
     """
     owners = np.asarray(history)  # [steps, P]
     steps, P = owners.shape
-    fig = Figure(figsize=(1.5 + 0.3 * P, 1.0 + 0.3 * steps), dpi=dpi)
+    fig = Figure(figsize=(1.5 + cell * P, 1.0 + max(cell, 0.18) * steps), dpi=dpi)
     ax = fig.subplots()
     im = ax.imshow(_owner_image(owners), cmap=OWNER_CMAP, vmin=0, vmax=len(_COLORS) - 1, aspect="auto",
                    interpolation="nearest")
     im.set_gid("timeline")
-    for s in range(steps):
+    for s in range(steps if labels else 0):
         for row in range(P):
             if owners[s, row] != FREE:
                 ax.text(row, s, str(owners[s, row]), ha="center", va="center", fontsize=7)
-    ax.set_xticks(range(P))
-    ax.set_yticks(range(steps), [f"step {s + 1}" for s in range(steps)])
+    ax.set_xticks(range(P) if P <= 32 else range(0, P, 8))
+    ax.set_yticks(range(steps), [f"step {s + 1}" for s in range(steps)], fontsize=7 if cell < 0.3 else None)
     ax.set_xlabel("pool row (slot)")
     ax.set_title("which request holds each row, after each step (grey: free)", fontsize=9)
     fig.tight_layout()
@@ -123,16 +124,16 @@ def snapshot(engine: Engine, *, layer: int = 0) -> PoolSnapshot:
                         np.array(engine.runner.k_pools[layer]))
 
 
-def plot_pool_steps(snapshots, *, dpi: int = 80) -> Figure:
+def plot_pool_steps(snapshots, *, row_height: float = 0.16, dpi: int = 80) -> Figure:
     """The pool heatmap after each step, side by side, each with its owner strip on the left.
 
     Held rows not yet written are hatched in the strip. One figure for the whole run: cheaper
-    to draw than one :func:`plot_pool` per step.
+    to draw than one :func:`plot_pool` per step. ``row_height``: inches per pool row.
     """
     n = len(snapshots)
     P = len(snapshots[0].owners)
     vmax = max(max(float(np.abs(s.k_pool).max()) for s in snapshots), 1e-12)
-    fig = Figure(figsize=(1.0 + 1.8 * n, 1.3 + 0.16 * P), dpi=dpi)
+    fig = Figure(figsize=(1.0 + 1.8 * n, 1.3 + row_height * P), dpi=dpi)
     axes = np.atleast_1d(fig.subplots(1, n, sharey=True))
     for ax, s in zip(axes, snapshots):
         img = rows_image(s.k_pool)  # [P, Hkv*D]
@@ -155,3 +156,29 @@ def plot_pool_steps(snapshots, *, dpi: int = 80) -> Figure:
                  fontsize=9)
     fig.tight_layout()
     return fig
+
+
+def answers_so_far(engine: Engine, decode) -> list[str]:
+    """Each request's answer now, as text: ``decode(tokens)``, ``"(waiting)"``, or the text and ``" [done]"``."""
+    out = []
+    for r in engine.requests:
+        if r.status is Status.WAITING:
+            out.append("(waiting)")
+        else:
+            out.append(decode(r.tokens) + (" [done]" if r.status is Status.FINISHED else ""))
+    return out
+
+
+def stream_table(history, *, width: int = 30) -> str:
+    """One line per step, one column per request: ``history[s]`` is :func:`answers_so_far` after step s + 1.
+
+    A text longer than ``width`` keeps its end (where it grows), after an ellipsis; newlines show as ``⏎``.
+    """
+    def cell(text: str) -> str:
+        text = text.replace("\n", "⏎")
+        return (text if len(text) <= width else "…" + text[-(width - 1):]).ljust(width)
+
+    n = len(history[0]) if history else 0
+    lines = ["step | " + " | ".join(f"request {i}".ljust(width) for i in range(n))]
+    lines += [f"{s + 1:4} | " + " | ".join(cell(t) for t in texts) for s, texts in enumerate(history)]
+    return "\n".join(lines)
