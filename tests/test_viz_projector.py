@@ -15,7 +15,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.text import Text
 
 from ropepool import models
-from ropepool.teaching.viz import gqa, kernel as vk, pool as pv, rotation as rv, scaling as sv
+from ropepool.teaching.viz import engine as ve, gqa, kernel as vk, pool as pv, real_model as rm, rotation as rv
+from ropepool.teaching.viz import scaling as sv
 
 MIN_PT = 10.0
 DISPLAY_PX = 900  # the notebook's display width at 1024x768 with the file browser closed
@@ -78,6 +79,24 @@ def _scores():
     return rv.relative_scores(rv.scores(q, k, positions, 10000.0), positions)
 
 
+def _engine():
+    """A tiny mlx-lm Llama in the engine, after its first step: 16 pool rows, three requests (one waits)."""
+    import mlx.core as mx
+    from mlx_lm.models import llama
+
+    from ropepool.engine import Engine
+
+    mx.random.seed(0)
+    model = llama.Model(llama.ModelArgs(model_type="llama", hidden_size=32, num_hidden_layers=1, intermediate_size=64,
+                                        num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-5,
+                                        vocab_size=64))
+    engine = Engine(model, pool_rows=16)
+    for prompt, new in (([3, 14, 15, 9, 2, 6], 4), ([8, 9, 3], 5), ([3, 8, 4, 6, 2], 4)):
+        engine.add_request(prompt, new)
+    engine.step()
+    return engine
+
+
 def _presets():
     return {n: (p.num_qo_heads, p.num_kv_heads, p.head_dim) for n, p in
             ((n, models.preset(n)) for n in models.preset_names())}
@@ -112,6 +131,13 @@ FIGURES = [
     ("03b slowdown_plot", lambda: sv.slowdown_plot(sv.scaling_rules(128, 500000.0, 8, 8192))),
     ("03b pairing_plot", lambda: sv.pairing_plot(16, 8)),
     ("03b mistake_plot", lambda: sv.mistake_plot([0, 15, 2047, 131071], [1e-7, 1e-3, 0.5, 2.0], [1e-7, 1e-6, 1e-4, 1e-2])),
+    ("07 plot_pool", lambda: ve.plot_pool(_engine())),
+    ("07 plot_timeline", lambda: ve.plot_timeline([ve.pool_owners(_engine())] * 3)),
+    ("07 plot_pool_steps", lambda: ve.plot_pool_steps([ve.snapshot(_engine())] * 2)),
+    ("08 row_permutation", lambda: rm.row_permutation(8)),
+    ("08 logit_agreement", lambda: rm.logit_agreement(np.arange(50.0), np.arange(50.0) + 1e-6, np.arange(50.0)[::-1])),
+    ("08 kv_memory", lambda: rm.kv_memory({"float16": 23_040, "float32": 46_080}, contexts=(1024, 4096),
+                                          weights_bytes=98_362_432)),
     ("03b ScalingExplorer", lambda: __import__("ropepool.teaching.widgets.scaling", fromlist=["x"]).ScalingExplorer().figure),
 ]
 

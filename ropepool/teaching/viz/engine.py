@@ -16,6 +16,7 @@ from matplotlib.patches import Rectangle
 
 from ...engine import Engine, Status
 from .pool import FREE, draw_pool, rows_image
+from .legible import projector
 
 _COLORS = ["#dddddd", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
 OWNER_CMAP = ListedColormap(_COLORS)  # index 0: free; index 1 + rid: request rid (cycling)
@@ -79,7 +80,7 @@ def plot_pool(engine: Engine, *, layer: int = 0, title: str | None = None, dpi: 
     heat.set_ylabel("")
     fig.suptitle(title or f"after step {engine.steps}: {int((owners != FREE).sum())} of {P} rows held", fontsize=10)
     fig.tight_layout()
-    return fig
+    return projector(fig)
 
 
 def plot_timeline(history, *, cell: float = 0.3, labels: bool = True, dpi: int = 80) -> Figure:
@@ -105,7 +106,7 @@ def plot_timeline(history, *, cell: float = 0.3, labels: bool = True, dpi: int =
     ax.set_xlabel("pool row (slot)")
     ax.set_title("which request holds each row, after each step (grey: free)", fontsize=9)
     fig.tight_layout()
-    return fig
+    return projector(fig)
 
 
 @dataclass(frozen=True)
@@ -155,7 +156,7 @@ def plot_pool_steps(snapshots, *, row_height: float = 0.16, dpi: int = 80) -> Fi
     fig.suptitle("layer 0 k_pool after each step; left strip: owner (colour), held but unwritten (hatched)",
                  fontsize=9)
     fig.tight_layout()
-    return fig
+    return projector(fig)
 
 
 def answers_so_far(engine: Engine, decode) -> list[str]:

@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 
 from ..._arrays import to_numpy
 from ...engine.gguf import head_row_order
+from .legible import projector
 
 
 def row_permutation(head_dim: int = 8) -> Figure:
@@ -40,7 +41,7 @@ def row_permutation(head_dim: int = 8) -> Figure:
     for side in ("top", "right", "left", "bottom"):
         ax.spines[side].set_visible(False)
     ax.set_title(f"One head's Q/K rows, D={head_dim} (colour = frequency i)", fontsize=9)
-    return fig
+    return projector(fig)
 
 
 def logit_agreement(reference, same, mismatched, *, labels=("GGUF rows, GPT-J pairs",
@@ -65,7 +66,7 @@ def logit_agreement(reference, same, mismatched, *, labels=("GGUF rows, GPT-J pa
         ax.set_title(f"{label}\nlargest |difference| {np.abs(y - ref).max():.2g}", fontsize=9)
     for ax in axes:
         ax.plot([lo, hi], [lo, hi], color="0.5", lw=0.8, ls="--", gid="diagonal")
-    return fig
+    return projector(fig)
 
 
 def kv_bytes_per_token(num_layers: int, num_kv_heads: int, head_dim: int, dtype_bytes: int) -> int:
@@ -97,4 +98,4 @@ def kv_memory(bytes_per_token: dict[str, int], contexts=(512, 1024, 2048, 4096),
     ax.set_xticks(ctx)
     ax.legend(fontsize=8)
     ax.set_title("KV memory grows with every token; the weights do not", fontsize=9)
-    return fig
+    return projector(fig)
