@@ -1,6 +1,6 @@
-// cpu.h: what ropepool's kernel body (rope_rows.inc) needs, in C++ (g++): for the grid
-// emulator that verifies the body on a machine without Metal or CUDA (emulator.py), and for
-// the host build that runs it as the "cpu" backend (host.cpp, which defines RP_HOST).
+// cpu.h: what ropepool's kernel body (rope_rows.inc) needs, in C++ (g++), for the C++ driver
+// (driver.cpp): built as the grid emulator that verifies the body on a machine without Metal or
+// CUDA (emulator.py), and with RP_HOST as the "cpu" backend (host.py).
 // float16 is the compiler's _Float16; bfloat16 is its bits (uint16_t), rounded to nearest
 // even, as MLX rounds, without a branch so that loops over it vectorize.
 #include <cmath>
@@ -40,5 +40,14 @@ inline rp_bfloat16 rp_from_float<rp_bfloat16>(float x) {
   return rp_bfloat16(x != x ? 0x7fc0u : rounded);  // NaN: MLX's canonical NaN
 }
 
-#define RP_COS(x) std::cos(x)
-#define RP_SIN(x) std::sin(x)
+// cos and sin of pair i's angle for token t, exactly as the GPU headers compute them.
+inline void rp_cos_sin(const int32_t* positions, const float* inv_freq, unsigned long long t, unsigned long long i,
+                       float& c, float& s) {
+  const float theta = float(positions[t]) * inv_freq[i];
+  c = std::cos(theta);
+  s = std::sin(theta);
+}
+
+// The body's hook: `cos_sin` is the driver's source of rp_cos_sin's values, a parameter of each
+// build of the body (computed per thread, or read from a table rp_cos_sin filled).
+#define RP_COS_SIN(t, i, c, s) cos_sin.get(positions, inv_freq, t, i, c, s)
