@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.ropepool-installed
 
-.PHONY: setup lab test doctor bench clean
+.PHONY: setup kernels lab test doctor bench clean
 
 setup: $(STAMP)
 
@@ -14,12 +14,16 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e ".[test]"
 	touch $@
 
-lab: setup
+# The C++ kernel libraries, built ahead so that no notebook or test waits for a compiler.
+kernels: setup
+	$(PY) -m ropepool build-kernels
+
+lab: kernels
 	$(PY) -m ropepool lab
 
 # Unit tests, every notebook (nbmake) and the browser test, two workers.
 # -rs prints why anything was skipped (e.g. the browser test without /usr/bin/chromium).
-test: setup
+test: kernels
 	$(PY) -m pytest -n 2 -rs --nbmake tests notebooks
 
 doctor: setup

@@ -47,7 +47,7 @@ __all__ = ["emulate", "EmulatorRun", "STORAGE", "unavailable_reason", "compiler"
 @lru_cache(maxsize=None)
 def _library() -> ctypes.CDLL:
     lib = shared_library("ropepool_emulator", driver_text(), ["-std=c++17", "-O1", f"-I{source.KERNEL_DIR}"],
-                         driver_depends())
+                         driver_depends(), "ropepool: compiling the kernel's grid emulator (for the tests)")
     fn = lib.ropepool_emulate
     p, i = ctypes.c_void_p, ctypes.c_int
     fn.argtypes = [i, i, i, ctypes.c_uint, ctypes.c_uint] + [p] * 13 + [i] * 5
