@@ -20,6 +20,7 @@ def is_array(x) -> bool:
 
 
 _MX_DTYPE_NAMES: dict = {}
+_NP_DTYPE_NAMES: dict = {}  # NumPy's dtype.name is computed in Python on every access
 
 
 def dtype_name(x) -> str:
@@ -29,7 +30,10 @@ def dtype_name(x) -> str:
         if name is None:  # first sight of this dtype: remember its name (a per-call cost at decode)
             name = _MX_DTYPE_NAMES[x.dtype] = str(x.dtype).rsplit(".", 1)[-1]
         return name
-    return x.dtype.name
+    name = _NP_DTYPE_NAMES.get(x.dtype)
+    if name is None:
+        name = _NP_DTYPE_NAMES[x.dtype] = x.dtype.name
+    return name
 
 
 def native(x):

@@ -73,9 +73,13 @@ def _memory(x) -> np.ndarray:
     """A NumPy view of the memory of ``x`` (mx.array evaluated, any strides), for overlap tests."""
     if isinstance(x, np.ndarray):
         return x
-    bits = x.view(_UNSIGNED[x.dtype.size])  # same buffer; NumPy has no bfloat16
-    mx.eval(bits)
-    return np.asarray(memoryview(bits))
+    mx.eval(x)
+    try:  # a row-contiguous array's bytes, through the buffer protocol: no new graph node to evaluate
+        return np.frombuffer(x, np.uint8)
+    except (BufferError, ValueError, TypeError):  # strided
+        bits = x.view(_UNSIGNED[x.dtype.size])  # same buffer; NumPy has no bfloat16
+        mx.eval(bits)
+        return np.asarray(memoryview(bits))
 
 
 def input_overlapping_pools(inputs: dict, k_pool, v_pool) -> tuple[str, str] | None:

@@ -178,7 +178,7 @@ static void launch_dtype(int dtype, bool pool, const Launch& L, int threads) {
 #define RP_LAUNCH(DType) \
   (pool ? launch<DType, FHq, FHkv, FD, FRD, FNEOX, true> : launch<DType, FHq, FHkv, FD, FRD, FNEOX, false>)(L, threads)
   if (dtype == 0) RP_LAUNCH(float);
-  if (dtype == 1) RP_LAUNCH(_Float16);
+  if (dtype == 1) RP_LAUNCH(rp_float16);
   if (dtype == 2) RP_LAUNCH(rp_bfloat16);
 #undef RP_LAUNCH
 }
@@ -198,7 +198,7 @@ void ropepool_emulate(int dtype, int write_pool, int reverse, rp_uint grid, rp_u
                       int D, int RD, int NEOX) {
   const Shape run{Hq, Hkv, D, RD, NEOX};
   if (dtype == 0) RP_DISPATCH(float);
-  if (dtype == 1) RP_DISPATCH(_Float16);
+  if (dtype == 1) RP_DISPATCH(rp_float16);
   if (dtype == 2) RP_DISPATCH(rp_bfloat16);
 }
 #endif  // ROPEPOOL_SHAPE

@@ -6,8 +6,8 @@ with neither. The C++ driver (``driver.cpp``, the same file that is the "cpu" ba
 and its ``ropepool_emulate`` runs every thread of the grid one at a time, cos and sin computed
 per thread as the GPUs do: whole blocks of :data:`ropepool.kernels.source.BLOCK` threads, as
 CUDA launches them, so the edge guard is exercised; optionally in reverse order, since a
-race-free kernel must not care. ``cpu.h`` maps the names (float16 is ``_Float16``; bfloat16 is
-bit manipulation with round-to-nearest-even, as MLX rounds).
+race-free kernel must not care. ``cpu.h`` maps the names (float16 and bfloat16 are their bits, converted with
+round-to-nearest-even, as MLX rounds).
 
 Every output buffer sits between two guard regions of known bytes
 (:data:`GUARD_BYTE`), and q_rot/k_rot start poisoned (all bits set: NaN), so an element
