@@ -107,8 +107,10 @@ def rope_pool_inplace(backend: str, q, k, v, positions, slots, k_pool, v_pool, *
         mx.synchronize()  # queued MLX work that reads a pool finishes before its rows change
     if host_slots is None:  # check_values=False: duplicates possible, the last token wins
         host_slots = drop_overwritten(host.host_memory(slots, np.int32), k_pool.shape[0])
+        slots = host_slots.astype(np.int32)
+    # else: validation read the slots and refused duplicates: host_slots holds slots' values
     if backend == "cpu":
-        rows = (v, host_slots.astype(np.int32), k_pool, v_pool)
+        rows = (v, slots, k_pool, v_pool)
         q_rot, k_rot = host.rope_rows_host(q, k, positions, rope=rope, pools=rows)
         return q_rot, k_rot, k_pool, v_pool
     q_rot, k_rot = rotate_qk(to_mx(q), to_mx(k), to_mx(positions), rope)

@@ -153,6 +153,8 @@ def validate(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_head
 def _validate_argument_types(**arguments) -> None:
     """The plain arguments' types, as SGLang's binding takes them: ints for the sizes, bools for the flags."""
     for name, value in arguments.items():
+        if type(value) is (bool if name in ("check_values", "inplace") else int):  # the common case, cheaply
+            continue
         flag = name in ("check_values", "inplace")
         if flag:
             ok, kind, hint = isinstance(value, (bool, np.bool_)), "a bool", f"pass {name}=True or {name}=False."

@@ -154,12 +154,21 @@ def default_threads() -> int:
     return max(1, min(n, 8))
 
 
-@lru_cache(maxsize=64)
+_TABLES: dict = {}  # id(rope) -> (rope, tables): hashing a Rope hashes its inv_freq tuple
+
+
 def _tables(rope: Rope) -> tuple[np.ndarray, np.ndarray, int, int]:
     """inv_freq float32 ``[RD/2]`` and cos_sin_scale float32 ``[1]``, as the kernel reads them,
-    and their addresses."""
+    and their addresses; kept per Rope object (the op's come from ``rope_table``'s cache)."""
+    hit = _TABLES.get(id(rope))
+    if hit is not None and hit[0] is rope:
+        return hit[1]
     inv_freq, scale = np.ascontiguousarray(rope.inv_freq32()), np.array([rope.scale], np.float32)
-    return inv_freq, scale, inv_freq.ctypes.data, scale.ctypes.data
+    tables = inv_freq, scale, inv_freq.__array_interface__["data"][0], scale.__array_interface__["data"][0]
+    if len(_TABLES) >= 64:
+        _TABLES.clear()
+    _TABLES[id(rope)] = (rope, tables)
+    return tables
 
 
 def host_memory(x, storage) -> np.ndarray:
@@ -202,12 +211,12 @@ def rope_rows_host(q, k, positions, *, rope_base: float | None = None, rope: Rop
         lazy = [x for x in arrays if isinstance(x, mx.array)]
         if lazy:
             mx.eval(*lazy)
-        mem = [host_memory(x, np.int32 if n in (2, 4) else storage) for n, x in enumerate(arrays)]  # alive: the call
+        mem = [_buffer(x, np.int32 if n in (2, 4) else storage) for n, x in enumerate(arrays)]  # alive: the call
         if out is not None:  # one buffer for both outputs
             q_rot_at = _address(out)
             k_rot_at = q_rot_at + q_rot.nbytes
         else:
-            q_rot_at, k_rot_at = (_address(host_memory(x, storage)) for x in (q_rot, k_rot))
+            q_rot_at, k_rot_at = (_address(_buffer(x, storage)) for x in (q_rot, k_rot))
         pool_args = (0, None, None, None, None, 0)
         if pools is not None:
             if not all(m.size == p.size and m.flags.writeable for m, p in zip(mem[5:], pools[2:])):
@@ -221,8 +230,22 @@ def rope_rows_host(q, k, positions, *, rope_base: float | None = None, rope: Rop
     return _to_mx(q_rot, q.dtype), _to_mx(k_rot, q.dtype)
 
 
+_c_char_from_buffer, _addressof = ctypes.c_char.from_buffer, ctypes.addressof
+
+
 def _address(x: np.ndarray) -> int:
-    return x.__array_interface__["data"][0]
+    """The address of ``x``'s first byte (row-contiguous ``x``)."""
+    try:
+        return _addressof(_c_char_from_buffer(x))  # a third of __array_interface__'s cost
+    except (TypeError, ValueError):  # read-only or empty
+        return x.__array_interface__["data"][0]
+
+
+def _buffer(x, storage) -> np.ndarray:
+    """``x``'s memory, row-contiguous, as a NumPy array the kernel reads (see :func:`host_memory`)."""
+    if isinstance(x, np.ndarray):
+        return np.ascontiguousarray(x)  # x itself when it is row-contiguous
+    return host_memory(x, storage)
 
 
 #: From this size of q_rot on, the kernel writes into buffers MLX allocates rather than copying
