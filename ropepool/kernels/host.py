@@ -8,8 +8,8 @@ the emulator's results). Libraries live in the private kernel cache (:mod:`ropep
 
 Which shapes are specialised: one library runs every shape with its sizes read at run time;
 the first call with a new (Hq, Hkv, D, rotary_dim, pairing) starts a build, in a background
-thread, of a library with those sizes compiled in (the compiler then vectorises the rows, 2-5x
-faster), and calls use it once it is there (:func:`specialise` builds one and waits). Both give
+thread, of a library with those sizes compiled in (the compiler then vectorises the rows), and
+calls use it once it is there (:func:`specialise` builds one and waits). Both give
 the same bits. ``python -m ropepool build-kernels`` (``make lab``, ``make test``, ``doctor``)
 builds the run-time library ahead, so no call waits for a compiler after set-up.
 
