@@ -18,12 +18,12 @@ $(STAMP): pyproject.toml
 kernels: setup
 	$(PY) -m ropepool build-kernels
 
-lab: kernels
+lab: setup kernels
 	$(PY) -m ropepool lab
 
 # Unit tests, every notebook (nbmake) and the browser test, two workers.
 # -rs prints why anything was skipped (e.g. the browser test without /usr/bin/chromium).
-test: kernels
+test: setup kernels
 	$(PY) -m pytest -n 2 -rs --nbmake tests notebooks
 
 doctor: setup

@@ -3,11 +3,10 @@
 By default ``rope_pool_fused`` leaves the pools it is given alone and returns new ones (MLX
 reuses their buffers when the caller rebinds them, so that costs O(T) too). With
 ``inplace=True`` it writes k_rot and v into the rows ``slots[t]`` of the very pools passed and
-returns those same objects, the way a serving engine's KV cache works. What that buys, measured
-on the 2-core CPU this project is developed on (``python -m ropepool bench``, method
-"ropepool-inplace"): no MLX scatter into the pools, 1.3-1.5x faster at T = 2048; nothing at
-decode, where waiting for MLX's queue (below) costs what the scatter's evaluation saved; and
-NumPy pools written where they are instead of copied (O(P)) into MLX and back.
+returns those same objects, the way a serving engine's KV cache works: no MLX scatter into the
+pools, and NumPy pools written where they are (the default call copies each once, O(P)). That is
+the decode path of a serving loop; ``python -m ropepool bench`` times it against the alternatives
+("Decode in place").
 
 What it asks (checked before anything is written: ``inplace_unsupported`` in the catalog):
 
