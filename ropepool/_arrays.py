@@ -40,8 +40,10 @@ def native(x):
     """``x`` as the op reads it: a NumPy array in native byte order, row-contiguous and aligned
     (a copy when it is not: ``x[::-1]``, ``np.broadcast_to``, dtype ``'>f4'``); an mx.array as is.
     Never a reinterpretation of the bytes."""
-    if isinstance(x, np.ndarray) and not (x.dtype.isnative and x.flags.c_contiguous and x.flags.aligned):
-        return np.ascontiguousarray(x, dtype=x.dtype.newbyteorder("="))
+    if isinstance(x, np.ndarray):
+        flags = x.flags  # a new object on every access
+        if not (x.dtype.isnative and flags.c_contiguous and flags.aligned):
+            return np.ascontiguousarray(x, dtype=x.dtype.newbyteorder("="))
     return x
 
 

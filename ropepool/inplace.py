@@ -40,13 +40,14 @@ INPLACE_BACKENDS = ("cpu", "mlx")
 def pool_problem(pool) -> str | None:
     """Why ``pool`` cannot be written in place, or None if it can."""
     if isinstance(pool, np.ndarray):
-        if not pool.flags.writeable:
+        flags = pool.flags  # a new object on every access
+        if not flags.writeable:
             return "a read-only NumPy array"
-        if not pool.flags.c_contiguous:
+        if not flags.c_contiguous:
             return "a strided (not row-contiguous) NumPy view"
         if not pool.dtype.isnative:
             return f"a NumPy array in non-native byte order ({pool.dtype.str})"
-        if not pool.flags.aligned:
+        if not flags.aligned:
             return "a NumPy array whose memory is not aligned to its dtype"
         return None
     if mx.default_device() != mx.cpu:
@@ -60,8 +61,15 @@ def _bytes(pool) -> np.ndarray:
     return pool.reshape(-1).view(np.uint8) if isinstance(pool, np.ndarray) else np.frombuffer(pool, np.uint8)
 
 
+def _owns_memory(x) -> bool:
+    """A NumPy array that owns its allocation: no other such array shares any of it."""
+    return isinstance(x, np.ndarray) and x.flags.owndata
+
+
 def pools_overlap(k_pool, v_pool) -> bool:
     """Whether the two (writable, row-contiguous) pools share any memory."""
+    if k_pool is not v_pool and _owns_memory(k_pool) and _owns_memory(v_pool):
+        return False
     return bool(np.may_share_memory(_bytes(k_pool), _bytes(v_pool)))
 
 
@@ -84,9 +92,10 @@ def _memory(x) -> np.ndarray:
 def input_overlapping_pools(inputs: dict, k_pool, v_pool) -> tuple[str, str] | None:
     """``(input name, pool name)`` of the first input sharing memory with a pool, or None."""
     pools = {"k_pool": _memory(k_pool), "v_pool": _memory(v_pool)}
+    own = _owns_memory(k_pool) and _owns_memory(v_pool)
     for name, x in inputs.items():
-        if x.size == 0:
-            continue
+        if x.size == 0 or (own and x is not k_pool and x is not v_pool and _owns_memory(x)):
+            continue  # separate allocations cannot overlap
         mem = _memory(x)
         for pool_name, pool in pools.items():
             if np.may_share_memory(mem, pool):

@@ -81,7 +81,7 @@ ShapeKey = tuple
 
 
 def shape_key(Hq: int, Hkv: int, D: int, rope: Rope) -> ShapeKey:
-    return (int(Hq), int(Hkv), int(D), int(rope.rotary_dim), bool(rope.is_neox))
+    return (Hq, Hkv, D, rope.rotary_dim, rope.is_neox)
 
 
 def _specialised_library(key: ShapeKey) -> ctypes.CDLL:
