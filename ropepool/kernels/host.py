@@ -256,11 +256,10 @@ DIRECT_BYTES = 4 << 20
 
 
 def _outputs(q, k, storage):
-    """``(q_rot, k_rot, buffer)``: views of one NumPy buffer (NumPy q, or small), or MLX's own
-    arrays (large; buffer None)."""
+    """``(q_rot, k_rot, None)``: NumPy buffers (NumPy q, or small), or MLX's own arrays (large)."""
     if isinstance(q, np.ndarray) or q.nbytes < DIRECT_BYTES:
-        out = np.empty(q.size + k.size, storage)
-        return out[:q.size].reshape(q.shape), out[q.size:].reshape(k.shape), out
+        q_rot, k_rot = np.empty(q.shape, storage), np.empty(k.shape, storage)
+        return q_rot, k_rot, None
     q_rot, k_rot = mx.zeros(q.shape, q.dtype), mx.zeros(k.shape, k.dtype)
     mx.eval(q_rot, k_rot)
     for x in (q_rot, k_rot):  # a fresh, plain buffer of x.size elements (not a broadcast scalar)
