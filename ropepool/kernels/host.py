@@ -204,7 +204,7 @@ def rope_rows_host(q, k, positions, *, rope_base: float | None = None, rope: Rop
     rope = rope or plain(D, rope_base)
     name = dtype_name(q)
     storage = STORAGE[name]
-    q_rot, k_rot, out = _outputs(q, k, storage)
+    q_rot, k_rot = _outputs(q, k, storage)
     if T:
         fn = kernel(shape_key(Hq, Hkv, D, rope)) if allow_fixed else _library().ropepool_rope
         arrays = [q, k, positions] if pools is None else [q, k, positions, *pools]
@@ -212,11 +212,7 @@ def rope_rows_host(q, k, positions, *, rope_base: float | None = None, rope: Rop
         if lazy:
             mx.eval(*lazy)
         mem = [_buffer(x, np.int32 if n in (2, 4) else storage) for n, x in enumerate(arrays)]  # alive: the call
-        if out is not None:  # one buffer for both outputs
-            q_rot_at = _address(out)
-            k_rot_at = q_rot_at + q_rot.nbytes
-        else:
-            q_rot_at, k_rot_at = (_address(_buffer(x, storage)) for x in (q_rot, k_rot))
+        q_rot_at, k_rot_at = (_address(_buffer(x, storage)) for x in (q_rot, k_rot))
         pool_args = (0, None, None, None, None, 0)
         if pools is not None:
             if not all(m.size == p.size and m.flags.writeable for m, p in zip(mem[5:], pools[2:])):
@@ -256,16 +252,15 @@ DIRECT_BYTES = 4 << 20
 
 
 def _outputs(q, k, storage):
-    """``(q_rot, k_rot, None)``: NumPy buffers (NumPy q, or small), or MLX's own arrays (large)."""
+    """Memory for q_rot and k_rot: NumPy buffers (NumPy q, or small) or MLX's own (large)."""
     if isinstance(q, np.ndarray) or q.nbytes < DIRECT_BYTES:
-        q_rot, k_rot = np.empty(q.shape, storage), np.empty(k.shape, storage)
-        return q_rot, k_rot, None
+        return np.empty(q.shape, storage), np.empty(k.shape, storage)
     q_rot, k_rot = mx.zeros(q.shape, q.dtype), mx.zeros(k.shape, k.dtype)
     mx.eval(q_rot, k_rot)
     for x in (q_rot, k_rot):  # a fresh, plain buffer of x.size elements (not a broadcast scalar)
         if not (memoryview(x).c_contiguous and memoryview(x).nbytes == x.nbytes):
             raise RuntimeError("MLX did not allocate q_rot/k_rot as plain buffers; use backend='mlx'")
-    return q_rot, k_rot, None
+    return q_rot, k_rot
 
 
 #: bfloat16 outputs of up to this many elements are handed to MLX evaluated (see :func:`_to_mx`).
