@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.ropepool-installed
 
-.PHONY: setup model lab test doctor bench clean
+.PHONY: setup model kernels lab test doctor bench clean
 
 setup: $(STAMP) model
 
@@ -19,13 +19,17 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e ".[test]"
 	touch $@
 
+# The C++ kernel libraries, built ahead so that no notebook or test waits for a compiler.
+kernels: setup
+	$(PY) -m ropepool build-kernels
+
 # lab: JupyterLab on workspace/, your copy of notebooks/ (git-ignored, made once, kept; see README).
-lab: setup
+lab: setup kernels
 	$(PY) -m ropepool lab
 
 # Unit tests, every notebook (nbmake) and the browser test, two workers.
 # -rs prints why anything was skipped (e.g. the browser test without /usr/bin/chromium).
-test: setup
+test: setup kernels
 	$(PY) -m pytest -n 2 -rs --nbmake tests notebooks
 
 doctor: setup

@@ -20,6 +20,7 @@ def is_array(x) -> bool:
 
 
 _MX_DTYPE_NAMES: dict = {}
+_NP_DTYPE_NAMES: dict = {}  # NumPy's dtype.name is computed in Python on every access
 
 
 def dtype_name(x) -> str:
@@ -29,15 +30,20 @@ def dtype_name(x) -> str:
         if name is None:  # first sight of this dtype: remember its name (a per-call cost at decode)
             name = _MX_DTYPE_NAMES[x.dtype] = str(x.dtype).rsplit(".", 1)[-1]
         return name
-    return x.dtype.name
+    name = _NP_DTYPE_NAMES.get(x.dtype)
+    if name is None:
+        name = _NP_DTYPE_NAMES[x.dtype] = x.dtype.name
+    return name
 
 
 def native(x):
     """``x`` as the op reads it: a NumPy array in native byte order, row-contiguous and aligned
     (a copy when it is not: ``x[::-1]``, ``np.broadcast_to``, dtype ``'>f4'``); an mx.array as is.
     Never a reinterpretation of the bytes."""
-    if isinstance(x, np.ndarray) and not (x.dtype.isnative and x.flags.c_contiguous and x.flags.aligned):
-        return np.ascontiguousarray(x, dtype=x.dtype.newbyteorder("="))
+    if isinstance(x, np.ndarray):
+        flags = x.flags  # a new object on every access
+        if not (x.dtype.isnative and flags.c_contiguous and flags.aligned):
+            return np.ascontiguousarray(x, dtype=x.dtype.newbyteorder("="))
     return x
 
 

@@ -3,11 +3,10 @@
 By default ``rope_pool_fused`` leaves the pools it is given alone and returns new ones (MLX
 reuses their buffers when the caller rebinds them, so that costs O(T) too). With
 ``inplace=True`` it writes k_rot and v into the rows ``slots[t]`` of the very pools passed and
-returns those same objects, the way a serving engine's KV cache works. What that buys, measured
-on the 2-core CPU this project is developed on (``python -m ropepool bench``, method
-"ropepool-inplace"): no MLX scatter into the pools, 1.3-1.5x faster at T = 2048; nothing at
-decode, where waiting for MLX's queue (below) costs what the scatter's evaluation saved; and
-NumPy pools written where they are instead of copied (O(P)) into MLX and back.
+returns those same objects, the way a serving engine's KV cache works: no MLX scatter into the
+pools, and NumPy pools written where they are (the default call copies each once, O(P)). That is
+the decode path of a serving loop; ``python -m ropepool bench`` times it against the alternatives
+("Decode in place").
 
 What it asks (checked before anything is written: ``inplace_unsupported`` in the catalog):
 
@@ -41,13 +40,14 @@ INPLACE_BACKENDS = ("cpu", "mlx")
 def pool_problem(pool) -> str | None:
     """Why ``pool`` cannot be written in place, or None if it can."""
     if isinstance(pool, np.ndarray):
-        if not pool.flags.writeable:
+        flags = pool.flags  # a new object on every access
+        if not flags.writeable:
             return "a read-only NumPy array"
-        if not pool.flags.c_contiguous:
+        if not flags.c_contiguous:
             return "a strided (not row-contiguous) NumPy view"
         if not pool.dtype.isnative:
             return f"a NumPy array in non-native byte order ({pool.dtype.str})"
-        if not pool.flags.aligned:
+        if not flags.aligned:
             return "a NumPy array whose memory is not aligned to its dtype"
         return None
     if mx.default_device() != mx.cpu:
@@ -61,8 +61,15 @@ def _bytes(pool) -> np.ndarray:
     return pool.reshape(-1).view(np.uint8) if isinstance(pool, np.ndarray) else np.frombuffer(pool, np.uint8)
 
 
+def _owns_memory(x) -> bool:
+    """A NumPy array that owns its allocation: no other such array shares any of it."""
+    return isinstance(x, np.ndarray) and x.flags.owndata
+
+
 def pools_overlap(k_pool, v_pool) -> bool:
     """Whether the two (writable, row-contiguous) pools share any memory."""
+    if k_pool is not v_pool and _owns_memory(k_pool) and _owns_memory(v_pool):
+        return False
     return bool(np.may_share_memory(_bytes(k_pool), _bytes(v_pool)))
 
 
@@ -73,17 +80,22 @@ def _memory(x) -> np.ndarray:
     """A NumPy view of the memory of ``x`` (mx.array evaluated, any strides), for overlap tests."""
     if isinstance(x, np.ndarray):
         return x
-    bits = x.view(_UNSIGNED[x.dtype.size])  # same buffer; NumPy has no bfloat16
-    mx.eval(bits)
-    return np.asarray(memoryview(bits))
+    mx.eval(x)
+    try:  # a row-contiguous array's bytes, through the buffer protocol: no new graph node to evaluate
+        return np.frombuffer(x, np.uint8)
+    except (BufferError, ValueError, TypeError):  # strided
+        bits = x.view(_UNSIGNED[x.dtype.size])  # same buffer; NumPy has no bfloat16
+        mx.eval(bits)
+        return np.asarray(memoryview(bits))
 
 
 def input_overlapping_pools(inputs: dict, k_pool, v_pool) -> tuple[str, str] | None:
     """``(input name, pool name)`` of the first input sharing memory with a pool, or None."""
     pools = {"k_pool": _memory(k_pool), "v_pool": _memory(v_pool)}
+    own = _owns_memory(k_pool) and _owns_memory(v_pool)
     for name, x in inputs.items():
-        if x.size == 0:
-            continue
+        if x.size == 0 or (own and x is not k_pool and x is not v_pool and _owns_memory(x)):
+            continue  # separate allocations cannot overlap
         mem = _memory(x)
         for pool_name, pool in pools.items():
             if np.may_share_memory(mem, pool):
@@ -103,8 +115,10 @@ def rope_pool_inplace(backend: str, q, k, v, positions, slots, k_pool, v_pool, *
         mx.synchronize()  # queued MLX work that reads a pool finishes before its rows change
     if host_slots is None:  # check_values=False: duplicates possible, the last token wins
         host_slots = drop_overwritten(host.host_memory(slots, np.int32), k_pool.shape[0])
+        slots = host_slots.astype(np.int32)
+    # else: validation read the slots and refused duplicates: host_slots holds slots' values
     if backend == "cpu":
-        rows = (v, host_slots.astype(np.int32), k_pool, v_pool)
+        rows = (v, slots, k_pool, v_pool)
         q_rot, k_rot = host.rope_rows_host(q, k, positions, rope=rope, pools=rows)
         return q_rot, k_rot, k_pool, v_pool
     q_rot, k_rot = rotate_qk(to_mx(q), to_mx(k), to_mx(positions), rope)

@@ -6,7 +6,7 @@ import numpy as np
 
 from ._arrays import native, to_mx, to_numpy
 from .backends import resolve
-from .inplace import rope_pool_inplace
+from .inplace import INPLACE_BACKENDS, rope_pool_inplace
 from .rope import rope_table
 from .validation import validate
 
@@ -48,8 +48,10 @@ def rope_pool_fused(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_
     (q_rot ``[T, Hq, D]``, k_rot ``[T, Hkv, D]``, k_pool_new, v_pool_new ``[P, Hkv, D]``), of the
     kind of q (mx.array or NumPy). Pool rows no token writes keep their bits. Unless
     ``inplace``, the pools passed are not mutated: rebind mx.array pools (``k_pool = k_pool_new``)
-    so MLX can reuse their buffers (O(T) a call); NumPy pools are copied in and out, O(P). With
-    ``inplace``, k_pool_new and v_pool_new are the pools passed, written in place.
+    so MLX can reuse their buffers (O(T) a call); NumPy pools are copied once each (O(P): NumPy
+    cannot hand a buffer over) and the rows written into the copies. With ``inplace``,
+    k_pool_new and v_pool_new are the pools passed, written in place, O(T): the call to use
+    for NumPy pools in a decode loop.
 
     Raises
     ------
@@ -76,8 +78,18 @@ def rope_pool_fused(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_
     q, k, v, positions, slots = (native(x) for x in (q, k, v, positions, slots))  # any NumPy layout or byte order
     if inplace:
         return rope_pool_inplace(name, q, k, v, positions, slots, k_pool, v_pool, rope=rope, host_slots=host_slots)
+    if name in INPLACE_BACKENDS and all(isinstance(x, np.ndarray) for x in (q, k_pool, v_pool)):
+        # NumPy in, NumPy out: one copy of each pool (the caller's stay as they were), rows written into it
+        k_new, v_new = (_fresh_copy(p) for p in (k_pool, v_pool))
+        return rope_pool_inplace(name, q, k, v, positions, slots, k_new, v_new, rope=rope, host_slots=host_slots)
     args = [to_mx(native(x)) for x in (q, k, v, positions, slots, k_pool, v_pool)]
     out = impl(*args, rope=rope, host_slots=host_slots)
     if isinstance(q, np.ndarray):
         return tuple(to_numpy(o) for o in out)
     return out
+
+
+def _fresh_copy(pool: np.ndarray) -> np.ndarray:
+    """A row-contiguous, native-order copy of a NumPy pool that nothing else references."""
+    out = native(pool)
+    return out.copy() if np.may_share_memory(out, pool) else out

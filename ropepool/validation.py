@@ -153,6 +153,8 @@ def validate(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_head
 def _validate_argument_types(**arguments) -> None:
     """The plain arguments' types, as SGLang's binding takes them: ints for the sizes, bools for the flags."""
     for name, value in arguments.items():
+        if type(value) is (bool if name in ("check_values", "inplace") else int):  # the common case, cheaply
+            continue
         flag = name in ("check_values", "inplace")
         if type(value) is (bool if flag else int):  # the common call: no ABC checks (a decode-loop cost)
             continue
@@ -217,6 +219,9 @@ def _validate_inplace(k_pool, v_pool) -> None:
 def _validate_values(pos: np.ndarray, slots: np.ndarray, pool_rows: int) -> None:
     if pos.size == 0:
         return
+    if pos.size == 1:  # decode: plain Python comparisons beat NumPy's per-call cost
+        if 0 <= int(pos[0]) < MAX_POSITION and int(slots[0]) < pool_rows:
+            return
     # Fast path, one pass of min/max and a sort (the common decode call pays only this).
     written = np.sort(slots[slots >= 0])
     if (pos.min() >= 0 and pos.max() < MAX_POSITION and slots.max() < pool_rows

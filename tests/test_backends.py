@@ -24,6 +24,8 @@ def test_cpu_status_matches_the_compiler():
     elif mx.default_device() == mx.cpu:
         assert status.available, status.reason
         assert status.reason == "fused kernel compiled by g++ for this CPU, run on MLX's buffers"
+    else:  # a GPU is MLX's default device: the host build would read GPU memory
+        assert not status.available and status.reason.startswith("MLX's default device is")
 
 
 def test_mlx_runs_everywhere():
@@ -36,12 +38,20 @@ def test_metal_status_matches_mlx():
     if not mx.metal.is_available():
         assert not status.available and status.reason.startswith("no Metal back-end on this machine")
         assert str(status).startswith("metal: no Metal back-end on this machine")
+    elif status.available:
+        assert status.reason.startswith("fused kernel through mx.fast.metal_kernel on")
+    else:  # Metal is there: only the kernel's build or self-check can have failed, and it says so
+        assert status.reason.startswith("the fused kernel"), status.reason
 
 
 def test_cuda_status_matches_mlx():
     status = ropepool.available_backends()["cuda"]
     if not mx.cuda.is_available():
         assert not status.available and "no CUDA back-end" in status.reason
+    elif status.available:
+        assert status.reason.startswith("fused kernel through mx.fast.cuda_kernel on")
+    else:  # CUDA is there: only the kernel's build or self-check can have failed, and it says so
+        assert status.reason.startswith("the fused kernel"), status.reason
 
 
 def test_auto_is_best_available():

@@ -115,3 +115,16 @@ def test_docstring_example_runs():
 
     result = doctest.testmod(ropepool.cli.bench)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_decode_checks_say_hit_or_miss_against_the_issue_targets():
+    from ropepool.cli.bench import Timing, decode_checks
+
+    def t(method, ms, dtype="float16"):
+        return Timing(method, dtype, 1, 4096, ms, ms, 10)
+
+    rows = [t("ropepool-inplace", 0.10), t("mx.fast.rope", 0.11), t("ropepool-inplace-np", 0.05), t("numpy", 0.06),
+            t("ropepool-inplace", 0.10, "bfloat16"), t("mx.fast.rope", 0.13, "bfloat16")]
+    checks = decode_checks(rows)
+    assert [ok for _, ok in checks] == [True, False, True]  # bfloat16 mx; float16 mx (1.1x), NumPy (1.2x)
+    assert checks[1][0].startswith("float16   mx inputs:    1.10x faster")

@@ -101,9 +101,21 @@ def test_a_gpu_kernel_backend_is_refused_for_inplace(monkeypatch):
 
 
 def test_numpy_pools_are_written_not_copied():
-    """The default call copies NumPy pools into MLX and back (O(P)); in place they stay where they are."""
+    """The default call copies NumPy pools once (O(P)); in place they stay where they are."""
     kw = make_inputs(Shapes(1, 32, 8, 128, 4096), "float16", kind="numpy", slots=[4095])
     k_pool = kw["k_pool"]
     _, k_rot, out, _ = rope_pool_fused(**kw, inplace=True)
     assert out is k_pool and np.shares_memory(out, k_pool)
     np.testing.assert_array_equal(k_pool[4095], k_rot[0])
+
+
+def test_the_default_call_on_numpy_pools_returns_new_pools_and_leaves_the_passed_ones(backend):
+    kw = make_inputs(Shapes(3, 8, 2, 16, 10), "float16", kind="numpy", slots=[4, -1, 9])
+    before = [kw["k_pool"].copy(), kw["v_pool"].copy()]
+    _, k_rot, k_pool, v_pool = rope_pool_fused(**kw, backend=backend)
+    for new, old, passed in zip((k_pool, v_pool), before, (kw["k_pool"], kw["v_pool"])):
+        assert isinstance(new, np.ndarray) and not np.shares_memory(new, passed)
+        np.testing.assert_array_equal(passed, old)  # not mutated
+        np.testing.assert_array_equal(new[[0, 1, 2, 3, 5, 6, 7, 8]], old[[0, 1, 2, 3, 5, 6, 7, 8]])
+    np.testing.assert_array_equal(k_pool[[4, 9]], k_rot[[0, 2]])
+    np.testing.assert_array_equal(v_pool[[4, 9]], kw["v"][[0, 2]])

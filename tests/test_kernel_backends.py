@@ -1,6 +1,6 @@
 """The fused kernel's builders and registry entries; its Metal, CUDA and host-CPU runs where they exist."""
 
-import hashlib
+import shutil
 
 import mlx.core as mx
 import numpy as np
@@ -16,10 +16,55 @@ HAS_METAL = mx.metal.is_available()
 HAS_CUDA = hasattr(mx, "cuda") and mx.cuda.is_available()
 
 
-def test_kernel_name_carries_the_hash_of_the_compiled_text():
-    for backend in ("metal", "cuda", "cpu"):
-        digest = hashlib.sha256((source.header(backend) + "\0" + source.body(backend)).encode()).hexdigest()
-        assert source.kernel_name(backend) == f"ropepool_rope_rows_{backend}_{digest[:12]}"
+@pytest.fixture
+def kernel_copy(tmp_path, monkeypatch):
+    """A copy of the kernel's source folder that source.py reads instead of the package's."""
+    folder = tmp_path / "kernels"
+    shutil.copytree(source.KERNEL_DIR, folder, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    monkeypatch.setattr(source, "KERNEL_DIR", folder)
+    source.body.cache_clear(), source.header.cache_clear()
+    yield folder
+    monkeypatch.undo()
+    source.body.cache_clear(), source.header.cache_clear()
+
+
+def _names():
+    source.body.cache_clear(), source.header.cache_clear()
+    return {b: source.kernel_name(b) for b in ("metal", "cuda", "cpu")}
+
+
+def test_kernel_name_changes_with_the_text_it_compiles_and_only_then(kernel_copy):
+    before = _names()
+    assert before == _names()  # the same text, the same names
+    body = kernel_copy / source.BODY_FILE
+    body.write_text(body.read_text().replace("return;", "return ;", 1))  # one byte of the body
+    after_body = _names()
+    assert all(after_body[b] != before[b] for b in before)
+    header = kernel_copy / source.HEADER_FILES["metal"]
+    header.write_text(header.read_text() + "\n")
+    after_header = _names()
+    assert after_header["metal"] != after_body["metal"]
+    assert after_header["cuda"] == after_body["cuda"] and after_header["cpu"] == after_body["cpu"]
+
+
+def test_a_changed_body_is_a_new_driver_library_and_the_old_one_stays(kernel_copy, tmp_path, monkeypatch):
+    """The driver's cache key holds the body it includes: an edit builds anew, the old one is reused."""
+    from ropepool.kernels import emulator
+
+    if emulator.unavailable_reason() is not None:
+        pytest.skip(emulator.unavailable_reason())
+    monkeypatch.setenv("ROPEPOOL_KERNEL_CACHE", str(tmp_path / "cache"))
+    emulator._library.__wrapped__()
+    (first,) = (tmp_path / "cache").glob("ropepool_emulator_*.so")
+    built_at = first.stat().st_mtime_ns
+    body = kernel_copy / source.BODY_FILE
+    original = body.read_text()
+    body.write_text(original + "\n// edited\n")
+    emulator._library.__wrapped__()
+    assert len(list((tmp_path / "cache").glob("ropepool_emulator_*.so"))) == 2
+    body.write_text(original)
+    emulator._library.__wrapped__()  # found in the cache: not rebuilt
+    assert first.stat().st_mtime_ns == built_at and len(list((tmp_path / "cache").glob("*.so"))) == 2
 
 
 def test_kernel_names_differ_between_backends():

@@ -1,33 +1,35 @@
-"""The "cpu" backend: the kernel body (rope_rows.inc) compiled by g++ for this CPU (host.cpp).
+"""The "cpu" backend: the kernel body (rope_rows.inc) run by the C++ driver (driver.cpp), g++ -O3.
 
 Checked against the float64 reference, and bit for bit against the grid emulator (the same
-body, compiled plainly and run one thread at a time): for the shapes compiled in and the
-run-time-shape build, one worker or several, outputs in NumPy or in MLX's own buffers,
-contiguous or not. The op-level properties (pools, slots, NumPy inputs) run on this backend in
+driver built plainly, running one GPU thread at a time): for specialised shapes (sizes compiled
+in on first use) and the run-time-shape build, one worker or several, outputs in NumPy or in
+MLX's own buffers, contiguous or not. The op-level properties (pools, slots, NumPy inputs) run on this backend in
 test_properties.py and test_mlx_path.py through the ``backend`` fixture.
 """
 
 import re
+import threading
+import time
 
 import mlx.core as mx
 import numpy as np
+import pytest
 
 from ropepool.rope import rope_table
-import pytest
 
 import ropepool
 from ropepool import Shapes, make_inputs, rope_pool_fused
 from ropepool.kernels import emulator, host, source
-from ropepool.models import preset, preset_names
 from ropepool.tolerance import error_ratio
 
 pytestmark = pytest.mark.skipif(host.unavailable_reason() is not None, reason=str(host.unavailable_reason()))
 
 DTYPES = ["float32", "float16", "bfloat16"]
-# (name, T, Hq, Hkv, D): why each row is here is in its name.
+# (name, T, Hq, Hkv, D): why each row is here is in its name; "specialised" rows also run a
+# build with their sizes compiled in.
 CASES = [
-    ("llama3-compiled-in", 5, 32, 8, 128),
-    ("falcon-mqa-compiled-in", 3, 71, 1, 64),
+    ("llama3-specialised", 5, 32, 8, 128),
+    ("falcon-mqa-specialised", 3, 71, 1, 64),
     ("mha-runtime", 5, 4, 4, 8),
     ("d2-runtime", 4, 2, 1, 2),
     ("d6-odd-half-runtime", 37, 3, 1, 6),
@@ -58,17 +60,12 @@ def emulated(q, k, positions, dtype):
     return as_bits(run.q_rot), as_bits(run.k_rot)
 
 
-def test_the_body_uses_the_thread_index_only_as_host_cpp_supports():
-    """host.cpp's rp_gid defines exactly gid % HALF, gid / HALF and gid >= T * H * HALF."""
+def test_the_body_uses_the_thread_index_only_as_the_driver_supports():
+    """driver.cpp's rp_gid defines exactly gid % HALF, gid / HALF and gid >= T * H * HALF."""
     body = (source.KERNEL_DIR / source.BODY_FILE).read_text()
     code = "\n".join(line.split("//")[0] for line in body.splitlines())  # comments dropped
     uses = re.findall(r"\bgid\b[^;)]*", code)
     assert sorted(u.strip() for u in uses) == ["gid % HALF", "gid / HALF", "gid >= T * H * HALF"]
-
-
-def test_every_preset_shape_is_compiled_in():
-    want = {(p.num_qo_heads, p.num_kv_heads, p.head_dim) for p in map(preset, preset_names())}
-    assert set(host.fixed_shapes()) == want
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -79,7 +76,9 @@ def test_matches_reference_and_emulator_bit_for_bit(name, T, Hq, Hkv, D, dtype):
     ref_q, ref_k, _, _ = ropepool.rope_pool_reference(q, k, k, positions, mx.full((T,), -1, mx.int32),
                                                       mx.zeros((1, Hkv, D), q.dtype), mx.zeros((1, Hkv, D), q.dtype),
                                                       rope_base=10000.0)
-    for allow_fixed in (True, False):  # the compiled-in shape and the run-time build agree
+    if "specialised" in name:
+        host.specialise(host.shape_key(Hq, Hkv, D, rope_table(D, 10000.0)))
+    for allow_fixed in (True, False):  # the specialisation (where built) and the run-time build agree
         q_rot, k_rot = host.rope_rows_host(q, k, positions, rope_base=10000.0, allow_fixed=allow_fixed)
         assert q_rot.dtype == q.dtype and q_rot.shape == q.shape and k_rot.shape == k.shape
         np.testing.assert_array_equal(storage_bits(q_rot), want_q)
@@ -90,23 +89,52 @@ def test_matches_reference_and_emulator_bit_for_bit(name, T, Hq, Hkv, D, dtype):
         assert error_ratio(f64(k_rot), ref_k, f64(k), pos, dtype) <= 1
 
 
-def test_the_compiled_in_shapes_are_the_ones_that_run_specialised():
-    lib = host._library()
-    no_pools = (0, None, None, None, None, 0)
+def _run_entry(fn, Hq, Hkv, D, rope):
+    """Call a library's ropepool_rope directly on T = 2 float32 tokens; (its answer, q_rot, k_rot)."""
+    arrays = [np.array(a) for a in inputs(2, Hq, Hkv, D, "float32")]  # q, k, positions
+    q_rot, k_rot = np.full_like(arrays[0], np.nan), np.full_like(arrays[1], np.nan)
+    ptrs = [a.ctypes.data for a in (*arrays, *host._tables(rope)[:2], q_rot, k_rot)]
+    ran = fn(0, 2, Hq, Hkv, D, rope.rotary_dim, int(rope.is_neox), *ptrs, 1, 0, None, None, None, None, 0)
+    return ran, q_rot, k_rot
 
-    def run(Hq, Hkv, D, allow_fixed, **variant):
-        rope = rope_table(D, 10000.0, **variant)
-        arrays = [np.array(a) for a in inputs(2, Hq, Hkv, D, "float32")]  # q, k, positions
-        q_rot, k_rot = np.empty_like(arrays[0]), np.empty_like(arrays[1])
-        ptrs = [a.ctypes.data for a in (*arrays, *host._tables(rope), q_rot, k_rot)]
-        return lib.ropepool_host_rope(0, 2, Hq, Hkv, D, rope.rotary_dim, int(rope.is_neox), *ptrs, 1, allow_fixed,
-                                      *no_pools)
 
-    assert run(32, 8, 128, allow_fixed=1) == 1  # Llama-3-8B: a preset's shape
-    assert run(32, 8, 128, allow_fixed=0) == 0  # asked for the run-time build
-    assert run(4, 2, 16, allow_fixed=1) == 0  # no preset has this shape
-    assert run(32, 8, 128, allow_fixed=1, rotary_dim=64) == 0  # the compiled-in shapes rotate whole heads
-    assert run(32, 8, 128, allow_fixed=1, is_neox=False) == 0  # with NeoX pairs
+# Shapes no other test uses, so that this process has not specialised them yet.
+NEW_SHAPES = [
+    ("gptj-partial", 5, 1, 12, dict(rotary_dim=8, is_neox=False)),
+    ("neox-partial", 3, 3, 20, dict(rotary_dim=12)),
+]
+
+
+@pytest.mark.parametrize("name,Hq,Hkv,D,variant", NEW_SHAPES, ids=[c[0] for c in NEW_SHAPES])
+def test_a_new_shape_is_specialised_after_its_first_use_with_the_same_bits(name, Hq, Hkv, D, variant):
+    rope = rope_table(D, 10000.0, **variant)
+    key = host.shape_key(Hq, Hkv, D, rope)
+    assert not host.specialised(key)
+    q, k, positions = inputs(4, Hq, Hkv, D, "bfloat16", seed=2)
+    first = host.rope_rows_host(q, k, positions, rope=rope)  # the run-time build; starts the specialisation
+    deadline = time.monotonic() + 300
+    while not host.specialised(key) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert host.specialised(key)
+    assert host.kernel(key) is not host._library().ropepool_rope
+    again = host.rope_rows_host(q, k, positions, rope=rope)
+    for a, b in zip(first, again):
+        np.testing.assert_array_equal(storage_bits(a), storage_bits(b))
+    assert _run_entry(host.kernel(key), Hq, Hkv, D, rope)[0] == 1  # the sizes compiled in ran
+
+
+def test_a_specialised_library_runs_its_shape_only():
+    rope = rope_table(16, 10000.0)
+    fn = host.specialise(host.shape_key(4, 2, 16, rope))
+    ran, q_rot, k_rot = _run_entry(fn, 4, 2, 16, rope)
+    want = _run_entry(host._library().ropepool_rope, 4, 2, 16, rope)
+    assert ran == 1 and want[0] == 0  # the run-time build says it ran with run-time sizes
+    np.testing.assert_array_equal(q_rot, want[1])
+    np.testing.assert_array_equal(k_rot, want[2])
+    for other in [(8, 2, 16, rope), (4, 2, 16, rope_table(16, 10000.0, is_neox=False)),
+                  (4, 2, 16, rope_table(16, 10000.0, rotary_dim=8))]:
+        ran, q_rot, k_rot = _run_entry(fn, *other)
+        assert ran == -1 and np.isnan(q_rot).all() and np.isnan(k_rot).all()  # refused, nothing written
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -182,6 +210,22 @@ def test_auto_picks_it_on_a_cpu_only_machine():
     if mx.metal.is_available() or (hasattr(mx, "cuda") and mx.cuda.is_available()):
         pytest.skip("a GPU back-end is preferred here")
     assert ropepool.best_backend() == "cpu"
+
+
+def test_a_shape_whose_specialisation_fails_keeps_the_run_time_build(monkeypatch):
+    def broken(key):
+        raise RuntimeError("compiling failed")
+
+    monkeypatch.setattr(host, "_specialised_library", broken)
+    rope = rope_table(10, 10000.0)
+    key = host.shape_key(2, 2, 10, rope)
+    q, k, positions = inputs(2, 2, 2, 10, "float16", seed=4)
+    first = host.rope_rows_host(q, k, positions, rope=rope)
+    for thread in [t for t in threading.enumerate() if t.name.startswith("ropepool-build")]:
+        thread.join()
+    assert not host.specialised(key) and host.kernel(key) is host._library().ropepool_rope
+    for a, b in zip(first, host.rope_rows_host(q, k, positions, rope=rope)):
+        np.testing.assert_array_equal(storage_bits(a), storage_bits(b))
 
 
 def test_a_failed_build_is_reported_not_raised(monkeypatch):

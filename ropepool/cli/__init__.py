@@ -11,6 +11,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
 
     sub.add_parser("doctor", help="versions, and which backends run here (and why the others don't)")
+    sub.add_parser("build-kernels", help="build the C++ kernel libraries ahead (the 'cpu' backend, the tests' "
+                                         "grid emulator), so that no call waits for a compiler")
 
     lab = sub.add_parser("lab", help="JupyterLab on your working copy of the notebooks (workspace/) at "
                                      "127.0.0.1, behind a token")
@@ -40,6 +42,10 @@ def main(argv: list[str] | None = None) -> int:
         from .doctor import report
 
         print(report())
+    elif args.command == "build-kernels":
+        from .doctor import build_kernels
+
+        build_kernels()
     elif args.command == "lab":
         from .lab import main as lab_main
 

@@ -56,6 +56,19 @@ def _cpu_check() -> str:
             "grid emulator")
 
 
+def build_kernels() -> None:
+    """Build (or find in the kernel cache) the C++ libraries, saying on stdout what is ready.
+
+    A machine without a C++ compiler is not an error: the 'mlx' backend runs there.
+    """
+    from ..kernels import emulator, host
+
+    for what, reason in (("kernel for this CPU (the 'cpu' backend)", host.unavailable_reason),
+                         ("kernel grid emulator (the tests)", emulator.unavailable_reason)):
+        problem = reason()
+        print(f"ropepool: {what}: " + ("ready" if problem is None else f"not built here ({problem})"), flush=True)
+
+
 def report() -> str:
     rows = findings()
     width = max(len(item) for item, _ in rows)

@@ -13,14 +13,15 @@ Files
 ``fused.py``
     ``rope_pool_metal`` and ``rope_pool_cuda``: the reference's signature, through
     ``mx.fast.metal_kernel`` / ``mx.fast.cuda_kernel``, built once and cached.
-``emulator.py``
-    Compiles the very same body with g++ under a grid emulator, for tests without a GPU.
-``host.cpp``, ``host.py``
-    The "cpu" backend: the very same body compiled by g++ for this machine's CPU
-    (``-O3 -march=native``), run on MLX's buffers; the backend ``auto`` picks on a machine
-    without Metal or CUDA but with a C++ compiler.
+``driver.cpp``
+    The one C++ driver of the body, built by g++: as the grid emulator (``emulator.py``: every
+    GPU thread in turn, cos and sin per thread, guard regions around every output; for tests
+    without a GPU) and as the "cpu" backend (``host.py``: ``-O3 -march=native``, tokens over a
+    few threads, cos and sin from a per-(token, pair) table filled by the same function; the
+    backend ``auto`` picks on a machine without Metal or CUDA but with a C++ compiler).
 ``build.py``
-    Compiles C++ once per source hash into the kernel cache (emulator and host build).
+    Compiles C++ once per source hash into the private kernel cache (``python -m ropepool
+    build-kernels`` builds ahead).
 ``nvrtc.py``
     The CUDA text exactly as ``mx.fast.cuda_kernel`` assembles it, compiled by NVIDIA's NVRTC
     (the ``nvidia-cuda-nvrtc`` wheel, no GPU needed): errors, warnings, registers and spills.

@@ -27,7 +27,6 @@ import os
 import shutil
 import stat
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -88,7 +87,8 @@ def shared_library(stem: str, text: str, flags: Sequence[str], depends: Sequence
     text : the C++ source
     flags : compiler flags besides ``-shared -fPIC -o``
     depends : files the source includes; their contents go into the hash
-    announce : printed to stderr before a build that has to run (it takes seconds)
+    announce : printed to stdout before a build that has to run (it takes seconds), and the
+        time it took after; nothing when the library is in the cache
 
     Raises
     ------
@@ -156,7 +156,7 @@ def unavailable(load: Callable[[], object], what: str) -> str | None:
 
 def _compile(cxx: str, text: str, flags: Sequence[str], out: Path, announce: str | None) -> None:
     if announce:
-        print(f"{announce} (once; cached in {out.parent}) ...", file=sys.stderr, flush=True)
+        print(f"{announce} (once; cached in {out.parent}) ...", flush=True)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:  # same file system as out
         src = Path(tmp) / f"{out.stem}.cpp"
@@ -171,4 +171,4 @@ def _compile(cxx: str, text: str, flags: Sequence[str], out: Path, announce: str
         os.replace(built, out)  # atomic: a concurrent process sees no file or a whole one
         os.replace(digest, digest_path(out))  # after the library: a digest never vouches for an older file
     if announce:
-        print(f"... built in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
+        print(f"... built in {time.perf_counter() - start:.1f} s", flush=True)

@@ -20,5 +20,10 @@ template <>
 __device__ inline __nv_bfloat16 rp_from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
 
 // cosf/sinf, not __cosf/__sinf: MLX compiles without fast math, and angles reach 2**24.
-#define RP_COS(x) cosf(x)
-#define RP_SIN(x) sinf(x)
+// The body's hook (rope_rows.inc): cos and sin of pair i's angle for token t, computed per thread.
+#define RP_COS_SIN(t, i, c, s)                                \
+  {                                                           \
+    const float rp_theta = float(positions[t]) * inv_freq[i]; \
+    c = cosf(rp_theta);                                       \
+    s = sinf(rp_theta);                                       \
+  }

@@ -1,18 +1,17 @@
-"""Run the kernel body on the CPU: compiled by g++ under a small grid emulator, called with ctypes.
+"""Run the kernel body on the CPU as a GPU would: the C++ driver's grid emulator, called with ctypes.
 
 This verifies the very text that Metal and CUDA compile (``rope_rows.inc``), on a machine
-with neither. ``cpu.h`` maps the names (float16 is ``_Float16``; bfloat16 is bit
-manipulation with round-to-nearest-even, as MLX rounds), and a loop over thread ids plays
-the grid: whole blocks of :data:`ropepool.kernels.source.BLOCK` threads, as CUDA launches
-them, so the edge guard is exercised; optionally in reverse order, since a race-free kernel
-must not care.
+with neither. The C++ driver (``driver.cpp``, the same file that is the "cpu" backend; see
+:mod:`ropepool.kernels.host`) is built here plainly (``-O1``, 32-bit indices as on the GPUs)
+and its ``ropepool_emulate`` runs every thread of the grid one at a time, cos and sin computed
+per thread as the GPUs do: whole blocks of :data:`ropepool.kernels.source.BLOCK` threads, as
+CUDA launches them, so the edge guard is exercised; optionally in reverse order, since a
+race-free kernel must not care. ``cpu.h`` maps the names (float16 and bfloat16 are their bits, converted with
+round-to-nearest-even, as MLX rounds).
 
 Every output buffer sits between two guard regions of known bytes
 (:data:`GUARD_BYTE`), and q_rot/k_rot start poisoned (all bits set: NaN), so an element
 the kernel forgets, or a byte it writes outside its buffer, shows.
-
-The shared library is built once per source hash in a cache directory
-(:mod:`ropepool.kernels.build`), never in the repository.
 
 Example
 -------
@@ -36,55 +35,25 @@ import numpy as np
 from ..rope import rope_table
 from . import source
 from .build import compiler, shared_library, unavailable
+from .source import DTYPE_CODE, STORAGE, driver_depends, driver_text
 
 GUARD_BYTE = 0xA5
 GUARD_BYTES = 256
 POISON_BYTE = 0xFF  # all bits set: NaN in every float format
 
-#: NumPy storage of each dtype in the emulator (NumPy has no bfloat16: its bits, as uint16).
-STORAGE = {"float32": np.float32, "float16": np.float16, "bfloat16": np.uint16}
-_CPP_TYPE = {"float32": "float", "float16": "_Float16", "bfloat16": "rp_bfloat16"}
-
-_SIGNATURE = """(rp_uint rp_thread_index, const DType* q, const DType* k, const DType* v,
-    const int32_t* positions, const int32_t* slots, const float* inv_freq, const float* cos_sin_scale,
-    const int* positions_shape, const int* k_pool_shape, DType* q_rot, DType* k_rot,
-    DType* k_pool, DType* v_pool, const int Hq, const int Hkv, const int D, const int RD, const bool NEOX)"""
-
-
-def _wrapper() -> str:
-    """The C++ translation unit: cpu.h, the body twice (with and without the pool write), a grid loop."""
-    body = source.body("cpu")
-    parts = [source.header("cpu"), "\n// ---- the kernel body, exactly as the GPU backends compile it ----\n"]
-    parts.append(f"template <typename DType>\nstatic void rope_rows{_SIGNATURE} {{\n{body}\n}}\n")
-    parts.append("#define RP_WRITE_POOL\n")
-    parts.append(f"template <typename DType>\nstatic void rope_rows_pool{_SIGNATURE} {{\n{body}\n}}\n")
-    parts.append("#undef RP_WRITE_POOL\n")
-    for name, ctype in _CPP_TYPE.items():
-        parts.append(f"""
-extern "C" void ropepool_emulate_{name}(int write_pool, int reverse, rp_uint grid, rp_uint block,
-    const void* q, const void* k, const void* v, const int32_t* positions, const int32_t* slots,
-    const float* inv_freq, const float* cos_sin_scale, const int* positions_shape, const int* k_pool_shape,
-    void* q_rot, void* k_rot, void* k_pool, void* v_pool, int Hq, int Hkv, int D, int RD, int NEOX) {{
-  typedef {ctype} DType;
-  const rp_uint launched = (grid + block - 1) / block * block;  // whole blocks, as CUDA launches
-  for (rp_uint n = 0; n < launched; ++n) {{
-    const rp_uint g = reverse ? launched - 1 - n : n;
-    auto f = write_pool ? rope_rows_pool<DType> : rope_rows<DType>;
-    f(g, (const DType*)q, (const DType*)k, (const DType*)v, positions, slots, inv_freq, cos_sin_scale,
-      positions_shape, k_pool_shape, (DType*)q_rot, (DType*)k_rot, (DType*)k_pool, (DType*)v_pool,
-      Hq, Hkv, D, RD, NEOX != 0);
-  }}
-}}
-""")
-    return "".join(parts)
+__all__ = ["emulate", "EmulatorRun", "STORAGE", "unavailable_reason", "compiler"]
 
 
 @lru_cache(maxsize=None)
 def _library() -> ctypes.CDLL:
-    lib = shared_library("ropepool_emulator", _wrapper(), ["-std=c++17", "-O1"])
-    missing = [name for name in _CPP_TYPE if not hasattr(lib, f"ropepool_emulate_{name}")]
-    if missing:
-        raise RuntimeError(f"the cached library has no ropepool_emulate_{missing[0]}: not the one this source builds")
+    lib = shared_library("ropepool_emulator", driver_text(), ["-std=c++17", "-O1", f"-I{source.KERNEL_DIR}"],
+                         driver_depends(), "ropepool: compiling the kernel's grid emulator (for the tests)")
+    if not hasattr(lib, "ropepool_emulate"):
+        raise RuntimeError("the cached library has no ropepool_emulate: not the one this source builds")
+    fn = lib.ropepool_emulate
+    p, i = ctypes.c_void_p, ctypes.c_int
+    fn.argtypes = [i, i, i, ctypes.c_uint, ctypes.c_uint] + [p] * 13 + [i] * 5
+    fn.restype = None
     return lib
 
 
@@ -191,11 +160,7 @@ def emulate(q, k, v, positions, slots, k_pool, v_pool, *, rope_base: float, dtyp
     positions_shape = np.array([T], np.int32)
     k_pool_shape = np.array([P, Hkv, D], np.int32)
     grid = source.grid_size(T, Hq, Hkv, D)
-    fn = getattr(_library(), f"ropepool_emulate_{dtype}")
-    p = ctypes.c_void_p
-    fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_uint, ctypes.c_uint] + [p] * 13 + [ctypes.c_int] * 5
-    fn.restype = None
-    fn(int(write_pool), int(reverse), grid, block, q.ctypes.data, k.ctypes.data, v.ctypes.data,
+    _library().ropepool_emulate(DTYPE_CODE[dtype], int(write_pool), int(reverse), grid, block, q.ctypes.data, k.ctypes.data, v.ctypes.data,
        positions.ctypes.data, slots.ctypes.data, inv_freq.ctypes.data, scale.ctypes.data,
        positions_shape.ctypes.data, k_pool_shape.ctypes.data, q_rot.ptr(), k_rot.ptr(), kp.ptr(), vp.ptr(),
        Hq, Hkv, D, rope.rotary_dim, int(rope.is_neox))

@@ -1,28 +1,23 @@
-"""The "cpu" backend: the kernel body compiled for this machine's CPU, run on MLX's buffers.
+"""The "cpu" backend: the kernel body compiled for this machine's CPU, run on MLX's or NumPy's buffers.
 
 MLX has no custom-kernel API for its CPU back-end, so on a machine without Metal or CUDA the
-fused kernel runs outside MLX: ``host.cpp`` puts the same ``rope_rows.inc`` that Metal and
-CUDA compile into loops over the grid, and g++ builds it with ``-O3 -march=native`` (and
-``-ffp-contract=off``: no fused multiply-adds, so results are bit for bit those of the
-emulator, which checks the body). The build runs once per machine and source hash, in the
-kernel cache (:mod:`ropepool.kernels.build`), announced on stderr: 2-4 s measured here.
+fused kernel runs outside MLX: the C++ driver (``driver.cpp``) runs the same ``rope_rows.inc``
+that Metal and CUDA compile as loops over tokens, over a few threads when a call is large,
+built by g++ with ``-O3 -march=native -ffp-contract=off`` (no fused multiply-adds: bit for bit
+the emulator's results). Libraries live in the private kernel cache (:mod:`ropepool.kernels.build`).
 
-Shapes: the build holds a specialisation for the attention shape (Hq, Hkv, D) of every
-preset in ``ropepool/presets`` (the compiler sees constant head counts and vectorises the
-bfloat16 and float32 loops), plus one build with run-time shapes for everything else, 2-5x
-slower. Large calls are split over the machine's cores, by tokens, each worker taking at least
-2**18 dimension pairs (two workers from T = 205 for Llama-3-8B; below that, starting a thread
-costs more than it saves).
+Which shapes are specialised: one library runs every shape with its sizes read at run time;
+the first call with a new (Hq, Hkv, D, rotary_dim, pairing) starts a build, in a background
+thread, of a library with those sizes compiled in (the compiler then vectorises the rows), and
+calls use it once it is there (:func:`specialise` builds one and waits). Both give
+the same bits. ``python -m ropepool build-kernels`` (``make lab``, ``make test``, ``doctor``)
+builds the run-time library ahead, so no call waits for a compiler after set-up.
 
-How a call runs (:func:`rope_pool_host`): q, k and positions are evaluated and the kernel
-reads their memory through NumPy views (the buffer protocol: no copy). It writes q_rot and
-k_rot into NumPy buffers copied once into MLX, or, from 4 MiB on, straight into buffers MLX
-allocated (:data:`DIRECT_BYTES` says why). Then :func:`ropepool.mlx_ops.place_rows`, the same
-donated O(T) scatter the other backends use, places k_rot and v in the pools: the pools are
-not mutated, and a call costs O(T) whatever P is. That scatter is MLX's, and on this CPU it
-is the largest part of a call (about 5 ns per 8-byte word: 0.2-0.35 ms at T = 64, 6-10 ms at
-T = 2048 for Llama-3-8B's two pools). With ``inplace=True`` (:mod:`ropepool.inplace`) the
-C++ side copies each token's rows into the pools itself, after rotating, and MLX is not involved.
+A call (:func:`rope_rows_host`) reads q, k and positions where they are (NumPy arrays, or the
+memory of evaluated mx.arrays, through the buffer protocol: no copy) and writes q_rot and k_rot
+into fresh buffers; with ``pools`` it also copies each token's k_rot and v rows into the pools,
+in place (:mod:`ropepool.inplace`). :func:`rope_pool_host` is the default call's form: new pools
+through :func:`ropepool.mlx_ops.place_rows`, MLX's donated O(T) scatter.
 
 Example
 -------
@@ -34,7 +29,9 @@ True
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
+import threading
 from functools import lru_cache
 
 import mlx.core as mx
@@ -45,41 +42,100 @@ from ..mlx_ops import drop_overwritten, place_rows
 from ..rope import Rope, plain
 from . import source
 from .build import CompileError, shared_library, unavailable
-from .emulator import STORAGE
+from .source import DTYPE_CODE, STORAGE, driver_depends, driver_text
 
-HOST_FILE = "host.cpp"
-_DTYPE_CODE = {"float32": 0, "float16": 1, "bfloat16": 2}
-_FLAGS = ["-std=c++17", "-O3", "-ffp-contract=off", "--param", "max-unswitch-insns=1000", "-pthread",
+log = logging.getLogger(__name__)
+
+_FLAGS = ["-std=c++17", "-O3", "-ffp-contract=off", "--param", "max-unswitch-insns=1000", "-pthread", "-DRP_HOST",
           f"-I{source.KERNEL_DIR}"]
 
 
-@lru_cache(maxsize=1)
-def fixed_shapes() -> tuple[tuple[int, int, int], ...]:
-    """(Hq, Hkv, D) of every preset: the shapes compiled in."""
-    from ..models import preset, preset_names
+def build_driver(stem: str, flags: list, announce: str | None = None) -> ctypes.CDLL:
+    """``driver.cpp`` built with ``flags`` (``-march=native`` first, else portable); cached."""
+    try:
+        return shared_library(stem, driver_text(), [*flags, "-march=native"], driver_depends(), announce)
+    except CompileError:  # a compiler without -march=native: a portable build
+        return shared_library(stem, driver_text(), flags, driver_depends(), announce)
 
-    shapes = {(p.num_qo_heads, p.num_kv_heads, p.head_dim) for p in map(preset, preset_names())}
-    return tuple(sorted(shapes))
+
+def _entry(lib: ctypes.CDLL):
+    fn = getattr(lib, "ropepool_rope", None)
+    if fn is None:
+        raise RuntimeError("the cached library has no ropepool_rope: not the one this source builds")
+    p, i = ctypes.c_void_p, ctypes.c_int
+    fn.argtypes = [i, i, i, i, i, i, i, p, p, p, p, p, p, p, i, i, p, p, p, p, i]
+    fn.restype = i
+    return fn
 
 
 @lru_cache(maxsize=None)
 def _library() -> ctypes.CDLL:
-    text = (source.KERNEL_DIR / HOST_FILE).read_text()
-    shapes = " ".join(f"X({hq},{hkv},{d})" for hq, hkv, d in fixed_shapes())
-    depends = [source.KERNEL_DIR / source.HEADER_FILES["cpu"], source.KERNEL_DIR / source.BODY_FILE]
-    flags = [*_FLAGS, f"-DROPEPOOL_SHAPES={shapes}"]
-    announce = "ropepool: compiling the fused kernel for this CPU (the 'cpu' backend)"
-    try:
-        lib = shared_library("ropepool_host", text, [*flags, "-march=native"], depends, announce)
-    except CompileError:  # a compiler without -march=native: a portable build
-        lib = shared_library("ropepool_host", text, flags, depends, announce)
-    fn = getattr(lib, "ropepool_host_rope", None)
-    if fn is None:
-        raise RuntimeError("the cached library has no ropepool_host_rope: not the one this source builds")
-    p, i = ctypes.c_void_p, ctypes.c_int
-    fn.argtypes = [i, i, i, i, i, i, i, p, p, p, p, p, p, p, i, i, i, p, p, p, p, i]
-    fn.restype = i
+    """The run-time-shape build: every shape, sizes read at run time."""
+    lib = build_driver("ropepool_host", _FLAGS, "ropepool: compiling the fused kernel for this CPU (the 'cpu' backend)")
+    _entry(lib)
     return lib
+
+
+#: (Hq, Hkv, D, rotary_dim, is_neox): the specialisation key, the same for every dtype.
+ShapeKey = tuple
+
+
+def shape_key(Hq: int, Hkv: int, D: int, rope: Rope) -> ShapeKey:
+    return (Hq, Hkv, D, rope.rotary_dim, rope.is_neox)
+
+
+def _specialised_library(key: ShapeKey) -> ctypes.CDLL:
+    hq, hkv, d, rd, neox = key
+    stem = f"ropepool_host_{hq}x{hkv}x{d}_{rd}{'neox' if neox else 'gptj'}"
+    fixed = f"-DROPEPOOL_SHAPE={hq},{hkv},{d},{rd},{'true' if neox else 'false'}"
+    return build_driver(stem, [*_FLAGS, fixed])
+
+
+_special: dict = {}  # ShapeKey -> the specialised entry point, once built
+_started: set = set()  # ShapeKeys whose build has started (or failed)
+_lock = threading.Lock()
+
+
+def specialise(key: ShapeKey):
+    """Build (or load from the cache) the library for ``key`` and use it from now on; waits.
+
+    Returns the entry point. Raises RuntimeError where it cannot build.
+    """
+    fn = _special.get(key)
+    if fn is None:
+        fn = _entry(_specialised_library(key))
+        with _lock:
+            _special[key] = fn
+            _started.add(key)
+    return fn
+
+
+def specialised(key: ShapeKey) -> bool:
+    """Whether calls with ``key`` run a build with its sizes compiled in."""
+    return key in _special
+
+
+def _build_in_background(key: ShapeKey) -> None:
+    try:
+        specialise(key)
+        log.info("ropepool: 'cpu' kernel specialised for (Hq, Hkv, D, rotary_dim, neox) = %s", key)
+    except Exception as err:  # the run-time build keeps serving this shape
+        log.info("ropepool: no specialised 'cpu' kernel for %s: %s", key, err)
+
+
+def kernel(key: ShapeKey):
+    """The entry point for ``key``: its specialisation once built, else the run-time build, and
+    on the first call with ``key`` the specialisation's build starts in a background thread."""
+    fn = _special.get(key)
+    if fn is not None:
+        return fn
+    if key not in _started:
+        with _lock:
+            start = key not in _started
+            _started.add(key)
+        if start:
+            threading.Thread(target=_build_in_background, args=(key,), name=f"ropepool-build-{key}").start()
+    return _library().ropepool_rope
 
 
 @lru_cache(maxsize=None)
@@ -98,10 +154,21 @@ def default_threads() -> int:
     return max(1, min(n, 8))
 
 
-@lru_cache(maxsize=64)
-def _tables(rope: Rope) -> tuple[np.ndarray, np.ndarray]:
-    """inv_freq float32 ``[RD/2]`` and cos_sin_scale float32 ``[1]``, as the kernel reads them."""
-    return np.ascontiguousarray(rope.inv_freq32()), np.array([rope.scale], np.float32)
+_TABLES: dict = {}  # id(rope) -> (rope, tables): hashing a Rope hashes its inv_freq tuple
+
+
+def _tables(rope: Rope) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """inv_freq float32 ``[RD/2]`` and cos_sin_scale float32 ``[1]``, as the kernel reads them,
+    and their addresses; kept per Rope object (the op's come from ``rope_table``'s cache)."""
+    hit = _TABLES.get(id(rope))
+    if hit is not None and hit[0] is rope:
+        return hit[1]
+    inv_freq, scale = np.ascontiguousarray(rope.inv_freq32()), np.array([rope.scale], np.float32)
+    tables = inv_freq, scale, inv_freq.__array_interface__["data"][0], scale.__array_interface__["data"][0]
+    if len(_TABLES) >= 64:
+        _TABLES.clear()
+    _TABLES[id(rope)] = (rope, tables)
+    return tables
 
 
 def host_memory(x, storage) -> np.ndarray:
@@ -123,10 +190,10 @@ def rope_rows_host(q, k, positions, *, rope_base: float | None = None, rope: Rop
                    threads: int | None = None, allow_fixed: bool = True, pools: tuple | None = None):
     """``(q_rot [T, Hq, D], k_rot [T, Hkv, D])`` from one run of the host build, in the kind of q.
 
-    q, k, positions : mx.array or NumPy
+    q, k, positions : mx.array or NumPy, in the storage of :data:`STORAGE` (validated by the op)
     rope : the :class:`ropepool.rope.Rope` to apply; default: plain RoPE of ``rope_base``
     pools : ``(v, slots, k_pool, v_pool)`` to also copy k_rot and v into the pools' rows
-        ``slots[t]``, in place, guarded like the body's own pool write (a slot outside
+        ``slots[t]`` (int32), in place, guarded like the body's own pool write (a slot outside
         ``[0, P)`` writes nothing). The pools must be writable, row-contiguous host memory; see
         :mod:`ropepool.inplace`.
     allow_fixed : False runs the run-time-shape build even where a specialisation exists
@@ -139,26 +206,42 @@ def rope_rows_host(q, k, positions, *, rope_base: float | None = None, rope: Rop
     storage = STORAGE[name]
     q_rot, k_rot = _outputs(q, k, storage)
     if T:
-        reads = [host_memory(q, storage), host_memory(k, storage), host_memory(positions, np.int32)]
-        writes = [host_memory(x, storage) if isinstance(x, mx.array) else x for x in (q_rot, k_rot)]
+        fn = kernel(shape_key(Hq, Hkv, D, rope)) if allow_fixed else _library().ropepool_rope
+        arrays = [q, k, positions] if pools is None else [q, k, positions, *pools]
+        lazy = [x for x in arrays if isinstance(x, mx.array)]
+        if lazy:
+            mx.eval(*lazy)
+        mem = [_buffer(x, np.int32 if n in (2, 4) else storage) for n, x in enumerate(arrays)]  # alive: the call
+        q_rot_at, k_rot_at = (_address(_buffer(x, storage)) for x in (q_rot, k_rot))
         pool_args = (0, None, None, None, None, 0)
         if pools is not None:
-            v, slots, k_pool, v_pool = pools
-            extra = [host_memory(v, storage), host_memory(slots, np.int32)]
-            targets = [host_memory(p, storage) for p in (k_pool, v_pool)]
-            if not all(t.size == p.size and t.flags.writeable for t, p in zip(targets, (k_pool, v_pool))):
+            if not all(m.size == p.size and m.flags.writeable for m, p in zip(mem[5:], pools[2:])):
                 raise RuntimeError("the pools are not writable in place (validation should have said so)")
-            reads += extra + targets  # kept alive until the call returns
-            pool_args = (1, extra[0].ctypes.data, extra[1].ctypes.data, targets[0].ctypes.data,
-                         targets[1].ctypes.data, k_pool.shape[0])
-        inv_freq, scale = _tables(rope)
-        _library().ropepool_host_rope(_DTYPE_CODE[name], T, Hq, Hkv, D, rope.rotary_dim, int(rope.is_neox),
-                                      *(x.ctypes.data for x in reads[:3]), inv_freq.ctypes.data, scale.ctypes.data,
-                                      writes[0].ctypes.data, writes[1].ctypes.data, threads or default_threads(),
-                                      int(allow_fixed), *pool_args)
+            pool_args = (1, *map(_address, mem[3:]), pools[2].shape[0])
+        _, _, inv_freq_at, scale_at = _tables(rope)
+        fn(DTYPE_CODE[name], T, Hq, Hkv, D, rope.rotary_dim, rope.is_neox, *map(_address, mem[:3]), inv_freq_at,
+           scale_at, q_rot_at, k_rot_at, threads or default_threads(), *pool_args)
     if isinstance(q, np.ndarray):
         return q_rot, k_rot
-    return tuple(_to_mx(x, q.dtype) for x in (q_rot, k_rot))
+    return _to_mx(q_rot, q.dtype), _to_mx(k_rot, q.dtype)
+
+
+_c_char_from_buffer, _addressof = ctypes.c_char.from_buffer, ctypes.addressof
+
+
+def _address(x: np.ndarray) -> int:
+    """The address of ``x``'s first byte (row-contiguous ``x``)."""
+    try:
+        return _addressof(_c_char_from_buffer(x))  # a third of __array_interface__'s cost
+    except (TypeError, ValueError):  # read-only or empty
+        return x.__array_interface__["data"][0]
+
+
+def _buffer(x, storage) -> np.ndarray:
+    """``x``'s memory, row-contiguous, as a NumPy array the kernel reads (see :func:`host_memory`)."""
+    if isinstance(x, np.ndarray):
+        return np.ascontiguousarray(x)  # x itself when it is row-contiguous
+    return host_memory(x, storage)
 
 
 #: From this size of q_rot on, the kernel writes into buffers MLX allocates rather than copying

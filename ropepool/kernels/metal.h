@@ -13,5 +13,10 @@ inline DType rp_from_float(float x) {
 }
 
 // precise::, not the fast variants: angles reach 2**24 radians, far outside fast cos's range.
-#define RP_COS(x) metal::precise::cos(x)
-#define RP_SIN(x) metal::precise::sin(x)
+// The body's hook (rope_rows.inc): cos and sin of pair i's angle for token t, computed per thread.
+#define RP_COS_SIN(t, i, c, s)                                       \
+  {                                                                  \
+    const float rp_theta = float(positions[t]) * inv_freq[i];        \
+    c = metal::precise::cos(rp_theta);                               \
+    s = metal::precise::sin(rp_theta);                               \
+  }

@@ -5,7 +5,7 @@ backend     thread index (``gid``)                      header: types, conversio
 ==========  ==========================================  ====================================
 metal       ``thread_position_in_grid.x``               ``metal.h``
 cuda        ``blockIdx.x * blockDim.x + threadIdx.x``   ``cuda.h``
-cpu         the emulator's loop counter                 ``cpu.h`` (g++, see ``emulator.py``)
+cpu         ``rp_thread_index``, the C++ driver's      ``cpu.h`` (g++, ``driver.cpp``)
 ==========  ==========================================  ====================================
 
 The thread-index line is the one thing that cannot live in a header: MLX scans the *body*
@@ -23,8 +23,12 @@ import hashlib
 from functools import lru_cache
 from pathlib import Path
 
+import numpy as np
+
 KERNEL_DIR = Path(__file__).resolve().parent
 BODY_FILE = "rope_rows.inc"
+#: The C++ driver of the body: the grid emulator and the "cpu" backend (host.py, emulator.py).
+DRIVER_FILE = "driver.cpp"
 HEADER_FILES = {"metal": "metal.h", "cuda": "cuda.h", "cpu": "cpu.h"}
 THREAD_INDEX = {
     "metal": "thread_position_in_grid.x",
@@ -39,6 +43,11 @@ OUTPUT_NAMES = ("q_rot", "k_rot")
 #: Element type of each input, which MLX writes into the generated signature: "DType" is the
 #: kernel's element type (q's dtype), the others are fixed.
 INPUT_DTYPES = {"q": "DType", "k": "DType", "positions": "int32", "inv_freq": "float32", "cos_sin_scale": "float32"}
+
+#: NumPy storage of each dtype on the host (NumPy has no bfloat16: its bits, as uint16), and the
+#: driver's dtype codes.
+STORAGE = {"float32": np.float32, "float16": np.float16, "bfloat16": np.uint16}
+DTYPE_CODE = {"float32": 0, "float16": 1, "bfloat16": 2}
 
 #: Threads per threadgroup (Metal) or block (CUDA), and what the CPU emulator pretends.
 BLOCK = 256
@@ -86,6 +95,16 @@ def template_args(dtype, num_qo_heads: int, num_kv_heads: int, head_dim: int, ro
     rd = head_dim if rotary_dim is None else rotary_dim
     return [("DType", dtype), ("Hq", int(num_qo_heads)), ("Hkv", int(num_kv_heads)), ("D", int(head_dim)),
             ("RD", int(rd)), ("NEOX", bool(is_neox))]
+
+
+def driver_text() -> str:
+    """``driver.cpp``'s text; it includes ``cpu.h`` and the body (:func:`driver_depends`)."""
+    return (KERNEL_DIR / DRIVER_FILE).read_text()
+
+
+def driver_depends() -> list[Path]:
+    """The files the driver includes: their text goes into every built library's cache key."""
+    return [KERNEL_DIR / HEADER_FILES["cpu"], KERNEL_DIR / BODY_FILE]
 
 
 def grid_size(tokens: int, num_qo_heads: int, num_kv_heads: int, head_dim: int) -> int:
