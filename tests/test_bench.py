@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from ropepool import Shapes, make_inputs, rope_pool_reference
-from ropepool.cli.bench import METHODS, Timing, compare, report, rope_fast_scatter, rope_pool_numpy
+from ropepool.cli.bench import (METHODS, README_END, README_START, Timing, compare, markdown, paste_into, report,
+                                rope_fast_scatter, rope_pool_numpy)
 from ropepool.tolerance import error_bound
 
 ORDER = ("q", "k", "v", "positions", "slots", "k_pool", "v_pool")
@@ -128,3 +129,51 @@ def test_decode_checks_say_hit_or_miss_against_the_issue_targets():
     checks = decode_checks(rows)
     assert [ok for _, ok in checks] == [True, False, True]  # bfloat16 mx; float16 mx (1.1x), NumPy (1.2x)
     assert checks[1][0].startswith("float16   mx inputs:    1.10x faster")
+
+
+def _results():
+    shapes = [Timing(m, "float16", 1, 4096, ms, ms, 1) for m, ms in
+              (("ropepool", 1.0), ("ropepool-inplace", 2.0), ("mx.fast.rope", 3.0), ("copy (mlx)", 0.5))]
+    pools = [Timing("ropepool", "float16", 64, P, ms, ms, 1) for P, ms in ((4096, 1.0), (1048576, 1.1))]
+    return {"backend": "cpu", "device": "Device(cpu, 0)", "machine": "a test machine", "date": "2026-01-02",
+            "command": "python -m ropepool bench", "shapes": shapes, "pools": pools}
+
+
+def test_markdown_gives_the_table_and_every_target_met_or_missed():
+    text = markdown(_results())
+    assert text.startswith("`python -m ropepool bench` on 2026-01-02: a test machine; backend `cpu`.")
+    assert "| float16 | 1 | 1.000 ms | 3.00x | 2.000 ms | 1.50x | 0.500 ms | 2.00x |" in text
+    assert "  - met: ropepool float16 T=1: 3.00x faster than mx.fast.rope + scatter" in text
+    assert "  - **MISS**: ropepool-inplace float16 T=1: 1.50x faster than mx.fast.rope + scatter" in text
+    assert "  - **MISS**: ropepool-inplace float16 T=1: 4.00x the MLX copy floor" in text
+    assert "  - met: ropepool: P=1,048,576 takes 1.10x P=4,096" in text
+    assert "2 of 6 targets missed in this run" in text  # the two MISS lines above
+
+
+def test_paste_into_replaces_only_the_block_between_the_markers(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# title\n\n{README_START}\nold table\n{README_END}\n\nafter\n")
+    paste_into(readme, "| new |\n")
+    assert readme.read_text() == f"# title\n\n{README_START}\n| new |\n{README_END}\n\nafter\n"
+    paste_into(readme, "| new |\n")  # a second run gives the same file
+    assert readme.read_text().count("| new |") == 1
+
+
+@pytest.mark.parametrize("text", ["no markers", f"{README_END}\n{README_START}\n",
+                                  f"{README_START}\n{README_START}\n{README_END}\n"])
+def test_paste_into_refuses_a_file_without_one_ordered_pair_of_markers(tmp_path, text):
+    readme = tmp_path / "README.md"
+    readme.write_text(text)
+    with pytest.raises(ValueError, match="needs one"):
+        paste_into(readme, "| new |\n")
+    assert readme.read_text() == text
+
+
+def test_readme_table_is_the_bench_commands_output():
+    from pathlib import Path
+
+    text = (Path(__file__).parent.parent / "README.md").read_text()
+    block = text[text.index(README_START) + len(README_START): text.index(README_END)]
+    assert block.lstrip().startswith("`python -m ropepool bench")
+    assert "| dtype | T | ropepool | speed-up | in place | speed-up | copy floor | ropepool / floor |" in block
+    assert "targets missed in this run" in block

@@ -547,6 +547,10 @@ CLI_CASES = [
     ("bench --out a file", lambda t: ["bench", "--quick", "--out", _a_file(t)], 2, "is not a folder"),
     ("bench --out under a file", lambda t: ["bench", "--quick", "--out", _a_file(t) + "/sub"], 2, "cannot create"),
     ("bench --out ''", lambda t: ["bench", "--quick", "--out", ""], 2, "must name a folder"),
+    ("bench --readme missing", lambda t: ["bench", "--quick", "--out", str(t), "--readme", str(t / "no.md")], 2,
+     "cannot read it"),
+    ("bench --readme without markers", lambda t: ["bench", "--quick", "--out", str(t), "--readme", _a_file(t)], 2,
+     "needs one <!-- bench: start --> line"),
 ]
 
 

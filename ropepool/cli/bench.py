@@ -260,11 +260,13 @@ def _progress(msg: str) -> None:
 
 def run(tokens=(1, 64, 2048), dtypes=("float16", "bfloat16", "float32"),
         pools=(4096, 16384, 65536, 262144, 1048576), repeats: int = 10, pool_tokens: int = 64,
-        pool_dtype: str = "float16", out_dir: str | Path = "artifacts", plot: bool = True) -> dict:
+        pool_dtype: str = "float16", out_dir: str | Path = "artifacts", plot: bool = True,
+        command: str = "python -m ropepool bench") -> dict:
     """The benchmark of issue 3: Llama-3-8B shapes per dtype and T, then time against pool size."""
     from ..backends import best_backend
 
-    results = {"backend": best_backend(), "device": str(mx.default_device()), "shapes": [], "pools": []}
+    results = {"backend": best_backend(), "device": str(mx.default_device()), "machine": machine(),
+               "date": time.strftime("%Y-%m-%d"), "command": command, "shapes": [], "pools": []}
     configs = [(dt, T) for dt in dtypes for T in tokens]
     for n, (dt, T) in enumerate(configs, 1):
         _progress(f"[bench {n}/{len(configs)}] {dt} T={T} (Llama-3-8B shapes, P=4096)")
@@ -289,6 +291,7 @@ def run(tokens=(1, 64, 2048), dtypes=("float16", "bfloat16", "float32"),
     out_dir.mkdir(parents=True, exist_ok=True)
     data = {k: ([asdict(r) for r in v] if isinstance(v, list) else v) for k, v in results.items()}
     (out_dir / "bench.json").write_text(json.dumps(data, indent=1))
+    (out_dir / "bench.md").write_text(markdown(results))
     if plot:
         results["plot"] = str(plot_results(results, out_dir / "bench.png"))
     return results
@@ -298,19 +301,11 @@ def _lookup(rows, **key):
     return {r.method: r for r in rows if all(getattr(r, k) == v for k, v in key.items())}
 
 
-def report(results: dict) -> str:
-    """The tables and the targets, as text."""
-    lines = [f"ropepool bench: backend {results['backend']!r} on {results['device']}; medians in ms",
-             "", "Llama-3-8B (Hq=32, Hkv=8, D=128), P=4096; x = median / ropepool's"]
-    methods = [m for m in METHODS if any(r.method == m for r in results["shapes"])]
-    head = f"{'dtype':<9} {'T':>5}  " + "  ".join(f"{m:>20}" for m in methods)
-    lines += [head, "-" * len(head)]
+def target_checks(results: dict) -> list[tuple[str, bool]]:
+    """``(line, met)`` for the speed-up, copy-floor and pool-size targets, in the table's order."""
     checks = []
-    keys = sorted({(r.dtype, r.tokens) for r in results["shapes"]}, key=lambda k: (k[0], k[1]))
-    for dt, T in keys:
+    for dt, T in sorted({(r.dtype, r.tokens) for r in results["shapes"]}):
         got = _lookup(results["shapes"], dtype=dt, tokens=T)
-        cells = [f"{got[m].median_ms:>11.3f} ({got[m].ratio:>5.2f}x)" if m in got else f"{'n/a':>20}" for m in methods]
-        lines.append(f"{dt:<9} {T:>5}  " + "  ".join(cells))
         for m in ("ropepool", "ropepool-inplace"):
             if m in got and "mx.fast.rope" in got:
                 speedup = got["mx.fast.rope"].median_ms / got[m].median_ms
@@ -321,14 +316,39 @@ def report(results: dict) -> str:
                 checks.append((f"{m} {dt} T={T}: {floor:.2f}x the MLX copy floor"
                                + (f" ({got[m].median_ms / got['memcpy (numpy)'].median_ms:.1f}x memcpy)"
                                   if "memcpy (numpy)" in got else ""), floor <= TARGET_FLOOR))
-    decode = decode_checks(results["shapes"])
-    if decode:
-        lines += ["", f"Decode in place, T = 1 (>= {TARGET_DECODE_MX}x mx.fast.rope + scatter with mx inputs, "
-                      f">= {TARGET_DECODE_NUMPY}x the NumPy implementation with NumPy inputs)"]
-        lines += [f"  {'HIT ' if ok else 'MISS'}  {text}" for text, ok in decode]
     if results["pools"]:
         P0 = min(r.pool_rows for r in results["pools"])
         P1 = max(r.pool_rows for r in results["pools"])
+        for m in ("ropepool", "ropepool-unchecked", "ropepool-inplace"):
+            a, b = _lookup(results["pools"], pool_rows=P0).get(m), _lookup(results["pools"], pool_rows=P1).get(m)
+            if a and b:
+                checks.append((f"{m}: P={P1:,} takes {b.median_ms / a.median_ms:.2f}x P={P0:,}",
+                               b.median_ms / a.median_ms <= TARGET_POOL_FLAT))
+    return checks
+
+
+TARGETS_LINE = (f"Targets (>= {TARGET_SPEEDUP}x mx.fast.rope, <= {TARGET_FLOOR}x copy floor, "
+                f"<= {TARGET_POOL_FLAT}x across pool sizes)")
+DECODE_LINE = (f"Decode in place, T = 1 (>= {TARGET_DECODE_MX}x mx.fast.rope + scatter with mx inputs, "
+               f">= {TARGET_DECODE_NUMPY}x the NumPy implementation with NumPy inputs)")
+
+
+def report(results: dict) -> str:
+    """The tables and the targets, as text."""
+    lines = [f"ropepool bench: backend {results['backend']!r} on {results['device']}; medians in ms",
+             "", "Llama-3-8B (Hq=32, Hkv=8, D=128), P=4096; x = median / ropepool's"]
+    methods = [m for m in METHODS if any(r.method == m for r in results["shapes"])]
+    head = f"{'dtype':<9} {'T':>5}  " + "  ".join(f"{m:>20}" for m in methods)
+    lines += [head, "-" * len(head)]
+    for dt, T in sorted({(r.dtype, r.tokens) for r in results["shapes"]}):
+        got = _lookup(results["shapes"], dtype=dt, tokens=T)
+        cells = [f"{got[m].median_ms:>11.3f} ({got[m].ratio:>5.2f}x)" if m in got else f"{'n/a':>20}" for m in methods]
+        lines.append(f"{dt:<9} {T:>5}  " + "  ".join(cells))
+    decode = decode_checks(results["shapes"])
+    if decode:
+        lines += ["", DECODE_LINE]
+        lines += [f"  {'met ' if ok else 'MISS'}  {text}" for text, ok in decode]
+    if results["pools"]:
         pm = [m for m in METHODS if any(r.method == m for r in results["pools"])]
         r0 = results["pools"][0]
         lines += ["", f"Per-call time against pool size ({r0.dtype}, T={r0.tokens}, Llama-3-8B)",
@@ -336,17 +356,76 @@ def report(results: dict) -> str:
         for P in sorted({r.pool_rows for r in results["pools"]}):
             got = _lookup(results["pools"], pool_rows=P)
             lines.append(f"{P:>9}  " + "  ".join(f"{got[m].median_ms:>20.3f}" for m in pm))
-        for m in ("ropepool", "ropepool-unchecked", "ropepool-inplace"):
-            a, b = _lookup(results["pools"], pool_rows=P0).get(m), _lookup(results["pools"], pool_rows=P1).get(m)
-            if a and b:
-                checks.append((f"{m}: P={P1:,} takes {b.median_ms / a.median_ms:.2f}x P={P0:,}",
-                               b.median_ms / a.median_ms <= TARGET_POOL_FLAT))
-    lines += ["", f"Targets (>= {TARGET_SPEEDUP}x mx.fast.rope, <= {TARGET_FLOOR}x copy floor, "
-                  f"<= {TARGET_POOL_FLAT}x across pool sizes)"]
-    lines += [f"  {'met ' if ok else 'MISS'}  {text}" for text, ok in checks]
+    lines += ["", TARGETS_LINE]
+    lines += [f"  {'met ' if ok else 'MISS'}  {text}" for text, ok in target_checks(results)]
     if "plot" in results:
         lines += ["", f"plot: {results['plot']}"]
     return "\n".join(lines)
+
+
+def machine() -> str:
+    """One line naming what the numbers were measured on: OS, CPU, core count, Python, MLX, NumPy."""
+    import platform
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return (f"{platform.system()} {platform.machine()}, {cpu}, {os.cpu_count()} cores; Python "
+            f"{platform.python_version()}, MLX {mx.__version__}, NumPy {np.__version__}")
+
+
+def markdown(results: dict) -> str:
+    """The README's table: per dtype and T, ropepool against mx.fast.rope + scatter and the copy
+    floor, then every target with "met" or "MISS". ``results`` as :func:`run` returns it."""
+    when = results.get("date", time.strftime("%Y-%m-%d"))
+    lines = [f"`{results.get('command', 'python -m ropepool bench')}` on {when}: {results.get('machine', machine())}; backend "
+             f"`{results['backend']}`. Llama-3-8B shapes (Hq = 32, Hkv = 8, D = 128), P = 4,096, medians "
+             f"of one run; speed-up = `mx.fast.rope` on q and k + two scatters, divided by ropepool's time.",
+             "",
+             "| dtype | T | ropepool | speed-up | in place | speed-up | copy floor | ropepool / floor |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+
+    def ms(r):
+        return f"{r.median_ms:.3f} ms" if r else "n/a"
+
+    def x(a, b):
+        return f"{a.median_ms / b.median_ms:.2f}x" if a and b else "n/a"
+
+    for dt, T in sorted({(r.dtype, r.tokens) for r in results["shapes"]}):
+        got = _lookup(results["shapes"], dtype=dt, tokens=T)
+        rp, ip, fr, cp = (got.get(m) for m in ("ropepool", "ropepool-inplace", "mx.fast.rope", "copy (mlx)"))
+        lines.append(f"| {dt} | {T} | {ms(rp)} | {x(fr, rp)} | {ms(ip)} | {x(fr, ip)} | {ms(cp)} | {x(rp, cp)} |")
+    checks = [(DECODE_LINE, None), *decode_checks(results["shapes"]), (TARGETS_LINE, None), *target_checks(results)]
+    missed = sum(ok is False for _, ok in checks)
+    lines += ["", f"{missed} of {sum(ok is not None for _, ok in checks)} targets missed in this run:", ""]
+    for text, ok in checks:
+        lines.append(f"- **{text}**" if ok is None else f"  - {'met' if ok else '**MISS**'}: {text}")
+    return "\n".join(lines) + "\n"
+
+
+README_START, README_END = "<!-- bench: start -->", "<!-- bench: end -->"
+
+
+def paste_into(readme: str | Path, table: str) -> None:
+    """Replace the text between :data:`README_START` and :data:`README_END` in ``readme`` with ``table``.
+
+    Raises ValueError, with the file untouched, when the two markers are not there once each, in order.
+    """
+    path = Path(readme)
+    text = path.read_text()
+    if not _has_markers(text):
+        raise ValueError(f"{readme}: needs one {README_START} line and, after it, one {README_END} line")
+    a, b = text.find(README_START), text.find(README_END)
+    path.write_text(text[: a + len(README_START)] + "\n" + table + text[b:])
+
+
+def _has_markers(text: str) -> bool:
+    return text.count(README_START) == 1 == text.count(README_END) and text.find(README_START) < text.find(README_END)
 
 
 def decode_checks(rows) -> list[tuple[str, bool]]:
@@ -407,8 +486,17 @@ def plot_results(results: dict, path: str | Path) -> Path:
     return path
 
 
-def bad_arguments(repeats: int | None, out_dir: str | Path) -> str | None:
-    """Why ``--repeats``/``--out`` cannot work, checked before any timing; None if they can."""
+def bad_arguments(repeats: int | None, out_dir: str | Path, readme: str | Path | None = None) -> str | None:
+    """Why ``--repeats``/``--out``/``--readme`` cannot work, checked before any timing; None if they can."""
+    if readme is not None:
+        try:
+            text = Path(readme).read_text()
+        except (OSError, UnicodeDecodeError) as e:
+            return f"--readme {readme}: cannot read it ({getattr(e, 'strerror', None) or e})"
+        if not _has_markers(text):
+            return f"--readme {readme}: needs one {README_START} line and, after it, one {README_END} line"
+        if not os.access(readme, os.W_OK):
+            return f"--readme {readme}: cannot write it"
     if repeats is not None and (isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1):
         return f"--repeats must be a whole number >= 1, got {repeats!r}"
     out = Path(out_dir)
@@ -425,19 +513,27 @@ def bad_arguments(repeats: int | None, out_dir: str | Path) -> str | None:
     return None
 
 
-def main(quick: bool = False, repeats: int | None = None, out_dir: str = "artifacts", plot: bool = True) -> int:
-    """Entry point of ``python -m ropepool bench``; ``quick`` runs small sizes in seconds.
+def main(quick: bool = False, repeats: int | None = None, out_dir: str = "artifacts", plot: bool = True,
+         readme: str | None = None) -> int:
+    """Entry point of ``python -m ropepool bench``; ``quick`` runs small sizes in seconds. Writes
+    ``out_dir``/bench.json, bench.md (the markdown table) and bench.png; with ``readme``, also pastes
+    bench.md between that file's bench markers (:func:`paste_into`).
 
-    Returns 2, with a one-line message on stderr, for a bad ``repeats`` or ``out_dir``.
+    Returns 2, with a one-line message on stderr, for a bad ``repeats``, ``out_dir`` or ``readme``
+    (checked before any timing).
     """
-    problem = bad_arguments(repeats, out_dir)
+    problem = bad_arguments(repeats, out_dir, readme)
     if problem:
         print(f"python -m ropepool bench: {problem}", file=sys.stderr)
         return 2
     if quick:
         results = run(tokens=(1, 64), dtypes=("float16", "bfloat16", "float32"), pools=(4096, 65536),
-                      repeats=repeats or 5, pool_tokens=16, out_dir=out_dir, plot=plot)
+                      repeats=repeats or 5, pool_tokens=16, out_dir=out_dir, plot=plot,
+                      command="python -m ropepool bench --quick")
     else:
         results = run(repeats=repeats or 10, out_dir=out_dir, plot=plot)
     print(report(results))
+    if readme is not None:
+        paste_into(readme, markdown(results))
+        print(f"table pasted into {readme}")
     return 0
