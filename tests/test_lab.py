@@ -63,7 +63,8 @@ def workspace(tmp_path, monkeypatch):
 
 def test_cli_passes_port_token_and_no_browser(monkeypatch, capsys):
     calls = _exec_spy(monkeypatch)
-    assert main(["lab", "--port", "8765", "--token", "abc", "--no-browser"]) == 0
+    monkeypatch.setenv("JUPYTER_TOKEN", "abc")  # a fixed token comes from the environment only
+    assert main(["lab", "--port", "8765", "--no-browser"]) == 0
     (seen,) = calls
     flags = _flags(seen["argv"])
     assert seen["path"] == seen["argv"][0]
@@ -73,8 +74,15 @@ def test_cli_passes_port_token_and_no_browser(monkeypatch, capsys):
     assert "http://127.0.0.1:8765/lab?token=abc" in capsys.readouterr().out
 
 
+def test_a_token_on_the_command_line_is_refused(capsys):
+    with pytest.raises(SystemExit):
+        main(["lab", "--token", "abc", "--no-browser"])
+    assert "unrecognized arguments: --token" in capsys.readouterr().err
+
+
 def test_cli_makes_a_fresh_token(monkeypatch, capsys):
     calls = _exec_spy(monkeypatch)
+    monkeypatch.delenv("JUPYTER_TOKEN", raising=False)
     main(["lab", "--no-browser"])
     main(["lab", "--no-browser"])
     tokens = [c["env"]["JUPYTER_TOKEN"] for c in calls]

@@ -17,7 +17,6 @@ def main(argv: list[str] | None = None) -> int:
     lab = sub.add_parser("lab", help="JupyterLab on your working copy of the notebooks (workspace/) at "
                                      "127.0.0.1, behind a token")
     lab.add_argument("--port", type=int, default=8888)
-    lab.add_argument("--token", default=None, help="default: a fresh random token")
     lab.add_argument("--no-browser", action="store_true")
     lab.add_argument("--reset", metavar="NOTEBOOK", default=None,
                      help="put one notebook of your copy back to the original (e.g. 03_rotation), then start")
@@ -51,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "lab":
         from .lab import main as lab_main
 
-        lab_main(args.port, args.token, not args.no_browser, args.reset)
+        lab_main(args.port, not args.no_browser, args.reset)
     elif args.command == "check":
         from .check import main as check_main
 

@@ -9,10 +9,10 @@ original (the learner's version is kept under ``workspace/.reset/``).
 
 ``make lab`` and the end-to-end test both start the server through :func:`lab_command` and
 :func:`lab_env`, so what the test checks is what learners run. Authentication is never turned
-off: without ``--token`` a fresh random one is made and printed in the URL (Jupyter masks a
-token it was given, so we print the URL ourselves). The token reaches the server through its
-environment (``JUPYTER_TOKEN``), never its command line, which every local user can read in
-the process list.
+off: the token is ``$JUPYTER_TOKEN`` when set (a host who wants a fixed one exports it), else a
+fresh random one, and is printed in the URL (Jupyter masks a token it was given, so we print the
+URL ourselves). It reaches the server through its environment, never a command line, which every
+local user can read in the process list: ``lab`` has no ``--token`` option for that reason.
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def lab_env(token: str, base: dict | None = None) -> dict[str, str]:
     return env
 
 
-def main(port: int, token: str | None, open_browser: bool, reset: str | None = None) -> None:
+def main(port: int, open_browser: bool, reset: str | None = None) -> None:
     workspace = workspace_dir()
     copied = sync_workspace(workspace)
     if copied:
@@ -122,7 +122,7 @@ def main(port: int, token: str | None, open_browser: bool, reset: str | None = N
         kept = reset_notebook(reset, workspace)
         where = f"; your version is kept as {kept}" if kept else ""
         print(f"ropepool: {find_notebook(reset).name} is back to the original{where}", flush=True)
-    token = token or secrets.token_hex(24)
+    token = os.environ.get("JUPYTER_TOKEN") or secrets.token_hex(24)
     argv = lab_command(port, open_browser, workspace)
     print(f"ropepool: JupyterLab on {workspace} at http://127.0.0.1:{port}/lab?token={token}", flush=True)
     os.execve(argv[0], argv, lab_env(token))
