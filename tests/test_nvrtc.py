@@ -150,3 +150,17 @@ def test_nvrtc_error_carries_the_log():
 def test_nvrtc_warning_is_seen():
     compiled = nvrtc.compile_cuda([_tiny("int unused; y[0] = 1.0f;")], "sm_90")
     assert any('variable "unused" was declared but never referenced' in w for w in compiled.warnings)
+
+
+def test_a_libnvrtc_on_the_path_outside_site_packages_is_not_loaded(tmp_path, monkeypatch):
+    import importlib
+
+    planted = tmp_path / "nvidia" / "cu13" / "lib" / "libnvrtc.so.13"
+    planted.parent.mkdir(parents=True)
+    planted.write_bytes(b"\x7fELF not a library")
+    monkeypatch.syspath_prepend(str(tmp_path))  # as the current directory or PYTHONPATH would
+    importlib.invalidate_caches()
+    spec = importlib.util.find_spec("nvidia")
+    assert spec is not None and str(tmp_path / "nvidia") in list(spec.submodule_search_locations or [])
+    found = nvrtc.library_path()
+    assert found is None or tmp_path not in found.parents

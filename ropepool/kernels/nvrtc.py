@@ -95,9 +95,17 @@ class NvrtcError(RuntimeError):
 
 
 def _nvidia_dirs() -> list[Path]:
-    """The ``nvidia`` namespace package's folders (``nvidia/cu13/...`` in CUDA 13's wheels)."""
+    """The ``nvidia`` namespace package's folders (``nvidia/cu13/...`` in CUDA 13's wheels) that lie
+    in this interpreter's site-packages: never one found through the current directory or
+    ``PYTHONPATH``, since the library found there is loaded into this process."""
+    import site
+    import sysconfig
+
+    sites = {Path(p).resolve() for p in (*site.getsitepackages(), site.getusersitepackages(),
+                                         sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"])}
     spec = importlib.util.find_spec("nvidia")
-    return [Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
+    found = [Path(p).resolve() for p in (spec.submodule_search_locations or [])] if spec else []
+    return [p for p in found if p.parent in sites]
 
 
 def library_path() -> Path | None:
