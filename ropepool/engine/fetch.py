@@ -129,7 +129,8 @@ def fetch(spec: WheelFile, *, progress: IO[str] | None = None) -> Path:
     """
     folder = cache_dir()
     target = folder / spec.name
-    with open(folder / f"{spec.name}.lock", "w") as lock:
+    fd = os.open(folder / f"{spec.name}.lock", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one download, whoever asks first
         if not target.exists():
             with tempfile.TemporaryDirectory(prefix="ropepool-wheel-") as tmp:
