@@ -65,13 +65,6 @@ def best_backend() -> str:
     return next(name for name, s in available_backends().items() if s.available)
 
 
-def fail(code: str, **kw):
-    """The catalog's error ``code`` (imported when raised: validation imports this module's users)."""
-    from .validation import fail as catalog_fail
-
-    return catalog_fail(code, **kw)
-
-
 def resolve(backend: str, inplace: bool = False) -> tuple[str, Callable]:
     """``(name, implementation)`` for ``backend``, or a RopePoolError saying why not.
 

@@ -34,8 +34,6 @@ from typing import Callable, Sequence
 
 from ..cache import private_dir
 
-from ..cache import private_dir
-
 
 class CompileError(RuntimeError):
     """The compiler ran and failed (as opposed to a library that was built but cannot be loaded)."""
