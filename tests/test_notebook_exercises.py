@@ -19,6 +19,9 @@ CASES = [
     (nx.n01, list(range(14, 21)), [([2, 6, 10, 14, 18, 22, 26], "interleaved"), ([2], "wrong_heads")]),
     (nx.n02, "k_shape", [("positions_dtype", "wrong_code")]),
     (nx.n03, int(np.argmax(2 * np.pi / inverse_frequencies(128, 10000.0) > 8192)), [(49, "off_by_one"), (3, "wrong_pair")]),
+    # Qwen2.5-7B's YaRN (D = 128, base 1e6, 32,768 trained positions, beta_fast = 32): the ramp starts at
+    # floor(D * ln(32768 / (32 * 2 pi)) / (2 ln 1e6)) = floor(23.6) = 23, where it is still 0: pair 24 changes first.
+    (nx.n03b, 24, [(0, "pair_zero"), (23, "off_by_one"), (60, "wrong_pair")]),
     (nx.n04, 16 * 2**30 // (32 * LLAMA_ROW), [(2 * 16 * 2**30 // (32 * LLAMA_ROW), "one_pool"), (7, "wrong_rows")]),
     (nx.n05, 64 * (64 + 8) * 64, [(64 * 64 * 64, "q_only"), (64 * 72 * 128, "per_element"), (1, "wrong_count")]),
 ]
@@ -37,6 +40,7 @@ def test_checker(check, right, wrong):
 def test_hand_worked_answers():
     assert 16 * 2**30 // (32 * 4096) == 131_072  # Llama-3-8B: 4 KiB a row in 32 layers
     assert grid_size(64, 64, 8, 128) == 64 * 72 * 64
+    assert int(128 * np.log(32768 / (32 * 2 * np.pi)) / (2 * np.log(1e6))) == 23  # YaRN's ramp start (n03b)
 
 
 def test_every_notebook_00_to_05_runs_its_checker():

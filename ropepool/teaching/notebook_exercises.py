@@ -1,4 +1,4 @@
-"""One checked exercise at the end of each of notebooks 00-05, in the style of 06's checkers.
+"""One checked exercise at the end of each of notebooks 00-05 and 03b, in the style of 06's checkers.
 
 =========  ====================================================  ===============================
  checker    the exercise                                          the answer
@@ -8,6 +8,8 @@
  ``n02``    02, ex. 1: int64 positions and a k with 4 heads       the error code that fires
  ``n03``    03, ex. 1: first pair (D=128, base 1e4) whose         a pair index i
             wavelength exceeds 8,192 positions
+ ``n03b``   03b: first pair whose frequency Qwen2.5-7B's YaRN     a pair index i
+            changes
  ``n04``    04, ex. 1: rows of Llama-3-8B's cache in 16 GiB,      a number of rows
             32 layers, bfloat16
  ``n05``    05, ex. 2: threads of one Llama-3-70B decode step     a number of threads
@@ -123,6 +125,27 @@ def n03(pair) -> Verdict:
                          "compute 2 * pi / inverse_frequencies(128, 10000.0) and find the first over 8,192.")
 
 
+def n03b(pair) -> Verdict:
+    """03b, exercise: the first pair whose inverse frequency Qwen2.5-7B's YaRN scaling changes."""
+    from ..rope import plain
+
+    pair = _int("03b.1", pair)
+    p = models.preset("qwen2.5-7b-yarn")
+    changed = np.asarray(p.rope().inv_freq) != np.asarray(plain(p.head_dim, p.rope_base).inv_freq)  # [D/2]
+    want = int(np.argmax(changed))
+    if pair == want:
+        return Verdict("03b.1", True, f"pair {want}: pairs 0..{want - 1} turn more than 32 times (YaRN's "
+                       "beta_fast) within the training context, so YaRN leaves them as they were.")
+    if pair == 0:
+        raise ExerciseFailed("03b.1", "pair_zero", "pair 0 turns fastest, once every 2*pi positions: it has seen "
+                             "every angle many times in training, and YaRN keeps it as it was.")
+    if abs(pair - want) == 1:
+        raise ExerciseFailed("03b.1", "off_by_one", f"pair {pair} is next to it: compare rope().inv_freq with "
+                             "plain(...).inv_freq and take the first index where they differ.")
+    raise ExerciseFailed("03b.1", "wrong_pair", f"pair {pair}: compare models.preset('qwen2.5-7b-yarn').rope()"
+                         ".inv_freq with plain(128, 1e6).inv_freq and find the first index where they differ.")
+
+
 def n04(rows) -> Verdict:
     """04, exercise 1: pool rows (tokens) of Llama-3-8B's cache that fit in 16 GiB, 32 layers, bfloat16."""
     rows = _int("04.1", rows)
@@ -156,4 +179,4 @@ def n05(threads) -> Verdict:
                          "request in a decode step.")
 
 
-CHECKS = {"00": n00, "01": n01, "02": n02, "03": n03, "04": n04, "05": n05}
+CHECKS = {"00": n00, "01": n01, "02": n02, "03": n03, "03b": n03b, "04": n04, "05": n05}
