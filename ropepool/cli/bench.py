@@ -20,22 +20,21 @@ memcpy (numpy)       the same bytes with ``np.copyto`` into preallocated buffers
 ===================  ===========================================================================
 
 Methods run round-robin inside each repetition (so noise from other processes hits all of
-them alike) after a warm-up, in a new random order each round (seeded): which method runs
-just before another matters on this machine, where a call that follows the NumPy methods,
-which leave MLX's worker thread idle, paid up to twice as much at T = 1, and a fixed or
-rotated order made "ropepool" 0.3-0.5 ms slower than "ropepool-unchecked" at T = 64, a gap
-that alternating the two directly does not show (30-50 us). The table gives medians. No method is timed on out-of-range
-slots: the composition does not skip them (MLX does not bound-check a scatter).
+them alike) after a warm-up, in a new random order each round (seeded): which method runs just
+before another matters (a call that follows the NumPy methods finds MLX's worker thread asleep),
+and a fixed order would charge that to the same method every time. The table gives medians. No
+method is timed on out-of-range slots: the composition does not skip them (MLX does not
+bound-check a scatter).
 
-What shapes the numbers on a CPU (MLX 0.32, x86-64), measured while writing this:
+What shapes the numbers on a CPU:
 
-- At decode sizes (T = 1) every method pays MLX's per-node dispatch (a few microseconds a
-  graph node) and ropepool also pays its validation; the copy floor is a 4-node graph.
-- float16 arithmetic converts each element in software on x86 (no native half type in MLX's
-  CPU back-end), so float16 costs several times bfloat16 for every MLX method.
-- Buffers of 32 MiB or more (float32 q_rot at T = 2048) come fresh from the kernel on every
-  call: glibc's malloc maps them and MLX's CPU allocator does not cache them, so each call
-  page-faults them in (8,193 faults for 33.5 MB). Every method pays this alike.
+- At decode sizes (T = 1) every method pays MLX's per-node dispatch and ropepool also pays its
+  validation; the copy floor is a 4-node graph.
+- float16 arithmetic is emulated in software by MLX's CPU back-end on x86 (no native half type
+  there), so float16 costs several times bfloat16 for every MLX method; ropepool's kernel converts
+  with the CPU's F16C instructions where it has them.
+- Large buffers (float32 q_rot at T = 2048) come fresh from the kernel on every call and are
+  page-faulted in; every method pays this alike.
 - ``mx.fast.rope`` on the CPU rotates in the input's precision: its bfloat16 error against the
   float64 reference is about twice ropepool's (float32 math, one rounding).
 - Other processes on the machine add noise; compare ratios within one run.
@@ -75,11 +74,11 @@ NUMPY_METHODS = ("ropepool-inplace-np", "numpy", "memcpy (numpy)")
 #: Llama-3-8B attention: Hq = 32, Hkv = 8, D = 128.
 LLAMA3_8B = dict(num_qo_heads=32, num_kv_heads=8, head_dim=128)
 
-#: Targets on the 2-core CPU machine (issue 3).
+#: The targets the bench checks (met or MISS in its output).
 TARGET_SPEEDUP = 2.0  # ropepool at least this much faster than mx.fast.rope + scatter
 TARGET_POOL_FLAT = 1.2  # time at the largest pool within this factor of the smallest
 TARGET_FLOOR = 3.0  # ropepool within this factor of the copy floor (copy (mlx))
-#: Decode in place (T = 1, issue 11): mx inputs this much faster than mx.fast.rope + scatter, NumPy
+#: Decode in place (T = 1): mx inputs this much faster than mx.fast.rope + scatter, NumPy
 #: inputs at least as fast as the NumPy implementation.
 TARGET_DECODE_MX = 1.2
 TARGET_DECODE_NUMPY = 1.0
@@ -262,7 +261,8 @@ def run(tokens=(1, 64, 2048), dtypes=("float16", "bfloat16", "float32"),
         pools=(4096, 16384, 65536, 262144, 1048576), repeats: int = 10, pool_tokens: int = 64,
         pool_dtype: str = "float16", out_dir: str | Path = "artifacts", plot: bool = True,
         command: str = "python -m ropepool bench") -> dict:
-    """The benchmark of issue 3: Llama-3-8B shapes per dtype and T, then time against pool size."""
+    """The whole benchmark: Llama-3-8B shapes per dtype and T, then time against pool size; writes
+    ``out_dir``/bench.json and bench.md (and bench.png with ``plot``)."""
     from ..backends import best_backend
 
     results = {"backend": best_backend(), "device": str(mx.default_device()), "machine": machine(),

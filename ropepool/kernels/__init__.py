@@ -35,8 +35,8 @@ would assemble for Metal and for CUDA (signature, template arguments, header, bo
 against stand-ins for each back-end's names and run against the reference
 (``tests/test_kernel_generated_source.py``). NVIDIA's own compiler, NVRTC, compiles the CUDA
 text as ``mx.fast.cuda_kernel`` assembles it, with the real CUDA headers, to SASS for sm_80 and
-sm_90 in every test run (``nvrtc.py``, ``tests/test_nvrtc.py``). It has **not yet run on Metal
-or CUDA**: the sessions that wrote it had neither an Apple-Silicon Mac nor an NVIDIA GPU. On such a
+sm_90 in every test run (``nvrtc.py``, ``tests/test_nvrtc.py``). It has **not run on Metal or
+CUDA** in this repository's tests, which run on a machine with neither. On such a
 machine the backend first runs a self-check against the reference (:func:`self_check`) and
 reports itself unavailable, with the reason, if the kernel fails to build or disagrees;
 ``benchmarks/cuda_check.py`` is the prepared one-shot check for an NVIDIA machine (CuPy; MLX

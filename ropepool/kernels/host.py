@@ -245,9 +245,8 @@ def _buffer(x, storage) -> np.ndarray:
 
 
 #: From this size of q_rot on, the kernel writes into buffers MLX allocates rather than copying
-#: NumPy buffers into MLX afterwards. Measured here: allocating in MLX costs a graph evaluation
-#: (15-170 us, with page faults), the copy about 0.1 ms per MiB (1.75 ms for bfloat16 T=2048's
-#: 21 MiB); at 1 MiB (float32, T=64) the allocation was the slower of the two.
+#: NumPy buffers into MLX afterwards: allocating in MLX costs a graph evaluation (a fixed cost),
+#: the copy a cost per byte, so small outputs are copied and large ones written in place.
 DIRECT_BYTES = 4 << 20
 
 
@@ -271,11 +270,11 @@ def _to_mx(x, dtype) -> mx.array:
     """q_rot or k_rot as an mx.array: MLX's own buffer as is, a NumPy buffer copied once.
 
     bfloat16 comes as its bits. ``mx.array(bits).view(mx.bfloat16)`` is lazy, and evaluating
-    it alone costs a wake-up of MLX's worker thread (100-200 us measured here; nothing when it
-    joins the caller's next evaluation). Small outputs (decode) are therefore widened to the
-    float32 of the same values, which ``mx.array`` rounds back exactly while it copies (every
-    bfloat16 but a NaN with a payload, which the kernel never writes: its NaN is 0x7FC0):
-    evaluated at once, 7 us for one Llama-3-8B token, but about 0.5 ns per element.
+    it alone costs a wake-up of MLX's worker thread (nothing when it joins the caller's next
+    evaluation). Small outputs (decode) are therefore widened to the float32 of the same values,
+    which ``mx.array`` rounds back exactly while it copies (every bfloat16 but a NaN with a
+    payload, which the kernel never writes: its NaN is 0x7FC0): evaluated at once, at a cost per
+    element, hence only up to :data:`EAGER_BF16` elements.
     """
     if isinstance(x, mx.array):
         return x

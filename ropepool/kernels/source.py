@@ -12,9 +12,9 @@ The thread-index line is the one thing that cannot live in a header: MLX scans t
 for Metal attribute names such as ``thread_position_in_grid`` and only then declares them in
 the generated signature, so :func:`body` puts that line in front of the shared body.
 
-The kernel name carries a hash of the exact text compiled (header and body). Before MLX
-0.32.1 two Metal kernels with one name silently ran the first one's code, and MLX's CUDA
-back-end still caches compiled PTX on disk by name: a stale name would run stale code.
+The kernel name carries a hash of the exact text compiled (header and body): MLX caches
+compiled kernels by name (its CUDA back-end on disk), so a name that outlived its text would
+run stale code.
 """
 
 from __future__ import annotations
