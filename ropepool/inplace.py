@@ -77,10 +77,9 @@ _UNSIGNED = {1: mx.uint8, 2: mx.uint16, 4: mx.uint32, 8: mx.uint64}
 
 
 def _memory(x) -> np.ndarray:
-    """A NumPy view of the memory of ``x`` (mx.array evaluated, any strides), for overlap tests."""
+    """A NumPy view of the memory of ``x`` (an evaluated mx.array, any strides), for overlap tests."""
     if isinstance(x, np.ndarray):
         return x
-    mx.eval(x)
     try:  # a row-contiguous array's bytes, through the buffer protocol: no new graph node to evaluate
         return np.frombuffer(x, np.uint8)
     except (BufferError, ValueError, TypeError):  # strided
@@ -91,6 +90,7 @@ def _memory(x) -> np.ndarray:
 
 def input_overlapping_pools(inputs: dict, k_pool, v_pool) -> tuple[str, str] | None:
     """``(input name, pool name)`` of the first input sharing memory with a pool, or None."""
+    mx.eval(*(x for x in (k_pool, v_pool, *inputs.values()) if isinstance(x, mx.array)))  # one evaluation
     pools = {"k_pool": _memory(k_pool), "v_pool": _memory(v_pool)}
     own = _owns_memory(k_pool) and _owns_memory(v_pool)
     for name, x in inputs.items():
