@@ -182,6 +182,23 @@ def test_allocator_free_list():
         a.free([0])
 
 
+@pytest.mark.parametrize("rows, message", [
+    ([0, 0], "row 0 given twice"),
+    ([1, 4], "row 4 is not held"),
+    ([0, 2], "row 2 is not held"),  # held rows first, then a free one
+    ([1, -1], "row -1 is not held"),
+], ids=["duplicate", "out of range", "free row", "negative"])
+def test_a_refused_free_changes_nothing(rows, message):
+    a = Allocator(4)
+    a.allocate(2)  # rows 0 and 1 held, 2 and 3 free
+    before = (list(a.free_rows), list(a._is_free))
+    with pytest.raises(ValueError, match=message):
+        a.free(rows)
+    assert (list(a.free_rows), list(a._is_free)) == before
+    a.free([1, 0])  # both still held
+    assert a.num_free == 4
+
+
 # --- Errors --------------------------------------------------------------------------------
 
 def test_unsupported_model_is_refused():
