@@ -44,8 +44,11 @@ class Allocator:
             self._is_free[r] = False
         return rows
 
-    def free(self, rows) -> None:
+    def free(self, rows, *, first: bool = False) -> None:
         """Put ``rows`` back on the free list; every row is checked before any is freed.
+
+        With ``first`` they go to the head of the list, in their order, so the next
+        :meth:`allocate` hands them out again: this undoes the latest allocate.
 
         Raises
         ------
@@ -62,4 +65,7 @@ class Allocator:
             seen.add(r)
         for r in rows:
             self._is_free[r] = True
-        self.free_rows.extend(rows)
+        if first:
+            self.free_rows.extendleft(reversed(rows))
+        else:
+            self.free_rows.extend(rows)
