@@ -9,6 +9,7 @@ from mlx_lm.models.cache import make_prompt_cache
 
 import ropepool
 from ropepool.engine import Allocator, Engine, PoolTooSmallError, Status, UnsupportedModelError, generate
+from ropepool.engine import runner as runner_module
 from ropepool.engine.mlx_lm_loop import greedy
 from ropepool.tolerance import ENGINE_LOGITS_FLOAT32
 
@@ -222,6 +223,45 @@ def test_a_failed_step_loses_nothing(monkeypatch, layer, error):
         assert r.tokens == w.tokens
         np.testing.assert_array_equal(np.array(mx.stack(r.logits)), np.array(w.logits))
     assert engine.allocator.num_free == 12
+
+
+def test_slots_are_checked_once_a_step(monkeypatch):
+    """positions and slots are the same in every layer: checked by value in the first layer only."""
+    fused = runner_module.rope_pool_fused
+    checked = []
+
+    def spy(*args, **kwargs):
+        checked.append(kwargs.get("check_values", True))
+        return fused(*args, **kwargs)
+
+    monkeypatch.setattr(runner_module, "rope_pool_fused", spy)
+    model = tiny("llama", num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=3)
+    engine = Engine(model, pool_rows=12)
+    for p, n in zip(STEP_PROMPTS, STEP_NEW):
+        engine.add_request(p, n)
+    while not engine.done:
+        engine.step()
+    assert checked == [True, False, False] * engine.steps
+
+
+@pytest.mark.parametrize("bad, code", [("out of range", "slot_out_of_range"), ("duplicate", "duplicate_slot")])
+def test_a_bad_slot_is_refused_before_any_pool_is_written(bad, code):
+    engine = Engine(tiny("llama", num_attention_heads=4, num_key_value_heads=2), pool_rows=12)
+    a, b, _ = (engine.add_request(p, n) for p, n in zip(STEP_PROMPTS, STEP_NEW))
+    engine.step()
+    assert (a.num_cached, b.num_cached) == (3, 2)  # next step, a writes a.slot_table[3], b b.slot_table[2]
+    if bad == "out of range":
+        a.slot_table[3] = 12
+    else:
+        b.slot_table[2] = a.slot_table[3]
+    pools = [np.array(p) for p in engine.runner.k_pools + engine.runner.v_pools]
+    before = engine_state(engine)
+    with pytest.raises(ropepool.RopePoolError) as info:
+        engine.step()
+    assert info.value.code == code
+    for p, q in zip(pools, engine.runner.k_pools + engine.runner.v_pools):
+        np.testing.assert_array_equal(p, np.array(q))
+    assert engine_state(engine) == before
 
 
 def test_allocator_free_list():
