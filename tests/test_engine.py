@@ -9,6 +9,7 @@ from mlx_lm.models.cache import make_prompt_cache
 
 import ropepool
 from ropepool.engine import Allocator, Engine, PoolTooSmallError, Status, UnsupportedModelError, generate
+from ropepool.engine import runner as runner_module
 from ropepool.engine.mlx_lm_loop import greedy
 from ropepool.tolerance import ENGINE_LOGITS_FLOAT32
 
@@ -170,6 +171,99 @@ def test_a_stopped_request_frees_its_rows_at_once():
     assert b.status is Status.RUNNING and set(b.slot_table) & set(a.slot_table)  # a's rows, reused
 
 
+# 12 rows: A (6 rows) and B (3) are admitted at step 0, B finishes at step 1, and step 2 runs
+# A's decode token and admits C (6): a step with a running and an admitted request.
+STEP_PROMPTS = [[1, 2, 3], [4, 5], [6, 7, 8, 9]]
+STEP_NEW = [4, 2, 3]
+
+
+def engine_state(engine):
+    """Everything a step may change, as plain values."""
+    reqs = [(r.rid, r.status, list(r.slot_table), r.num_cached, list(r.tokens), len(r.logits))
+            for r in engine.requests]
+    queues = [[r.rid for r in q] for q in (engine.scheduler.waiting, engine.scheduler.running)]
+    return reqs, queues, list(engine.allocator.free_rows), engine.steps
+
+
+@pytest.mark.parametrize("layer, error", [(0, KeyboardInterrupt), (1, RuntimeError), ("after", KeyboardInterrupt)],
+                         ids=["interrupt in layer 0", "error in layer 1", "interrupt after every pool is written"])
+def test_a_failed_step_loses_nothing(monkeypatch, layer, error):
+    """A step whose forward pass raises leaves the engine as it was; stepping on gives the same outputs."""
+    model = tiny("llama", num_attention_heads=4, num_key_value_heads=2)
+    want = generate(model, STEP_PROMPTS, STEP_NEW, pool_rows=12)
+    engine = Engine(model, pool_rows=12)
+    a, b, c = (engine.add_request(p, n) for p, n in zip(STEP_PROMPTS, STEP_NEW))
+    engine.step()
+    engine.step()
+    assert (a.status, b.status, c.status) == (Status.RUNNING, Status.FINISHED, Status.WAITING)
+    before = engine_state(engine)
+
+    attention = engine.runner.attention
+    raised = error("injected")
+
+    def failing(i, *args):
+        if i == layer:  # layer 1: layer 0 has already written this step's rows into its pools
+            raise raised
+        out = attention(i, *args)
+        if layer == "after" and i == len(model.layers) - 1:
+            mx.eval(out, engine.runner.k_pools, engine.runner.v_pools)  # this step's rows, in every pool
+            raise raised
+        return out
+
+    monkeypatch.setattr(engine.runner, "attention", failing)
+    with pytest.raises(error) as info:
+        engine.step()
+    assert info.value is raised
+    monkeypatch.undo()
+    assert engine_state(engine) == before  # c waits again, its rows back at the head of the free list
+
+    while not engine.done:
+        engine.step()
+    for r, w in zip(engine.requests, want):
+        assert r.tokens == w.tokens
+        np.testing.assert_array_equal(np.array(mx.stack(r.logits)), np.array(w.logits))
+    assert engine.allocator.num_free == 12
+
+
+def test_slots_are_checked_once_a_step(monkeypatch):
+    """positions and slots are the same in every layer: checked by value in the first layer only."""
+    fused = runner_module.rope_pool_fused
+    checked = []
+
+    def spy(*args, **kwargs):
+        checked.append(kwargs.get("check_values", True))
+        return fused(*args, **kwargs)
+
+    monkeypatch.setattr(runner_module, "rope_pool_fused", spy)
+    model = tiny("llama", num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=3)
+    engine = Engine(model, pool_rows=12)
+    for p, n in zip(STEP_PROMPTS, STEP_NEW):
+        engine.add_request(p, n)
+    while not engine.done:
+        engine.step()
+    assert checked == [True, False, False] * engine.steps
+
+
+@pytest.mark.parametrize("bad, code", [("out of range", "slot_out_of_range"), ("duplicate", "duplicate_slot")])
+def test_a_bad_slot_is_refused_before_any_pool_is_written(bad, code):
+    engine = Engine(tiny("llama", num_attention_heads=4, num_key_value_heads=2), pool_rows=12)
+    a, b, _ = (engine.add_request(p, n) for p, n in zip(STEP_PROMPTS, STEP_NEW))
+    engine.step()
+    assert (a.num_cached, b.num_cached) == (3, 2)  # next step, a writes a.slot_table[3], b b.slot_table[2]
+    if bad == "out of range":
+        a.slot_table[3] = 12
+    else:
+        b.slot_table[2] = a.slot_table[3]
+    pools = [np.array(p) for p in engine.runner.k_pools + engine.runner.v_pools]
+    before = engine_state(engine)
+    with pytest.raises(ropepool.RopePoolError) as info:
+        engine.step()
+    assert info.value.code == code
+    for p, q in zip(pools, engine.runner.k_pools + engine.runner.v_pools):
+        np.testing.assert_array_equal(p, np.array(q))
+    assert engine_state(engine) == before
+
+
 def test_allocator_free_list():
     a = Allocator(4)
     assert a.allocate(3) == [0, 1, 2] and a.num_free == 1
@@ -180,6 +274,23 @@ def test_allocator_free_list():
     a.free([0])
     with pytest.raises(ValueError, match="row 0 is not held"):
         a.free([0])
+
+
+@pytest.mark.parametrize("rows, message", [
+    ([0, 0], "row 0 given twice"),
+    ([1, 4], "row 4 is not held"),
+    ([0, 2], "row 2 is not held"),  # held rows first, then a free one
+    ([1, -1], "row -1 is not held"),
+], ids=["duplicate", "out of range", "free row", "negative"])
+def test_a_refused_free_changes_nothing(rows, message):
+    a = Allocator(4)
+    a.allocate(2)  # rows 0 and 1 held, 2 and 3 free
+    before = (list(a.free_rows), list(a._is_free))
+    with pytest.raises(ValueError, match=message):
+        a.free(rows)
+    assert (list(a.free_rows), list(a._is_free)) == before
+    a.free([1, 0])  # both still held
+    assert a.num_free == 4
 
 
 # --- Errors --------------------------------------------------------------------------------

@@ -44,16 +44,28 @@ class Allocator:
             self._is_free[r] = False
         return rows
 
-    def free(self, rows) -> None:
-        """Put ``rows`` back on the free list.
+    def free(self, rows, *, first: bool = False) -> None:
+        """Put ``rows`` back on the free list; every row is checked before any is freed.
+
+        With ``first`` they go to the head of the list, in their order, so the next
+        :meth:`allocate` hands them out again: this undoes the latest allocate.
 
         Raises
         ------
         ValueError
-            A row is already free (freed twice) or outside ``[0, P)``.
+            A row is already free, outside ``[0, P)`` or given twice; then nothing is freed.
         """
+        rows = list(rows)
+        seen = set()
         for r in rows:
             if not 0 <= r < self.pool_rows or self._is_free[r]:
                 raise ValueError(f"free: row {r} is not held (P = {self.pool_rows})")
+            if r in seen:
+                raise ValueError(f"free: row {r} given twice")
+            seen.add(r)
+        for r in rows:
             self._is_free[r] = True
-            self.free_rows.append(r)
+        if first:
+            self.free_rows.extendleft(reversed(rows))
+        else:
+            self.free_rows.extend(rows)

@@ -67,10 +67,20 @@ class Engine:
         return req
 
     def step(self) -> Batch:
+        """Run one forward pass and append one token to each request in it.
+
+        If the pass raises (an error, or a KeyboardInterrupt), the engine is left as it was
+        before the step and the exception is raised again: stepping on loses nothing.
+        """
         batch = self.scheduler.schedule()
         if not batch.requests:
             raise RuntimeError("step: nothing to run (no request waiting or running)")
-        logits = self.runner.run(batch)  # [len(batch.requests), vocab]
+        try:
+            logits = self.runner.run(batch)  # [len(batch.requests), vocab]
+            mx.eval(logits)  # the lazy pass runs here, inside the try
+        except BaseException:
+            self.scheduler.unschedule(batch)
+            raise
         self.scheduler.postprocess(batch, logits)
         self.steps += 1
         return batch

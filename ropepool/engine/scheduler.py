@@ -77,6 +77,21 @@ class Scheduler:
         self.running += batch.admitted
         return batch
 
+    def unschedule(self, batch: Batch) -> None:
+        """Undo :meth:`schedule` after a failed forward pass: the state before it, exactly.
+
+        The requests admitted in ``batch`` go back to the head of ``waiting`` in their order,
+        their rows back to the head of the free list. The running requests need nothing: their
+        tokens and ``num_cached`` change only in :meth:`postprocess`, so a retry sends the same
+        tokens to the same slots and rewrites any rows the failed pass had written.
+        """
+        for req in reversed(batch.admitted):
+            self.running.remove(req)
+            self.allocator.free(req.slot_table, first=True)
+            req.slot_table = []
+            req.status = Status.WAITING
+            self.waiting.appendleft(req)
+
     def postprocess(self, batch: Batch, logits: mx.array) -> None:
         """Append each request's new token (greedy, from ``logits [len(batch.requests), vocab]``); free the finished."""
         chosen = mx.argmax(logits, axis=-1).tolist()
