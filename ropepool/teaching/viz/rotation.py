@@ -14,7 +14,8 @@ from matplotlib.figure import Figure
 from .legible import projector
 
 from ..._arrays import to_numpy
-from ...reference import inverse_frequencies, rope_angles, rotate_neox
+from ...reference import inverse_frequencies, rope_angles, rotate, rotate_neox
+from ...rope import rope_table
 from ...tolerance import EPS, error_bound, pair_norms  # noqa: F401  (re-exported for notebook 03)
 
 
@@ -72,14 +73,9 @@ def neox_to_gptj(head_dim: int) -> np.ndarray:
 
 
 def rotate_gptj(x, positions, rope_base: float) -> np.ndarray:
-    """GPT-J's interleaved RoPE of ``x [T, H, D]``: pair ``(2i, 2i+1)`` turns by ``theta_i``; float64."""
-    x = to_numpy(x, np.float64)
-    theta = rope_angles(positions, x.shape[-1], rope_base)  # [T, D/2]
-    cos, sin = np.cos(theta)[:, None, :], np.sin(theta)[:, None, :]  # [T, 1, D/2]
-    x1, x2 = x[..., 0::2], x[..., 1::2]  # [T, H, D/2] each
-    out = np.empty_like(x)
-    out[..., 0::2], out[..., 1::2] = x1 * cos - x2 * sin, x1 * sin + x2 * cos
-    return out  # [T, H, D]
+    """GPT-J's interleaved RoPE of ``x [T, H, D]``: pair ``(2i, 2i+1)`` turns by ``theta_i``; float64
+    (the reference's rotation with GPT-J's pairs)."""
+    return rotate(x, positions, rope_table(np.shape(x)[-1], rope_base, is_neox=False))  # [T, H, D]
 
 
 def position_errors(positions, dtypes=("float32", "bfloat16", "float16"), *, head_dim: int = 64,
