@@ -8,7 +8,7 @@ from mlx_lm.models import gemma, llama, phi3, qwen2
 from mlx_lm.models.cache import make_prompt_cache
 
 import ropepool
-from ropepool.engine import Allocator, Engine, PoolTooSmallError, Status, UnsupportedModelError, generate
+from ropepool.engine import Allocator, Engine, PoolTooSmallError, Status, UnsupportedModelError, generate, rope_kwargs
 from ropepool.engine import runner as runner_module
 from ropepool.engine.mlx_lm_loop import greedy
 from ropepool.tolerance import ENGINE_LOGITS_FLOAT32
@@ -101,6 +101,18 @@ def test_traditional_rope_matches_mlx_lm():
 
 def test_phi3_partial_rotary_matches_mlx_lm():
     model = tiny("phi3", num_attention_heads=4, num_key_value_heads=4, partial_rotary_factor=0.5)
+    results = generate(model, PROMPTS, NEW, pool_rows=POOL_ROWS)
+    check_against_mlx_lm(model, PROMPTS, NEW, results)
+
+
+def test_phi3_longrope_matches_mlx_lm():
+    """Phi-3.5-mini's scaling (longrope, ``original_max_position_embeddings`` at the config's top level,
+    as Phi-3 keeps it), on a tiny model: D = 16, so 8 factors of each kind."""
+    long_factor = [1.0, 1.02, 1.1, 1.4, 2.0, 3.5, 6.0, 9.0]
+    model = tiny("phi3", num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=131072,
+                 original_max_position_embeddings=4096,
+                 rope_scaling={"type": "longrope", "long_factor": long_factor, "short_factor": [1.0] * 8})
+    assert rope_kwargs(model)["rope_scaling"]["original_max_position_embeddings"] == 4096
     results = generate(model, PROMPTS, NEW, pool_rows=POOL_ROWS)
     check_against_mlx_lm(model, PROMPTS, NEW, results)
 

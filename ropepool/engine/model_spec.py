@@ -39,7 +39,8 @@ def hf_config(model) -> dict:
     config = dict(model_type=a.model_type, num_attention_heads=a.num_attention_heads,
                   num_key_value_heads=a.num_key_value_heads, hidden_size=a.hidden_size,
                   rope_theta=float(a.rope_theta))
-    for key in ("head_dim", "rope_scaling", "max_position_embeddings", "partial_rotary_factor"):
+    for key in ("head_dim", "rope_scaling", "max_position_embeddings", "original_max_position_embeddings",
+                "partial_rotary_factor"):
         if getattr(a, key, None) is not None:
             config[key] = getattr(a, key)
     return config
