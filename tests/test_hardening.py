@@ -21,6 +21,8 @@ import numpy as np
 import pytest
 
 from ropepool import CATALOG, RopePoolError, Shapes, make_inputs, rope_pool_fused
+from ropepool.reference import rope_pool_reference
+from ropepool.tolerance import error_ratio
 from ropepool.teaching.checks import expect_error
 from ropepool.kernels import build
 
@@ -203,9 +205,19 @@ def test_empty_and_tiny_calls_run(backend, label, shapes, slots, inplace, check_
     if check_values and any(s >= shapes.pool_rows for s in slots):
         expect_error("slot_out_of_range", rope_pool_fused, **kw, backend=backend, inplace=inplace)
         return
+    want_k, want_v = kw["k_pool"].copy(), kw["v_pool"].copy()  # before the call: inplace writes kw's pools
     q_rot, k_rot, k_pool, v_pool = rope_pool_fused(**kw, backend=backend, inplace=inplace,
                                                    check_values=check_values)
     assert q_rot.shape == kw["q"].shape and k_pool.shape == (shapes.pool_rows, shapes.num_kv_heads, 8)
+    ref_q, ref_k, _, _ = rope_pool_reference(*(kw[n] for n in ("q", "k", "v", "positions", "slots", "k_pool",
+                                                                 "v_pool")), rope_base=kw["rope_base"])
+    for got, want, x in ((q_rot, ref_q, kw["q"]), (k_rot, ref_k, kw["k"])):
+        assert error_ratio(got, want, x, kw["positions"], "float32") <= 1
+    for t, s in enumerate(slots):  # each token in range wrote its row; every other row kept its bits
+        if 0 <= s < shapes.pool_rows:
+            want_k[s], want_v[s] = np.asarray(k_rot)[t], kw["v"][t]
+    np.testing.assert_array_equal(np.asarray(k_pool), want_k)
+    np.testing.assert_array_equal(np.asarray(v_pool), want_v)
 
 
 # --- 5: duplicate slots with check_values=False: the last token wins, on every backend -----------
