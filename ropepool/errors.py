@@ -290,6 +290,24 @@ _SPECS = [
         lambda: _call(rope_scaling=_longrope(4)),
         lambda: _call(rope_scaling=_longrope(4), max_position_embeddings=131072)),
     ErrorSpec(
+        "rope_scaling_value", "rope_scaling type {rope_type!r} needs {key} {need}, got {got}", "ropepool",
+        "Each scaling type reads numbers from rope_scaling (llama3: low_freq_factor, high_freq_factor, "
+        "original_max_position_embeddings; yarn: beta_fast, beta_slow, mscale, mscale_all_dim, "
+        "attention_factor; longrope: original_max_position_embeddings, attention_factor), each a finite "
+        "int or float in the range its formula needs. yarn also needs rope_base != 1: it finds where its "
+        "ramp starts by dividing by log(rope_base), and at base 1 every pair turns at 1 radian per "
+        "position, so no pair marks it (transformers and mlx-lm divide by zero there). Plain RoPE and "
+        "the other types take base 1.",
+        ("a number written as a string in a hand-written rope_scaling (\"beta_fast\": \"32\")",
+         "beta_fast or beta_slow 0 (transformers reads 0 as the default; ropepool refuses it)",
+         "longrope with original_max_position_embeddings 1: its scale divides by ln(1) = 0",
+         "high_freq_factor not above low_freq_factor", "yarn with rope_base 1.0"),
+        "Copy rope_scaling from the model's config.json as it is, with the config's rope_theta.",
+        lambda: _call(rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096,
+                                    "beta_fast": 0}),
+        lambda: _call(rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096,
+                                    "beta_fast": 32})),
+    ErrorSpec(
         "rope_base_range", "rope_base gives inverse frequencies float32 cannot hold for head_dim={head_dim}, "
         "got {got}", "ropepool",
         "The kernel holds rope_base**(-2i/D) in float32 and multiplies it by positions up to 2**24: a base "
@@ -300,9 +318,14 @@ _SPECS = [
     ErrorSpec(
         "argument_type", "{name} must be {kind}, got {got}", "ropepool",
         "head_dim, num_qo_heads and num_kv_heads are ints and check_values and inplace bools, as "
-        "SGLang's binding takes them; nothing is rounded or parsed.",
-        ("a head count computed with / instead of // (4.0)", "a config value read as a string"),
-        "Pass ints (e.g. config.num_attention_heads // tp_size) and True or False.",
+        "SGLang's binding takes them; is_neox is a bool too, max_position_embeddings an int > 0 or "
+        "None and rope_scaling the config's dict or None. Any integer type counts as an int "
+        "(np.int64 too), NumPy's bool as a bool; nothing is rounded or parsed.",
+        ("a head count computed with / instead of // (4.0)", "a config value read as a string",
+         "is_neox='False', which as a string would mean True",
+         "rope_scaling='linear' instead of the config's dict"),
+        "Pass ints (e.g. config.num_attention_heads // tp_size), True or False, and rope_scaling as "
+        "the config holds it.",
         lambda: _call(num_qo_heads=4.0), _call),
     ErrorSpec(
         "position_negative", "positions must be >= 0, got {got}", "ropepool",

@@ -37,13 +37,13 @@ from __future__ import annotations
 
 import difflib
 import json
-import math
 import os
 import stat
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from ._scalars import finite_float, is_int
 from .rope import Rope, rope_table
 from .shapes import Shapes
 
@@ -222,9 +222,17 @@ def _present(config: dict, key: str) -> bool:
 
 def _positive_int(config: dict, key: str, name: str) -> int:
     value = config[key]
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+    if not is_int(value) or value <= 0:
         raise ConfigError(f"{name}: {key} must be a positive integer, got {value!r}", fields=(key,))
-    return value
+    return int(value)
+
+
+def _catalog_error() -> type:
+    """:class:`~ropepool.errors.RopePoolError`, imported when one is being handled: ropepool.errors
+    loads MLX, and this module loads without it."""
+    from .errors import RopePoolError
+
+    return RopePoolError
 
 
 def _first(config: dict, keys: tuple[str, ...]) -> str | None:
@@ -338,23 +346,27 @@ def from_config(config: dict) -> RopeParams:
     rotary_dim = None
     for key in ("partial_rotary_factor", "rotary_pct"):
         fraction = config.get(key)
-        if fraction is None or fraction == 1:
+        if fraction is None or finite_float(fraction) == 1:
             continue
-        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction < 1:
+        if finite_float(fraction) is None or not 0 < fraction < 1:
             raise ConfigError(f"{name}: {key} must be a number in (0, 1], got {fraction!r}", fields=(key,))
-        rotary_dim = int(fraction * D)
+        rotary_dim = int(float(fraction) * D)
         notes.append(f"{key} = {fraction}: rotary_dim = int({fraction} * {D}) = {rotary_dim} of {D} dimensions "
                      "rotate, the rest pass through")
         break
-    if _present(config, "rotary_dim") and config["rotary_dim"] != D:
-        rotary_dim = config["rotary_dim"]
+    if _present(config, "rotary_dim") and _positive_int(config, "rotary_dim", name) != D:
+        rotary_dim = _positive_int(config, "rotary_dim", name)
         notes.append(f"rotary_dim = {rotary_dim}: only the first {rotary_dim} of {D} dimensions rotate")
     is_neox = config.get("model_type") not in _GPTJ_PAIRS
     if not is_neox:
         notes.append(f"model_type {config.get('model_type')!r}: GPT-J pairs (2i, 2i + 1), is_neox=False")
 
     # --- rope_base and scaling --------------------------------------------------------------
-    rope_parameters = config.get("rope_parameters") if isinstance(config.get("rope_parameters"), dict) else {}
+    for key in ("rope_scaling", "rope_parameters"):
+        if _present(config, key) and not isinstance(config[key], dict):
+            raise ConfigError(f"{name}: {key} must be a dict (a JSON object) or null, got {config[key]!r}",
+                              fields=(key,))
+    rope_parameters = config.get("rope_parameters") or {}
     if _present(config, "rope_theta"):
         base_key, base = "rope_theta", config["rope_theta"]
     elif _present(rope_parameters, "rope_theta"):
@@ -364,14 +376,16 @@ def from_config(config: dict) -> RopeParams:
     else:
         base_key, base = "rope_theta", DEFAULT_ROPE_BASE
         notes.append(f"rope_theta absent: {DEFAULT_ROPE_BASE}, the transformers default")
-    if isinstance(base, bool) or not isinstance(base, (int, float)) or not (math.isfinite(base) and base > 0):
+    if finite_float(base) is None or base <= 0:
         raise ConfigError(f"{name}: {base_key} must be a finite number > 0, got {base!r}", fields=(base_key,))
 
     scaling = config.get("rope_scaling") or rope_parameters
-    scaling = {k: v for k, v in scaling.items() if k != "rope_theta"} if isinstance(scaling, dict) else {}
+    scaling = {k: v for k, v in scaling.items() if k != "rope_theta"}
     if (scaling.get("rope_type") or scaling.get("type") or "default") == "default":
         scaling = {}
-    max_pos = config.get("max_position_embeddings") if scaling else None
+    max_pos = None
+    if scaling and _present(config, "max_position_embeddings"):
+        max_pos = _positive_int(config, "max_position_embeddings", name)
     if scaling and "original_max_position_embeddings" not in scaling and _present(
             config, "original_max_position_embeddings"):
         scaling["original_max_position_embeddings"] = config["original_max_position_embeddings"]
@@ -380,7 +394,7 @@ def from_config(config: dict) -> RopeParams:
                         is_neox=is_neox, rope_scaling=scaling or None, max_position_embeddings=max_pos)
     try:
         params.rope()
-    except ValueError as err:  # a catalog RopePoolError (not imported here: this module loads without MLX)
+    except _catalog_error() as err:  # evaluated only while an error is raised
         fields = ("rotary_dim", "partial_rotary_factor") if err.code == "rotary_dim" else ("rope_scaling",)
         raise ConfigError(f"{name}: {err.first_line} ({err.hint})", fields=fields) from None
     return params

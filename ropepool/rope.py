@@ -55,10 +55,13 @@ Example
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
+
+from ._scalars import check_types, fail, finite_float, is_int
 
 
 #: The scaling types ropepool computes.
@@ -74,14 +77,6 @@ REFUSED_TYPES = {
     "mrope": "multimodal RoPE splits each head into sections driven by separate (time, height, "
              "width) positions, not one position per token",
 }
-
-
-def fail(code: str, **kw):
-    """The catalog's error ``code`` (imported here, not at the top: this module, like the float64
-    reference, loads without MLX, for ``benchmarks/cuda_check.py`` on a GPU machine without it)."""
-    from .errors import fail as catalog_fail
-
-    return catalog_fail(code, **kw)
 
 
 @dataclass(frozen=True)
@@ -147,34 +142,89 @@ def rope_table(head_dim: int, rope_base: float, *, rotary_dim=None, is_neox=True
     rope_base : float, the config's ``rope_theta``
     rotary_dim : int or None, dimensions rotated (None: all of D)
     is_neox : bool, NeoX pairs (True) or GPT-J pairs (False)
-    rope_scaling : dict or None, the config's ``rope_scaling`` (``rope_type`` or ``type``, ...)
+    rope_scaling : dict or None, the config's ``rope_scaling`` (``rope_type`` or ``type``, ...);
+        its numbers may be any real numbers, its factor lists lists, tuples or NumPy arrays
     max_position_embeddings : int or None, the config's; needed by longrope
 
     Raises
     ------
     RopePoolError
-        ``rotary_dim``, ``rope_type``, ``rope_factor``, ``longrope_factors``,
-        ``max_position_missing``, ``rope_base_range``.
+        ``argument_type`` (``is_neox``, ``rope_scaling``, ``max_position_embeddings``),
+        ``rotary_dim``, ``rope_type``, ``rope_type_refused``, ``rope_factor``,
+        ``max_position_missing``, ``rope_scaling_value``, ``longrope_factors``, ``rope_base_range``.
     """
-    return _rope_table(int(head_dim), float(rope_base), rotary_dim, bool(is_neox), _freeze(rope_scaling),
-                       max_position_embeddings)
+    head_dim = int(head_dim)
+    check_types(is_neox=is_neox)
+    if rope_scaling is not None and not isinstance(rope_scaling, Mapping):
+        raise fail("argument_type", name="rope_scaling", kind="a dict or None", expected="the config's rope_scaling "
+                   "dict, or None", got=f"{rope_scaling!r} ({type(rope_scaling).__name__})",
+                   hint="pass the whole dict, e.g. rope_scaling={'rope_type': 'linear', 'factor': 2.0}, not "
+                        "only its type.")
+    max_pos = max_position_embeddings
+    if max_pos is not None:
+        if not (is_int(max_pos) and max_pos > 0):
+            raise fail("argument_type", name="max_position_embeddings", kind="an int > 0 or None",
+                       expected="max_position_embeddings an int > 0, or None", got=f"{max_pos!r} "
+                       f"({type(max_pos).__name__})", hint="pass config.max_position_embeddings, an int.")
+        max_pos = int(max_pos)
+    return _rope_table(head_dim, float(rope_base), _rotary_dim(rotary_dim, head_dim), bool(is_neox),
+                       _freeze(rope_scaling), max_pos)
+
+
+def _rotary_dim(rotary_dim, head_dim: int) -> int:
+    """``rotary_dim`` as an int, or the catalog's error."""
+    rd = head_dim if rotary_dim is None else rotary_dim
+    if not is_int(rd) or rd <= 0 or rd % 2 or rd > head_dim:
+        raise fail("rotary_dim", expected=f"an even rotary_dim in [2, head_dim={head_dim}]", got=repr(rotary_dim),
+                   hint="rotary_dim = int(partial_rotary_factor * head_dim), e.g. 32 for Phi-2 (0.4 * 80).")
+    return int(rd)
+
+
+class _Bool:
+    """A bool inside a frozen rope_scaling. Python has True == 1 == 1.0 (and equal hashes), so a bare
+    bool would find the table cached for the number and skip the check that refuses it."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: bool):
+        self.value = value
+
+    def __eq__(self, other):
+        return isinstance(other, _Bool) and other.value == self.value
+
+    def __hash__(self):
+        return hash((_Bool, self.value))
+
+    def __bool__(self):
+        return self.value
+
+    def __repr__(self):
+        return repr(self.value)
 
 
 def _freeze(x):
-    """A hashable copy of a config value (dicts and lists inside)."""
-    if isinstance(x, dict):
-        return tuple(sorted((k, _freeze(v)) for k, v in x.items()))
+    """A hashable copy of a config value, for the cache key: mappings as (key, value) pairs sorted by
+    key, lists, tuples and NumPy arrays as tuples, NumPy scalars as Python ones, bools as
+    :class:`_Bool`. The values are not checked here: each scaler checks the fields it reads."""
+    if isinstance(x, Mapping):
+        return tuple(sorted(((k, _freeze(v)) for k, v in x.items()), key=lambda kv: repr(kv[0])))
+    if isinstance(x, (np.ndarray, np.generic)):
+        x = x.tolist()  # Python scalars, or nested lists of them
     if isinstance(x, (list, tuple)):
         return tuple(_freeze(v) for v in x)
+    if isinstance(x, bool):
+        return _Bool(x)
+    try:
+        hash(x)
+    except TypeError:
+        raise fail("argument_type", name="rope_scaling", kind="a dict of numbers, strings, lists and dicts",
+                   expected="a config's rope_scaling, as JSON holds it", got=f"{x!r} ({type(x).__name__}) in it",
+                   hint="copy rope_scaling from the model's config.json as it is.") from None
     return x
 
 
 @lru_cache(maxsize=256)
-def _rope_table(head_dim, rope_base, rotary_dim, is_neox, frozen_scaling, max_position_embeddings) -> Rope:
-    rd = head_dim if rotary_dim is None else rotary_dim
-    if isinstance(rd, bool) or not isinstance(rd, int) or rd <= 0 or rd % 2 or rd > head_dim:
-        raise fail("rotary_dim", expected=f"an even rotary_dim in [2, head_dim={head_dim}]", got=repr(rotary_dim),
-                   hint="rotary_dim = int(partial_rotary_factor * head_dim), e.g. 32 for Phi-2 (0.4 * 80).")
+def _rope_table(head_dim, rope_base, rd, is_neox, frozen_scaling, max_position_embeddings) -> Rope:
     scaling = dict(frozen_scaling or ())
     rope_type = scaling.get("rope_type") or scaling.get("type") or "default"
     rope_type = ALIASES.get(rope_type, rope_type)
@@ -218,12 +268,37 @@ def _default_inv_freq(rotary_dim: int, rope_base: float) -> np.ndarray:
         return rope_base ** (-2.0 * i / rotary_dim)  # [rd/2]
 
 
+#: What a number in rope_scaling must be: the rule as the error says it, and its test.
+_POSITIVE = ("> 0", lambda x: x > 0)
+_NON_NEGATIVE = (">= 0", lambda x: x >= 0)
+
+
+def _number(scaling: dict, key: str, rope_type: str, default=None, rule=_POSITIVE, why: str = "",
+            code: str = "rope_scaling_value") -> float:
+    """``rope_scaling[key]`` (``default`` where absent or None) as a float: a finite real number
+    (int, float, NumPy scalar; not a bool or a string) that passes ``rule``; else the error ``code``
+    (``rope_scaling_value``, or ``rope_factor`` for the factor). Every number a scaler reads comes
+    through here."""
+    value = scaling.get(key)
+    if value is None:
+        value = default
+    f = finite_float(value)
+    need, ok = rule
+    if f is None or not ok(f):
+        if value is None:
+            hint = f"{key} is missing: copy rope_scaling from the model's config.json as it is."
+        elif f is None:
+            hint = (f"{key} is read as a number (an int or a float, not a string, a bool or a list): copy "
+                    "rope_scaling from the model's config.json as it is.")
+        else:
+            hint = why or "copy rope_scaling from the model's config.json as it is."
+        raise fail(code, rope_type=rope_type, key=key, need=need,
+                   expected=f"rope_scaling[{key!r}] a finite number {need}", got=repr(value), hint=hint)
+    return f
+
+
 def _factor(scaling: dict, rope_type: str) -> float:
-    f = scaling.get("factor")
-    if isinstance(f, bool) or not isinstance(f, (int, float)) or not math.isfinite(f) or f <= 0:
-        raise fail("rope_factor", rope_type=rope_type, expected="a finite factor > 0 in rope_scaling",
-                   got=repr(f), hint="copy rope_scaling from the model's config.json as it is.")
-    return float(f)
+    return _number(scaling, "factor", rope_type, code="rope_factor")
 
 
 def _default(base, scaling, rd, rope_base, max_pos):
@@ -236,8 +311,13 @@ def _linear(base, scaling, rd, rope_base, max_pos):
 
 def _llama3(base, scaling, rd, rope_base, max_pos):
     factor = _factor(scaling, "llama3")
-    low, high = scaling.get("low_freq_factor", 1.0), scaling.get("high_freq_factor", 4.0)
-    original = scaling.get("original_max_position_embeddings", 8192)
+    low = _number(scaling, "low_freq_factor", "llama3", 1.0,
+                  why="the slowest pairs are those whose wavelength exceeds original / low_freq_factor.")
+    high = _number(scaling, "high_freq_factor", "llama3", 4.0, (f"> low_freq_factor = {low:g}", lambda x: x > low),
+                   why="llama3 blends between the two wavelengths original / low_freq_factor and original / "
+                       "high_freq_factor, dividing by high_freq_factor - low_freq_factor.")
+    original = _number(scaling, "original_max_position_embeddings", "llama3", 8192,
+                       why="it is the context length the model was trained for.")
     wavelen = 2 * math.pi / base
     smooth = (original / wavelen - low) / (high - low)  # 0 at the low-frequency edge, 1 at the high one
     blended = (1 - smooth) * base / factor + smooth * base
@@ -252,27 +332,42 @@ def _yarn_mscale(factor: float, mscale: float = 1.0) -> float:
 
 def _yarn(base, scaling, rd, rope_base, max_pos):
     factor = _factor(scaling, "yarn")
-    original = scaling.get("original_max_position_embeddings") or max_pos
-    if original is None:
+    if scaling.get("original_max_position_embeddings") is None and max_pos is None:
         raise fail("max_position_missing", rope_type="yarn", expected="original_max_position_embeddings "
                    "in rope_scaling, or max_position_embeddings", got="neither",
                    hint="pass max_position_embeddings=config.max_position_embeddings.")
-    beta_fast, beta_slow = scaling.get("beta_fast", 32), scaling.get("beta_slow", 1)
+    original = _number(scaling, "original_max_position_embeddings", "yarn", max_pos,
+                       why="it is the context length the model was trained for.")
+    rotations = "yarn's ramp runs between the pairs that turn beta_fast and beta_slow times over the original context."
+    beta_fast = _number(scaling, "beta_fast", "yarn", 32, why=rotations)
+    beta_slow = _number(scaling, "beta_slow", "yarn", 1, why=rotations)
+    if rope_base == 1:
+        raise fail("rope_scaling_value", rope_type="yarn", key="rope_base", need="!= 1",
+                   expected="rope_base != 1 (yarn divides by log(rope_base))", got=repr(rope_base),
+                   hint="at base 1 every pair turns at 1 radian per position, so no pair index marks where "
+                        "yarn's ramp starts (transformers and mlx-lm divide by zero): pass config.rope_theta.")
 
     def correction_dim(rotations):  # the pair index that turns `rotations` times over `original` positions
-        return rd * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(rope_base))
+        turns = original / (rotations * 2 * math.pi)
+        if not 0 < turns < math.inf:  # over- or underflow for extreme betas: the same value, by logarithms
+            log_turns = math.log(original) - math.log(rotations) - math.log(2 * math.pi)
+        else:
+            log_turns = math.log(turns)
+        return rd * log_turns / (2 * math.log(rope_base))
 
     low = max(math.floor(correction_dim(beta_fast)), 0)
     high = min(math.ceil(correction_dim(beta_slow)), rd - 1)
     if low == high:
         high += 0.001  # as both sources: no division by zero
-    ramp = np.clip((np.arange(rd // 2) - low) / (high - low), 0, 1)  # 0: extrapolate, 1: interpolate
+    # low and high as floats: exact for any sensible config, and no int64 overflow for one near base 1
+    ramp = np.clip((np.arange(rd // 2) - float(low)) / float(high - low), 0, 1)  # 0: extrapolate, 1: interpolate
     inv_freq = base / factor * ramp + base * (1 - ramp)
     if scaling.get("attention_factor") is not None:
-        scale = float(scaling["attention_factor"])
+        scale = _number(scaling, "attention_factor", "yarn", why="it multiplies cos and sin.")
     else:
-        scale = (_yarn_mscale(factor, scaling.get("mscale", 1.0))
-                 / _yarn_mscale(factor, scaling.get("mscale_all_dim", 0.0)))
+        mscales = "0.1 * mscale * ln(factor) + 1 must stay positive."
+        scale = (_yarn_mscale(factor, _number(scaling, "mscale", "yarn", 1.0, _NON_NEGATIVE, mscales))
+                 / _yarn_mscale(factor, _number(scaling, "mscale_all_dim", "yarn", 0.0, _NON_NEGATIVE, mscales)))
     return inv_freq, scale
 
 
@@ -284,22 +379,26 @@ def _longrope(base, scaling, rd, rope_base, max_pos):
                    got=f"max_position_embeddings={max_pos!r}, original_max_position_embeddings={original!r}",
                    hint="pass max_position_embeddings=config.max_position_embeddings; Phi-3 keeps "
                         "original_max_position_embeddings at the top level of config.json: put it in rope_scaling.")
+    original = _number(scaling, "original_max_position_embeddings", "longrope", rule=("> 1", lambda x: x > 1),
+                       why="longrope's scale sqrt(1 + ln(max / original) / ln(original)) divides by ln(original).")
     which = "long_factor" if max_pos > original else "short_factor"
-    factors = scaling.get(which)
-    if not isinstance(factors, (list, tuple)) or len(factors) != rd // 2:
-        n = len(factors) if isinstance(factors, (list, tuple)) else repr(factors)
+    factors = scaling.get(which)  # lists, tuples and NumPy arrays are all tuples here (_freeze)
+    if not isinstance(factors, tuple) or len(factors) != rd // 2:
+        n = len(factors) if isinstance(factors, tuple) else repr(factors)
         raise fail("longrope_factors", which=which, expected=f"{rd // 2} factors (rotary_dim / 2)", got=n,
                    hint="the factor lists must belong to this model's head: one per rotated pair.")
-    factors = np.asarray(factors, np.float64)
-    if not (np.isfinite(factors).all() and (factors > 0).all()):
-        raise fail("longrope_factors", which=which, expected="finite factors > 0", got="a non-positive factor",
-                   hint="copy rope_scaling from the model's config.json as it is.")
+    values = [finite_float(f) for f in factors]
+    bad = next((i for i, f in enumerate(values) if f is None or f <= 0), None)
+    if bad is not None:
+        raise fail("longrope_factors", which=which, expected="finite numbers > 0", got=f"factor {bad} = {factors[bad]!r}",
+                   hint="each factor is a number that divides its pair's frequency: copy rope_scaling from the "
+                        "model's config.json as it is.")
     ratio = max_pos / original
     if scaling.get("attention_factor") is not None:
-        scale = float(scaling["attention_factor"])
+        scale = _number(scaling, "attention_factor", "longrope", why="it multiplies cos and sin.")
     else:
         scale = 1.0 if ratio <= 1 else math.sqrt(1 + math.log(ratio) / math.log(original))
-    return base / factors, scale
+    return base / np.asarray(values, np.float64), scale
 
 
 _SCALERS = {"default": _default, "linear": _linear, "llama3": _llama3, "yarn": _yarn, "longrope": _longrope}

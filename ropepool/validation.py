@@ -8,12 +8,10 @@ answers or out-of-bounds writes in its kernel. Every failure raises
 
 from __future__ import annotations
 
-import math
-import numbers
-
 import numpy as np
 
 from ._arrays import FLOAT_DTYPES, dtype_name, is_array, to_numpy
+from ._scalars import check_types, finite_float
 from .errors import fail
 from .inplace import input_overlapping_pools, pool_problem, pools_overlap
 from .rope import MAX_POSITION, plain
@@ -58,8 +56,8 @@ def validate(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_head
         if not is_array(x):
             raise fail("not_an_array", name=name, kind=type(x).__name__, expected="mx.array or np.ndarray",
                        got=type(x).__name__, hint=f"wrap {name} with mx.array(...) or np.asarray(...).")
-    _validate_argument_types(head_dim=head_dim, num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads,
-                             check_values=check_values, inplace=inplace)
+    check_types(head_dim=head_dim, num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads,
+                check_values=check_values, inplace=inplace)
 
     # --- SGLang's Python wrapper, in its order ---------------------------------------------
     if q.ndim != 3 or k.ndim != 3 or v.ndim != 3:
@@ -134,12 +132,11 @@ def validate(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_head
                    got=f"{num_qo_heads} and {num_kv_heads}",
                    hint=f"{num_qo_heads} query heads cannot be split evenly over {num_kv_heads} KV heads: "
                         "take both from the same model's config.")
-    base_ok = (isinstance(rope_base, numbers.Real) and not isinstance(rope_base, bool)
-               and _finite_positive(rope_base))
-    if not base_ok:
+    base = finite_float(rope_base)
+    if base is None or base <= 0:
         raise fail("rope_base", expected="a finite rope_base > 0, e.g. 10000.0 or 500000.0", got=repr(rope_base),
                    hint="pass config.rope_theta (10000.0 where the config has none).")
-    _validate_frequencies(head_dim, rope_base)
+    _validate_frequencies(head_dim, base)
     host_slots = None
     if check_values:
         host_slots = to_numpy(slots, np.int64)
@@ -150,44 +147,9 @@ def validate(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_head
     return host_slots
 
 
-def _validate_argument_types(**arguments) -> None:
-    """The plain arguments' types, as SGLang's binding takes them: ints for the sizes, bools for the flags."""
-    for name, value in arguments.items():
-        if type(value) is (bool if name in ("check_values", "inplace") else int):  # the common case, cheaply
-            continue
-        flag = name in ("check_values", "inplace")
-        if type(value) is (bool if flag else int):  # the common call: no ABC checks (a decode-loop cost)
-            continue
-        if flag:
-            ok, kind, hint = isinstance(value, (bool, np.bool_)), "a bool", f"pass {name}=True or {name}=False."
-        else:
-            ok, kind = isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)), "an int"
-            hint = (f"pass {name}={int(float(value))}: a float is not rounded for you." if _whole(value)
-                    else f"read {name} from the model's config, as an int.")
-        if not ok:
-            raise fail("argument_type", name=name, kind=kind, expected=f"{name} {kind}",
-                       got=f"{value!r} ({type(value).__name__})", hint=hint)
-
-
-def _whole(value) -> bool:
-    try:
-        return float(value).is_integer()
-    except (TypeError, ValueError, OverflowError):
-        return False
-
-
-def _finite_positive(x) -> bool:
-    """``x`` as a float is finite and > 0 (an int too large for a float is not)."""
-    try:
-        f = float(x)
-    except (TypeError, ValueError, OverflowError):
-        return False
-    return math.isfinite(f) and f > 0
-
-
-def _validate_frequencies(head_dim: int, rope_base) -> None:
+def _validate_frequencies(head_dim: int, rope_base: float) -> None:
     """The rotation's inverse frequencies must hold in float32 (:func:`ropepool.rope.rope_table` checks)."""
-    plain(head_dim, float(rope_base))
+    plain(head_dim, rope_base)
 
 
 def _validate_inplace_inputs(named: dict) -> None:

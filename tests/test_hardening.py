@@ -7,6 +7,7 @@ a valid but awkward one in the result the plain call gives, bit for bit.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -21,6 +22,7 @@ import numpy as np
 import pytest
 
 from ropepool import CATALOG, RopePoolError, Shapes, make_inputs, rope_pool_fused
+from ropepool.models import ConfigError, RopeParams, from_config
 from ropepool.reference import rope_pool_reference
 from ropepool.tolerance import error_ratio
 from ropepool.teaching.checks import expect_error
@@ -130,6 +132,14 @@ def test_inplace_refuses_odd_pools(backend, label, change):
 
 # --- 3: argument types and ranges ------------------------------------------------------------------
 
+# rope_scaling dicts of each type, valid for BASE's head of 8 (4 pairs)
+LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+          "original_max_position_embeddings": 8192}
+YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096}
+YARN_NO_ORIGINAL = {"rope_type": "yarn", "factor": 4.0}
+LONGROPE = {"rope_type": "longrope", "original_max_position_embeddings": 4096, "short_factor": [1.0, 1.0, 1.5, 2.0],
+            "long_factor": [1.0, 2.0, 3.0, 4.0]}
+
 ARGUMENT_CASES = [
     ("rope_base an int too large for a float", dict(rope_base=10**400), "rope_base"),
     ("rope_base so small its frequencies overflow", dict(rope_base=1e-300), "rope_base_range"),
@@ -154,6 +164,52 @@ ARGUMENT_CASES = [
     ("backend None", dict(backend=None), "unknown_backend"),
     ("backend b'mlx'", dict(backend=b"mlx"), "unknown_backend"),
     ("backend 'MLX '", dict(backend="MLX "), "unknown_backend"),
+    # the RoPE keywords (BASE's head of 8: 4 pairs)
+    ("is_neox 'False'", dict(is_neox="False"), "argument_type"),
+    ("is_neox None", dict(is_neox=None), "argument_type"),
+    ("is_neox 0", dict(is_neox=0), "argument_type"),
+    ("rotary_dim np.float64(4)", dict(rotary_dim=np.float64(4)), "rotary_dim"),
+    ("rotary_dim [4]", dict(rotary_dim=[4]), "rotary_dim"),
+    ("rope_scaling 'linear'", dict(rope_scaling="linear"), "argument_type"),
+    ("rope_scaling a list of pairs", dict(rope_scaling=[("rope_type", "linear"), ("factor", 2.0)]), "argument_type"),
+    ("rope_scaling holding a set", dict(rope_scaling={"rope_type": "linear", "factor": {2.0}}), "argument_type"),
+    ("max_position_embeddings [131072]", dict(rope_scaling=LONGROPE, max_position_embeddings=[131072]),
+     "argument_type"),
+    ("max_position_embeddings np.array(131072)", dict(rope_scaling=LONGROPE, max_position_embeddings=np.array(131072)),
+     "argument_type"),
+    ("max_position_embeddings 131072.0", dict(rope_scaling=LONGROPE, max_position_embeddings=131072.0),
+     "argument_type"),
+    ("max_position_embeddings 0", dict(rope_scaling=YARN_NO_ORIGINAL, max_position_embeddings=0), "argument_type"),
+    ("factor '2'", dict(rope_scaling={"rope_type": "linear", "factor": "2"}), "rope_factor"),
+    ("factor True", dict(rope_scaling={"rope_type": "linear", "factor": True}), "rope_factor"),
+    ("factor [2.0]", dict(rope_scaling={"rope_type": "linear", "factor": [2.0]}), "rope_factor"),
+    ("llama3 low_freq_factor 'x'", dict(rope_scaling={**LLAMA3, "low_freq_factor": "x"}), "rope_scaling_value"),
+    ("llama3 low_freq_factor 0", dict(rope_scaling={**LLAMA3, "low_freq_factor": 0}), "rope_scaling_value"),
+    ("llama3 high_freq_factor == low", dict(rope_scaling={**LLAMA3, "high_freq_factor": 1.0}), "rope_scaling_value"),
+    ("llama3 original '8192'", dict(rope_scaling={**LLAMA3, "original_max_position_embeddings": "8192"}),
+     "rope_scaling_value"),
+    ("yarn rope_base 1.0", dict(rope_base=1.0, rope_scaling=YARN), "rope_scaling_value"),
+    ("yarn beta_fast 0", dict(rope_scaling={**YARN, "beta_fast": 0}), "rope_scaling_value"),
+    ("yarn beta_slow -1", dict(rope_scaling={**YARN, "beta_slow": -1}), "rope_scaling_value"),
+    ("yarn beta_fast 'x'", dict(rope_scaling={**YARN, "beta_fast": "x"}), "rope_scaling_value"),
+    ("yarn original 0", dict(rope_scaling={**YARN, "original_max_position_embeddings": 0}), "rope_scaling_value"),
+    ("yarn attention_factor 'x'", dict(rope_scaling={**YARN, "attention_factor": "x"}), "rope_scaling_value"),
+    ("yarn mscale_all_dim -1", dict(rope_scaling={**YARN, "factor": 1e6, "mscale_all_dim": -1.0}),
+     "rope_scaling_value"),
+    ("longrope original 1", dict(rope_scaling={**LONGROPE, "original_max_position_embeddings": 1},
+                                 max_position_embeddings=131072), "rope_scaling_value"),
+    ("longrope original '4096'", dict(rope_scaling={**LONGROPE, "original_max_position_embeddings": "4096"},
+                                      max_position_embeddings=131072), "rope_scaling_value"),
+    ("longrope attention_factor [1.0]", dict(rope_scaling={**LONGROPE, "attention_factor": [1.0]},
+                                             max_position_embeddings=131072), "rope_scaling_value"),
+    ("longrope factors strings", dict(rope_scaling={**LONGROPE, "long_factor": ["2.0"] * 4},
+                                      max_position_embeddings=131072), "longrope_factors"),
+    ("longrope factors nested", dict(rope_scaling={**LONGROPE, "long_factor": [[2.0]] * 4},
+                                     max_position_embeddings=131072), "longrope_factors"),
+    ("longrope factor True", dict(rope_scaling={**LONGROPE, "long_factor": [2.0, True, 2.0, 2.0]},
+                                  max_position_embeddings=131072), "longrope_factors"),
+    ("longrope factors a 2-D array", dict(rope_scaling={**LONGROPE, "long_factor": np.full((4, 1), 2.0)},
+                                          max_position_embeddings=131072), "longrope_factors"),
 ]
 
 
@@ -184,6 +240,98 @@ GOOD_ARGUMENTS = [
 def test_valid_argument_kinds_still_run(label, change):
     out = rope_pool_fused(**{**make_inputs(BASE, "float32", slots=[0, 2, 4]), **change})
     assert all(np.isfinite(np.array(o)).all() for o in out[:2])
+
+
+# NumPy spellings of the RoPE keywords, and the plain Python ones they must equal bit for bit
+NUMPY_SPELLINGS = [
+    ("rotary_dim np.int64(4)", dict(rotary_dim=np.int64(4)), dict(rotary_dim=4)),
+    ("is_neox np.bool_(False)", dict(is_neox=np.bool_(False)), dict(is_neox=False)),
+    ("factor np.float32(2)", dict(rope_scaling={"rope_type": "linear", "factor": np.float32(2)}),
+     dict(rope_scaling={"rope_type": "linear", "factor": 2.0})),
+    ("llama3 numbers np.int64", dict(rope_scaling={**LLAMA3, "low_freq_factor": np.int64(1),
+                                                   "original_max_position_embeddings": np.int64(8192)}),
+     dict(rope_scaling=LLAMA3)),
+    ("yarn numbers NumPy", dict(rope_scaling={**YARN, "factor": np.float64(4), "beta_fast": np.int32(32)}),
+     dict(rope_scaling={**YARN, "beta_fast": 32})),
+    ("longrope factor arrays, max_position_embeddings np.int64",
+     dict(rope_scaling={**LONGROPE, "short_factor": np.array(LONGROPE["short_factor"], np.float32),
+                        "long_factor": np.array(LONGROPE["long_factor"])}, max_position_embeddings=np.int64(131072)),
+     dict(rope_scaling=LONGROPE, max_position_embeddings=131072)),
+    ("longrope factor tuples of ints", dict(rope_scaling={**LONGROPE, "long_factor": (1, 2, 3, 4)},
+                                            max_position_embeddings=131072),
+     dict(rope_scaling=LONGROPE, max_position_embeddings=131072)),
+]
+
+
+@pytest.mark.parametrize("label, numpy_kw, plain_kw", NUMPY_SPELLINGS, ids=[c[0] for c in NUMPY_SPELLINGS])
+def test_numpy_spellings_of_the_rope_keywords_give_the_plain_result(label, numpy_kw, plain_kw):
+    kw = make_inputs(BASE, "float32", slots=[0, 2, 4], positions=[0, 5000, 70000])
+    for got, want in zip(rope_pool_fused(**kw, **numpy_kw), rope_pool_fused(**kw, **plain_kw)):
+        np.testing.assert_array_equal(_bits(got), _bits(want))
+
+
+def test_a_bool_is_refused_even_where_its_number_was_cached():
+    """True == 1 in Python: a bool factor must not find the table cached for factor 1.0."""
+    kw = make_inputs(BASE, "float32", slots=[0, 2, 4])
+    rope_pool_fused(**kw, rope_scaling={"rope_type": "linear", "factor": 1.0})
+    with pytest.raises(RopePoolError) as info:
+        rope_pool_fused(**kw, rope_scaling={"rope_type": "linear", "factor": True})
+    assert info.value.code == "rope_factor"
+
+
+# from_config: every bad RoPE field a one-line ConfigError naming its field
+LLAMA_CONFIG = {"num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096, "rope_theta": 500000.0}
+LONGROPE_64 = {"rope_type": "longrope", "original_max_position_embeddings": 4096, "short_factor": [1.0] * 64,
+               "long_factor": [2.0] * 64}
+CONFIG_CASES = [
+    ("rope_scaling 'linear'", dict(rope_scaling="linear"), ("rope_scaling",), "rope_scaling must be a dict"),
+    ("rope_parameters a list", dict(rope_parameters=[10000.0]), ("rope_parameters",),
+     "rope_parameters must be a dict"),
+    ("factor '2'", dict(rope_scaling={"rope_type": "linear", "factor": "2"}), ("rope_scaling",),
+     "needs a factor > 0, got '2'"),
+    ("yarn beta_fast 'x'", dict(rope_scaling={**YARN, "beta_fast": "x"}), ("rope_scaling",),
+     "needs beta_fast > 0, got 'x'"),
+    ("yarn beta_fast 0", dict(rope_scaling={**YARN, "beta_fast": 0}), ("rope_scaling",), "needs beta_fast > 0, got 0"),
+    ("yarn rope_theta 1", dict(rope_theta=1.0, rope_scaling=YARN), ("rope_scaling",), "needs rope_base != 1"),
+    ("longrope original 1 at the top level", dict(rope_scaling={k: v for k, v in LONGROPE_64.items()
+                                                                 if k != "original_max_position_embeddings"},
+                                                  original_max_position_embeddings=1, max_position_embeddings=131072),
+     ("rope_scaling",), "needs original_max_position_embeddings > 1, got 1"),
+    ("longrope factors strings", dict(rope_scaling={**LONGROPE_64, "long_factor": ["2"] * 64},
+                                      max_position_embeddings=131072), ("rope_scaling",), "got factor 0 = '2'"),
+    ("max_position_embeddings a list", dict(rope_scaling=LONGROPE_64, max_position_embeddings=[131072]),
+     ("max_position_embeddings",), "max_position_embeddings must be a positive integer"),
+    ("rotary_dim '32'", dict(rotary_dim="32"), ("rotary_dim",), "rotary_dim must be a positive integer"),
+]
+
+
+@pytest.mark.parametrize("label, change, fields, phrase", CONFIG_CASES, ids=[c[0] for c in CONFIG_CASES])
+def test_bad_rope_configs_are_config_errors(label, change, fields, phrase):
+    with pytest.raises(ConfigError) as info:
+        from_config({**LLAMA_CONFIG, **change})
+    assert info.value.fields == fields and phrase in str(info.value), str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_from_config_takes_numpy_values():
+    numpy_config = {"num_attention_heads": np.int64(32), "num_key_value_heads": np.int32(8),
+                    "hidden_size": np.int64(4096), "rope_theta": np.float32(500000.0),
+                    "max_position_embeddings": np.int64(131072),
+                    "rope_scaling": {**LONGROPE_64, "long_factor": np.full(64, 2.0)}}
+    p = from_config(numpy_config)
+    assert p.rope() == from_config({**LLAMA_CONFIG, "rope_scaling": LONGROPE_64,
+                                    "max_position_embeddings": 131072}).rope()
+
+
+def test_from_config_lets_an_uncatalogued_error_through(monkeypatch):
+    """Only the catalog's errors become ConfigErrors; any other is a bug, raised as it is."""
+    def broken(self):
+        raise ValueError("not from the catalog")
+
+    monkeypatch.setattr(RopeParams, "rope", broken)
+    with pytest.raises(ValueError, match="not from the catalog") as info:
+        from_config(LLAMA_CONFIG)
+    assert not isinstance(info.value, ConfigError)
 
 
 # --- 4: valid calls must not fail: empty pools, empty calls -------------------------------------
@@ -543,6 +691,15 @@ def _a_file(tmp: Path) -> str:
     return str(tmp / "afile")
 
 
+def _config(**fields):
+    """A config.json of Llama's heads with ``fields`` changed, in the test's folder."""
+    def write(tmp: Path) -> str:
+        (tmp / "config.json").write_text(json.dumps({**LLAMA_CONFIG, **fields}))
+        return str(tmp / "config.json")
+
+    return write
+
+
 CLI_CASES = [
     ("preset typo suggests the closest", lambda t: ["check", "lama-3-8b"], 2, "did you mean 'llama-3-8b'"),
     ("preset typo names no other preset", lambda t: ["check", "mistral-7"], 2, "did you mean 'mistral-7b'"),
@@ -552,6 +709,15 @@ CLI_CASES = [
     ("a FIFO", lambda t: ["check", _fifo(t)], 2, "not a regular file"),
     ("/dev/zero", lambda t: ["check", "/dev/zero"], 2, "not a regular file"),
     ("a 2 MiB config", lambda t: ["check", _big(t)], 2, "larger than"),
+    ("rope_scaling 'linear'", lambda t: ["check", _config(rope_scaling="linear")(t)], 1,
+     "rope_scaling must be a dict"),
+    ("yarn beta_fast 'x'", lambda t: ["check", _config(rope_scaling={**YARN, "beta_fast": "x"})(t)], 1,
+     "needs beta_fast > 0"),
+    ("yarn rope_theta 1", lambda t: ["check", _config(rope_theta=1.0, rope_scaling=YARN)(t)], 1,
+     "needs rope_base != 1"),
+    ("longrope original 1", lambda t: ["check", _config(rope_scaling={**LONGROPE_64, "original_max_position_embeddings": 1},
+                                                        max_position_embeddings=131072)(t)], 1,
+     "needs original_max_position_embeddings > 1"),
     ("bench --repeats 0", lambda t: ["bench", "--quick", "--repeats", "0", "--out", str(t)], 2,
      "--repeats must be"),
     ("bench --repeats -3", lambda t: ["bench", "--quick", "--repeats", "-3", "--out", str(t)], 2,
