@@ -258,9 +258,11 @@ def from_config(config: dict) -> RopeParams:
         Naming the fields involved, when: a needed field is missing or not a positive integer;
         ``hidden_size`` is not a multiple of ``num_attention_heads`` (and no ``head_dim`` is set);
         the KV heads do not divide the query heads; ``head_dim`` is odd; ``multi_query`` and a
-        KV-head count disagree; ``rope_theta`` is not a finite number > 0; the model rotates
-        only part of each head (``partial_rotary_factor``, ``rotary_pct``, ``rotary_dim``); it
-        uses multi-head latent attention (``kv_lora_rank``, ...) or ALiBi.
+        KV-head count disagree; ``rope_theta`` is not a finite number > 0; the rotated part
+        (``partial_rotary_factor``, ``rotary_pct``, ``rotary_dim``) is not an even number of
+        dimensions within the head; ``rope_scaling`` is not a dict, names a type the op cannot
+        compute (dynamic, mrope) or holds a bad value; the model uses multi-head latent attention
+        (``kv_lora_rank``, ...) or ALiBi.
 
     Example
     -------
