@@ -51,6 +51,22 @@ def error_bound(dtype: str, positions, scale=1.0) -> np.ndarray:
     return np.asarray(scale, np.float64) * (2 * EPS[dtype] + 2.0**-22 * (p + 1))
 
 
+def allclose_tolerance(dtype: str, positions, *rotated, rope=None) -> dict:
+    """``{"rtol": 0, "atol": bound}`` for comparing a call's outputs with the float64 reference
+    elementwise (``check_close(got, want, **allclose_tolerance(...))``): the bound at the largest
+    of ``positions`` for the longest pair in ``rotated`` (the q and k the call rotated, ``[..., D]``).
+    One number for every element, so looser than :func:`error_ratio`'s bound per token.
+
+    Example
+    -------
+    >>> allclose_tolerance("float32", [0, 3], np.array([[3.0, 0.0, 4.0, 0.0]]))["atol"] == 5 * (2**-22 + 2**-22 * 4)
+    True
+    """
+    r = max((float(pair_norms(x, rope).max(initial=0.0)) for x in rotated), default=0.0)
+    p = float(np.max(np.asarray(positions, np.float64), initial=0.0))
+    return {"rtol": 0.0, "atol": float(error_bound(dtype, p, r))}
+
+
 def error_ratio(got, want, x, positions, dtype: str, rope=None) -> float:
     """The worst ``|got - want| / bound`` over a rotated ``[T, H, D]`` output; <= 1 is within tolerance.
 
