@@ -1,5 +1,6 @@
 """ropepool.engine against mlx-lm: the same models, served together, give mlx-lm's logits."""
 
+from pathlib import Path
 
 import mlx.core as mx
 import numpy as np
@@ -360,3 +361,16 @@ def test_docstring_examples(name):
 
     result = doctest.testmod(importlib.import_module(name))
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_the_logits_benchmark_prints_a_row_per_model(capsys):
+    import runpy
+
+    from ropepool.tolerance import ENGINE_LOGITS_FLOAT32
+
+    script = runpy.run_path(str(Path(__file__).parent.parent / "benchmarks" / "engine_logits.py"))
+    script["main"]([])
+    rows = capsys.readouterr().out.splitlines()[2:]
+    assert [r.split("  ")[1].strip() for r in rows] == [m[0] for m in script["MODELS"]]
+    for row in rows:  # every difference printed is within the tests' bound
+        assert all(float(d) <= ENGINE_LOGITS_FLOAT32["atol"] for d in row.split()[-len(backends()):])
