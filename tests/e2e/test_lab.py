@@ -2,8 +2,11 @@
 
 For each notebook: open it, clear the outputs it was saved with, Run > Run All Cells, wait until
 the kernel is idle and no cell is queued, then check what the page shows: no error output in any
-cell, an image in every cell tagged ``plot``, and in 01_gqa_shapes a changed shape table after
-picking another model. Full-page screenshots of each at 1280x800 and 1024x768 go to
+cell, an image in every cell tagged ``plot``, and what a learner's use of some widgets shows:
+01's shape table after the Hkv slider and the Model dropdown, 03's slider after typing a position,
+02's BreakIt card after picking another mistake (that error's text, no label cut, no word broken),
+04's slots playground after typing duplicate then valid slots (the error, then a picture; never a
+broken image). Full-page screenshots of each at 1280x800 and 1024x768 go to
 artifacts/screenshots/; a notebook over 12 screens at 1280x800 must say why in its first cell.
 Also: the server serves the learner's copy, and a notebook edited and saved there leaves
 ``git status`` as it was; the server refuses its API without the token and listens on 127.0.0.1 only.
@@ -258,6 +261,108 @@ def _position_box(page, lab: Lab) -> None:
     _wait("position slider at the stop nearest 1234", lambda: "1,000" in readouts.all_inner_texts(), 15, lab)
 
 
+# What a BreakIt card shows: its code, the error text, how that text wraps, and which words of it
+# the browser broke across two lines (a word whose glyphs sit on more than one line box).
+ERROR_CARD_JS = """cell => { const card = cell.querySelector('.ropepool-error-card'); if (!card) return null;
+  const pre = card.querySelector('pre'); if (!pre) return {code: card.dataset.code, text: null};
+  const cs = getComputedStyle(pre), split = [];
+  const walker = document.createTreeWalker(pre, NodeFilter.SHOW_TEXT);
+  for (let node; (node = walker.nextNode());) {
+    for (const m of node.data.matchAll(/\\S+/g)) {
+      const r = document.createRange(); r.setStart(node, m.index); r.setEnd(node, m.index + m[0].length);
+      const tops = new Set([...r.getClientRects()].filter(b => b.width > 0).map(b => Math.round(b.top)));
+      if (tops.size > 1) split.push(m[0]);
+    } }
+  return {code: card.dataset.code, heading: (card.querySelector('h4 code') || {}).textContent,
+          text: pre.innerText, word_break: cs.wordBreak, overflow_wrap: cs.overflowWrap, split} }"""
+
+# Option labels of a <select> wider than its text box (measured in the select's own font), and
+# whether the select reaches past the output area that holds it (its right end would be cut).
+SELECT_FIT_JS = """sel => { const cs = getComputedStyle(sel), ctx = document.createElement('canvas').getContext('2d');
+  ctx.font = `${cs.fontStyle} ${cs.fontWeight} ${cs.fontSize} ${cs.fontFamily}`;
+  const room = sel.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
+  const area = sel.closest('.jp-OutputArea-output').getBoundingClientRect();
+  return {room, cut: [...sel.options].map(o => [o.text, ctx.measureText(o.text).width]).filter(([t, w]) => w > room),
+          past_area: sel.getBoundingClientRect().right - area.right} }"""
+
+
+def _template_re(template: str) -> re.Pattern:
+    """A catalog message template ("k shape must be ..., got {shape}") as a regex for its formatted text."""
+    return re.compile(".+?".join(re.escape(part) for part in re.split(r"\{[^{}]*\}", template)) + "$")
+
+
+def _break_it(page, lab: Lab) -> None:
+    """02: pick another mistake in BreakIt's dropdown; the card shows that error's catalog text, whole."""
+    from ropepool.errors import CATALOG
+
+    cell = _widget_cell(page, "Mistake")
+    select = cell.locator(".widget-dropdown").filter(
+        has=page.locator("label", has_text=re.compile(r"^\s*Mistake\s*$"))).locator("select").first
+    # ipywidgets' <option>s carry the labels ("k_shape: num_kv_heads taken from ..."), not the codes
+    current = select.input_value().partition(":")[0]
+    before = cell.evaluate(ERROR_CARD_JS)
+    assert before and before["code"] == current, f"BreakIt shows {before} with {current!r} picked"
+    labels = select.locator("option").evaluate_all("os => os.map(o => o.textContent)")
+    label = next(t for t in labels if t.partition(":")[0] in CATALOG and t.partition(":")[0] != current)
+    target = label.partition(":")[0]
+    select.select_option(label=label)
+    try:
+        card = _wait(f"BreakIt card for {target}", lambda: (c := cell.evaluate(ERROR_CARD_JS))
+                     and c["code"] == target and c["text"] and c, 15, lab)
+    except AssertionError:
+        shown = cell.evaluate(ERROR_CARD_JS) or {}
+        raise AssertionError(f"BreakIt: picked {target!r}, the card still shows {shown.get('code')!r}: "
+                             f"{(shown.get('text') or '').splitlines()[:1]}") from None
+    assert card["heading"] == target, f"BreakIt card for {target} is headed {card['heading']!r}"
+    first = card["text"].splitlines()[0]
+    assert _template_re("RopePoolError: " + CATALOG[target].message).match(first), \
+        f"BreakIt picked {target!r}: expected its catalog message {CATALOG[target].message!r}, shows {first!r}"
+    assert first != before["text"].splitlines()[0], f"the error text did not change from {current!r}: {first!r}"
+    assert card["word_break"] in ("normal", "keep-all") and card["overflow_wrap"] == "normal", \
+        (f"the error text may break words mid-word: word-break {card['word_break']}, "
+         f"overflow-wrap {card['overflow_wrap']}")
+    assert not card["split"], f"words of the error text broken across lines: {card['split']}"
+    fit = select.evaluate(SELECT_FIT_JS)
+    assert not fit["cut"] and fit["past_area"] <= 1, \
+        (f"BreakIt's dropdown ({fit['room']:.0f} px of text) cuts labels {fit['cut']}, "
+         f"or reaches {fit['past_area']:.0f} px past its output area")
+
+
+# The images a learner sees in a cell (hidden ones, display: none, are not shown), each loaded or not.
+SHOWN_IMAGES_JS = """cell => [...cell.querySelectorAll('.jp-OutputArea img')].filter(im => im.getClientRects().length)
+  .map(im => ({ok: im.complete && im.naturalWidth > 0, src: im.getAttribute('src')?.slice(0, 40)}))"""
+
+
+def _slots_box(page, lab: Lab) -> None:
+    """04: duplicate slots show the duplicate_slot error and no broken image; valid ones a picture again."""
+    cell = _widget_cell(page, "slots")
+    box = cell.locator(".widget-text").filter(
+        has=page.locator("label", has_text=re.compile(r"^\s*slots\s*$"))).locator("input").first
+    output = cell.locator(".jp-OutputArea")
+    assert "duplicate_slot" not in output.inner_text(), "the playground shows duplicate_slot before any typing"
+
+    def enter(text: str, shows: str) -> None:  # continuous_update=False: the value is sent on Enter
+        box.fill(text)
+        box.press("Enter")
+        _wait(f"slots {text!r}: the page shows {shows!r}", lambda: shows in output.inner_text(), 15, lab)
+        # every message of that update has reached the page once the kernel is idle again
+        _wait("kernel idle", lambda: page.evaluate(STATUS_JS) == "idle", 15, lab)
+        page.wait_for_timeout(300)  # image decode
+
+    enter("5, 5", "duplicate_slot")
+    shown = cell.evaluate(SHOWN_IMAGES_JS)
+    assert all(im["ok"] for im in shown), f"slots '5, 5': a broken image shows next to the error: {shown}"
+    enter("7, 2, -1, 4", "wrote rows [2, 4, 7]")
+    text = output.inner_text()
+    assert "duplicate_slot" not in text and "RopePoolError" not in text, f"the error stays after valid slots: {text}"
+    try:
+        _wait("the pool picture after valid slots", lambda: (s := cell.evaluate(SHOWN_IMAGES_JS))
+              and all(im["ok"] for im in s), 10, lab)
+    except AssertionError:
+        raise AssertionError(f"slots '7, 2, -1, 4': no loaded pool picture shows: {cell.evaluate(SHOWN_IMAGES_JS)}"
+                             ) from None
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebook_in_jupyterlab(browser, lab: Lab, path: Path):
     name = path.relative_to(ROOT).as_posix()
@@ -306,6 +411,10 @@ def test_notebook_in_jupyterlab(browser, lab: Lab, path: Path):
             _gqa_dropdown(page, lab)
         if path.stem == "03_rotation":
             _position_box(page, lab)
+        if path.stem == "02_error_gallery":
+            _break_it(page, lab)
+        if path.stem == "04_pool_layout":
+            _slots_box(page, lab)
         shots = {}
         for width, height in SCREEN_SIZES:  # a laptop, and a projector
             page.set_viewport_size({"width": width, "height": height})
