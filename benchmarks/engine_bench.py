@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/engine_bench.py                      # tiny Llama, every backend here
     .venv/bin/python benchmarks/engine_bench.py --hidden 256 --layers 4 --prompt 128 --new 64
     .venv/bin/python benchmarks/engine_bench.py --smollm2 --new 8 --repeats 3   # the real model
+    .venv/bin/python benchmarks/engine_bench.py --smollm2 --new 8 --repeats 3 --dequantize  # float32 weights
 
 The model is a seeded random-weight mlx-lm Llama built from a config (nothing downloaded), or with
 ``--smollm2`` SmolLM2-135M-Instruct as shipped (GGUF rows, GPT-J pairs; ``python -m ropepool
@@ -63,10 +64,11 @@ SMOLLM2_QUESTIONS = ["What is the capital of France?", "What is 2 + 3?", "Who wr
 def smollm2(args):
     from ropepool.engine.smollm2 import load_smollm2
 
-    model, tokenizer, _ = load_smollm2(pairs="gptj")
+    model, tokenizer, _ = load_smollm2(pairs="gptj", dequantize=args.dequantize)
     mx.eval(model.parameters())
     prompts = [tokenizer.apply_chat_template([{"role": "user", "content": q}]) for q in SMOLLM2_QUESTIONS]
-    print(f"SmolLM2-135M-Instruct (Q4_1, GGUF rows, GPT-J pairs); prompts of {[len(p) for p in prompts]} tokens, "
+    weights = "dequantized to float32" if args.dequantize else "Q4_1/Q8_0 as shipped"
+    print(f"SmolLM2-135M-Instruct ({weights}, GGUF rows, GPT-J pairs); prompts of {[len(p) for p in prompts]} tokens, "
           f"{args.new} new tokens each; backend {resolve(args.backend)[0]}; median of {args.repeats}; "
           f"device {mx.default_device()}")
 
@@ -97,6 +99,7 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--smollm2", action="store_true", help="the real model, one request and three at once")
     ap.add_argument("--backend", default="auto", help="with --smollm2: the rope_pool_fused backend")
+    ap.add_argument("--dequantize", action="store_true", help="with --smollm2: float32 weights, not as shipped")
     args = ap.parse_args(argv)
     if args.smollm2:
         return smollm2(args)
