@@ -238,25 +238,6 @@ def test_a_failed_step_loses_nothing(monkeypatch, layer, error):
     assert engine.allocator.num_free == 12
 
 
-def test_slots_are_checked_once_a_step(monkeypatch):
-    """positions and slots are the same in every layer: checked by value in the first layer only."""
-    fused = runner_module.rope_pool_fused
-    checked = []
-
-    def spy(*args, **kwargs):
-        checked.append(kwargs.get("check_values", True))
-        return fused(*args, **kwargs)
-
-    monkeypatch.setattr(runner_module, "rope_pool_fused", spy)
-    model = tiny("llama", num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=3)
-    engine = Engine(model, pool_rows=12)
-    for p, n in zip(STEP_PROMPTS, STEP_NEW):
-        engine.add_request(p, n)
-    while not engine.done:
-        engine.step()
-    assert checked == [True, False, False] * engine.steps
-
-
 @pytest.mark.parametrize("bad, code", [("out of range", "slot_out_of_range"), ("duplicate", "duplicate_slot")])
 def test_a_bad_slot_is_refused_before_any_pool_is_written(bad, code):
     engine = Engine(tiny("llama", num_attention_heads=4, num_key_value_heads=2), pool_rows=12)

@@ -80,11 +80,10 @@ class ModelRunner:
         q, k, v = project_qkv(attn, x)
         q, k, v = q.reshape(T, Hq, D), k.reshape(T, Hkv, D), v.reshape(T, Hkv, D)  # [T, Hq, D], [T, Hkv, D]
         # RoPE on q and k, and k and v written to pool rows `slots`: the op this project is about.
-        # positions and slots are the same in every layer: layer 0 checks their values (a bad
-        # slot is refused before any pool is written), the other layers skip that host read.
+        # Values checked in every layer (the default): the host read of slots it costs is what lets
+        # the op copy a consecutive run of rows as one block, so skipping it in later layers is slower.
         q, _, self.k_pools[i], self.v_pools[i] = rope_pool_fused(
-            q, k, v, positions, slots, self.k_pools[i], self.v_pools[i], **self.rope_kwargs, backend=self.backend,
-            check_values=(i == 0))
+            q, k, v, positions, slots, self.k_pools[i], self.v_pools[i], **self.rope_kwargs, backend=self.backend)
         out, start = [], 0
         for req_rows, n in zip(rows, lengths):
             q_r = q[start:start + n].transpose(1, 0, 2)[None]  # [1, Hq, n, D]
