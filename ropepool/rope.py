@@ -167,8 +167,8 @@ def rope_table(head_dim: int, rope_base: float, *, rotary_dim=None, is_neox=True
                        expected="max_position_embeddings an int > 0, or None", got=f"{max_pos!r} "
                        f"({type(max_pos).__name__})", hint="pass config.max_position_embeddings, an int.")
         max_pos = int(max_pos)
-    return _rope_table(head_dim, float(rope_base), _rotary_dim(rotary_dim, head_dim), bool(is_neox),
-                       _freeze(rope_scaling), max_pos)
+    frozen = None if rope_scaling is None else _freeze(rope_scaling)
+    return _rope_table(head_dim, float(rope_base), _rotary_dim(rotary_dim, head_dim), bool(is_neox), frozen, max_pos)
 
 
 def _rotary_dim(rotary_dim, head_dim: int) -> int:
@@ -180,47 +180,52 @@ def _rotary_dim(rotary_dim, head_dim: int) -> int:
     return int(rd)
 
 
-class _Bool:
-    """A bool inside a frozen rope_scaling. Python has True == 1 == 1.0 (and equal hashes), so a bare
-    bool would find the table cached for the number and skip the check that refuses it."""
+class _Typed:
+    """A scalar inside a frozen rope_scaling that is not a plain int, float or str (a bool, a Decimal,
+    ...), kept with its type. Python has True == 1 == 1.0 and Decimal(2) == 2 (and equal hashes), so
+    bare, such a value would find the table cached for the plain number and skip the check that
+    refuses it; tagged, it is never equal to one, and the scalers refuse it (not a number they read)."""
 
     __slots__ = ("value",)
 
-    def __init__(self, value: bool):
+    def __init__(self, value):
         self.value = value
 
     def __eq__(self, other):
-        return isinstance(other, _Bool) and other.value == self.value
+        return isinstance(other, _Typed) and type(other.value) is type(self.value) and other.value == self.value
 
     def __hash__(self):
-        return hash((_Bool, self.value))
-
-    def __bool__(self):
-        return self.value
+        return hash((type(self.value), self.value))
 
     def __repr__(self):
         return repr(self.value)
 
 
+_PLAIN = (int, float, str)
+
+
 def _freeze(x):
     """A hashable copy of a config value, for the cache key: mappings as (key, value) pairs sorted by
-    key, lists, tuples and NumPy arrays as tuples, NumPy scalars as Python ones, bools as
-    :class:`_Bool`. The values are not checked here: each scaler checks the fields it reads."""
+    key, lists, tuples and NumPy arrays as tuples, NumPy scalars as Python ones, any other scalar but
+    a plain int, float or str as :class:`_Typed`. The values are not checked here: each scaler checks
+    the fields it reads."""
+    if x is None or type(x) in _PLAIN:  # the common case first: JSON's numbers and strings
+        return x
     if isinstance(x, Mapping):
         return tuple(sorted(((k, _freeze(v)) for k, v in x.items()), key=lambda kv: repr(kv[0])))
     if isinstance(x, (np.ndarray, np.generic)):
         x = x.tolist()  # Python scalars, or nested lists of them
+        if x is None or type(x) in _PLAIN:
+            return x
     if isinstance(x, (list, tuple)):
         return tuple(_freeze(v) for v in x)
-    if isinstance(x, bool):
-        return _Bool(x)
     try:
         hash(x)
     except TypeError:
         raise fail("argument_type", name="rope_scaling", kind="a dict of numbers, strings, lists and dicts",
                    expected="a config's rope_scaling, as JSON holds it", got=f"{x!r} ({type(x).__name__}) in it",
                    hint="copy rope_scaling from the model's config.json as it is.") from None
-    return x
+    return _Typed(x)
 
 
 @lru_cache(maxsize=256)
@@ -237,6 +242,13 @@ def _rope_table(head_dim, rope_base, rd, is_neox, frozen_scaling, max_position_e
                    hint="rope_type (or the older 'type') comes from the config's rope_scaling dict.")
     base = _default_inv_freq(rd, rope_base)  # [rd/2]
     inv_freq, scale = _SCALERS[rope_type](base, scaling, rd, rope_base, max_position_embeddings)
+    f32 = np.finfo(np.float32)
+    if not float(f32.tiny) <= scale <= float(f32.max):  # the kernels multiply cos and sin by float32(scale)
+        raise fail("rope_scaling_value", rope_type=rope_type, key="attention_factor (or mscale)",
+                   need=f"giving a cos/sin scale in float32's range [{f32.tiny:.3g}, {f32.max:.3g}]",
+                   expected=f"a cos/sin scale in [{f32.tiny:.3g}, {f32.max:.3g}]", got=f"a scale of {scale!r}",
+                   hint="attention_factor and mscale are small numbers near 1 in real configs: copy rope_scaling "
+                        "from the model's config.json as it is.")
     table = np.asarray(inv_freq, np.float64)
     _check_float32(table, scale, head_dim, rope_base)
     return Rope(head_dim, rd, is_neox, tuple(table.tolist()), float(scale), rope_type)

@@ -194,6 +194,13 @@ ARGUMENT_CASES = [
     ("yarn beta_fast 'x'", dict(rope_scaling={**YARN, "beta_fast": "x"}), "rope_scaling_value"),
     ("yarn original 0", dict(rope_scaling={**YARN, "original_max_position_embeddings": 0}), "rope_scaling_value"),
     ("yarn attention_factor 'x'", dict(rope_scaling={**YARN, "attention_factor": "x"}), "rope_scaling_value"),
+    ("yarn attention_factor 1e39 (past float32)", dict(rope_scaling={**YARN, "attention_factor": 1e39}),
+     "rope_scaling_value"),
+    ("yarn attention_factor 1e300", dict(rope_scaling={**YARN, "attention_factor": 1e300}), "rope_scaling_value"),
+    ("yarn attention_factor 1e-300 (zero in float32)", dict(rope_scaling={**YARN, "attention_factor": 1e-300}),
+     "rope_scaling_value"),
+    ("longrope attention_factor 1e39", dict(rope_scaling={**LONGROPE, "attention_factor": 1e39},
+                                            max_position_embeddings=131072), "rope_scaling_value"),
     ("yarn mscale_all_dim -1", dict(rope_scaling={**YARN, "factor": 1e6, "mscale_all_dim": -1.0}),
      "rope_scaling_value"),
     ("longrope original 1", dict(rope_scaling={**LONGROPE, "original_max_position_embeddings": 1},
@@ -270,12 +277,15 @@ def test_numpy_spellings_of_the_rope_keywords_give_the_plain_result(label, numpy
         np.testing.assert_array_equal(_bits(got), _bits(want))
 
 
-def test_a_bool_is_refused_even_where_its_number_was_cached():
-    """True == 1 in Python: a bool factor must not find the table cached for factor 1.0."""
+@pytest.mark.parametrize("plain, other", [(1.0, True), (2, Decimal(2)), (2.0, Decimal("2.0"))],
+                         ids=["True after 1.0", "Decimal(2) after 2", "Decimal('2.0') after 2.0"])
+def test_a_value_refused_alone_is_refused_where_an_equal_number_was_cached(plain, other):
+    """True == 1 and Decimal(2) == 2 in Python, with equal hashes: what is refused on a fresh cache must
+    not find the table cached for the plain number."""
     kw = make_inputs(BASE, "float32", slots=[0, 2, 4])
-    rope_pool_fused(**kw, rope_scaling={"rope_type": "linear", "factor": 1.0})
+    rope_pool_fused(**kw, rope_scaling={"rope_type": "linear", "factor": plain})
     with pytest.raises(RopePoolError) as info:
-        rope_pool_fused(**kw, rope_scaling={"rope_type": "linear", "factor": True})
+        rope_pool_fused(**kw, rope_scaling={"rope_type": "linear", "factor": other})
     assert info.value.code == "rope_factor"
 
 
