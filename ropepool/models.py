@@ -44,7 +44,7 @@ from importlib import resources
 from pathlib import Path
 
 from ._scalars import finite_float, is_int
-from .rope import Rope, rope_table
+from .rope import ALIASES, Rope, rope_table
 from .shapes import Shapes
 
 _PRESETS = ("llama-3-8b", "llama-3-70b", "mistral-7b", "qwen2.5-7b", "gemma-2-9b", "phi-3-mini", "falcon-7b",
@@ -386,10 +386,18 @@ def from_config(config: dict) -> RopeParams:
     if (scaling.get("rope_type") or scaling.get("type") or "default") == "default":
         scaling = {}
     max_pos = None
+    kind = scaling.get("rope_type") or scaling.get("type")
     if scaling and _present(config, "max_position_embeddings"):
-        max_pos = _positive_int(config, "max_position_embeddings", name)
-    if scaling and "original_max_position_embeddings" not in scaling and _present(
-            config, "original_max_position_embeddings"):
+        if isinstance(kind, str) and ALIASES.get(kind, kind) in ("yarn", "longrope"):  # the types that read it
+            max_pos = _positive_int(config, "max_position_embeddings", name)
+        elif is_int(config["max_position_embeddings"]) and config["max_position_embeddings"] > 0:
+            max_pos = int(config["max_position_embeddings"])
+        else:
+            notes.append(f"max_position_embeddings {config['max_position_embeddings']!r} ignored: not a positive "
+                         f"integer, and {kind} scaling does not read it")
+    top_level_original = (scaling and "original_max_position_embeddings" not in scaling
+                          and _present(config, "original_max_position_embeddings"))
+    if top_level_original:
         scaling["original_max_position_embeddings"] = config["original_max_position_embeddings"]
         notes.append("original_max_position_embeddings read from the config's top level (as Phi-3 keeps it)")
     params = RopeParams(name, Hq, Hkv, D, float(base), tuple(notes), tuple(warnings), rotary_dim=rotary_dim,
@@ -397,7 +405,16 @@ def from_config(config: dict) -> RopeParams:
     try:
         params.rope()
     except _catalog_error() as err:  # evaluated only while an error is raised
-        fields = ("rotary_dim", "partial_rotary_factor") if err.code == "rotary_dim" else ("rope_scaling",)
+        if err.code == "rotary_dim":
+            fields = ("rotary_dim", "partial_rotary_factor")
+        elif err.code == "rope_base_range":
+            fields = (base_key,)
+        elif "needs rope_base" in err.first_line:  # yarn at base 1: the base and the scaling together
+            fields = (base_key, "rope_scaling")
+        elif top_level_original and "original_max_position_embeddings" in err.first_line:
+            fields = ("original_max_position_embeddings",)
+        else:
+            fields = ("rope_scaling",)
         raise ConfigError(f"{name}: {err.first_line} ({err.hint})", fields=fields) from None
     return params
 

@@ -302,11 +302,13 @@ CONFIG_CASES = [
     ("yarn beta_fast 'x'", dict(rope_scaling={**YARN, "beta_fast": "x"}), ("rope_scaling",),
      "needs beta_fast > 0, got 'x'"),
     ("yarn beta_fast 0", dict(rope_scaling={**YARN, "beta_fast": 0}), ("rope_scaling",), "needs beta_fast > 0, got 0"),
-    ("yarn rope_theta 1", dict(rope_theta=1.0, rope_scaling=YARN), ("rope_scaling",), "needs rope_base != 1"),
+    ("rope_theta 1e-300: frequencies past float32", dict(rope_theta=1e-300), ("rope_theta",), "rope_base"),
+    ("yarn rope_theta 1", dict(rope_theta=1.0, rope_scaling=YARN), ("rope_theta", "rope_scaling"),
+     "needs rope_base != 1"),
     ("longrope original 1 at the top level", dict(rope_scaling={k: v for k, v in LONGROPE_64.items()
                                                                  if k != "original_max_position_embeddings"},
                                                   original_max_position_embeddings=1, max_position_embeddings=131072),
-     ("rope_scaling",), "needs original_max_position_embeddings > 1, got 1"),
+     ("original_max_position_embeddings",), "needs original_max_position_embeddings > 1, got 1"),
     ("longrope factors strings", dict(rope_scaling={**LONGROPE_64, "long_factor": ["2"] * 64},
                                       max_position_embeddings=131072), ("rope_scaling",), "got factor 0 = '2'"),
     ("max_position_embeddings a list", dict(rope_scaling=LONGROPE_64, max_position_embeddings=[131072]),
@@ -321,6 +323,18 @@ def test_bad_rope_configs_are_config_errors(label, change, fields, phrase):
         from_config({**LLAMA_CONFIG, **change})
     assert info.value.fields == fields and phrase in str(info.value), str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_a_field_only_some_scaling_types_read_is_not_checked_for_the_others():
+    """linear and llama3 never read max_position_embeddings: a float there (as some hand-written
+    configs have) is no reason to refuse them; yarn and longrope read it and refuse it."""
+    p = from_config({**LLAMA_CONFIG, "max_position_embeddings": 4096.0,
+                     "rope_scaling": {"rope_type": "linear", "factor": 2.0}})
+    assert p.rope_scaling == {"rope_type": "linear", "factor": 2.0} and p.max_position_embeddings is None
+    assert any("max_position_embeddings 4096.0 ignored" in n for n in p.notes)
+    with pytest.raises(ConfigError) as info:
+        from_config({**LLAMA_CONFIG, "max_position_embeddings": 4096.0, "rope_scaling": LONGROPE_64})
+    assert info.value.fields == ("max_position_embeddings",)
 
 
 def test_from_config_takes_numpy_values():
