@@ -94,6 +94,6 @@ ENGINE_LOGITS_FLOAT32 = dict(rtol=1e-5, atol=1e-5)
 #: The same comparison on SmolLM2-135M-Instruct (quantized Q4_1/Q8_0 weights, float32 activations,
 #: 30 layers, logits up to about 30): both sides run the same quantized matmuls, but rounding
 #: differences (RoPE angles, attention over gathered pool rows against mlx-lm's cache, the
-#: order sums run in) grow over 30 layers and are read on larger logits. Measured: up to 1e-4;
-#: the bound leaves a factor of 5.
+#: order sums run in) grow over 30 layers and are read on larger logits
+#: (``benchmarks/engine_logits.py --smollm2`` prints the largest difference).
 ENGINE_LOGITS_SMOLLM2 = dict(rtol=0, atol=5e-4)

@@ -1,5 +1,7 @@
 """The benchmark's contenders compute the op correctly, and its functions run (no timings asserted)."""
 
+import re
+
 import mlx.core as mx
 import numpy as np
 import pytest
@@ -176,4 +178,12 @@ def test_readme_table_is_the_bench_commands_output():
     block = text[text.index(README_START) + len(README_START): text.index(README_END)]
     assert block.lstrip().startswith("`python -m ropepool bench")
     assert "| dtype | T | ropepool | speed-up | in place | speed-up | copy floor | ropepool / floor |" in block
-    assert "targets missed in this run" in block
+    # the counts and the derived column agree with the rows: a table typed or edited by hand rarely does
+    missed, total = map(int, re.search(r"(\d+) of (\d+) targets missed in this run", block).groups())
+    assert block.count("**MISS**") == missed and block.count("  - met: ") == total - missed
+    rows = re.findall(r"^\| \w+ \| \d+ \| .+\|$", block, re.M)  # dtype, T, ...: the data rows
+    assert len(rows) >= 6
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        ropepool_ms, floor_ms, ratio = float(cells[2].split()[0]), float(cells[6].split()[0]), float(cells[7][:-1])
+        assert abs(ropepool_ms / floor_ms - ratio) < 0.01 * ratio + 0.006, row

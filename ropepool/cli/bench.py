@@ -421,7 +421,9 @@ def paste_into(readme: str | Path, table: str) -> None:
     if not _has_markers(text):
         raise ValueError(f"{readme}: needs one {README_START} line and, after it, one {README_END} line")
     a, b = text.find(README_START), text.find(README_END)
-    path.write_text(text[: a + len(README_START)] + "\n" + table + text[b:])
+    tmp = path.with_name(f".{path.name}.bench-tmp")
+    tmp.write_text(text[: a + len(README_START)] + "\n" + table + text[b:])
+    os.replace(tmp, path)  # whole or not at all
 
 
 def _has_markers(text: str) -> bool:
@@ -526,14 +528,19 @@ def main(quick: bool = False, repeats: int | None = None, out_dir: str = "artifa
     if problem:
         print(f"python -m ropepool bench: {problem}", file=sys.stderr)
         return 2
+    command = "python -m ropepool bench" + (" --quick" if quick else "") + (f" --repeats {repeats}" if repeats else "")
     if quick:
         results = run(tokens=(1, 64), dtypes=("float16", "bfloat16", "float32"), pools=(4096, 65536),
-                      repeats=repeats or 5, pool_tokens=16, out_dir=out_dir, plot=plot,
-                      command="python -m ropepool bench --quick")
+                      repeats=repeats or 5, pool_tokens=16, out_dir=out_dir, plot=plot, command=command)
     else:
-        results = run(repeats=repeats or 10, out_dir=out_dir, plot=plot)
+        results = run(repeats=repeats or 10, out_dir=out_dir, plot=plot, command=command)
     print(report(results))
     if readme is not None:
-        paste_into(readme, markdown(results))
+        try:
+            paste_into(readme, markdown(results))
+        except (OSError, ValueError) as err:  # the file changed during the run
+            print(f"python -m ropepool bench: --readme {readme}: not pasted ({err}); the table is in "
+                  f"{Path(out_dir) / 'bench.md'}", file=sys.stderr)
+            return 2
         print(f"table pasted into {readme}")
     return 0

@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 from .legible import projector
 
 from ..._arrays import to_numpy
-from ...reference import inverse_frequencies, rope_angles, rotate, rotate_neox
+from ...reference import inverse_frequencies, rotate, rotate_neox
 from ...rope import rope_table
 from ...tolerance import EPS, error_bound, pair_norms  # noqa: F401  (re-exported for notebook 03)
 
