@@ -14,6 +14,15 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 
+def pytest_sessionstart(session):
+    """Build the C++ kernel libraries before any test, as ``make test``'s set-up does, so a run on an
+    empty kernel cache does not print a build message into the first test that calls the op (a
+    doctest would read it as output)."""
+    from ropepool.cli.doctor import build_kernels
+
+    build_kernels()
+
+
 @pytest.fixture(scope="session", params=["mlx", "cpu"])
 def backend(request):
     """Each backend that can run on a CPU: MLX ops, and the kernel's host build (needs g++)."""
