@@ -32,11 +32,13 @@ class RopePoolError(ValueError):
     expected : str  what the op wanted, e.g. ``(4, 8, 128) = [T, Hkv, D]``
     got : str       what it was given
     hint : str      the likely cause and the fix, for this very call
+    details : dict  the values the catalog's message was formatted with (e.g. ``key`` of
+                    ``rope_scaling_value``), for code that needs to know which field was at fault
     """
 
-    def __init__(self, code: str, first_line: str, *, expected, got, hint: str):
+    def __init__(self, code: str, first_line: str, *, expected, got, hint: str, details: dict | None = None):
         self.code, self.expected, self.got, self.hint = code, str(expected), str(got), hint
-        self.first_line = first_line
+        self.first_line, self.details = first_line, dict(details or {})
         super().__init__(f"{first_line}\n{wrap(f'expected {self.expected}, got {self.got}. {hint}')}")
 
 
@@ -390,4 +392,4 @@ CATALOG: dict[str, ErrorSpec] = {spec.code: spec for spec in _SPECS}
 def fail(code: str, *, expected, got, hint: str, **fmt) -> RopePoolError:
     """Build the error ``code`` with the catalog's message formatted by ``fmt``."""
     return error_class(code)(code, CATALOG[code].message.format(got=got, **fmt), expected=expected, got=got,
-                             hint=hint)
+                             hint=hint, details=fmt)

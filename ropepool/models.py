@@ -409,9 +409,9 @@ def from_config(config: dict) -> RopeParams:
             fields = ("rotary_dim", "partial_rotary_factor")
         elif err.code == "rope_base_range":
             fields = (base_key,)
-        elif "needs rope_base" in err.first_line:  # yarn at base 1: the base and the scaling together
+        elif err.details.get("key") == "rope_base":  # yarn at base 1: the base and the scaling together
             fields = (base_key, "rope_scaling")
-        elif top_level_original and "original_max_position_embeddings" in err.first_line:
+        elif top_level_original and err.details.get("key") == "original_max_position_embeddings":
             fields = ("original_max_position_embeddings",)
         else:
             fields = ("rope_scaling",)
