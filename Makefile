@@ -30,7 +30,7 @@ lab: setup kernels
 # Unit tests, every notebook (nbmake) and the browser test, two workers.
 # -rs prints why anything was skipped (e.g. the browser test without /usr/bin/chromium).
 test: setup kernels
-	$(PY) -m pytest -n 2 -rs --nbmake tests notebooks
+	$(PY) -m pytest -n 2 --dist loadgroup -rs --nbmake tests notebooks
 
 doctor: setup
 	$(PY) -m ropepool doctor

@@ -32,3 +32,14 @@ def backend(request):
         if host.unavailable_reason() is not None:
             pytest.skip(host.unavailable_reason())
     return request.param
+
+
+# The real model's three long runs (notebook 08 under nbmake and in the browser, and the fixture of
+# tests/test_smollm2.py) each take a minute or more. Collected last, one of them would end the run
+# alone on one worker while the other sat idle; started first, on different workers, the short
+# tests fill in around them.
+SLOWEST = ("08_a_real_model.ipynb", "tests/test_smollm2.py::")
+
+
+def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: not any(s in item.nodeid for s in SLOWEST))  # stable: otherwise as collected
