@@ -3,9 +3,10 @@
     .venv/bin/python benchmarks/engine_logits.py             # tiny random-weight models, every backend here
     .venv/bin/python benchmarks/engine_logits.py --smollm2   # also SmolLM2-135M-Instruct as shipped
 
-Each model (an mlx-lm model class built from a config dict with seeded random weights, the
-configurations ``tests/test_engine.py`` checks) serves four prompts at once through a pool too
-small for all of them (requests wait, rows are reused); every logit the engine chose a token from
+Each model (:data:`ropepool.engine.tiny_models.ARCHS`: an mlx-lm model class built from a
+config dict with seeded random weights, the models ``tests/test_engine.py`` checks) serves four
+prompts at once through a pool too small for all of them (requests wait, rows are reused); every
+logit the engine chose a token from
 is compared with mlx-lm's own forward pass of that request alone (:func:`ropepool.engine.mlx_lm_loop.greedy`,
 mlx-lm's ``generate_step`` and KV cache). Prints the numbers and the tolerance the tests hold them
 to; asserts nothing (``tests/test_engine.py`` and ``tests/test_smollm2.py`` do).
@@ -16,36 +17,15 @@ from __future__ import annotations
 import argparse
 
 import mlx.core as mx
-from mlx_lm.models import llama, phi3, qwen2
 
 import ropepool
 from ropepool.engine import generate
 from ropepool.engine.mlx_lm_loop import greedy
+from ropepool.engine.tiny_models import ARCHS, build
 from ropepool.tolerance import ENGINE_LOGITS_FLOAT32, ENGINE_LOGITS_SMOLLM2
 
-TINY = dict(hidden_size=64, num_hidden_layers=2, intermediate_size=128, rms_norm_eps=1e-5, vocab_size=160)
 PROMPTS = [[1, 5, 9, 3], [2, 4], [8, 7, 6, 5, 4, 3, 2, 1, 0], [100]]
 NEW, POOL_ROWS = 4, 12  # 9 + 4 - 1 = 12: the longest request needs the whole pool
-
-# name, mlx-lm module, config fields beyond TINY (as in tests/test_engine.py)
-MODELS = [
-    ("Llama GQA (G = 2)", llama, dict(model_type="llama", num_attention_heads=4, num_key_value_heads=2)),
-    ("Llama MHA", llama, dict(model_type="llama", num_attention_heads=4, tie_word_embeddings=False)),
-    ("Mistral (head_dim 16)", llama, dict(model_type="mistral", num_attention_heads=8, num_key_value_heads=2,
-                                          head_dim=16, rope_theta=1e6)),
-    ("Llama-3.1 scaling", llama, dict(model_type="llama", num_attention_heads=4, num_key_value_heads=2,
-                                      rope_theta=500000.0, max_position_embeddings=131072,
-                                      rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-                                                    "high_freq_factor": 4.0,
-                                                    "original_max_position_embeddings": 8192})),
-    ("Qwen2 MQA", qwen2, dict(model_type="qwen2", num_attention_heads=4, num_key_value_heads=1)),
-    ("Phi-3 partial rotary", phi3, dict(model_type="phi3", num_attention_heads=4, num_key_value_heads=4,
-                                        partial_rotary_factor=0.5)),
-    ("Phi-3.5 longrope", phi3, dict(model_type="phi3", num_attention_heads=4, num_key_value_heads=4,
-                                    max_position_embeddings=131072, original_max_position_embeddings=4096,
-                                    rope_scaling={"type": "longrope", "short_factor": [1.0] * 8,
-                                                  "long_factor": [1.0, 1.02, 1.1, 1.4, 2.0, 3.5, 6.0, 9.0]})),
-]
 
 
 def largest_difference(model, prompts, new, backend, pool_rows, stop=None) -> float:
@@ -66,12 +46,10 @@ def main(argv=None):
     print(f"largest |logit difference| against mlx-lm, float32 (tests allow atol {ENGINE_LOGITS_FLOAT32['atol']:g}, "
           f"rtol {ENGINE_LOGITS_FLOAT32['rtol']:g}); device {mx.default_device()}")
     print(f"  {'model':24}" + "".join(f"{b:>12}" for b in backends))
-    for name, module, fields in MODELS:
-        mx.random.seed(0)
-        model = module.Model(module.ModelArgs(**{**TINY, **fields}))
-        mx.eval(model.parameters())
+    for name, (label, _, _) in ARCHS.items():
+        model = build(name)
         diffs = [largest_difference(model, PROMPTS, NEW, b, POOL_ROWS) for b in backends]
-        print(f"  {name:24}" + "".join(f"{d:>12.1e}" for d in diffs))
+        print(f"  {label:24}" + "".join(f"{d:>12.1e}" for d in diffs))
     if args.smollm2:
         from ropepool.engine.smollm2 import load_smollm2
 

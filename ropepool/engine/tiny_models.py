@@ -1,0 +1,59 @@
+"""Tiny mlx-lm models with seeded random weights: one per architecture and RoPE the engine serves.
+
+Each is built from a config dict by mlx-lm's own model class (nothing is downloaded): hidden size
+64, two layers, a vocabulary of 160. :data:`ARCHS` is the list ``tests/test_engine.py`` checks
+logit for logit against mlx-lm and ``benchmarks/engine_logits.py`` prints the differences of.
+"""
+
+from __future__ import annotations
+
+import mlx.core as mx
+import mlx.nn as nn
+from mlx_lm.models import gemma, llama, phi3, qwen2
+
+MODULES = {"llama": llama, "qwen2": qwen2, "phi3": phi3, "gemma": gemma}
+TINY = dict(hidden_size=64, num_hidden_layers=2, intermediate_size=128, rms_norm_eps=1e-5, vocab_size=160)
+
+# Llama-3.1's rope_scaling, as in its config.json (ropepool/presets/llama-3.1-8b.json).
+LLAMA3_SCALING = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                  "original_max_position_embeddings": 8192}
+# Phi-3.5-mini's kind of longrope (original_max_position_embeddings at the config's top level, as
+# Phi-3 keeps it), with head_dim 16: 8 factors of each kind, growing as its long factors do.
+PHI35_LONGROPE = dict(max_position_embeddings=131072, original_max_position_embeddings=4096,
+                      rope_scaling={"type": "longrope", "short_factor": [1.0] * 8,
+                                    "long_factor": [1.0, 1.02, 1.1, 1.4, 2.0, 3.5, 6.0, 9.0]})
+
+# name: (what it stands for, mlx-lm module, config fields beyond TINY)
+ARCHS: dict[str, tuple[str, str, dict]] = {
+    "llama-gqa": ("Llama GQA (G = 2)", "llama", dict(num_attention_heads=4, num_key_value_heads=2)),
+    "llama-mha": ("Llama MHA, lm_head", "llama", dict(num_attention_heads=4, tie_word_embeddings=False)),
+    "mistral": ("Mistral (head_dim 16)", "llama",  # head_dim set: 8 x 16 = 128 wide, not hidden 64
+                dict(model_type="mistral", num_attention_heads=8, num_key_value_heads=2, head_dim=16,
+                     rope_theta=1e6)),
+    "llama-3.1": ("Llama-3.1 scaling", "llama", dict(num_attention_heads=4, num_key_value_heads=2,
+                                                     rope_theta=500000.0, max_position_embeddings=131072,
+                                                     rope_scaling=LLAMA3_SCALING)),
+    "llama-gptj": ("Llama, GPT-J pairs", "llama", dict(num_attention_heads=4, num_key_value_heads=2,
+                                                       rope_traditional=True)),
+    "qwen2-mqa": ("Qwen2 MQA (biased qkv)", "qwen2", dict(num_attention_heads=4, num_key_value_heads=1)),
+    "phi3": ("Phi-3 (fused qkv_proj)", "phi3", dict(num_attention_heads=4, num_key_value_heads=4)),
+    "phi3-partial": ("Phi-3 partial rotary", "phi3", dict(num_attention_heads=4, num_key_value_heads=4,
+                                                          partial_rotary_factor=0.5)),
+    "phi3.5-longrope": ("Phi-3.5 longrope", "phi3", dict(num_attention_heads=4, num_key_value_heads=4,
+                                                         **PHI35_LONGROPE)),
+}
+
+
+def tiny(module: str = "llama", seed: int = 0, **fields) -> nn.Module:
+    """An mlx-lm ``module.Model`` of :data:`TINY` size with ``fields`` on top, weights from ``seed``."""
+    mod = MODULES[module]
+    mx.random.seed(seed)
+    model = mod.Model(mod.ModelArgs(**{"model_type": module, **TINY, **fields}))
+    mx.eval(model.parameters())
+    return model
+
+
+def build(name: str, seed: int = 0) -> nn.Module:
+    """The tiny model :data:`ARCHS` names ``name``."""
+    _, module, fields = ARCHS[name]
+    return tiny(module, seed, **fields)
