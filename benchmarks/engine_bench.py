@@ -22,21 +22,16 @@ import time
 
 import mlx.core as mx
 from mlx_lm.generate import generate_step
-from mlx_lm.models import llama
 
 import ropepool
 from ropepool.backends import resolve
 from ropepool.engine import generate
+from ropepool.engine.tiny_models import tiny
 
 
 def build(hidden: int, layers: int, vocab: int):
-    mx.random.seed(0)
-    model = llama.Model(llama.ModelArgs(model_type="llama", hidden_size=hidden, num_hidden_layers=layers,
-                                        intermediate_size=2 * hidden, num_attention_heads=max(hidden // 32, 2),
-                                        num_key_value_heads=max(hidden // 64, 1), rms_norm_eps=1e-5,
-                                        vocab_size=vocab))
-    mx.eval(model.parameters())
-    return model
+    return tiny("llama", hidden_size=hidden, num_hidden_layers=layers, intermediate_size=2 * hidden,
+                num_attention_heads=max(hidden // 32, 2), num_key_value_heads=max(hidden // 64, 1), vocab_size=vocab)
 
 
 def mlx_lm_tokens(model, prompt, new):
@@ -58,15 +53,12 @@ def median_seconds(run, repeats, warm=True):
     return statistics.median(times)
 
 
-SMOLLM2_QUESTIONS = ["What is the capital of France?", "What is 2 + 3?", "Who wrote Romeo and Juliet?"]
-
-
 def smollm2(args):
-    from ropepool.engine.smollm2 import load_smollm2
+    from ropepool.engine.smollm2 import QUESTIONS, load_smollm2
 
     model, tokenizer, _ = load_smollm2(pairs="gptj", dequantize=args.dequantize)
     mx.eval(model.parameters())
-    prompts = [tokenizer.apply_chat_template([{"role": "user", "content": q}]) for q in SMOLLM2_QUESTIONS]
+    prompts = [tokenizer.apply_chat_template([{"role": "user", "content": q}]) for q in QUESTIONS]
     weights = "dequantized to float32" if args.dequantize else "Q4_1/Q8_0 as shipped"
     print(f"SmolLM2-135M-Instruct ({weights}, GGUF rows, GPT-J pairs); prompts of {[len(p) for p in prompts]} tokens, "
           f"{args.new} new tokens each; backend {resolve(args.backend)[0]}; median of {args.repeats}; "

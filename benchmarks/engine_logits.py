@@ -51,11 +51,10 @@ def main(argv=None):
         diffs = [largest_difference(model, PROMPTS, NEW, b, POOL_ROWS) for b in backends]
         print(f"  {label:24}" + "".join(f"{d:>12.1e}" for d in diffs))
     if args.smollm2:
-        from ropepool.engine.smollm2 import load_smollm2
+        from ropepool.engine.smollm2 import QUESTIONS, load_smollm2
 
         model, tokenizer, _ = load_smollm2(pairs="gptj")  # as shipped: GGUF rows, GPT-J pairs
-        prompts = [tokenizer.apply_chat_template([{"role": "user", "content": q}]) for q in
-                   ("What is the capital of France?", "What is 2 + 3?", "Who wrote Romeo and Juliet?")]
+        prompts = [tokenizer.apply_chat_template([{"role": "user", "content": q}]) for q in QUESTIONS]
         diffs = [largest_difference(model, prompts, 10, b, 96, stop=tokenizer.eos_token_id) for b in backends]
         print(f"  {'SmolLM2-135M (Q4_1)':24}" + "".join(f"{d:>12.1e}" for d in diffs)
               + f"   (tests allow atol {ENGINE_LOGITS_SMOLLM2['atol']:g}: 30 layers of quantized matmuls)")

@@ -44,7 +44,7 @@ from importlib import resources
 from pathlib import Path
 
 from ._scalars import finite_float, is_int
-from .rope import ALIASES, Rope, rope_table
+from .rope import READS_MAX_POSITION, Rope, rope_table, scaling_type
 from .shapes import Shapes
 
 _PRESETS = ("llama-3-8b", "llama-3-70b", "mistral-7b", "qwen2.5-7b", "gemma-2-9b", "phi-3-mini", "falcon-7b",
@@ -348,16 +348,18 @@ def from_config(config: dict) -> RopeParams:
     rotary_dim = None
     for key in ("partial_rotary_factor", "rotary_pct"):
         fraction = config.get(key)
-        if fraction is None or finite_float(fraction) == 1:
+        value = None if fraction is None else finite_float(fraction)
+        if fraction is None or value == 1:
             continue
-        if finite_float(fraction) is None or not 0 < fraction < 1:
+        if value is None or not 0 < value < 1:
             raise ConfigError(f"{name}: {key} must be a number in (0, 1], got {fraction!r}", fields=(key,))
         rotary_dim = int(float(fraction) * D)
         notes.append(f"{key} = {fraction}: rotary_dim = int({fraction} * {D}) = {rotary_dim} of {D} dimensions "
                      "rotate, the rest pass through")
         break
-    if _present(config, "rotary_dim") and _positive_int(config, "rotary_dim", name) != D:
-        rotary_dim = _positive_int(config, "rotary_dim", name)
+    given = _positive_int(config, "rotary_dim", name) if _present(config, "rotary_dim") else D
+    if given != D:
+        rotary_dim = given
         notes.append(f"rotary_dim = {rotary_dim}: only the first {rotary_dim} of {D} dimensions rotate")
     is_neox = config.get("model_type") not in _GPTJ_PAIRS
     if not is_neox:
@@ -383,12 +385,12 @@ def from_config(config: dict) -> RopeParams:
 
     scaling = config.get("rope_scaling") or rope_parameters
     scaling = {k: v for k, v in scaling.items() if k != "rope_theta"}
-    if (scaling.get("rope_type") or scaling.get("type") or "default") == "default":
+    if scaling_type(scaling) == "default":
         scaling = {}
     max_pos = None
     kind = scaling.get("rope_type") or scaling.get("type")
     if scaling and _present(config, "max_position_embeddings"):
-        if isinstance(kind, str) and ALIASES.get(kind, kind) in ("yarn", "longrope"):  # the types that read it
+        if scaling_type(scaling) in READS_MAX_POSITION:
             max_pos = _positive_int(config, "max_position_embeddings", name)
         elif is_int(config["max_position_embeddings"]) and config["max_position_embeddings"] > 0:
             max_pos = int(config["max_position_embeddings"])

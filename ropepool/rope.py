@@ -70,6 +70,9 @@ KNOWN_TYPES = ("default", "linear", "llama3", "yarn", "longrope")
 #: Older names of the same types (Phi-3's first configs said "su" for longrope).
 ALIASES = {"su": "longrope"}
 
+#: The types whose table depends on the model's max_position_embeddings.
+READS_MAX_POSITION = ("yarn", "longrope")
+
 #: Types refused, with why.
 REFUSED_TYPES = {
     "dynamic": "dynamic NTK scaling changes rope_theta with the current sequence length, so one "
@@ -129,7 +132,8 @@ def _float32(values: tuple) -> np.ndarray:
 
 def plain(head_dim: int, rope_base: float) -> Rope:
     """The unscaled NeoX rotation of the whole head: ``inv_freq[i] = rope_base**(-2i/D)``."""
-    return rope_table(head_dim, rope_base)
+    head_dim = int(head_dim)
+    return _rope_table(head_dim, float(rope_base), _rotary_dim(None, head_dim), True, None, None)
 
 
 def rope_table(head_dim: int, rope_base: float, *, rotary_dim=None, is_neox=True, rope_scaling=None,
@@ -228,11 +232,17 @@ def _freeze(x):
     return _Typed(x)
 
 
+def scaling_type(scaling: Mapping):
+    """The type a rope_scaling dict names: ``rope_type``, else the older ``type``, an alias resolved;
+    "default" when it names none. Not checked: a name outside :data:`KNOWN_TYPES` comes back as it is."""
+    kind = scaling.get("rope_type") or scaling.get("type") or "default"
+    return ALIASES.get(kind, kind) if isinstance(kind, str) else kind
+
+
 @lru_cache(maxsize=256)
 def _rope_table(head_dim, rope_base, rd, is_neox, frozen_scaling, max_position_embeddings) -> Rope:
     scaling = dict(frozen_scaling or ())
-    rope_type = scaling.get("rope_type") or scaling.get("type") or "default"
-    rope_type = ALIASES.get(rope_type, rope_type)
+    rope_type = scaling_type(scaling)
     if rope_type in REFUSED_TYPES:
         raise fail("rope_type_refused", rope_type=rope_type, expected=f"one of {list(KNOWN_TYPES)}",
                    got=repr(rope_type), hint=f"{REFUSED_TYPES[rope_type]}. Apply it outside the op (e.g. "
@@ -250,7 +260,7 @@ def _rope_table(head_dim, rope_base, rd, is_neox, frozen_scaling, max_position_e
                    hint="attention_factor and mscale are small numbers near 1 in real configs: copy rope_scaling "
                         "from the model's config.json as it is.")
     table = np.asarray(inv_freq, np.float64)
-    _check_float32(table, scale, head_dim, rope_base)
+    _check_float32(table, head_dim, rope_base)
     return Rope(head_dim, rd, is_neox, tuple(table.tolist()), float(scale), rope_type)
 
 
@@ -258,14 +268,13 @@ def _rope_table(head_dim, rope_base, rd, is_neox, frozen_scaling, max_position_e
 MAX_POSITION = 2**24
 
 
-def _check_float32(table: np.ndarray, scale: float, head_dim: int, rope_base: float) -> None:
+def _check_float32(table: np.ndarray, head_dim: int, rope_base: float) -> None:
     """The table as the kernels hold it (float32) must be normal numbers whose angles stay finite up
-    to 2**24 positions (else cos and sin give NaN or 0), and the scale finite."""
+    to 2**24 positions (else cos and sin give NaN or 0)."""
     f32 = np.finfo(np.float32)
     with np.errstate(all="ignore"):
         inv = table.astype(np.float32)
-        ok = bool(np.isfinite(inv).all() and (inv >= f32.tiny).all() and (inv.max() * MAX_POSITION <= f32.max)
-                  and math.isfinite(scale))
+        ok = bool(np.isfinite(inv).all() and (inv >= f32.tiny).all() and (inv.max() * MAX_POSITION <= f32.max))
     if not ok:
         raise fail("rope_base_range", head_dim=head_dim,
                    expected=f"float32 inverse frequencies in [{f32.tiny:.3g}, {f32.max / MAX_POSITION:.3g}]",

@@ -104,7 +104,7 @@ def validate(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_head
                    hint="allocate v_pool exactly like k_pool.")
     dt = {name: dtype_name(x) for name, x in named.items()}
     if not dt["q"] == dt["k"] == dt["v"]:
-        raise fail("qkv_dtype", expected=f"one dtype for q, k, v", got=f"q {dt['q']}, k {dt['k']}, v {dt['v']}",
+        raise fail("qkv_dtype", expected="one dtype for q, k, v", got=f"q {dt['q']}, k {dt['k']}, v {dt['v']}",
                    hint=f"cast k and v to {dt['q']} (or all three to the pool's dtype).")
     if not dt["k_pool"] == dt["v_pool"] == dt["q"]:
         raise fail("pool_dtype", expected=f"pools in {dt['q']}", got=f"k_pool {dt['k_pool']}, v_pool {dt['v_pool']}",

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-MODULES = ["ropepool.reference", "ropepool.inputs", "ropepool.op", "ropepool.backends", "ropepool.teaching.checks"]
+MODULES = ["ropepool.reference", "ropepool.inputs", "ropepool.op", "ropepool.backends", "ropepool.teaching.checks",
+           "ropepool._scalars", "ropepool.tolerance"]
 
 
 @pytest.mark.parametrize("name", MODULES)

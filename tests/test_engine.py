@@ -9,7 +9,6 @@ from mlx_lm.models.cache import make_prompt_cache
 
 import ropepool
 from ropepool.engine import Allocator, Engine, PoolTooSmallError, Status, UnsupportedModelError, generate, rope_kwargs
-from ropepool.engine import runner as runner_module
 from ropepool.engine.mlx_lm_loop import greedy
 from ropepool.engine.tiny_models import ARCHS, build, tiny
 from ropepool.tolerance import ENGINE_LOGITS_FLOAT32
@@ -299,8 +298,6 @@ def test_docstring_examples(name):
 
 def test_the_logits_benchmark_prints_a_row_per_model(capsys):
     import runpy
-
-    from ropepool.tolerance import ENGINE_LOGITS_FLOAT32
 
     script = runpy.run_path(str(Path(__file__).parent.parent / "benchmarks" / "engine_logits.py"))
     script["main"]([])

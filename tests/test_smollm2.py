@@ -17,7 +17,8 @@ from ropepool.engine import generate, rope_kwargs
 from ropepool.engine.fetch import ModelUnavailable
 from ropepool.engine.gguf import GGUFError, build_model, config_from_metadata, dequantize_model, head_row_order, rename
 from ropepool.engine.mlx_lm_loop import greedy
-from ropepool.engine.smollm2 import fetch_smollm2, load_smollm2
+from ropepool.engine.smollm2 import QUESTIONS, fetch_smollm2, load_smollm2
+from ropepool.engine.tiny_models import tiny
 from ropepool.engine.tokenizer import GGUFTokenizer, TokenizerError
 from ropepool.tolerance import ENGINE_LOGITS_SMOLLM2
 
@@ -123,7 +124,6 @@ def test_the_mismatched_pairing_changes_the_answer(smol):
 
 # --- Served through the engine: GPT-J pairs through rope_pool_fused, three requests, a small pool ---------
 
-QUESTIONS = ["What is the capital of France?", "What is 2 + 3?", "Who wrote Romeo and Juliet?"]
 NEW = 8  # Romeo's answer is cut there; the other two end at <|im_end|> first
 POOL_ROWS = 96  # the requests need 44, 45 and 43 rows: two fit at once, the third waits
 
@@ -218,12 +218,7 @@ def test_only_byte_level_bpe_tokenizers_are_built():
 
 
 def tiny_llama():
-    from mlx_lm.models import llama
-
-    mx.random.seed(0)
-    args = llama.ModelArgs(model_type="llama", hidden_size=64, num_hidden_layers=2, intermediate_size=128,
-                           num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-5, vocab_size=100)
-    return llama.Model(args)
+    return tiny("llama", num_attention_heads=4, num_key_value_heads=2, vocab_size=100)
 
 
 def test_greedy_keeps_the_logits_each_token_was_chosen_from():

@@ -382,8 +382,7 @@ def machine() -> str:
 def markdown(results: dict) -> str:
     """The README's table: per dtype and T, ropepool against mx.fast.rope + scatter and the copy
     floor, then every target with "met" or "MISS". ``results`` as :func:`run` returns it."""
-    when = results.get("date", time.strftime("%Y-%m-%d"))
-    lines = [f"`{results.get('command', 'python -m ropepool bench')}` on {when}: {results.get('machine', machine())}; backend "
+    lines = [f"`{results['command']}` on {results['date']}: {results['machine']}; backend "
              f"`{results['backend']}`. Llama-3-8B shapes (Hq = 32, Hkv = 8, D = 128), P = 4,096, medians "
              f"of one run; speed-up = `mx.fast.rope` on q and k + two scatters, divided by ropepool's time.",
              "",
@@ -409,6 +408,7 @@ def markdown(results: dict) -> str:
 
 
 README_START, README_END = "<!-- bench: start -->", "<!-- bench: end -->"
+MARKERS_NEEDED = f"needs one {README_START} line and, after it, one {README_END} line"
 
 
 def paste_into(readme: str | Path, table: str) -> None:
@@ -419,7 +419,7 @@ def paste_into(readme: str | Path, table: str) -> None:
     path = Path(readme)
     text = path.read_text()
     if not _has_markers(text):
-        raise ValueError(f"{readme}: needs one {README_START} line and, after it, one {README_END} line")
+        raise ValueError(f"{readme}: {MARKERS_NEEDED}")
     a, b = text.find(README_START), text.find(README_END)
     tmp = path.with_name(f".{path.name}.bench-tmp")
     tmp.write_text(text[: a + len(README_START)] + "\n" + table + text[b:])
@@ -496,7 +496,7 @@ def bad_arguments(repeats: int | None, out_dir: str | Path, readme: str | Path |
         except (OSError, UnicodeDecodeError) as e:
             return f"--readme {readme}: cannot read it ({getattr(e, 'strerror', None) or e})"
         if not _has_markers(text):
-            return f"--readme {readme}: needs one {README_START} line and, after it, one {README_END} line"
+            return f"--readme {readme}: {MARKERS_NEEDED}"
         if not os.access(readme, os.W_OK):
             return f"--readme {readme}: cannot write it"
     if repeats is not None and (isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1):
@@ -537,7 +537,7 @@ def main(quick: bool = False, repeats: int | None = None, out_dir: str = "artifa
     print(report(results))
     if readme is not None:
         try:
-            paste_into(readme, markdown(results))
+            paste_into(readme, (Path(out_dir) / "bench.md").read_text())
         except (OSError, ValueError) as err:  # the file changed during the run
             print(f"python -m ropepool bench: --readme {readme}: not pasted ({err}); the table is in "
                   f"{Path(out_dir) / 'bench.md'}", file=sys.stderr)

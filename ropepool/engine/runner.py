@@ -80,8 +80,9 @@ class ModelRunner:
         q, k, v = project_qkv(attn, x)
         q, k, v = q.reshape(T, Hq, D), k.reshape(T, Hkv, D), v.reshape(T, Hkv, D)  # [T, Hq, D], [T, Hkv, D]
         # RoPE on q and k, and k and v written to pool rows `slots`: the op this project is about.
-        # Values checked in every layer (the default): the host read of slots it costs is what lets
-        # the op copy a consecutive run of rows as one block, so skipping it in later layers is slower.
+        # Values checked in every layer (the default): on the mlx backend the host read of slots it
+        # costs is what lets the op copy a consecutive run of rows as one block, so skipping it in
+        # later layers is slower there (the cpu backend reads the slots on the host either way).
         q, _, self.k_pools[i], self.v_pools[i] = rope_pool_fused(
             q, k, v, positions, slots, self.k_pools[i], self.v_pools[i], **self.rope_kwargs, backend=self.backend)
         out, start = [], 0

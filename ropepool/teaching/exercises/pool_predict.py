@@ -70,7 +70,7 @@ def check_4(answer) -> Verdict:
         raise ExerciseFailed(4, "wrong_length", f"the pool has {P} rows: answer with a list of {P} numbers, "
                              f"got {size}.")
     if all(a is None for a in answer):
-        raise ExerciseFailed(4, "unanswered", f"every row is still None: replace each with the number row r "
+        raise ExerciseFailed(4, "unanswered", "every row is still None: replace each with the number row r "
                              "holds after the call.")
     want = run_pool_scenario()
     slots = s["slots"]
