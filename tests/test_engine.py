@@ -243,7 +243,7 @@ def test_a_refused_free_changes_nothing(rows, message):
 
 def test_unsupported_model_is_refused():
     model = tiny("gemma", num_attention_heads=4, num_key_value_heads=1, head_dim=16)
-    message = r"serves mlx-lm models of llama, qwen2, phi3 .* from mlx_lm\.models\.gemma"
+    message = r"serves mlx-lm models of llama, qwen2, phi3, qwen3 .* from mlx_lm\.models\.gemma"
     with pytest.raises(UnsupportedModelError, match=message):
         generate(model, [[1, 2]], 2, pool_rows=8)
 

@@ -61,7 +61,10 @@ struct uint3 { uint x, y, z; };
 namespace metal { namespace precise {
 inline float cos(float x) { return std::cos(x); }
 inline float sin(float x) { return std::sin(x); }
+inline float sqrt(float x) { return std::sqrt(x); }
+inline float divide(float x, float y) { return x / y; }
 } }
+template <typename T> inline T as_type(float x) { T t; std::memcpy(&t, &x, sizeof t); return t; }
 using namespace metal;
 typedef _Float16 float16_t;
 """ + ROUND_BF16 + """
@@ -90,6 +93,8 @@ inline float __half2float(__half h) { return float(h.v); }
 inline __half __float2half_rn(float x) { return __half{(_Float16)x}; }
 inline float __bfloat162float(__nv_bfloat16 b) { return mock_bf16_float(b.bits); }
 inline __nv_bfloat16 __float2bfloat16_rn(float x) { return __nv_bfloat16{mock_bf16_bits(x)}; }
+inline unsigned int __float_as_uint(float x) { unsigned int u; std::memcpy(&u, &x, 4); return u; }
+// sqrtf: the C library's, through <cmath>
 namespace cooperative_groups {}
 namespace mlx { namespace core { namespace cu {
 using Shape = std::array<int32_t, 8>;

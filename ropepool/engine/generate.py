@@ -28,13 +28,14 @@ class Engine:
     finishes a request as soon as it is chosen; its rows are freed in that same step.
     """
 
-    def __init__(self, model, *, pool_rows: int, backend: str = "auto", stop: int | None = None):
+    def __init__(self, model, *, pool_rows: int, backend: str = "auto", stop: int | None = None,
+                 kv_dtype: str | None = None):
         if isinstance(pool_rows, bool) or not isinstance(pool_rows, int) or pool_rows <= 0:
             raise ValueError(f"pool_rows must be a positive int, got {pool_rows!r}")
         vocab = model.args.vocab_size
         if stop is not None and (isinstance(stop, bool) or not isinstance(stop, int) or not 0 <= stop < vocab):
             raise ValueError(f"stop must be None or a token id in [0, {vocab}) (the model's vocab), got {stop!r}")
-        self.runner = ModelRunner(model, pool_rows, backend)
+        self.runner = ModelRunner(model, pool_rows, backend, kv_dtype)
         self.allocator = Allocator(pool_rows)
         self.scheduler = Scheduler(self.allocator)
         self.vocab_size = vocab
@@ -91,12 +92,12 @@ class Engine:
 
 
 def generate(model, prompts, max_new_tokens, *, pool_rows: int, backend: str = "auto", on_step=None,
-             stop: int | None = None) -> list:
+             stop: int | None = None, kv_dtype: str | None = None) -> list:
     """Serve ``prompts`` together on ``model`` and return one :class:`Result` per prompt, in order.
 
     Parameters
     ----------
-    model : an mlx-lm model of ``llama`` (Llama, Mistral), ``qwen2`` or ``phi3``
+    model : an mlx-lm model of ``llama`` (Llama, Mistral), ``qwen2``, ``phi3`` or ``qwen3``
     prompts : list of lists of token ids
     max_new_tokens : int, or one int per prompt: the most new tokens each may write
     pool_rows : int, P, the rows of each layer's KV pool; may be far fewer than all requests'
@@ -105,6 +106,8 @@ def generate(model, prompts, max_new_tokens, *, pool_rows: int, backend: str = "
     on_step : optional ``f(engine, batch)``, called after every step
     stop : optional token id (e.g. ``<|im_end|>``): a request that chooses it finishes there, that
         token its last, and frees its rows at once
+    kv_dtype : None (pools in the activations' dtype) or "fp8" (uint8 pools of e4m3 codes, read back
+        dequantised; :class:`ModelRunner`)
 
     Returns
     -------
@@ -135,7 +138,7 @@ def generate(model, prompts, max_new_tokens, *, pool_rows: int, backend: str = "
     counts = [max_new_tokens] * len(prompts) if isinstance(max_new_tokens, int) else list(max_new_tokens)
     if len(counts) != len(prompts):
         raise ValueError(f"max_new_tokens: {len(counts)} counts for {len(prompts)} prompts")
-    engine = Engine(model, pool_rows=pool_rows, backend=backend, stop=stop)
+    engine = Engine(model, pool_rows=pool_rows, backend=backend, stop=stop, kv_dtype=kv_dtype)
     requests = [engine.add_request(p, n) for p, n in zip(prompts, counts)]  # every refusal before a step
     while not engine.done:
         batch = engine.step()
