@@ -29,13 +29,13 @@ class Engine:
     """
 
     def __init__(self, model, *, pool_rows: int, backend: str = "auto", stop: int | None = None,
-                 kv_dtype: str | None = None):
+                 kv_dtype: str | None = None, kv_scales=None):
         if isinstance(pool_rows, bool) or not isinstance(pool_rows, int) or pool_rows <= 0:
             raise ValueError(f"pool_rows must be a positive int, got {pool_rows!r}")
         vocab = model.args.vocab_size
         if stop is not None and (isinstance(stop, bool) or not isinstance(stop, int) or not 0 <= stop < vocab):
             raise ValueError(f"stop must be None or a token id in [0, {vocab}) (the model's vocab), got {stop!r}")
-        self.runner = ModelRunner(model, pool_rows, backend, kv_dtype)
+        self.runner = ModelRunner(model, pool_rows, backend, kv_dtype, kv_scales)
         self.allocator = Allocator(pool_rows)
         self.scheduler = Scheduler(self.allocator)
         self.vocab_size = vocab
@@ -92,7 +92,7 @@ class Engine:
 
 
 def generate(model, prompts, max_new_tokens, *, pool_rows: int, backend: str = "auto", on_step=None,
-             stop: int | None = None, kv_dtype: str | None = None) -> list:
+             stop: int | None = None, kv_dtype: str | None = None, kv_scales=None) -> list:
     """Serve ``prompts`` together on ``model`` and return one :class:`Result` per prompt, in order.
 
     Parameters
@@ -108,6 +108,8 @@ def generate(model, prompts, max_new_tokens, *, pool_rows: int, backend: str = "
         token its last, and frees its rows at once
     kv_dtype : None (pools in the activations' dtype) or "fp8" (uint8 pools of e4m3 codes, read back
         dequantised; :class:`ModelRunner`)
+    kv_scales : with "fp8", one ``(k_scale, v_scale)`` per layer
+        (:func:`ropepool.engine.kv_scales.calibrate`); None: 1.0 everywhere
 
     Returns
     -------
@@ -138,7 +140,7 @@ def generate(model, prompts, max_new_tokens, *, pool_rows: int, backend: str = "
     counts = [max_new_tokens] * len(prompts) if isinstance(max_new_tokens, int) else list(max_new_tokens)
     if len(counts) != len(prompts):
         raise ValueError(f"max_new_tokens: {len(counts)} counts for {len(prompts)} prompts")
-    engine = Engine(model, pool_rows=pool_rows, backend=backend, stop=stop, kv_dtype=kv_dtype)
+    engine = Engine(model, pool_rows=pool_rows, backend=backend, stop=stop, kv_dtype=kv_dtype, kv_scales=kv_scales)
     requests = [engine.add_request(p, n) for p, n in zip(prompts, counts)]  # every refusal before a step
     while not engine.done:
         batch = engine.step()
