@@ -277,3 +277,15 @@ def test_fusion_errors(name, code, change):
     err = expect_error(code, rope_pool_fused, **kw)
     if code == "pool_dtype":
         assert str(err).split("\n")[0] == "pool dtypes must match q/k/v dtype"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_qk_norm_of_an_all_zero_head_is_zero_not_nan(backend):
+    """norm_eps keeps 1 / sqrt(mean(x**2) + eps) finite: a head of zeros stays zeros."""
+    kw = _call(2, 2, 1, 8, 3, "float16")
+    kw["q"] = mx.zeros_like(kw["q"])
+    kw["k"] = mx.concatenate([mx.zeros((1, 1, 8), mx.float16), kw["k"][1:]])
+    q_rot, k_rot, _, _ = rope_pool_fused(**kw, q_norm_weight=np.ones(8, np.float32),
+                                         k_norm_weight=np.ones(8, np.float32), backend=backend)
+    assert not np.array(q_rot).any() and not np.array(k_rot)[0].any()
+    assert np.isfinite(np.array(k_rot)).all()
