@@ -289,3 +289,26 @@ def test_qk_norm_of_an_all_zero_head_is_zero_not_nan(backend):
                                          k_norm_weight=np.ones(8, np.float32), backend=backend)
     assert not np.array(q_rot).any() and not np.array(k_rot)[0].any()
     assert np.isfinite(np.array(k_rot)).all()
+
+
+def test_qk_norm_random_shapes_on_the_mlx_path():
+    """Random shapes, dtypes, rotations, weights and eps on the mlx path (no compiler build per shape)."""
+    rng = np.random.default_rng(11)
+    for _ in range(25):
+        Hkv = int(rng.integers(1, 4))
+        Hq, D = Hkv * int(rng.integers(1, 4)), 2 * int(rng.integers(1, 40))
+        T, dtype = int(rng.integers(0, 6)), str(rng.choice(DTYPES))
+        variant = {} if rng.random() < 0.5 else {"rotary_dim": 2 * int(rng.integers(1, D // 2 + 1)),
+                                                 "is_neox": bool(rng.random() < 0.5)}
+        kw = {**_call(T, Hq, Hkv, D, T + 2, dtype), **variant}
+        w = rng.uniform(-2, 2, D).astype(np.float32)
+        eps = float(10.0 ** rng.uniform(-8, -1))
+        q_rot, k_rot, _, _ = rope_pool_fused(**kw, q_norm_weight=w, k_norm_weight=w[::-1].copy(), norm_eps=eps,
+                                             backend="mlx")
+        ref = rope_pool_reference(*(kw[n] for n in ARGS), rope_base=kw["rope_base"], q_norm_weight=w,
+                                  k_norm_weight=w[::-1], norm_eps=eps, **variant)
+        rope, pos = rope_of(kw), np.array(kw["positions"])
+        for got, want, x, ww in ((q_rot, ref[0], kw["q"], w), (k_rot, ref[1], kw["k"], w[::-1])):
+            ratio = error_ratio(np.array(got.astype(mx.float32)), want, rms_norm(x, ww, eps), pos, dtype, rope,
+                                norm_dim=D)
+            assert ratio <= 1, (T, Hq, Hkv, D, dtype, variant, eps, ratio)
