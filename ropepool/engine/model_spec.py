@@ -1,4 +1,4 @@
-"""What the engine reads off an mlx-lm model: its architecture and its RoPE parameters.
+"""What the engine reads off an mlx-lm model: its architecture, its RoPE parameters and its QK-norm.
 
 :func:`rope_kwargs` is the one place the model's RoPE reaches the op: it writes the model's
 ``args`` as a Hugging Face-style config and lets :func:`ropepool.models.from_config` read it,

@@ -8,7 +8,8 @@ Every layer of an mlx-lm Llama, Qwen2 or Phi-3 model is::
 The runner keeps every module (embedding, norms, projections, MLP, lm_head) and replaces only
 ``rope`` + the KV-cache write + ``attention``: one call of :func:`ropepool.rope_pool_fused`
 rotates q and k and writes k and v into the layer's pools, then each request attends over the
-pool rows of its slot table.
+pool rows of its slot table. Qwen3 normalises q and k per head before ``rope``
+(``q_norm``, ``k_norm``): the same call does that too.
 """
 
 from __future__ import annotations
