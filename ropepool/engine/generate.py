@@ -63,11 +63,11 @@ class Engine:
         for name, flag in (("prefix_cache", prefix_cache), ("keep_logits", keep_logits)):
             if not isinstance(flag, bool):
                 raise EngineArgumentError(f"{name} must be True or False, got {flag!r:.60}")
-        self.allocator = Allocator(pool_rows, page_size)
-        self.scheduler = Scheduler(self.allocator, prefix_cache=prefix_cache,
-                                   max_step_tokens=check_int("max_step_tokens", max_step_tokens, 1))
-        self.runner = ModelRunner(model, pool_rows, backend)
+        max_step_tokens = check_int("max_step_tokens", max_step_tokens, 1)
+        self.runner = ModelRunner(model, pool_rows, backend)  # the pools are lazy: nothing allocated yet
         check_pool_memory(self.runner, pool_rows)
+        self.allocator = Allocator(pool_rows, page_size)
+        self.scheduler = Scheduler(self.allocator, prefix_cache=prefix_cache, max_step_tokens=max_step_tokens)
         self.vocab_size = vocab
         self.stop = stop
         self.keep_logits = keep_logits
@@ -168,15 +168,19 @@ class Engine:
 
 
 def check_pool_memory(runner: ModelRunner, pool_rows: int) -> None:
-    """Refuse pools larger than this machine's memory (before MLX tries to allocate them)."""
+    """Refuse pools larger than this machine's memory, before MLX (or the allocator's lists) try to fill it.
+
+    The pools are ``2 x layers x P x Hkv x D`` elements; the allocator keeps about 50 bytes of
+    Python objects per row (its free list and reference counts).
+    """
     k = runner.k_pools[0]
-    need = 2 * len(runner.k_pools) * pool_rows * k.shape[1] * k.shape[2] * k.dtype.size  # k and v, every layer
-    have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    pools = 2 * len(runner.k_pools) * pool_rows * k.shape[1] * k.shape[2] * k.dtype.size  # k and v, every layer
+    need, have = pools + 50 * pool_rows, os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     if need > have:
         raise EngineArgumentError(
-            f"pool_rows = {pool_rows} needs {need / 2**30:.1f} GiB of KV pools (2 x {len(runner.k_pools)} layers x "
-            f"{pool_rows} rows x {k.shape[1]} x {k.shape[2]} x {k.dtype.size} bytes), more than this machine's "
-            f"{have / 2**30:.1f} GiB")
+            f"pool_rows = {pool_rows} needs {pools / 2**30:.1f} GiB of KV pools (2 x {len(runner.k_pools)} layers x "
+            f"{pool_rows} rows x {k.shape[1]} x {k.shape[2]} x {k.dtype.size} bytes) and "
+            f"{50 * pool_rows / 2**30:.1f} GiB of row bookkeeping: more than this machine's {have / 2**30:.1f} GiB")
 
 
 def generate(model, prompts, max_new_tokens, *, pool_rows: int, backend: str = "auto", on_step=None,
