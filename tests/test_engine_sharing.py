@@ -243,3 +243,21 @@ def test_one_row_pages_waste_nothing():
         engine.add_request(p, 4)
     run(engine, Watch())
     assert engine.stats.wasted_rows == 0 and engine.stats.peak_rows > 0
+
+
+@pytest.mark.parametrize("prefix_cache", [True, False], ids=["cache", "no cache"])
+def test_requests_arriving_together_compute_a_long_common_prefix_once(prefix_cache):
+    """With the cache, a prompt sharing 32+ tokens with one admitted in the same step waits a step and shares them."""
+    m = model()
+    system = list(range(40, 80))  # 40 tokens
+    prompts = [system + [1, 2], system + [3], system + [4, 5, 6], list(range(100, 140)) + [7]]
+    engine, watch = Engine(m, pool_rows=256, keep_logits=True, prefix_cache=prefix_cache), Watch()
+    reqs = [engine.add_request(p, 3) for p in prompts]
+    first = engine.step()
+    assert first.admitted == ([reqs[0], reqs[3]] if prefix_cache else reqs)  # the unrelated one is not held back
+    watch(engine, first)
+    run(engine, watch)
+    shared = 40 * 2 if prefix_cache else 0
+    assert (engine.stats.cached_tokens, engine.stats.prefill_tokens) == (shared, sum(map(len, prompts)) - shared)
+    check_against_mlx_lm(m, prompts, [3] * 4, results(reqs))
+    check_the_end(engine)

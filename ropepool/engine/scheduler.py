@@ -7,7 +7,9 @@ goes in chunks over several steps while running requests keep decoding. When a r
 needs a row and none is free, the cache gives back its least recently used rows; if that is not
 enough, the most recently admitted request is preempted: it gives its rows back and waits again,
 first in line, to be recomputed (vLLM's recompute mode). A waiting request that does not fit yet
-does not hold back the ones behind it that do.
+does not hold back the ones behind it that do; one whose prompt starts like that of a request admitted
+in the same step (by :data:`IN_BATCH_PREFIX` tokens or more than the cache holds) waits a step, then
+shares those rows instead of computing them twice.
 """
 
 from __future__ import annotations
@@ -84,6 +86,22 @@ class Batch:
         self.slots += req.slot_table[start:start + n]
 
 
+#: Tokens a waiting request must gain by sharing with a request admitted in the same step for it to
+#: wait one step (until those rows are written and cached) instead of computing them again (SGLang's
+#: in-batch prefix caching threshold).
+IN_BATCH_PREFIX = 32
+
+
+def common_prefix(a: Request, b: Request) -> int:
+    """Leading prompt tokens ``a`` and ``b`` have in common."""
+    n = 0
+    for x, y in zip(a.prompt, b.prompt):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
 class Scheduler:
     def __init__(self, allocator: Allocator, *, prefix_cache: bool = True, max_step_tokens: int = 256):
         self.allocator = allocator
@@ -129,6 +147,9 @@ class Scheduler:
         """Start ``req`` on its cached prefix and rows for the rest of its sequence, if they fit now."""
         a = self.allocator
         shared = self.cache.match(req.seq(0, req.seq_len - 1))  # leave one token: its logits choose the next
+        if self.cache.enabled and any(common_prefix(req, other) >= len(shared) * a.page_size + IN_BATCH_PREFIX
+                                      for other in batch.admitted):
+            return False  # a request admitted this step computes a longer prefix of ours: share it next step
         a.retain(shared)
         need = a.pages_for(req.seq_len) - len(shared)
         if need > a.num_free + self.cache.num_evictable():
