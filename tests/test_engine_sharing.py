@@ -40,7 +40,8 @@ class Watch:
             now = self.read(engine, kept)
             index = [self.shared.index(row) for row in kept]
             for before, after in zip(self.bits, now):
-                np.testing.assert_array_equal(before[index], after, err_msg=f"step {engine.steps}: a shared row changed")
+                np.testing.assert_array_equal(before[index], after,
+                                              err_msg=f"step {engine.steps}: a shared row changed")
         self.steps.append((list(batch.lengths), [r.rid for r in batch.requests], list(batch.positions)))
         check_references(engine)
         pages = cached_pages(engine) + [p for r in engine.requests if r.status is Status.RUNNING

@@ -28,7 +28,8 @@ def test_the_tree_has_one_branch_per_divergence():
     assert [5, 6, 7] in tokens and SYSTEM in tokens  # old's sequence; the shared prefix, split off
     assert sorted(len(t) for t in tokens) == [1, 3, 3, 10]  # b's [50]; a's [40, 41] and its first token
     text = V.tree_text(engine.scheduler.cache)
-    assert text.splitlines()[0].startswith("   3 tokens") and "  10 tokens, rows" in text
+    assert text.splitlines()[0].startswith("   3 tokens, rows 0-2:") and "  10 tokens, rows" in text
+    assert V.row_runs([0, 1, 2, 7, 9, 10]) == "0-2, 7, 9-10"
 
 
 def test_plot_radix_tree_colours_what_running_requests_hold():

@@ -77,7 +77,7 @@ class Engine:
 
     @property
     def stats(self) -> Stats:
-        """Counters: ``prefill_tokens``, ``cached_tokens``, ``preemptions``, ``peak_rows``, ``wasted_rows``, ``steps``."""
+        """What the engine has done so far (see :class:`Stats`): prefill and cached tokens, preemptions, rows, steps."""
         return self.scheduler.stats
 
     @property

@@ -123,6 +123,7 @@ class Scheduler:
         self.waiting.append(req)
 
     def schedule(self) -> Batch:
+        """This step's batch: at most ``max_step_tokens`` new tokens, running requests first."""
         batch, budget = Batch(), self.max_step_tokens
         # Running requests, oldest first: one decode token each, or the next chunk of a prompt.
         for req in list(self.running):

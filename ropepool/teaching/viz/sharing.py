@@ -21,6 +21,17 @@ def _tokens(node) -> list[int]:
     return [t for page in node.key for t in page]
 
 
+def row_runs(rows) -> str:
+    """Rows as runs of consecutive numbers: ``[0, 1, 2, 7]`` -> ``"0-2, 7"``."""
+    runs: list[list[int]] = []
+    for r in rows:
+        if runs and r == runs[-1][1] + 1:
+            runs[-1][1] = r
+        else:
+            runs.append([r, r])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
 def tree_layout(cache: RadixCache):
     """``[(node, depth, y, parent_index)]``, parents first: leaves one per line, a parent at its children's mean."""
     out, leaf = [], [0]
@@ -50,7 +61,7 @@ def tree_text(cache: RadixCache, decode=None, *, width: int = 48) -> str:
         text = decode(ids) if decode else " ".join(map(str, ids))
         text = text.replace("\n", "⏎")
         text = text if len(text) <= width else text[:width - 1] + "…"
-        lines.append(f"{'  ' * (depth - 1)}{len(ids):4} tokens, rows {rows[0]}..{rows[-1]}: {text!r}")
+        lines.append(f"{'  ' * (depth - 1)}{len(ids):4} tokens, rows {row_runs(rows)}: {text!r}")
     return "\n".join(lines) if lines else "(empty)"
 
 
@@ -77,7 +88,7 @@ def plot_radix_tree(cache: RadixCache, decode=None, *, width: int = 28) -> Figur
         text = (decode(ids) if decode else " ".join(map(str, ids))).replace("\n", "⏎")
         text = text if len(text) <= width else text[:width - 1] + "…"
         held = any(refs[p] > 1 for p in node.pages)
-        ax.text(d, y, f"{text}\n{len(ids)} tokens, rows {rows[0]}..{rows[-1]}", ha="center", va="center",
+        ax.text(d, y, f"{text}\n{len(ids)} tokens, rows {row_runs(rows)}", ha="center", va="center",
                 fontsize=7, gid=f"node {i}", bbox=dict(boxstyle="round", fc=SHARED if held else PRIVATE, ec="#666666"))
     ax.set_xlim(-0.5, depth + 0.6)
     ax.set_ylim(leaves - 0.4, -0.6)
