@@ -24,9 +24,11 @@ def served():
 def test_the_tree_has_one_branch_per_divergence():
     engine, old, a, b = served()
     layout = V.tree_layout(engine.scheduler.cache)
-    tokens = [V._tokens(n) for n, _, _, _ in layout[1:]]
-    assert [5, 6, 7] in tokens and SYSTEM in tokens  # old's sequence; the shared prefix, split off
-    assert sorted(len(t) for t in tokens) == [1, 3, 3, 10]  # b's [50]; a's [40, 41] and its first token
+    spans = {tuple(V._tokens(n)): (start, stop, top, bottom) for n, _, start, stop, top, bottom in layout[1:]}
+    assert spans[(5, 6, 7)] == (0, 3, 0, 1)  # old's sequence: one leaf
+    assert spans[tuple(SYSTEM)] == (0, 10, 1, 3)  # the shared prefix: over both leaves below it
+    assert sorted((stop - start, bottom - top) for start, stop, top, bottom in spans.values()) == \
+        [(1, 1), (3, 1), (3, 1), (10, 2)]  # b's [50]; a's [40, 41] and its first token
     text = V.tree_text(engine.scheduler.cache)
     assert text.splitlines()[0].startswith("   3 tokens, rows 0-2:") and "  10 tokens, rows" in text
     assert V.row_runs([0, 1, 2, 7, 9, 10]) == "0-2, 7, 9-10"
@@ -34,12 +36,18 @@ def test_the_tree_has_one_branch_per_divergence():
 
 def test_plot_radix_tree_colours_what_running_requests_hold():
     engine, old, a, b = served()
-    fig = V.plot_radix_tree(engine.scheduler.cache, decode=lambda ids: "-".join(map(str, ids)), width=60)
-    boxes = {t.get_gid(): t for t in fig.axes[0].texts if t.get_gid() and t.get_gid().startswith("node")}
-    assert len(boxes) == len(engine.scheduler.cache.nodes()) == 4
-    colours = {t.get_text().splitlines()[0]: t.get_bbox_patch().get_facecolor() for t in boxes.values()}
-    held = {k for k, c in colours.items() if np.allclose(c[:3], [1.0, 127 / 255, 14 / 255])}
-    assert held == {"-".join(map(str, SYSTEM)), "50", "40-41-" + str(a.tokens[0])}  # old's branch: only cached
+    fig = V.plot_radix_tree(engine.scheduler.cache, decode=lambda ids: "-".join(map(str, ids)))
+    layout = V.tree_layout(engine.scheduler.cache)[1:]
+    bars = {p.get_gid(): p for p in fig.axes[0].patches if (p.get_gid() or "").startswith("node")}
+    assert len(bars) == len(engine.scheduler.cache.nodes()) == 4
+    orange = {tuple(V._tokens(layout[int(g.split()[1])][0])) for g, p in bars.items()
+              if np.allclose(p.get_facecolor()[:3], [1.0, 127 / 255, 14 / 255])}
+    assert orange == {tuple(SYSTEM), (50,), (40, 41, a.tokens[0])}  # old's sequence: only cached
+    for g, p in bars.items():
+        node, _, start, stop, top, bottom = layout[int(g.split()[1])]
+        assert (p.get_x(), p.get_width(), p.get_y(), p.get_height()) == (start, stop - start, top, bottom - top)
+    labels = [t.get_text() for t in fig.axes[0].texts if (t.get_gid() or "").startswith("label")]
+    assert "10 tokens, rows 3-12: 20-21-22-23-24-25-26-27-28-29" in labels and "50 (1 tokens, rows 16)" in labels
 
 
 def test_slot_tables_show_the_rows_two_requests_share():

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 
 from ...engine.radix import RadixCache
 from .legible import projector
@@ -33,29 +34,31 @@ def row_runs(rows) -> str:
 
 
 def tree_layout(cache: RadixCache):
-    """``[(node, depth, y, parent_index)]``, parents first: leaves one per line, a parent at its children's mean."""
+    """``[(node, depth, start, stop, top, bottom)]``, parents before children, the root first.
+
+    ``start``/``stop``: the token positions the node's edge spans; ``top``/``bottom``: the range of
+    leaves below it, one line per leaf (an icicle chart of the tree).
+    """
     out, leaf = [], [0]
 
-    def visit(node, depth, parent):
+    def visit(node, depth, start):
         i = len(out)
-        out.append([node, depth, 0.0, parent])
-        kids = list(node.children.values())
-        ys = [visit(child, depth + 1, i) for child in kids]
-        if ys:
-            out[i][2] = sum(ys) / len(ys)
-        else:
-            out[i][2] = float(leaf[0])
+        stop = start + len(_tokens(node))
+        out.append([node, depth, start, stop, leaf[0], 0])
+        for child in node.children.values():
+            visit(child, depth + 1, stop)
+        if not node.children:
             leaf[0] += 1
-        return out[i][2]
+        out[i][5] = leaf[0]
 
-    visit(cache.root, 0, -1)
+    visit(cache.root, 0, 0)
     return [tuple(x) for x in out]
 
 
 def tree_text(cache: RadixCache, decode=None, *, width: int = 48) -> str:
     """The tree as indented lines: each node's token count, pool rows, and its text (``decode(ids)``)."""
     lines = []
-    for node, depth, _, _ in tree_layout(cache)[1:]:
+    for node, depth, *_ in tree_layout(cache)[1:]:
         ids = _tokens(node)
         rows = cache.allocator.rows(node.pages)
         text = decode(ids) if decode else " ".join(map(str, ids))
@@ -65,36 +68,39 @@ def tree_text(cache: RadixCache, decode=None, *, width: int = 48) -> str:
     return "\n".join(lines) if lines else "(empty)"
 
 
-def plot_radix_tree(cache: RadixCache, decode=None, *, width: int = 28) -> Figure:
-    """The prefix cache as a tree: one box per node with its tokens (``decode(ids)``, cut to ``width``),
-    their count and their pool rows; a box is orange while a running request holds its rows, blue
-    when only the cache does (evictable)."""
-    layout = tree_layout(cache)
+def plot_radix_tree(cache: RadixCache, decode=None) -> Figure:
+    """The prefix cache as an icicle chart: one bar per node, spanning its tokens' positions (x) and the
+    leaves below it (y), so a prefix shared by many sequences is a tall bar. A bar is orange while a
+    running request holds its rows, blue when only the cache does (evictable); long enough bars say
+    their text (``decode(ids)``) and rows."""
+    layout = tree_layout(cache)[1:]
     refs = cache.allocator.refs
-    depth = max((d for _, d, _, _ in layout), default=0)
-    leaves = max(1, sum(1 for n, _, _, _ in layout if not n.children))
-    fig = Figure(figsize=(2.2 + 3.0 * depth, 1.0 + 0.55 * leaves))
+    leaves = max(1, max((b for *_, b in layout), default=1))
+    width = max((stop for _, _, _, stop, _, _ in layout), default=1)
+    fig = Figure(figsize=(11, 1.2 + 0.42 * leaves))
     ax = fig.subplots()
-    for i, (node, d, y, parent) in enumerate(layout):
-        if parent >= 0:
-            _, pd, py, _ = layout[parent]
-            ax.plot([pd, d], [py, y], color="#999999", lw=1, zorder=1, gid=f"edge {parent} {i}")
-        if node is cache.root:
-            ax.text(d, y, "root", ha="center", va="center", fontsize=8, gid="root",
-                    bbox=dict(boxstyle="round", fc="white", ec="#666666"))
-            continue
-        ids = _tokens(node)
-        rows = cache.allocator.rows(node.pages)
-        text = (decode(ids) if decode else " ".join(map(str, ids))).replace("\n", "⏎")
-        text = text if len(text) <= width else text[:width - 1] + "…"
+    for i, (node, depth, start, stop, top, bottom) in enumerate(layout):
         held = any(refs[p] > 1 for p in node.pages)
-        ax.text(d, y, f"{text}\n{len(ids)} tokens, rows {row_runs(rows)}", ha="center", va="center",
-                fontsize=7, gid=f"node {i}", bbox=dict(boxstyle="round", fc=SHARED if held else PRIVATE, ec="#666666"))
-    ax.set_xlim(-0.5, depth + 0.6)
-    ax.set_ylim(leaves - 0.4, -0.6)
-    ax.axis("off")
-    ax.set_title("the prefix cache: a radix tree over token ids (orange: held by a running request, "
-                 "blue: only cached)", fontsize=9)
+        ax.add_patch(Rectangle((start, top), stop - start, bottom - top, facecolor=SHARED if held else PRIVATE,
+                               edgecolor="white", lw=1.5, gid=f"node {i}"))
+        ids = _tokens(node)
+        text = (decode(ids) if decode else " ".join(map(str, ids))).replace("\n", "⏎")
+        label = f"{text} ({len(ids)} tokens, rows {row_runs(cache.allocator.rows(node.pages))})"
+        if not node.children:  # a leaf: its label to the right of its bar
+            label = label if len(label) <= 50 else text[:50 - len(label) + len(text) - 1] + "…" + label[len(text):]
+            ax.text(stop + 0.01 * width, (top + bottom) / 2, label, ha="left", va="center", fontsize=7,
+                    gid=f"label {i}")
+        elif (chars := int((stop - start) / width * 70)) >= 12:  # inside its bar, cut to what fits
+            label = f"{len(ids)} tokens, rows {row_runs(cache.allocator.rows(node.pages))}: {text}"
+            label = label if len(label) <= chars else label[:chars - 1] + "…"
+            ax.text(start + 0.3, (top + bottom) / 2, label, ha="left", va="center", fontsize=7, gid=f"label {i}")
+    ax.set_xlim(0, width * 2)  # room for the leaves' labels
+    ax.set_ylim(leaves, 0)
+    ax.set_yticks([])
+    ax.set_xlabel("token position")
+    ax.set_xticks([t for t in ax.get_xticks() if 0 <= t <= width])
+    ax.set_title("the prefix cache: a bar per radix-tree node, over the positions of its tokens\n"
+                 "(orange: a running request holds its rows; blue: only the cache does)", fontsize=9)
     fig.tight_layout()
     return projector(fig)
 
