@@ -170,7 +170,7 @@ class Scheduler:
         """Make ``req``'s slot table ``rows`` rows long, preempting if it must; False if ``req`` was preempted."""
         a = self.allocator
         need = a.pages_for(rows) - len(req.slot_table) // a.page_size
-        while need > a.num_free + self.cache.num_evictable():
+        while need > a.num_free and need > a.num_free + self.cache.num_evictable():
             victim = self.running[-1]  # the most recently admitted
             self.preempt(victim, batch)
             if victim is req:
