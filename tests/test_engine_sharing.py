@@ -11,10 +11,11 @@ import pytest
 from test_engine import check_against_mlx_lm, mlx_lm_logits
 
 from ropepool.engine import Engine, Status, generate
-from ropepool.engine.tiny_models import tiny
+from ropepool.engine.tiny_models import ARCHS, build, tiny
 from ropepool.tolerance import ENGINE_LOGITS_FLOAT32
 
 SYSTEM = list(range(20, 36))  # a 16-token "system prompt"
+POOL = 30  # the architecture test's pool: the cache's rows get evicted and a request preempted
 
 
 def model():
@@ -261,4 +262,20 @@ def test_requests_arriving_together_compute_a_long_common_prefix_once(prefix_cac
     shared = 40 * 2 if prefix_cache else 0
     assert (engine.stats.cached_tokens, engine.stats.prefill_tokens) == (shared, sum(map(len, prompts)) - shared)
     check_against_mlx_lm(m, prompts, [3] * 4, results(reqs))
+    check_the_end(engine)
+
+
+@pytest.mark.parametrize("name", ARCHS)
+def test_every_architecture_shares_chunks_and_preempts_with_mlx_lm_logits(name):
+    """Each tiny model of test_engine's list (scaled, partial and GPT-J RoPE; fused and biased qkv) on a small pool."""
+    m = build(name)
+    engine, watch = Engine(m, pool_rows=POOL, keep_logits=True, max_step_tokens=5), Watch()
+    warm = engine.add_request(SYSTEM + [40], 3)
+    run(engine, watch)
+    prompts = [SYSTEM + [50, 51], SYSTEM[:7] + [60], SYSTEM, [99, 98, 97]]
+    reqs = [engine.add_request(p, 6) for p in prompts]
+    run(engine, watch)
+    assert engine.stats.cached_tokens >= 16 + 7 + 15 and engine.stats.preemptions > 0
+    assert max(sum(lengths) for lengths, _, _ in watch.steps) <= 5
+    check_against_mlx_lm(m, [warm.prompt] + prompts, [3] + [6] * 4, results([warm] + reqs))
     check_the_end(engine)
