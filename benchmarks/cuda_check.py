@@ -18,7 +18,7 @@ optional (its CUDA wheel is 90 MB). From the repository root::
       v's exact bits, every other row and every guard row is unchanged;
     * timings (CUDA events, medians) at Llama-3-8B heads, T in {1, 64, 2048}: the kernel
       against a device-to-device copy of the same number of bytes (GB/s, fraction of copy).
-(b) MLX. With MLX's CUDA back-end (``pip install -e '.[cuda]'``): ``rope_pool_cuda`` against the
+(b) MLX. With MLX's CUDA back-end (``pip install -e '.[cuda]'``): ``rotate_cuda`` and ``pool_write`` against the
     reference, out-of-range slots, ``backend="auto"``. Otherwise skipped, with the reason.
 
 Out: ``<out>/cuda_check.json`` (every check and timing) and ``<out>/cuda_check.svg`` (fraction of
@@ -389,10 +389,10 @@ def part_mlx(checks: Checks) -> dict:
     import mlx.core as mx
 
     import ropepool
+    from ropepool import pool_write
     from ropepool.kernels import fused
     from ropepool.shapes import Shapes
 
-    order = ("q", "k", "v", "positions", "slots", "k_pool", "v_pool")
 
     def f64(a):
         return np.array(a.astype(mx.float32), np.float64)
@@ -406,9 +406,10 @@ def part_mlx(checks: Checks) -> dict:
         slots[T // 2] = -1
         positions = [int(p) for p in np.random.default_rng(D).integers(0, 100_000, T)]
         kw = ropepool.make_inputs(Shapes(T, Hq, Hkv, D, P), dtype, slots=slots, positions=positions)
-        args = [kw[n] for n in order]
         before = (mbits(kw["k_pool"]), mbits(kw["v_pool"]))
-        out = fused.rope_pool_cuda(*args, rope=rope)
+        q_rot, k_rot, k_rows, v_rows = fused.rotate_cuda(kw["q"], kw["k"], kw["v"], kw["positions"], rope=rope)
+        out = (q_rot, k_rot, *pool_write.write(pool_write.plan(np.array(slots), P), kw["k_pool"], kw["v_pool"],
+                                               k_rows, v_rows))
         mx.eval(*out)
         problems = []
         for label, got, x in (("q_rot", out[0], kw["q"]), ("k_rot", out[1], kw["k"])):

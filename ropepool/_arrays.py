@@ -60,5 +60,20 @@ def to_numpy(x, dtype=None) -> np.ndarray:
     return np.asarray(x, dtype=dtype)
 
 
+def host_memory(x, storage) -> np.ndarray:
+    """The memory of ``x`` (mx.array or NumPy) as a flat NumPy array of ``storage``, row-contiguous.
+
+    A view where ``x`` already is row-contiguous (an mx.array is evaluated first), else a copy.
+    The view holds a reference to ``x``, and writing it writes ``x``.
+    """
+    if isinstance(x, np.ndarray):
+        return np.ascontiguousarray(x).reshape(-1).view(storage)
+    mx.eval(x)
+    if not memoryview(x).c_contiguous:
+        x = mx.contiguous(x)
+        mx.eval(x)
+    return np.frombuffer(x, storage)
+
+
 def mx_dtype(name: str):
     return getattr(mx, name)

@@ -21,7 +21,7 @@ import mlx.core as mx
 from . import kernels
 from .errors import fail
 from .inplace import INPLACE_BACKENDS
-from .mlx_ops import rope_pool_mlx
+from .mlx_ops import rotate_mlx
 
 PREFERENCE = ("metal", "cuda", "cpu", "mlx")
 
@@ -44,7 +44,7 @@ def _kernel_statuses() -> dict[str, tuple[BackendStatus, Callable | None]]:
 def _registry() -> dict[str, tuple[BackendStatus, Callable | None]]:
     """Worked out once per process: the back-ends a process has do not change."""
     reg = dict(_kernel_statuses())
-    reg["mlx"] = (BackendStatus("mlx", True, f"MLX ops on {mx.default_device()}"), rope_pool_mlx)
+    reg["mlx"] = (BackendStatus("mlx", True, f"MLX ops on {mx.default_device()}"), rotate_mlx)
     return {name: reg[name] for name in PREFERENCE}
 
 
@@ -66,7 +66,10 @@ def best_backend() -> str:
 
 
 def resolve(backend: str, inplace: bool = False) -> tuple[str, Callable]:
-    """``(name, implementation)`` for ``backend``, or a RopePoolError saying why not.
+    """``(name, rotate)`` for ``backend``, or a RopePoolError saying why not.
+
+    ``rotate(q, k, v, positions, *, rope, fusion)`` gives ``(q_rot, k_rot, k_rows, v_rows)``: the
+    rotated rows and the rows the pools take (:mod:`ropepool.pool_write` writes them).
 
     With ``inplace``, ``auto`` picks among the backends that write pools in place
     (:data:`ropepool.inplace.INPLACE_BACKENDS`), and naming another one is an error.

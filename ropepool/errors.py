@@ -395,7 +395,7 @@ _SPECS = [
     ErrorSpec(
         "duplicate_slot", "two tokens write the same pool row: {got}", "ropepool",
         "Two tokens writing one row race in SGLang's kernel: which one lands is undefined there. With "
-        "check_values=False ropepool does not read the slots to look, and the last of those tokens "
+        "check_values=False ropepool does not look for them, and the last of those tokens "
         "(the highest t) wins the row, on every backend.",
         ("the allocator handed out a slot twice", "a decode step reusing the previous step's slots"),
         "Give every writing token its own slot (use -1 for tokens that write nothing).",

@@ -13,10 +13,10 @@ What it asks (checked before anything is written: ``inplace_unsupported`` in the
 - pools that are writable, row-contiguous host memory: NumPy arrays, or mx.arrays while MLX's
   default device is the CPU (Metal and CUDA keep theirs elsewhere);
 - two distinct buffers for k_pool and v_pool;
-- a backend that runs on the host: "cpu" (the kernel body compiled for this CPU; its C++ side
-  then copies each token's rows into the pools, skipping slots outside ``[0, P)``) or "mlx"
-  (MLX rotates, the rows are then copied in on the host). ``backend="auto"`` picks the first of
-  those that runs.
+- a backend that runs on the host: "cpu" (the kernel body compiled for this CPU) or "mlx"
+  (MLX ops). ``backend="auto"`` picks the first of those that runs. The backend rotates, then
+  :func:`ropepool.pool_write.write_in_place` copies each token's rows into the pools, skipping
+  slots outside ``[0, P)``.
 
 Every other array that shares a pool's memory sees the new rows: a NumPy view of it, or an
 mx.array the pool was sliced or reshaped from. The write waits for MLX's queued work first
@@ -29,10 +29,6 @@ from __future__ import annotations
 
 import mlx.core as mx
 import numpy as np
-
-from ._arrays import dtype_name, to_mx, to_numpy
-from .fusion import PLAIN, Fusion
-from .mlx_ops import drop_overwritten, encode_kv, rotate_qk
 
 #: The backends that can write pools in place, in ``auto``'s order.
 INPLACE_BACKENDS = ("cpu", "mlx")
@@ -102,35 +98,3 @@ def input_overlapping_pools(inputs: dict, k_pool, v_pool) -> tuple[str, str] | N
             if np.may_share_memory(mem, pool):
                 return name, pool_name
     return None
-
-
-def rope_pool_inplace(backend: str, q, k, v, positions, slots, k_pool, v_pool, *, rope,
-                      host_slots: np.ndarray | None, fusion: Fusion = PLAIN):
-    """The validated op, writing the pools in place; ``(q_rot, k_rot, k_pool, v_pool)``.
-
-    q_rot and k_rot come in the kind of q; k_pool and v_pool are the objects passed (FP8 pools
-    get the code rows, :mod:`ropepool.fusion`).
-    """
-    from .kernels import host
-
-    if any(isinstance(p, mx.array) for p in (k_pool, v_pool)):
-        mx.synchronize()  # queued MLX work that reads a pool finishes before its rows change
-    if host_slots is None:  # check_values=False: duplicates possible, the last token wins
-        host_slots = drop_overwritten(host.host_memory(slots, np.int32), k_pool.shape[0])
-        slots = host_slots.astype(np.int32)
-    # else: validation read the slots and refused duplicates: host_slots holds slots' values
-    if backend == "cpu":
-        rows = (v, slots, k_pool, v_pool)
-        q_rot, k_rot = host.rope_rows_host(q, k, positions, rope=rope, pools=rows, fusion=fusion)[:2]
-        return q_rot, k_rot, k_pool, v_pool
-    q_rot, k_rot = rotate_qk(to_mx(q), to_mx(k), to_mx(positions), rope, fusion)
-    k_rows, v_rows = encode_kv(k_rot, to_mx(v), fusion) if fusion.fp8 else (k_rot, v)
-    mx.eval(q_rot, k_rot, k_rows, v_rows)
-    keep = np.flatnonzero((host_slots >= 0) & (host_slots < k_pool.shape[0]))  # tokens that write
-    storage = host.STORAGE[dtype_name(k_pool)]
-    for pool, rows in ((k_pool, k_rows), (v_pool, v_rows)):
-        target = host.host_memory(pool, storage).reshape(pool.shape)  # a writable view of the pool
-        target[host_slots[keep]] = host.host_memory(rows, storage).reshape(rows.shape)[keep]
-    if isinstance(q, np.ndarray):
-        return to_numpy(q_rot), to_numpy(k_rot), k_pool, v_pool
-    return q_rot, k_rot, k_pool, v_pool

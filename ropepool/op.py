@@ -6,7 +6,8 @@ import numpy as np
 
 from ._arrays import native, to_mx, to_numpy
 from .backends import resolve
-from .inplace import INPLACE_BACKENDS, rope_pool_inplace
+from .inplace import INPLACE_BACKENDS
+from .pool_write import write, write_in_place
 from .rope import rope_table
 from .validation import validate
 
@@ -37,9 +38,10 @@ def rope_pool_fused(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_
     rope_scaling : dict or None, the config's ``rope_scaling`` (linear, llama3, yarn, longrope)
     max_position_embeddings : int or None, the config's (longrope and some yarn configs need it)
     backend : "auto", "metal", "cuda", "cpu" or "mlx" (see :func:`ropepool.available_backends`)
-    check_values : bool, also check positions and slots by value (range, duplicate slots);
-        this reads them on the host. With False, an out-of-range slot still writes nothing, and
-        of tokens naming one slot the last one wins the row.
+    check_values : bool, also check positions and slots by value (range, duplicate slots).
+        The slots are read on the host either way, to plan the write (:mod:`ropepool.pool_write`).
+        With False, an out-of-range slot still writes nothing, and of tokens naming one slot the
+        last one wins the row.
     inplace : bool, write the rows into ``k_pool`` and ``v_pool`` themselves, as SGLang's
         kernel does, and return those same objects (see :mod:`ropepool.inplace` for what the
         pools must be, and which backends can)
@@ -78,27 +80,31 @@ def rope_pool_fused(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_
     >>> k_pool.shape
     (5, 2, 8)
     """
-    host_slots, fusion = validate(q, k, v, positions, slots, k_pool, v_pool, head_dim=head_dim,
-                                  num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads, rope_base=rope_base,
-                                  check_values=check_values, inplace=inplace, q_norm_weight=q_norm_weight,
-                                  k_norm_weight=k_norm_weight, norm_eps=norm_eps, k_scale=k_scale, v_scale=v_scale)
+    plan, fusion = validate(q, k, v, positions, slots, k_pool, v_pool, head_dim=head_dim,
+                            num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads, rope_base=rope_base,
+                            check_values=check_values, inplace=inplace, q_norm_weight=q_norm_weight,
+                            k_norm_weight=k_norm_weight, norm_eps=norm_eps, k_scale=k_scale, v_scale=v_scale)
     rope = rope_table(head_dim, rope_base, rotary_dim=rotary_dim, is_neox=is_neox, rope_scaling=rope_scaling,
                       max_position_embeddings=max_position_embeddings)
-    name, impl = resolve(backend, inplace)  # after the inputs: every check runs in the catalog's order
-    q, k, v, positions, slots = (native(x) for x in (q, k, v, positions, slots))  # any NumPy layout or byte order
-    if inplace:
-        return rope_pool_inplace(name, q, k, v, positions, slots, k_pool, v_pool, rope=rope, host_slots=host_slots,
-                                 fusion=fusion)
-    if name in INPLACE_BACKENDS and all(isinstance(x, np.ndarray) for x in (q, k_pool, v_pool)):
-        # NumPy in, NumPy out: one copy of each pool (the caller's stay as they were), rows written into it
-        k_new, v_new = (_fresh_copy(p) for p in (k_pool, v_pool))
-        return rope_pool_inplace(name, q, k, v, positions, slots, k_new, v_new, rope=rope, host_slots=host_slots,
-                                 fusion=fusion)
-    args = [to_mx(native(x)) for x in (q, k, v, positions, slots, k_pool, v_pool)]
-    out = impl(*args, rope=rope, host_slots=host_slots, fusion=fusion)
-    if isinstance(q, np.ndarray):
-        return tuple(to_numpy(o) for o in out)
-    return out
+    name, rotate = resolve(backend, inplace)  # after the inputs: every check runs in the catalog's order
+    numpy_out = isinstance(q, np.ndarray)
+    # NumPy in, NumPy out on a host backend: the rows go into one copy of each pool (the caller's stay as they were)
+    host_write = inplace or (name in INPLACE_BACKENDS and all(isinstance(x, np.ndarray) for x in (q, k_pool, v_pool)))
+    q, k, v, positions = (native(x) for x in (q, k, v, positions))  # any NumPy layout or byte order
+    if name != "cpu":  # the cpu backend reads NumPy and MLX memory alike
+        q, k, v, positions = (to_mx(x) for x in (q, k, v, positions))
+    q_rot, k_rot, k_rows, v_rows = rotate(q, k, v, positions, rope=rope, fusion=fusion)
+    if host_write:
+        if not inplace:
+            k_pool, v_pool = _fresh_copy(k_pool), _fresh_copy(v_pool)
+        write_in_place(plan, k_pool, v_pool, k_rows, v_rows)
+    else:
+        k_pool, v_pool = write(plan, to_mx(native(k_pool)), to_mx(native(v_pool)), k_rows, v_rows)
+        if numpy_out:
+            k_pool, v_pool = to_numpy(k_pool), to_numpy(v_pool)
+    if numpy_out:
+        q_rot, k_rot = to_numpy(q_rot), to_numpy(k_rot)
+    return q_rot, k_rot, k_pool, v_pool
 
 
 def _fresh_copy(pool: np.ndarray) -> np.ndarray:

@@ -15,6 +15,7 @@ from ._scalars import check_types, finite_float
 from .errors import fail
 from .fusion import PLAIN, Fusion
 from .inplace import input_overlapping_pools, pool_problem, pools_overlap
+from .pool_write import Plan, plan
 from .rope import MAX_POSITION, plain
 
 
@@ -45,12 +46,13 @@ def _k_shape_hint(k_shape, T, num_qo_heads, num_kv_heads, head_dim) -> str:
 
 def validate(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_heads, num_kv_heads,
              rope_base, check_values=True, inplace=False, q_norm_weight=None, k_norm_weight=None,
-             norm_eps=1e-6, k_scale=1.0, v_scale=1.0) -> tuple[np.ndarray | None, Fusion]:
-    """Raise :class:`RopePoolError` for the first problem found; else ``(host_slots, fusion)``.
+             norm_eps=1e-6, k_scale=1.0, v_scale=1.0) -> tuple[Plan, Fusion]:
+    """Raise :class:`RopePoolError` for the first problem found; else ``(plan, fusion)``.
 
-    With ``check_values`` the values of positions and slots are checked too (range,
-    duplicates); that reads them on the host, a synchronisation for lazy MLX arrays, and
-    the slots so read are ``host_slots`` (int64 ``[T]``) for the write to use; else None.
+    The slots are read on the host (a synchronisation for lazy MLX arrays) and ``plan`` says which
+    token writes which pool row (:mod:`ropepool.pool_write`). With ``check_values`` the values of
+    positions and slots are checked too (range, duplicates); without, a slot outside ``[0, P)``
+    writes nothing and of tokens naming one row the last wins.
     With ``inplace`` the pools must be writable in place (:mod:`ropepool.inplace`).
     ``fusion`` holds the call's QK-norm and FP8 settings (:mod:`ropepool.fusion`).
     """
@@ -146,14 +148,13 @@ def validate(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_head
                    hint="pass config.rope_theta (10000.0 where the config has none).")
     _validate_frequencies(head_dim, base)
     fusion = _validate_fusion(q_norm_weight, k_norm_weight, norm_eps, k_scale, v_scale, head_dim, fp8)
-    host_slots = None
+    host_slots = to_numpy(slots, np.int64)  # [T]
     if check_values:
-        host_slots = to_numpy(slots, np.int64)
         _validate_values(to_numpy(positions, np.int64), host_slots, k_pool.shape[0])
     if inplace:
         _validate_inplace(k_pool, v_pool)
         _validate_inplace_inputs(named)
-    return host_slots, fusion
+    return plan(host_slots, k_pool.shape[0], checked=check_values), fusion
 
 
 def _validate_fusion(q_norm_weight, k_norm_weight, norm_eps, k_scale, v_scale, head_dim: int, fp8: bool) -> Fusion:

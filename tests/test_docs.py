@@ -8,7 +8,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 MODULES = ["ropepool.reference", "ropepool.inputs", "ropepool.op", "ropepool.backends", "ropepool.teaching.checks",
-           "ropepool._scalars", "ropepool.tolerance"]
+           "ropepool._scalars", "ropepool.tolerance", "ropepool.pool_write"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -1,12 +1,13 @@
 """The MLX path's speed-ups keep its results: the fused rotation is bit-identical to the plain
-``rotate``, and the wide-word scatters move exact bits (NaN payloads and -0.0 included)."""
+``rotate``, and the pool writer's wide-word copies move exact bits (NaN payloads and -0.0 included)."""
 
 import mlx.core as mx
 import numpy as np
 import pytest
 
 from ropepool import Shapes, make_inputs
-from ropepool.mlx_ops import _row_word, rope_cos_sin, rotate, rotate_qk, scatter_rows
+from ropepool.mlx_ops import rope_cos_sin, rotate, rotate_qk
+from ropepool.pool_write import plan, row_word, write, write_in_place
 from ropepool.rope import plain
 
 DTYPES = ["float32", "float16", "bfloat16"]
@@ -41,7 +42,7 @@ def test_fused_rotation_is_bit_identical_to_rotate(name, T, Hq, Hkv, D, position
     ("bfloat16", 2, mx.uint32), ("float32", 2, mx.uint64), ("float32", 6, mx.uint64), ("float32", 128, mx.uint64),
 ])
 def test_row_word_is_the_widest_that_divides_a_row(dtype, D, word):
-    assert _row_word(mx.zeros((3, 1, D), getattr(mx, dtype))) == word
+    assert row_word(mx.zeros((3, 1, D), getattr(mx, dtype))) == word
 
 
 def _odd_rows(T, Hkv, D, dtype):
@@ -55,15 +56,20 @@ def _odd_rows(T, Hkv, D, dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("D", [2, 6, 128])
-@pytest.mark.parametrize("host", [True, False], ids=["host-slots", "device-slots"])
-def test_scatter_moves_exact_bits_and_skips(dtype, D, host):
+@pytest.mark.parametrize("where", ["mlx", "in-place"])
+def test_pool_write_moves_exact_bits_and_skips(dtype, D, where):
     P, Hkv = 7, 2
-    pool = _odd_rows(P, Hkv, D, dtype)
-    rows = _odd_rows(5, Hkv, D, dtype)[::-1]  # a different pattern
-    rows = mx.contiguous(rows)
+    if where == "in-place" and mx.default_device() != mx.cpu:
+        pytest.skip("in-place mx.array pools need MLX's CPU device")
+    k_pool, v_pool = _odd_rows(P, Hkv, D, dtype), _odd_rows(P, Hkv, D, dtype)  # two buffers, the same bits
+    rows = mx.contiguous(_odd_rows(5, Hkv, D, dtype)[::-1])  # a different pattern
     slots = np.array([6, -1, 0, 9, 3], np.int32)
-    before = bits(pool)
-    out = scatter_rows(pool, rows, mx.array(slots), slots.astype(np.int64) if host else None)
+    before = bits(k_pool)
+    if where == "mlx":
+        out = write(plan(slots, P), k_pool, v_pool, rows, rows)[0]
+    else:
+        write_in_place(plan(slots, P), k_pool, v_pool, rows, rows)
+        out = k_pool
     got = bits(out)
     want = before.copy()
     for t, s in enumerate(slots):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from ropepool import Shapes, make_inputs, rope_pool_fused
-from ropepool.mlx_ops import scatter_rows
+from ropepool.pool_write import plan, write
 
 
 def buffer_address(a: mx.array) -> int:
@@ -48,9 +48,9 @@ def test_held_pool_is_copied_not_overwritten(backend):
     np.testing.assert_array_equal(np.array(k_pool)[[3, 5]], np.array(k_rot))
 
 
-def test_scatter_skips_without_collision():
-    """A skipped token next to a writer of row 0 must not clobber it (no host sync is used)."""
+def test_pool_write_skips_without_collision():
+    """A skipped token next to a writer of row 0 must not clobber it."""
     pool = mx.zeros((4, 1, 2))
     rows = mx.array([[[1.0, 1.0]], [[2.0, 2.0]], [[3.0, 3.0]]])  # [T, Hkv, D]
-    out = np.array(scatter_rows(pool, rows, mx.array([-1, 0, 9], dtype=mx.int32)))
+    out = np.array(write(plan(np.array([-1, 0, 9]), 4), pool, pool, rows, rows)[0])
     np.testing.assert_array_equal(out[:, 0, 0], [2.0, 0.0, 0.0, 0.0])

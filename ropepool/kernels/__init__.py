@@ -15,7 +15,7 @@ Files
 ``source.py``
     Composes the text MLX compiles and names it with a hash of that text.
 ``fused.py``
-    ``rope_pool_metal`` and ``rope_pool_cuda``: the reference's signature, through
+    ``rotate_metal`` and ``rotate_cuda``: the rotated (and FP8-encoded) rows, through
     ``mx.fast.metal_kernel`` / ``mx.fast.cuda_kernel``, built once and cached.
 ``driver.cpp``
     The one C++ driver of the body, built by g++: as the grid emulator (``emulator.py``: every
@@ -52,19 +52,19 @@ SGLang's Metal kernel writes the pool rows in place. An MLX custom kernel cannot
 outputs are fresh buffers and its inputs are read-only, so a kernel that produced the new
 pools would first copy all P rows, an O(P) cost per call (about 1 GiB per layer per call for
 a Llama-3-8B pool of a million rows in float16). So the kernel produces only the rotated
-rows, ``q_rot`` and ``k_rot``, and :func:`ropepool.mlx_ops.scatter_rows` writes ``k_rot``
+rows, ``q_rot`` and ``k_rot``, and :func:`ropepool.pool_write.write` writes ``k_rot``
 and ``v`` into the pools. MLX donates the pool's buffer to that scatter when the caller
 rebinds the pool (``k_pool = k_pool_new``), so the call costs O(T) whatever P is, and a
 pool row holds exactly the bits of its k_rot row because it is a copy of them.
 
 Safety does not depend on ``check_values``: the kernel writes only ``q_rot`` and ``k_rot``,
-inside its grid, and ``scatter_rows`` skips any slot outside ``[0, P)``. The body also holds
+inside its grid, and the write plan skips any slot outside ``[0, P)``. The body also holds
 the guarded in-kernel pool write (``RP_WRITE_POOL``) that SGLang's in-place design uses; the
 CPU emulator compiles it and checks, with guard bytes around each pool, that no slot value
 makes it write outside the pool. ``inplace=True`` (:mod:`ropepool.inplace`) is that design on
-the CPU: the "cpu" backend rotates, then copies each token's rows into its pool row, with
-the same guard (row copies rather than the body's per-thread write: on a CPU they keep the
-rotation loop vectorised).
+the CPU: the backend rotates, then :func:`ropepool.pool_write.write_in_place` copies each
+token's rows into its pool row, with the same guard (row copies rather than the body's
+per-thread write: on a CPU they keep the rotation loop vectorised).
 """
 
 from __future__ import annotations
@@ -75,12 +75,12 @@ import mlx.core as mx
 import numpy as np
 
 from . import host
-from .fused import rope_pool_cuda, rope_pool_metal
-from .host import rope_pool_host
+from .fused import rotate_cuda, rotate_metal
+from .host import rotate_host
 
-__all__ = ["statuses", "rope_pool_metal", "rope_pool_cuda", "rope_pool_host", "self_check"]
+__all__ = ["statuses", "rotate_metal", "rotate_cuda", "rotate_host", "self_check"]
 
-IMPLEMENTATIONS = {"metal": rope_pool_metal, "cuda": rope_pool_cuda, "cpu": rope_pool_host}
+IMPLEMENTATIONS = {"metal": rotate_metal, "cuda": rotate_cuda, "cpu": rotate_host}
 _API = {"metal": "through mx.fast.metal_kernel", "cuda": "through mx.fast.cuda_kernel",
         "cpu": "compiled by g++ for this CPU, run on MLX's buffers"}
 
@@ -105,6 +105,7 @@ def self_check(name: str) -> str | None:
     """
     from ..inputs import make_inputs
     from ..reference import rope_pool_reference
+    from ..rope import plain
     from ..shapes import Shapes
     from ..tolerance import error_bound
 
@@ -112,14 +113,14 @@ def self_check(name: str) -> str | None:
                      "float32", slots=[4, -1, 0], positions=[0, 5, 1000])
     args = [kw[n] for n in ("q", "k", "v", "positions", "slots", "k_pool", "v_pool")]
     try:
-        out = IMPLEMENTATIONS[name](*args, rope_base=kw["rope_base"])
+        out = IMPLEMENTATIONS[name](*args[:4], rope=plain(8, kw["rope_base"]))[:2]  # q_rot, k_rot
         mx.eval(*out)
     except Exception as err:  # a compile or launch failure: report it, never crash the registry
         return f"the fused kernel failed to build or run: {type(err).__name__}: {str(err).splitlines()[0]}"
     ref = rope_pool_reference(*args, rope_base=kw["rope_base"])
     largest = max(float(np.abs(np.array(kw[n])).max()) for n in ("q", "k"))
     tol = 2 * float(error_bound("float32", 1000, largest))  # a pair is at most sqrt(2) x its largest element
-    for label, got, want in zip(("q_rot", "k_rot", "k_pool", "v_pool"), out, ref):
+    for label, got, want in zip(("q_rot", "k_rot"), out, ref):
         if not np.abs(np.array(got) - want).max() <= tol:
             return f"the fused kernel disagrees with the reference on {label} (self-check)"
     return None

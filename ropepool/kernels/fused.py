@@ -1,9 +1,8 @@
 """The fused kernel run through MLX: ``mx.fast.metal_kernel`` or ``mx.fast.cuda_kernel``.
 
-Same signature as :func:`ropepool.reference.rope_pool_reference` and
-:func:`ropepool.mlx_ops.rope_pool_mlx`. The kernel (``rope_rows.inc``) rotates q and k in
-one launch; the pools are then placed by :func:`ropepool.mlx_ops.scatter_rows`, the donated
-O(T) scatter. See the package docstring (:mod:`ropepool.kernels`) for why.
+The kernel (``rope_rows.inc``) rotates q and k in one launch (and encodes the FP8 rows); the
+pools are then placed by :mod:`ropepool.pool_write`, MLX's donated O(T) write. See the package
+docstring (:mod:`ropepool.kernels`) for why.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ import mlx.core as mx
 import numpy as np
 
 from ..fusion import PLAIN, Fusion
-from ..mlx_ops import norm_weight32, write_pools
+from ..mlx_ops import norm_weight32
 from ..rope import Rope, plain
 from . import source
 from .source import Variant
@@ -91,22 +90,17 @@ def rope_rows(q: mx.array, k: mx.array, positions: mx.array, *, rope: Rope, back
     ))
 
 
-def _rope_pool(backend: str):
-    def rope_pool(q, k, v, positions, slots, k_pool, v_pool, *, rope_base=None, rope=None, host_slots=None,
-                  fusion: Fusion = PLAIN):
-        rope = rope or plain(q.shape[-1], rope_base)
+def _rotate(backend: str):
+    def rotate(q, k, v, positions, *, rope: Rope, fusion: Fusion = PLAIN):
         out = rope_rows(q, k, positions, rope=rope, backend=backend, fusion=fusion, v=v)
-        q_rot, k_rot = out[:2]
-        k_rows, v_rows = out[2:] if fusion.fp8 else (k_rot, v)
-        return (q_rot, k_rot, *write_pools(k_pool, v_pool, k_rows, v_rows, slots, host_slots))
+        return out if fusion.fp8 else (out[0], out[1], out[1], v)
 
-    rope_pool.__name__ = rope_pool.__qualname__ = f"rope_pool_{backend}"
-    rope_pool.__doc__ = (f"``rope_pool_fused`` through the {backend} kernel; same arguments as the "
-                         "reference, validated mx.arrays; ``rope`` (a :class:`ropepool.rope.Rope`) "
-                         "overrides ``rope_base``; ``host_slots`` and ``fusion`` as in "
-                         ":func:`ropepool.mlx_ops.rope_pool_mlx`.")
-    return rope_pool
+    rotate.__name__ = rotate.__qualname__ = f"rotate_{backend}"
+    rotate.__doc__ = (f"``(q_rot, k_rot, k_rows, v_rows)`` from the {backend} kernel: the rotated rows, and "
+                      "the rows a pool takes (k_rot and v, or with an FP8 ``fusion`` their e4m3 codes). "
+                      "Validated mx.arrays; :mod:`ropepool.pool_write` writes the pools.")
+    return rotate
 
 
-rope_pool_metal = _rope_pool("metal")
-rope_pool_cuda = _rope_pool("cuda")
+rotate_metal = _rotate("metal")
+rotate_cuda = _rotate("cuda")

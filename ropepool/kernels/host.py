@@ -15,9 +15,8 @@ builds the run-time library ahead, so no call waits for a compiler after set-up.
 
 A call (:func:`rope_rows_host`) reads q, k and positions where they are (NumPy arrays, or the
 memory of evaluated mx.arrays, through the buffer protocol: no copy) and writes q_rot and k_rot
-into fresh buffers; with ``pools`` it also copies each token's k_rot and v rows into the pools,
-in place (:mod:`ropepool.inplace`). :func:`rope_pool_host` is the default call's form: new pools
-through :func:`ropepool.mlx_ops.place_rows`, MLX's donated O(T) scatter.
+into fresh buffers. It writes no pool: :func:`rotate_host` is the backend's form, and
+:mod:`ropepool.pool_write` places its rows.
 
 Example
 -------
@@ -37,9 +36,8 @@ from functools import lru_cache
 import mlx.core as mx
 import numpy as np
 
-from .._arrays import dtype_name, to_numpy
+from .._arrays import dtype_name, host_memory, to_numpy
 from ..fusion import PLAIN, Fusion
-from ..mlx_ops import drop_overwritten, place_rows
 from ..rope import Rope, plain
 from . import source
 from .build import CompileError, shared_library, unavailable
@@ -172,21 +170,6 @@ def _tables(rope: Rope) -> tuple[np.ndarray, np.ndarray, int, int]:
     return tables
 
 
-def host_memory(x, storage) -> np.ndarray:
-    """The memory of ``x`` (mx.array or NumPy) as a flat NumPy array of ``storage``, row-contiguous.
-
-    A view where ``x`` already is row-contiguous (an mx.array is evaluated first), else a copy.
-    The view holds a reference to ``x``, and writing it writes ``x``.
-    """
-    if isinstance(x, np.ndarray):
-        return np.ascontiguousarray(x).reshape(-1).view(storage)
-    mx.eval(x)
-    if not memoryview(x).c_contiguous:
-        x = mx.contiguous(x)
-        mx.eval(x)
-    return np.frombuffer(x, storage)
-
-
 def _norm_args(fusion: Fusion) -> tuple:
     """QK-norm's arguments for ``ropepool_rope``: flags, float32 weights and eps (alive for the call)."""
     if not (fusion.qnorm or fusion.knorm):
@@ -198,18 +181,12 @@ def _norm_args(fusion: Fusion) -> tuple:
 
 
 def rope_rows_host(q, k, positions, *, rope_base: float | None = None, rope: Rope | None = None,
-                   threads: int | None = None, allow_fixed: bool = True, pools: tuple | None = None,
-                   fusion: Fusion = PLAIN, v=None):
+                   threads: int | None = None, allow_fixed: bool = True, fusion: Fusion = PLAIN, v=None):
     """``(q_rot [T, Hq, D], k_rot [T, Hkv, D])`` from one run of the host build, in the kind of q;
-    with an FP8 ``fusion`` also ``(k_fp8, v_fp8)``, uint8 ``[T, Hkv, D]`` NumPy arrays (``v`` needed,
-    or given in ``pools``).
+    with an FP8 ``fusion`` also ``(k_fp8, v_fp8)``, uint8 ``[T, Hkv, D]`` NumPy arrays (``v`` needed).
 
     q, k, positions : mx.array or NumPy, in the storage of :data:`STORAGE` (validated by the op)
     rope : the :class:`ropepool.rope.Rope` to apply; default: plain RoPE of ``rope_base``
-    pools : ``(v, slots, k_pool, v_pool)`` to also copy k_rot and v into the pools' rows
-        ``slots[t]`` (int32), in place, guarded like the body's own pool write (a slot outside
-        ``[0, P)`` writes nothing). The pools must be writable, row-contiguous host memory; see
-        :mod:`ropepool.inplace`. FP8 pools (uint8) get the code rows.
     fusion : QK-norm and FP8 (:mod:`ropepool.fusion`)
     allow_fixed : False runs the run-time-shape build even where a specialisation exists
         (tests use it to check both).
@@ -223,24 +200,14 @@ def rope_rows_host(q, k, positions, *, rope_base: float | None = None, rope: Rop
     codes = (np.empty(k.shape, np.uint8), np.empty(k.shape, np.uint8)) if fusion.fp8 else ()
     if T:
         fn = kernel(shape_key(Hq, Hkv, D, rope)) if allow_fixed else _library().ropepool_rope
-        if pools is None:
-            arrays = [q, k, positions] + ([v, positions] if fusion.fp8 else [])  # (v, slots) in pools' places
-        else:
-            arrays = [q, k, positions, *pools]
+        arrays = [q, k, positions] + ([v] if fusion.fp8 else [])
         lazy = [x for x in arrays if isinstance(x, mx.array)]
         if lazy:
             mx.eval(*lazy)
-        pool_storage = STORAGE[dtype_name(pools[2])] if pools is not None else storage
-        mem = [_buffer(x, np.int32 if n in (2, 4) else (pool_storage if n > 4 else storage))
-               for n, x in enumerate(arrays)]  # alive: the call
+        mem = [_buffer(x, np.int32 if n == 2 else storage) for n, x in enumerate(arrays)]  # alive: the call
         q_rot_at, k_rot_at = (_address(_buffer(x, storage)) for x in (q_rot, k_rot))
-        pool_args = (0, None, None, None, None, 0)
-        if fusion.fp8 and pools is None:
-            pool_args = (0, _address(mem[3]), None, None, None, 0)  # v read, nothing written
-        if pools is not None:
-            if not all(m.size == p.size and m.flags.writeable for m, p in zip(mem[5:], pools[2:])):
-                raise RuntimeError("the pools are not writable in place (validation should have said so)")
-            pool_args = (1, *map(_address, mem[3:]), pools[2].shape[0])
+        v_at = _address(mem[3]) if fusion.fp8 else None  # v read for its codes
+        pool_args = (0, v_at, None, None, None, 0)  # the driver writes no pool: pool_write does
         norm_args, alive = _norm_args(fusion)
         inv = fusion.inv_scales() if fusion.fp8 else None
         fp8_args = (1, _address(inv), *map(_address, codes)) if fusion.fp8 else (0, None, None, None)
@@ -312,18 +279,9 @@ def _to_mx(x, dtype) -> mx.array:
     return mx.array(x).view(mx.bfloat16)
 
 
-def rope_pool_host(q, k, v, positions, slots, k_pool, v_pool, *, rope_base=None, rope=None, host_slots=None,
-                   fusion: Fusion = PLAIN):
-    """``rope_pool_fused`` through the host build; same arguments as the reference, validated
-    mx.arrays; ``host_slots`` as in :func:`ropepool.mlx_ops.rope_pool_mlx`.
-
-    This backend synchronises anyway (the kernel reads q and k on the host), so it reads the
-    slots on the host too when validation did not: skipped tokens are then dropped before the
-    write, and the pools take one plain scatter each, with or without ``check_values``.
-    """
-    out = rope_rows_host(q, k, positions, rope_base=rope_base, rope=rope, fusion=fusion, v=v)
-    q_rot, k_rot = out[:2]
-    k_rows, v_rows = (mx.array(c) for c in out[2:]) if fusion.fp8 else (k_rot, v)
-    if host_slots is None:  # check_values=False: duplicates possible, the last token wins
-        host_slots = drop_overwritten(host_memory(slots, np.int32), k_pool.shape[0])
-    return (q_rot, k_rot, *place_rows(k_pool, v_pool, k_rows, v_rows, slots, host_slots))
+def rotate_host(q, k, v, positions, *, rope: Rope, fusion: Fusion = PLAIN):
+    """``(q_rot, k_rot, k_rows, v_rows)`` through the host build: the rotated rows, and the rows a
+    pool takes (k_rot and v, or with an FP8 ``fusion`` their e4m3 codes as uint8 NumPy arrays).
+    q, k, v, positions validated (mx.arrays or NumPy); :mod:`ropepool.pool_write` writes the pools."""
+    out = rope_rows_host(q, k, positions, rope=rope, fusion=fusion, v=v)
+    return out if fusion.fp8 else (out[0], out[1], out[1], v)
