@@ -656,6 +656,52 @@ def test_cache_dir_not_ours_alone_is_refused(tmp_path, monkeypatch, label, make,
     assert reason is not None and message in reason
 
 
+def _shared(mode: int, owner: int | None = None):
+    """A folder of ``mode`` (and ``owner``) above the cache: what another user can or cannot swap."""
+    def make(tmp: Path) -> Path:
+        (tmp / "shared").mkdir()
+        os.chmod(tmp / "shared", mode)
+        if owner is not None:
+            _chown_other(tmp / "shared")
+        return tmp / "shared" / "me" / "cache"
+
+    return make
+
+
+#: label, the folder above the cache, and the refusal's reason (None: accepted).
+CACHE_ANCESTORS = [
+    ("under a folder everyone can write", _shared(0o777), "can be written by others (mode 777, not sticky)"),
+    ("under a folder its group can write", _shared(0o775), "can be written by others (mode 775, not sticky)"),
+    ("under another user's folder", _shared(0o755, owner=65534), "is owned by uid 65534"),
+    ("under a sticky folder, as /tmp", _shared(0o1777), None),
+    ("under a private folder", _shared(0o700), None),
+]
+
+
+@pytest.mark.parametrize("which", ["kernel", "model"])
+@pytest.mark.parametrize("label, make, reason", CACHE_ANCESTORS, ids=[c[0] for c in CACHE_ANCESTORS])
+def test_cache_under_a_folder_others_can_swap_is_refused(tmp_path, monkeypatch, label, make, reason, which):
+    from ropepool.engine import fetch
+
+    path = make(tmp_path)
+    monkeypatch.setenv("ROPEPOOL_KERNEL_CACHE" if which == "kernel" else "ROPEPOOL_MODEL_CACHE", str(path))
+    cache_dir = build.cache_dir if which == "kernel" else fetch.cache_dir
+    if reason is None:
+        assert cache_dir() == path and _mode(path) == 0o700
+        return
+    with pytest.raises(RuntimeError if which == "kernel" else fetch.ModelCacheError) as err:
+        cache_dir()
+    assert f"{which} cache {path} is refused: {tmp_path / 'shared'} above it {reason}" in str(err.value)
+
+
+def test_cache_reached_through_a_link_is_used_at_its_real_path(tmp_path, monkeypatch):
+    """A link above the cache may be swapped later: the folder is used by its real path, checked."""
+    (tmp_path / "real").mkdir(mode=0o700)
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    monkeypatch.setenv("ROPEPOOL_KERNEL_CACHE", str(tmp_path / "link" / "cache"))
+    assert build.cache_dir() == tmp_path / "real" / "cache"
+
+
 def test_temp_fallback_is_per_user_and_refused_when_planted(tmp_path, monkeypatch):
     """~/.cache unusable: the fallback in the temp dir is this user's own; another user's is refused."""
     monkeypatch.delenv("ROPEPOOL_KERNEL_CACHE", raising=False)
