@@ -484,11 +484,11 @@ def from_config(config: dict, layer_type: str | None = None) -> RopeParams:
     if scaling and _present(config, "max_position_embeddings"):
         if scaling_type(scaling) in READS_MAX_POSITION:
             max_pos = _positive_int(config, "max_position_embeddings", name)
-        elif is_int(config["max_position_embeddings"]) and config["max_position_embeddings"] > 0:
+        elif is_int(config["max_position_embeddings"]) and 0 < config["max_position_embeddings"] < 2**31:
             max_pos = int(config["max_position_embeddings"])
         else:
-            notes.append(f"max_position_embeddings {config['max_position_embeddings']!r} ignored: not a positive "
-                         f"integer, and {kind!r} scaling does not read it")
+            notes.append(f"max_position_embeddings {printable(repr(config['max_position_embeddings']), 40)} ignored: "
+                         f"not a positive integer below 2**31, and {kind!r} scaling does not read it")
     top_level_original = (scaling and "original_max_position_embeddings" not in scaling
                           and _present(config, "original_max_position_embeddings"))
     if top_level_original:
