@@ -733,6 +733,82 @@ def test_lock_file_symlink_is_not_followed(tmp_path, monkeypatch):
     assert victim.read_text() == "precious"
 
 
+# --- background builds: one compiler at a time, a bounded cache, a timeout, the whole message -------
+
+def _fake_compiler(tmp: Path, body: str) -> Path:
+    """A shell script standing in for g++ (``body`` runs; arguments ignored)."""
+    script = tmp / "fake-cxx"
+    script.write_text("#!/bin/sh\n" + body)
+    script.chmod(0o755)
+    return script
+
+
+QUEUE = textwrap.dedent("""
+    import os, sys
+    from ropepool.kernels import host
+    from ropepool.rope import plain
+    host._library()  # the run-time build, with the real compiler
+    os.environ["CXX"] = sys.argv[1]  # every specialisation now runs the fake one
+    for D in range(2, 82, 2):  # 40 new shapes
+        host.kernel(host.shape_key(4, 2, D, plain(D, 10000.0)))
+    host.wait_for_builds()
+    print("queued", host.MAX_SPECIALISED)
+""")
+
+
+@needs_cxx
+def test_new_shapes_build_one_at_a_time_and_at_most_max_specialised(tmp_path):
+    """40 new shapes: one compiler at a time, and no more builds than MAX_SPECIALISED shapes allow
+    (each shape tries -march=native, then a portable build)."""
+    log = tmp_path / "log"
+    cxx = _fake_compiler(tmp_path, f'mkdir "{tmp_path}/running.$$"\nls -d "{tmp_path}"/running.* | wc -l >> "{log}"\n'
+                                   f'sleep 0.2\nrmdir "{tmp_path}/running.$$"\necho "fake: no" >&2\nexit 1\n')
+    out = subprocess.run([sys.executable, "-c", QUEUE, str(cxx)], capture_output=True, text=True, timeout=240,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    limit = int(out.stdout.split()[-1])
+    running = [int(n) for n in log.read_text().split()]
+    assert max(running) == 1, running
+    assert 0 < len(running) <= 2 * limit, running
+
+
+@needs_cxx
+def test_a_hanging_compiler_is_stopped(tmp_path, monkeypatch):
+    monkeypatch.setenv("ROPEPOOL_KERNEL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("CXX", str(_fake_compiler(tmp_path, f'echo $$ > "{tmp_path}/pid"\nsleep 60\n')))
+    monkeypatch.setenv("ROPEPOOL_BUILD_TIMEOUT", "1")
+    with pytest.raises(build.CompileError, match=r"took over 1 s and was stopped \(set ROPEPOOL_BUILD_TIMEOUT"):
+        build.shared_library("tiny", TINY, ["-O0"])
+    pid = int((tmp_path / "pid").read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+@needs_cxx
+def test_a_failed_build_gives_the_compilers_whole_message(tmp_path, monkeypatch):
+    monkeypatch.setenv("ROPEPOOL_KERNEL_CACHE", str(tmp_path / "cache"))
+    broken = "".join(f"int f{i}() {{ return undeclared_{i}; }}\n" for i in range(200))
+    with pytest.raises(build.CompileError) as err:
+        build.shared_library("broken", broken, ["-O0"])
+    message = str(err.value)
+    assert len(message) > 4000 and "undeclared_0" in message and "undeclared_199" in message
+
+
+@needs_cxx
+def test_the_kernel_cache_keeps_the_most_recently_used_libraries(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("ROPEPOOL_KERNEL_CACHE", str(cache))
+    monkeypatch.setattr(build, "MAX_LIBRARIES", 3)
+    sources = [f'extern "C" int ropepool_tiny() {{ return {i}; }}\n' for i in range(5)]
+    for i, src in enumerate(sources):
+        assert build.shared_library(f"tiny{i}", src, ["-O0"]).ropepool_tiny() == i
+        if i == 2:
+            build.shared_library("tiny0", sources[0], ["-O0"])  # used again: more recent than tiny1
+    kept = sorted(p.name.split("_")[0] for p in cache.glob("*.so"))
+    assert kept == ["tiny0", "tiny3", "tiny4"], kept
+    assert len(list(cache.glob("*.sha256"))) == 3
+
+
 # --- 11: the command line ---------------------------------------------------------------------------
 
 def _cli(args: list[str], env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
