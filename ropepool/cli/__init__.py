@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "lab":
         from .lab import main as lab_main
 
-        lab_main(args.port, not args.no_browser, args.reset)
+        return lab_main(args.port, not args.no_browser, args.reset) or 0
     elif args.command == "check":
         from .check import main as check_main
 
