@@ -297,7 +297,9 @@ def _rope_parameters(config: dict, name: str, layer_type, notes: list, warnings:
         rope = {"full_attention": full, "sliding_attention": {"rope_type": "default",
                                                               "rope_theta": config["rope_local_base_freq"]}}
         notes.append("rope_local_base_freq: the sliding-window layers' base (Gemma-3's older layout)")
-    kinds = [k for k, v in rope.items() if isinstance(v, dict)]
+    declared = config.get("layer_types") if isinstance(config.get("layer_types"), list) else []
+    nested = bool(rope) and all(isinstance(v, dict) for v in rope.values())  # as transformers: keys that are
+    kinds = [k for k, v in rope.items() if isinstance(v, dict) and (nested or k in declared)]  # layer types
     if not kinds:
         if layer_type is not None:
             notes.append(f"layer_type {layer_type!r}: every layer rotates alike in this config")
@@ -498,6 +500,9 @@ def from_config(config: dict, layer_type: str | None = None) -> RopeParams:
                         is_neox=is_neox, rope_scaling=scaling or None, max_position_embeddings=max_pos)
     try:
         params.rope()
+    except RecursionError:
+        raise ConfigError(f"{name}: {scaling_key} is nested too deeply to be a RoPE config",
+                          fields=(scaling_key,)) from None
     except _catalog_error() as err:  # evaluated only while an error is raised
         if err.code == "rotary_dim":
             fields = ("rotary_dim", "partial_rotary_factor")

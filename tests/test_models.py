@@ -464,3 +464,23 @@ def test_inverse_frequencies_above_one_are_refused_naming_the_field(name, change
 def test_a_falsy_rope_type_is_not_the_default(key, rope_type):
     with pytest.raises(ConfigError, match=f"unknown rope_scaling type {rope_type!r}"):
         from_config({**LLAMA, "rope_scaling": {key: rope_type, "factor": 8.0}})
+
+
+def _deep(depth: int) -> dict:
+    top = inner = {}
+    for _ in range(depth):
+        inner["a"] = inner = {}
+    return top
+
+
+@pytest.mark.parametrize("key", ["rope_scaling", "rope_parameters"])
+def test_a_deeply_nested_rope_dict_is_one_config_error(key):
+    with pytest.raises(ConfigError, match=f"{key} is nested too deeply"):
+        from_config({**LLAMA, key: {"rope_type": "linear", "factor": 2.0, "extra": _deep(100_000)}})
+
+
+def test_a_dict_valued_field_of_a_flat_rope_parameters_is_not_a_layer_type():
+    """Only keys the config lists in layer_types (or a rope_parameters of nothing but dicts) are layer types."""
+    p = from_config({**LLAMA, "rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e6,
+                                                  "meta": {"note": "x"}}})
+    assert (p.rope_base, p.rope_scaling["factor"], p.warnings) == (1e6, 2.0, ())
