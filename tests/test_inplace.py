@@ -9,7 +9,8 @@ import mlx.core as mx
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
-from test_properties import bits, calls
+from helpers import bits
+from test_properties import calls
 
 import ropepool
 from ropepool import Shapes, make_inputs, rope_pool_fused

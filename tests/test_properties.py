@@ -10,6 +10,7 @@ import mlx.core as mx
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
+from helpers import bits
 from hypothesis import strategies as st
 
 from ropepool import Shapes, make_inputs, rope_pool_fused, rope_pool_reference
@@ -29,14 +30,6 @@ def as_f64(a) -> np.ndarray:
     if isinstance(a, mx.array):
         a = a.astype(mx.float32) if a.dtype == mx.bfloat16 else a
     return np.array(a, dtype=np.float64)
-
-
-def bits(a) -> np.ndarray:
-    """The raw bits of an array, for bit-for-bit comparisons (bfloat16 included)."""
-    if isinstance(a, mx.array):
-        a = a.view(mx.uint16) if a.dtype in (mx.bfloat16, mx.float16) else a.view(mx.uint32)
-        return np.array(a)
-    return a.view(np.uint16 if a.dtype.itemsize == 2 else np.uint32)
 
 
 @st.composite

@@ -10,6 +10,7 @@ the CPU build agrees with the grid emulator bit for bit on every variant.
 import mlx.core as mx
 import numpy as np
 import pytest
+from helpers import bits
 
 import ropepool
 from ropepool import models
@@ -65,10 +66,6 @@ def run_op(p, x, positions, backend):
 
 def f64(a: mx.array) -> np.ndarray:
     return np.array(a.astype(mx.float32), np.float64)
-
-
-def bits(a: mx.array) -> np.ndarray:
-    return np.array(a.view({4: mx.uint32, 2: mx.uint16}[a.dtype.size]))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
