@@ -24,3 +24,25 @@ def bits(a) -> np.ndarray:
     a = np.asarray(a)
     a = np.ascontiguousarray(a, a.dtype.newbyteorder("="))
     return a.view(f"u{a.dtype.itemsize}")
+
+
+def for_each(cases, check) -> None:
+    """Run ``check(case)`` for every case of a table; fail once, naming every case that failed and why.
+
+    One test per behaviour, not one per row: the table's rows are checked in one item, and a
+    failure still lists each row it failed for.
+
+    >>> for_each([1, 2, 3], lambda n: None)
+    >>> for_each([1, 2, 3], lambda n: float(1 / (n - 2)))
+    Traceback (most recent call last):
+    AssertionError: 1 of 3 failed:
+    2: ZeroDivisionError: division by zero
+    """
+    cases = list(cases)
+    failed = {}
+    for case in cases:
+        try:
+            check(case)
+        except Exception as err:  # an AssertionError, or whatever the check ran into
+            failed[case] = f"{type(err).__name__}: {err}"
+    assert not failed, f"{len(failed)} of {len(cases)} failed:\n" + "\n".join(f"{c}: {m}" for c, m in failed.items())
