@@ -34,11 +34,9 @@ def backend(request):
     return request.param
 
 
-# The real model's three long runs (notebook 08 under nbmake and in the browser, and the fixture of
-# tests/test_smollm2.py) each take a minute or more. Collected last, one of them would end the run
-# alone on one worker while the other sat idle; started first, on different workers, the short
-# tests fill in around them.
-SLOWEST = ("08_a_real_model.ipynb", "tests/test_smollm2.py::")
+# Notebook 08 runs the real model for a minute or more. Collected last, it would end the run alone
+# on one worker while the other sat idle; started first, the short tests fill in around it.
+SLOWEST = ("08_a_real_model.ipynb",)
 
 
 def pytest_collection_modifyitems(config, items):
