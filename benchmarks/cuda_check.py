@@ -8,7 +8,7 @@ optional (its CUDA wheel is 90 MB). From the repository root::
     python benchmarks/cuda_check.py            # a minute or two; exit status 0 only if every check passed
     python benchmarks/cuda_check.py --quick    # fewer tokens and repeats
 
-(a) CuPy. The text ``mx.fast.cuda_kernel`` would compile (:func:`ropepool.kernels.nvrtc.kernel_text`,
+(a) CuPy. The text ``mx.fast.cuda_kernel`` would compile (:func:`benchmarks.nvrtc.kernel_text`,
     built from the kernel's own source) compiled by CuPy's ``RawModule`` (NVRTC) and run:
 
     * every dtype at every preset's (Hq, Hkv, D) plus MQA D = 2, T = 1 and T = 37: q_rot and
@@ -64,7 +64,8 @@ if not HAVE_MLX:
             sys.modules[_name] = importlib.util.module_from_spec(_spec)
 
 from ropepool import models  # noqa: E402
-from ropepool.kernels import nvrtc, source  # noqa: E402
+from benchmarks import nvrtc  # noqa: E402
+from ropepool.kernels import source  # noqa: E402
 from ropepool.reference import rotate  # noqa: E402
 from ropepool.rope import Rope, plain, rope_table  # noqa: E402
 from ropepool.tolerance import pair_norms  # noqa: E402
