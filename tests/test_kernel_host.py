@@ -257,9 +257,3 @@ def test_a_failed_build_is_reported_not_raised(monkeypatch):
         host._library.cache_clear()  # the next call loads the cached library again
     assert reason == "the 'cpu' backend cannot build: compiling ropepool_host failed:"
 
-
-def test_docstring_example_runs():
-    import doctest
-
-    result = doctest.testmod(host)
-    assert result.attempted > 0 and result.failed == 0

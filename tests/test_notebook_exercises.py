@@ -1,7 +1,5 @@
 """The end-of-notebook checkers of 00-05: the right answer passes, None is "not yet", mistakes are named."""
 
-import doctest
-
 import numpy as np
 import pytest
 
@@ -53,6 +51,3 @@ def test_every_notebook_00_to_05_runs_its_checker():
         source = "\n".join(c.source for c in nbformat.read(path, 4).cells if c.cell_type == "code")
         assert f"notebook_exercises.{check.__name__}" in source, f"{path.name} does not run {check.__name__}"
 
-
-def test_docstring_examples():
-    assert doctest.testmod(nx).failed == 0

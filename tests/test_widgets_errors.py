@@ -99,14 +99,6 @@ def test_catalog_html_has_a_row_per_error():
     assert all(f">{code}</td>" in text for code in CODES)
 
 
-def test_docstring_examples_run():
-    import doctest
-    import importlib
-
-    result = doctest.testmod(importlib.import_module("ropepool.teaching.widgets.errors"))
-    assert result.attempted > 0 and result.failed == 0
-
-
 # --- Error text is never cut mid-word -----------------------------------------------------------
 
 def test_card_error_text_wraps_only_at_word_boundaries():
