@@ -41,3 +41,22 @@ SLOWEST = ("08_a_real_model.ipynb",)
 
 def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: not any(s in item.nodeid for s in SLOWEST))  # stable: otherwise as collected
+
+
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: absent under -p no:xdist
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup`` (make test) with the group by place: the browser tests on one worker (one
+    JupyterLab and one Chromium per run, not one per worker), the other tests one by one.
+
+    xdist's own groups come from ``xdist_group`` marks, which do not reach its scheduler under
+    pytest 9.2 (the group rides in the node id, which pytest no longer lets a plugin change).
+    """
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class ByPlace(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "e2e" if nodeid.startswith("tests/e2e/") else super()._split_scope(nodeid)
+
+    return ByPlace(config, log)

@@ -23,9 +23,6 @@ from ropepool.engine.smollm2 import fetch_smollm2, load_smollm2
 from ropepool.engine.tiny_models import tiny
 from ropepool.engine.tokenizer import GGUFTokenizer, TokenizerError
 
-# One worker loads the model and runs these (make test: --dist loadgroup), not each worker its own copy.
-pytestmark = pytest.mark.xdist_group("smollm2")
-
 FRANCE = [{"role": "user", "content": "What is the capital of France?"}]
 
 

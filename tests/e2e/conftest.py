@@ -298,3 +298,4 @@ def browser():
         browser.close()
     finally:
         pw.stop()
+
