@@ -256,4 +256,3 @@ def test_a_failed_build_is_reported_not_raised(monkeypatch):
         monkeypatch.undo()
         host._library.cache_clear()  # the next call loads the cached library again
     assert reason == "the 'cpu' backend cannot build: compiling ropepool_host failed:"
-

@@ -50,4 +50,3 @@ def test_every_notebook_00_to_05_runs_its_checker():
         path = next((Path(__file__).parent.parent / "notebooks").glob(f"{stem}_*.ipynb"))
         source = "\n".join(c.source for c in nbformat.read(path, 4).cells if c.cell_type == "code")
         assert f"notebook_exercises.{check.__name__}" in source, f"{path.name} does not run {check.__name__}"
-

@@ -45,4 +45,3 @@ def test_kv_memory_lines_grow_with_context():
     lines = {ln.get_gid(): ln for ax in fig.axes for ln in ax.lines}
     np.testing.assert_allclose(lines["float16"].get_ydata(), [1024 * 23_040 / 1e6, 4096 * 23_040 / 1e6])
     np.testing.assert_allclose(lines["weights"].get_ydata(), [98.362432, 98.362432])
-

@@ -298,4 +298,3 @@ def browser():
         browser.close()
     finally:
         pw.stop()
-
