@@ -34,9 +34,9 @@ def backend(request):
     return request.param
 
 
-# Notebook 08 runs the real model for a minute or more. Collected last, it would end the run alone
-# on one worker while the other sat idle; started first, the short tests fill in around it.
-SLOWEST = ("08_a_real_model.ipynb",)
+# Notebooks 08 and 09 run the real model for a minute or more. Collected last, one of them would end
+# the run alone on one worker while the other sat idle; started first, the short tests fill in around them.
+SLOWEST = ("08_a_real_model.ipynb", "09_why_slots.ipynb")
 
 
 def pytest_collection_modifyitems(config, items):
