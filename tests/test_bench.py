@@ -111,15 +111,6 @@ def test_report_names_every_target():
     assert "MISS  ropepool: P=1,048,576 takes 1.50x P=4,096" in text
 
 
-def test_docstring_example_runs():
-    import doctest
-
-    import ropepool.cli.bench
-
-    result = doctest.testmod(ropepool.cli.bench)
-    assert result.attempted > 0 and result.failed == 0
-
-
 def test_decode_checks_say_hit_or_miss_against_the_issue_targets():
     from ropepool.cli.bench import Timing, decode_checks
 

@@ -135,13 +135,6 @@ def test_timing_bars_takes_bench_compare_rows():
     assert sorted(p.get_gid() for p in ax.patches) == ["mx.fast.rope", "ropepool"]
 
 
-def test_docstring_examples():
-    import doctest
-
-    result = doctest.testmod(vk)
-    assert result.attempted > 0 and result.failed == 0
-
-
 def test_code_block_highlights_and_scrolls():
     from ropepool.kernels import source
 

@@ -129,11 +129,3 @@ def test_precision_plot_holds_the_errors_on_log_axes(errors):
     np.testing.assert_allclose(line(fig, "float16").get_ydata(), e["error"][1:])  # position 0 left off
     np.testing.assert_allclose(line(fig, "bound float16").get_ydata(),
                                R.error_bound("float16", e["positions"][1:], e["scale"][1:]))
-
-
-def test_docstring_examples():
-    import doctest
-    import importlib
-
-    result = doctest.testmod(importlib.import_module("ropepool.teaching.viz.rotation"))
-    assert result.attempted > 0 and result.failed == 0

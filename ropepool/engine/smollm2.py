@@ -8,6 +8,8 @@ chat template.
 
 Example
 -------
+Needs the model (``make setup`` fetches it), so the doctests skip it:
+
 >>> model, tokenizer, rope = load_smollm2()                                  # doctest: +SKIP
 >>> rope.params.num_qo_heads, rope.params.num_kv_heads, rope.params.head_dim  # doctest: +SKIP
 (9, 3, 64)
