@@ -125,17 +125,27 @@ def snapshot(engine: Engine, *, layer: int = 0) -> PoolSnapshot:
                         np.array(engine.runner.k_pools[layer]))
 
 
-def plot_pool_steps(snapshots, *, row_height: float = 0.16, dpi: int = 80) -> Figure:
-    """The pool heatmap after each step, side by side, each with its owner strip on the left.
+#: The largest figure the projector rule allows: 1024x768 less the notebook's margins, in inches at 100 dpi.
+MAX_WIDTH_IN, MAX_HEIGHT_IN = 9.0, 7.4
+
+
+def plot_pool_steps(snapshots, *, row_height: float = 0.16, per_row: int = 4, dpi: int = 80) -> Figure:
+    """The pool heatmap after each step, ``per_row`` panels to a row, each with its owner strip on the left.
 
     Held rows not yet written are hatched in the strip. One figure for the whole run: cheaper
-    to draw than one :func:`plot_pool` per step. ``row_height``: inches per pool row.
+    to draw than one :func:`plot_pool` per step. ``row_height``: inches per pool row, lowered where
+    the figure would be taller than :data:`MAX_HEIGHT_IN` (a 768-pixel screen).
     """
     n = len(snapshots)
     P = len(snapshots[0].owners)
+    cols = min(n, per_row)
+    rows = -(-n // cols)
+    row_height = min(row_height, (MAX_HEIGHT_IN - 0.9 - 0.55 * rows) / (rows * P))
     vmax = max(max(float(np.abs(s.k_pool).max()) for s in snapshots), 1e-12)
-    fig = Figure(figsize=(1.0 + 1.8 * n, 1.3 + row_height * P), dpi=dpi)
-    axes = np.atleast_1d(fig.subplots(1, n, sharey=True))
+    fig = Figure(figsize=(min(1.0 + 1.9 * cols, MAX_WIDTH_IN), 0.9 + rows * (0.55 + row_height * P)), dpi=dpi)
+    axes = np.atleast_1d(fig.subplots(rows, cols, sharey=True, squeeze=False).ravel())
+    for ax in axes[n:]:
+        ax.set_visible(False)
     for ax, s in zip(axes, snapshots):
         img = rows_image(s.k_pool)  # [P, Hkv*D]
         width = img.shape[1]
@@ -151,10 +161,11 @@ def plot_pool_steps(snapshots, *, row_height: float = 0.16, dpi: int = 80) -> Fi
         ax.set_xlim(-0.5 - strip, width - 0.5)
         ax.set_ylim(P - 0.5, -0.5)
         ax.set_xticks([])
-        ax.set_title(f"step {s.step}", fontsize=9)
-    axes[0].set_ylabel("pool row (slot)")
-    fig.suptitle("layer 0 k_pool after each step; left strip: owner (colour), held but unwritten (hatched)",
-                 fontsize=9)
+        ax.set_title(f"step {s.step}", fontsize=10)
+    for r in range(rows):
+        axes[r * cols].set_ylabel("pool row (slot)")
+    fig.suptitle("layer 0 k_pool after each step\nleft strip: owner (colour), held but unwritten (hatched)",
+                 fontsize=10)
     fig.tight_layout()
     return projector(fig)
 
