@@ -194,3 +194,53 @@ def stream_table(history, *, width: int = 30) -> str:
     lines = ["step | " + " | ".join(f"request {i}".ljust(width) for i in range(n))]
     lines += [f"{s + 1:4} | " + " | ".join(cell(t) for t in texts) for s, texts in enumerate(history)]
     return "\n".join(lines)
+
+
+class LiveAnswers:
+    """An ``on_step`` callback for :func:`ropepool.engine.generate` that shows the answers as they grow.
+
+    After every step it redraws one output area (a notebook's display handle, or ``print`` where no
+    notebook is running): a progress line (step, tokens so far, seconds), then one line per request
+    with its answer so far (its last ``width`` characters). ``history`` keeps every step's answers,
+    for :func:`stream_table`.
+    """
+
+    def __init__(self, decode, *, width: int = 56, total_tokens: int | None = None):
+        import time
+
+        self.decode, self.width, self.total = decode, width, total_tokens
+        self.history: list[list[str]] = []
+        self._clock, self._start = time.perf_counter, time.perf_counter()
+        self._handle = None
+        try:
+            from IPython import get_ipython
+            from IPython.display import display
+
+            if get_ipython() is not None:
+                self._handle = display(self._text("starting: the first step is every admitted prompt at once"),
+                                       display_id=True)
+        except ImportError:  # pragma: no cover - IPython is a dependency of the notebooks
+            pass
+
+    class _Plain(str):
+        def __repr__(self) -> str:  # a notebook shows the text as it is, not quoted
+            return str(self)
+
+    def _text(self, progress: str) -> "LiveAnswers._Plain":
+        def cell(text: str) -> str:
+            text = text.replace("\n", "⏎")
+            return text if len(text) <= self.width else "…" + text[-(self.width - 1):]
+
+        rows = [f"request {i}: {cell(t)}" for i, t in enumerate(self.history[-1])] if self.history else []
+        return self._Plain("\n".join([progress, *rows]))
+
+    def __call__(self, engine: Engine, batch) -> None:
+        self.history.append(answers_so_far(engine, self.decode))
+        written = sum(len(r.tokens) for r in engine.requests)
+        of = f" of at most {self.total}" if self.total else ""
+        progress = (f"step {engine.steps}: {len(batch.tokens)} tokens in this pass; {written}{of} new "
+                    f"tokens, {self._clock() - self._start:.1f} s")
+        if self._handle is not None:
+            self._handle.update(self._text(progress))
+        else:
+            print(self._text(progress))

@@ -13,7 +13,7 @@ from .legible import projector
 
 def plot_throughput(t: Throughput, *, title: str | None = None) -> Figure:
     """Tokens per second (median) against the number of requests served at once, one line per method."""
-    fig = Figure(figsize=(6.4, 3.6), layout="constrained")
+    fig = Figure(figsize=(6.4, 4.0), layout="constrained")
     ax = fig.subplots()
     for method, values in t.tokens_per_s.items():
         ax.plot(t.requests, values, marker="o", gid=method, label=method)
@@ -23,7 +23,7 @@ def plot_throughput(t: Throughput, *, title: str | None = None) -> Figure:
     ax.set_ylim(bottom=0)
     ax.set_xlabel("requests served at once")
     ax.set_ylabel("new tokens per second")
-    ax.legend(fontsize=10, loc="upper left")
+    ax.legend(fontsize=10, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
     ax.grid(alpha=0.3)
     ax.set_title(title or f"{t.new} new tokens per request, prefill included", fontsize=11)
     return projector(fig)
