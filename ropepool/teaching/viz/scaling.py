@@ -115,6 +115,7 @@ def mistake_plot(positions, errors_plain, errors_fixed) -> Figure:
         ax.annotate("exactly 0 (hollow markers)", (1, floor), xycoords=("axes fraction", "data"), xytext=(-4, 4),
                     textcoords="offset points", ha="right", va="bottom", fontsize=FONT, color="0.3")
     ax.set_xscale("symlog", linthresh=1)
+    ax.set_xlim(-0.6, float(x.max()) * 1.6 if x.size and x.max() > 0 else 1)  # positions are >= 0
     ax.set_yscale("log")
     ax.set_ylim(bottom=floor / 2)
     ax.set_xlabel("position", fontsize=FONT)
