@@ -235,3 +235,19 @@ def test_readme_headline_is_notebook_01s_classic_bug():
     p, kw = model_call("llama-3-8b", T=4)
     assert raised({**kw, "num_kv_heads": 32}).first_line == headline
     assert "classic GQA bug" in explain(headline, preset("llama-3-8b"))
+
+
+@pytest.mark.parametrize("name", [m for m in MODELS if preset(m).group_size > 1])
+def test_the_fix_named_changes_the_outcome_and_the_tempting_one_does_not(name):
+    """repeated_k and foreign_k: passing num_kv_heads = k's heads still fails (at the pool); the k the
+    fix describes ([T, Hkv, D] from the K projection) passes."""
+    p, kw = model_call(name)
+    # k with q's heads (repeat_kv), and k with another count that divides Hq (passes the group-size check)
+    others = [h for h in range(2, 100) if h not in (p.num_qo_heads, p.num_kv_heads) and p.num_qo_heads % h == 0]
+    for bad_heads in [p.num_qo_heads] + others[:1]:
+        broken = {**kw, "k": mx.zeros((3, bad_heads, p.head_dim), mx.float16)}
+        case, report = case_for(name, broken)
+        assert case in ("repeated_k", "foreign_k")
+        tempting = raised({**broken, "num_kv_heads": bad_heads, "v": mx.zeros((3, bad_heads, p.head_dim), mx.float16)})
+        assert tempting.code == "k_pool_shape"  # the error moved to the pool, as the report says
+        rope_pool_fused(**{**broken, "k": kw["k"]})  # the k the fix names: passes
