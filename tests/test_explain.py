@@ -204,8 +204,14 @@ def test_cli_text_without_a_message_exits_1(capsys):
     assert rc == 1 and out == "" and "no message of rope_pool_fused" in err
 
 
+def test_cli_reads_a_suffixed_checkpoint_as_its_preset(capsys):
+    rc, out, err = run(capsys, "k shape must be [num_tokens, num_kv_heads, head_dim], got (6, 32, 128)",
+                       "--model", "Qwen2.5-7B-Instruct")
+    assert rc == 0 and "read as the preset qwen2.5-7b" in err and "case      foreign_k" in out
+
+
 def test_cli_unknown_model_exits_2_with_the_preset_meant(capsys):
-    rc, out, err = run(capsys, "rope_pool_fused: head_dim must be even", "--model", "qwen2.5-7b-instruct")
+    rc, out, err = run(capsys, "rope_pool_fused: head_dim must be even", "--model", "qwen2.5-7c")
     assert rc == 2 and "did you mean 'qwen2.5-7b'?" in err
 
 
@@ -251,3 +257,14 @@ def test_the_fix_named_changes_the_outcome_and_the_tempting_one_does_not(name):
         tempting = raised({**broken, "num_kv_heads": bad_heads, "v": mx.zeros((3, bad_heads, p.head_dim), mx.float16)})
         assert tempting.code == "k_pool_shape"  # the error moved to the pool, as the report says
         rope_pool_fused(**{**broken, "k": kw["k"]})  # the k the fix names: passes
+
+
+def test_doctests_of_explain_and_diagnosis_run():
+    import doctest
+
+    import ropepool.cli.explain
+    import ropepool.diagnosis
+
+    for module in (ropepool.cli.explain, ropepool.diagnosis):
+        result = doctest.testmod(module)
+        assert result.attempted and not result.failed, module.__name__

@@ -47,6 +47,25 @@ def others_with_heads(heads: int, head_dim: int, but: str) -> tuple[str, ...]:
     return tuple(found)
 
 
+#: Suffixes of a fine-tuned checkpoint's name that keep its base model's shapes.
+VARIANT_SUFFIXES = ("instruct", "chat", "base", "it", "hf")
+
+
+def variant_of_preset(name: str) -> str | None:
+    """The preset ``name`` is a variant of (``Qwen/Qwen2.5-7B-Instruct`` -> ``qwen2.5-7b``): only where
+    ``name`` is a preset followed by suffixes such as -instruct, -chat or -base, not merely a near spelling.
+
+    >>> variant_of_preset("Qwen/Qwen2.5-7B-Instruct"), variant_of_preset("qwen2.5-7c")
+    ('qwen2.5-7b', None)
+    """
+    rest = name.lower().rsplit("/", 1)[-1]
+    for base in sorted(preset_names(), key=len, reverse=True):  # the longest preset that starts the name
+        if rest.startswith(base.lower()):
+            tail = rest[len(base):].split("-")
+            return base if tail[0] == "" and len(tail) > 1 and all(p in VARIANT_SUFFIXES for p in tail[1:]) else None
+    return None
+
+
 def explain(text: str, params: RopeParams | None = None, num_kv_heads: int | None = None) -> str | None:
     """The explanation of ``text`` (None if it holds no message of the op's), compared with ``params``."""
     read = read_error(text, CATALOG)
@@ -93,8 +112,13 @@ def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None
         try:
             params = from_config(load_config(args.model))
         except ConfigError as e:
-            print(f"{prog}: {e}", file=err)
-            return 2
+            base = variant_of_preset(args.model)
+            if base is None:
+                print(f"{prog}: {e}", file=err)
+                return 2
+            print(f"{prog}: {args.model} read as the preset {base} (a fine-tuned variant keeps its base "
+                  "model's shapes)", file=err)
+            params = preset(base)
     report = explain(text, params, args.num_kv_heads)
     if report is None:
         first = text.strip().splitlines()[0] if text.strip() else "(empty)"
