@@ -38,6 +38,7 @@ def test_measure_serves_every_count_with_every_method_and_the_same_tokens():
         assert [len(x) for x in t.tokens[m]] == [1, 2, 4] and all(len(r) == 3 for x in t.tokens[m] for r in x)
     assert t.tokens[tp.ENGINE] == t.tokens[tp.MLX_ALONE] == t.tokens[tp.MLX_BATCH]  # greedy: the same work
     assert t.ratio(tp.ENGINE, 4) == t.tokens_per_s[tp.ENGINE][2] / t.tokens_per_s[tp.ENGINE][0]
+    assert t.engine_steps == [3, 3, 3]  # one pass per new token, however many requests
     assert t.table().splitlines()[0].startswith("requests |")
 
 

@@ -41,10 +41,18 @@ def mlx_lm_batch(model, prompts: Sequence[Sequence[int]], new: int) -> list[list
     return [out[uid] for uid in uids]
 
 
-def _run(method: str, model, prompts, new: int) -> list[list[int]]:
+def _run(method: str, model, prompts, new: int, steps: list | None = None) -> list[list[int]]:
     if method == ENGINE:
         rows = sum(len(p) + new - 1 for p in prompts)  # every request fits: nobody waits
-        return [r.tokens for r in generate(model, prompts, new, pool_rows=rows)]
+        passes = []
+
+        def count(engine, batch):
+            passes.append(len(batch.tokens))
+
+        out = [r.tokens for r in generate(model, prompts, new, pool_rows=rows, on_step=count)]
+        if steps is not None:
+            steps.append(len(passes))
+        return out
     if method == MLX_BATCH:
         return mlx_lm_batch(model, prompts, new)
     if method == MLX_ALONE:
@@ -54,12 +62,14 @@ def _run(method: str, model, prompts, new: int) -> list[list[int]]:
 
 @dataclass
 class Throughput:
-    """Medians of :func:`measure`: ``tokens_per_s[method][i]`` for ``requests[i]`` requests at once."""
+    """Medians of :func:`measure`: ``tokens_per_s[method][i]`` for ``requests[i]`` requests at once; the
+    tokens each method wrote; ``engine_steps[i]``, the forward passes the engine ran (where it ran)."""
 
     requests: list[int]
     new: int
     tokens_per_s: dict[str, list[float]] = field(default_factory=dict)
     tokens: dict[str, list[list[list[int]]]] = field(default_factory=dict)  # method -> per n -> per request
+    engine_steps: list[int] = field(default_factory=list)  # forward passes the engine ran, per n
 
     def ratio(self, method: str, n: int, other: str | None = None, m: int | None = None) -> float:
         """tokens/s of ``method`` at n requests over ``other`` (default: the same method) at m (default 1)."""
@@ -100,10 +110,13 @@ def measure(model, prompts: Sequence[Sequence[int]], *, new: int, counts: Sequen
         times: dict[str, list[float]] = {m: [] for m in methods}
         last: dict[str, list[list[int]]] = {}
         for _ in range(repeats):
+            steps: list[int] = []
             for m in methods:
                 start = time.perf_counter()
-                last[m] = _run(m, model, prompts[:n], new)
+                last[m] = _run(m, model, prompts[:n], new, steps)
                 times[m].append(time.perf_counter() - start)
+        if steps:
+            out.engine_steps.append(steps[-1])
         for m in methods:
             out.tokens_per_s[m].append(n * new / statistics.median(times[m]))
             out.tokens[m].append(last[m])
