@@ -6,7 +6,6 @@ import io
 from contextlib import redirect_stdout
 
 import mlx.core as mx
-import numpy as np
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
