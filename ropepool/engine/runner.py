@@ -8,7 +8,8 @@ Every layer of an mlx-lm Llama, Qwen2 or Phi-3 model is::
 The runner keeps every module (embedding, norms, projections, MLP, lm_head) and replaces only
 ``rope`` + the KV-cache write + ``attention``: one call of :func:`ropepool.rope_pool_fused`
 rotates q and k and writes k and v into the layer's pools, then each request attends over the
-pool rows of its slot table.
+pool rows of its slot table. Qwen3 normalises q and k per head before ``rope``
+(``q_norm``, ``k_norm``): the same call does that too.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from itertools import accumulate
 
 import mlx.core as mx
 
+from .. import fp8
 from ..backends import resolve
 from ..op import rope_pool_fused
 from . import model_spec
@@ -32,16 +34,32 @@ def project_qkv(attn, x):
 
 
 class ModelRunner:
-    """The model, its per-layer KV pools ``[P, Hkv, D]`` and the forward pass over a Batch."""
+    """The model, its per-layer KV pools ``[P, Hkv, D]`` and the forward pass over a Batch.
 
-    def __init__(self, model, pool_rows: int, backend: str = "auto"):
+    ``kv_dtype="fp8"``: uint8 pools of e4m3 codes (:mod:`ropepool.fp8`), which the op writes and
+    attention reads back dequantised; None: pools in the activations' dtype. ``kv_scales``: one
+    ``(k_scale, v_scale)`` per layer for FP8 pools (:func:`ropepool.engine.kv_scales.calibrate`), or
+    None for 1.0 everywhere, vLLM's default without calibrated scales.
+    """
+
+    def __init__(self, model, pool_rows: int, backend: str = "auto", kv_dtype: str | None = None,
+                 kv_scales=None):
+        if kv_dtype not in (None, "fp8"):
+            raise ValueError(f"kv_dtype must be None (the activations' dtype) or 'fp8', got {kv_dtype!r}")
+        layers = len(model.model.layers)
+        if kv_scales is not None and (kv_dtype != "fp8" or len(kv_scales) != layers):
+            raise ValueError(f"kv_scales: one (k_scale, v_scale) per layer ({layers}) with kv_dtype='fp8', "
+                             f"got {kv_scales!r:.80} with kv_dtype={kv_dtype!r}")
         self.arch = model_spec.architecture(model)
         self.rope_kwargs = model_spec.rope_kwargs(model)
         self.backend, _ = resolve(backend)  # an unknown or unavailable backend fails here, not mid-run
         self.model = model
         self.inner = model.model  # embed_tokens, layers, norm
         Hkv, D = self.rope_kwargs["num_kv_heads"], self.rope_kwargs["head_dim"]
-        dtype = self.kv_dtype()
+        self.fp8 = kv_dtype == "fp8"
+        pairs = kv_scales if kv_scales is not None else [(1.0, 1.0)] * layers
+        self.scales = [dict(k_scale=float(k), v_scale=float(v)) if self.fp8 else {} for k, v in pairs]
+        dtype = mx.uint8 if self.fp8 else self.kv_dtype()
         self.k_pools = [mx.zeros((pool_rows, Hkv, D), dtype) for _ in self.inner.layers]  # [P, Hkv, D] each
         self.v_pools = [mx.zeros((pool_rows, Hkv, D), dtype) for _ in self.inner.layers]
 
@@ -83,13 +101,17 @@ class ModelRunner:
         # Values checked in every layer (the default): on the mlx backend the host read of slots it
         # costs is what lets the op copy a consecutive run of rows as one block, so skipping it in
         # later layers is slower there (the cpu backend reads the slots on the host either way).
+        # Qwen3: q and k RMS-normalised per head first, in the same call (model_spec.qk_norm_kwargs).
         q, _, self.k_pools[i], self.v_pools[i] = rope_pool_fused(
-            q, k, v, positions, slots, self.k_pools[i], self.v_pools[i], **self.rope_kwargs, backend=self.backend)
+            q, k, v, positions, slots, self.k_pools[i], self.v_pools[i], **self.rope_kwargs, backend=self.backend,
+            **model_spec.qk_norm_kwargs(attn), **self.scales[i])
         out, start = [], 0
         for req_rows, n in zip(rows, lengths):
             q_r = q[start:start + n].transpose(1, 0, 2)[None]  # [1, Hq, n, D]
-            k_r = self.k_pools[i][req_rows].transpose(1, 0, 2)[None]  # [1, Hkv, L, D]
-            v_r = self.v_pools[i][req_rows].transpose(1, 0, 2)[None]  # [1, Hkv, L, D]
+            k_r, v_r = self.k_pools[i][req_rows], self.v_pools[i][req_rows]  # [L, Hkv, D] each
+            if self.fp8:  # e4m3 codes back to values, only the rows this request attends over
+                k_r, v_r = (fp8.decode(r, self.scales[i][n], q.dtype) for r, n in ((k_r, "k_scale"), (v_r, "v_scale")))
+            k_r, v_r = k_r.transpose(1, 0, 2)[None], v_r.transpose(1, 0, 2)[None]  # [1, Hkv, L, D]
             # "causal" is aligned to the last key: new token j sees every cached row and new tokens <= j.
             o = mx.fast.scaled_dot_product_attention(q_r, k_r, v_r, scale=attn.scale,
                                                      mask="causal" if n > 1 else None)  # [1, Hq, n, D]
