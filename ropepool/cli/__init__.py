@@ -1,4 +1,4 @@
-"""The command line: ``python -m ropepool {doctor,lab,check,bench,fetch-model}``; one module per command."""
+"""The command line: ``python -m ropepool {doctor,lab,check,explain,bench,fetch-model}``; one module per command."""
 
 from __future__ import annotations
 
@@ -25,6 +25,11 @@ def main(argv: list[str] | None = None) -> int:
 
     check_arguments(sub.add_parser("check", help="a model's shapes for this op from its config or a preset, "
                                                  "then one real call"))
+
+    from .explain import add_arguments as explain_arguments
+
+    explain_arguments(sub.add_parser("explain", help="paste an error of rope_pool_fused: which check failed, its "
+                                                     "numbers, and with --model which mistake it is and the fix"))
 
     bench = sub.add_parser("bench", help="time ropepool against mx.fast.rope + scatter, NumPy and a copy; "
                                          "table and artifacts/bench.png")
@@ -55,6 +60,10 @@ def main(argv: list[str] | None = None) -> int:
         from .check import main as check_main
 
         return check_main(args)
+    elif args.command == "explain":
+        from .explain import main as explain_main
+
+        return explain_main(args)
     elif args.command == "bench":
         from .bench import main as bench_main
 
