@@ -84,3 +84,13 @@ def test_decode_steps_need_no_maps():
     ctx = StepContext.of(batch)
     assert ctx.queries is None and ctx.outputs is None
     assert np.array(ctx.mask)[:, 0, 0].tolist() == [[True] * 9, [True] * 4 + [False] * 5]
+
+
+def test_auto_keeps_the_step_one_graph():
+    """'auto' never gives the engine the host-side cpu kernel (an evaluation in every layer); asked for, it gets it."""
+    import ropepool
+
+    model = build("llama-gqa")
+    assert ModelRunner(model, pool_rows=8).backend != "cpu"
+    if ropepool.available_backends()["cpu"].available:
+        assert ModelRunner(model, pool_rows=8, backend="cpu").backend == "cpu"

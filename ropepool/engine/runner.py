@@ -96,6 +96,11 @@ class ModelRunner:
         self.arch = model_spec.architecture(model)
         self.rope_kwargs = model_spec.rope_kwargs(model)
         self.backend, _ = resolve(backend)  # an unknown or unavailable backend fails here, not mid-run
+        if backend == "auto" and self.backend == "cpu":
+            # The cpu backend runs the kernel on the host, so each layer's graph is evaluated before
+            # its call: 30 waits a step. The mlx backend keeps the step one lazy graph, which serves
+            # more tokens per second (benchmarks/engine_bench.py --smollm2 --backend cpu,mlx).
+            self.backend = "mlx"
         self.model = model
         self.inner = model.model  # embed_tokens, layers, norm
         Hkv, D = self.rope_kwargs["num_kv_heads"], self.rope_kwargs["head_dim"]
