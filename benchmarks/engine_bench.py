@@ -30,7 +30,7 @@ from mlx_lm.generate import generate_step
 
 import ropepool
 from ropepool.backends import resolve
-from ropepool.engine import generate
+from ropepool.engine import Engine, generate
 from ropepool.engine.tiny_models import tiny
 
 
@@ -107,7 +107,7 @@ def smollm2(args):
     line = blas_line()
     print(f"SmolLM2-135M-Instruct ({'float32' if float32 else 'Q4_1/Q8_0 as shipped'}, GGUF rows, GPT-J pairs); "
           f"prompts of {[len(p) for p in prompts]} tokens, {args.new} new tokens each, no stop token; backend "
-          f"{resolve(args.backend.split(',')[0])[0]}; device {mx.default_device()}; medians of {args.repeats} rounds; "
+          f"{Engine(model, pool_rows=1, backend=args.backend.split(',')[0]).runner.backend}; device {mx.default_device()}; medians of {args.repeats} rounds; "
           f"load {os.getloadavg()[0]:.1f}")
     print(line)
 
