@@ -29,7 +29,6 @@ import mlx.core as mx
 from mlx_lm.generate import generate_step
 
 import ropepool
-from ropepool.backends import resolve
 from ropepool.engine import Engine, generate
 from ropepool.engine.tiny_models import tiny
 
