@@ -1,6 +1,6 @@
 """SmolLM2 in ropepool's engine against Hugging Face transformers on torch's CPU build: logits and tokens/s.
 
-    pip install torch transformers gguf      # not test dependencies: this script's only
+    pip install torch transformers gguf accelerate   # not test dependencies: this script's only
     .venv/bin/python benchmarks/vs_transformers.py --new 16
 
 Both load the same GGUF (``python -m ropepool fetch-model``): transformers dequantizes it to
@@ -25,20 +25,24 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--new", type=int, default=16)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--torch-threads", type=int, default=None, help="torch.set_num_threads (default: torch's own)")
     args = ap.parse_args(argv)
     try:
         import torch
         from transformers import AutoModelForCausalLM
     except ImportError as err:
-        raise SystemExit(f"needs torch and transformers (and gguf): {err}") from None
+        raise SystemExit(f"needs torch and transformers (and gguf, accelerate): {err}") from None
 
     from ropepool.engine import generate
     from ropepool.engine.smollm2 import QUESTIONS, fetch_smollm2, load_smollm2
 
     path = fetch_smollm2()
     model, tokenizer, _ = load_smollm2(pairs="gptj")
-    hf = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, torch_dtype=torch.float32)
+    hf = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
     hf.eval()
+    hf.generation_config.eos_token_id = None  # as the engine here: every token asked for, no stop
+    if args.torch_threads:
+        torch.set_num_threads(args.torch_threads)
     prompt = tokenizer.apply_chat_template([{"role": "user", "content": QUESTIONS[0]}])
     print(f"SmolLM2-135M-Instruct, one prompt of {len(prompt)} tokens, {args.new} new tokens; torch "
           f"{torch.__version__} ({torch.get_num_threads()} threads), MLX {mx.__version__}; load {os.getloadavg()[0]:.1f}")
@@ -49,7 +53,8 @@ def main(argv=None) -> int:
 
     def theirs():
         with torch.no_grad():
-            out = hf.generate(torch.tensor([prompt]), max_new_tokens=args.new, min_new_tokens=args.new, do_sample=False,
+            ids = torch.tensor([prompt])  # every token attended: the prompt holds <|im_end|>, the pad id
+            out = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=args.new, do_sample=False,
                               output_logits=True, return_dict_in_generate=True, pad_token_id=tokenizer.eos_token_id)
         return out.sequences[0, len(prompt):].tolist(), torch.stack(out.logits)[:, 0].float().numpy()
 
