@@ -2,7 +2,7 @@
 
 import pytest
 
-NEEDS_MODEL = {"08_a_real_model.ipynb"}
+NEEDS_MODEL = {"08_a_real_model.ipynb", "09_why_slots.ipynb"}
 
 
 def pytest_collection_modifyitems(config, items):

@@ -112,6 +112,13 @@ def _inplace_call(writable: bool) -> dict:
     return {**kw, "inplace": True}
 
 
+def _fp8_call(**changes) -> dict:
+    """The base call with uint8 pools: an FP8 cache."""
+    kw = _call(**changes)
+    kw["k_pool"], kw["v_pool"] = (mx.zeros(kw[n].shape, mx.uint8) for n in ("k_pool", "v_pool"))
+    return kw
+
+
 def _longrope(n: int) -> dict:
     """A longrope rope_scaling with ``n`` factors in each list (BASE's head of 8 has 4 pairs)."""
     return {"rope_type": "longrope", "original_max_position_embeddings": 4096,
@@ -205,6 +212,13 @@ _SPECS = [
         _with(lambda kw: {"k_pool": kw["k_pool"].astype(mx.float32), "v_pool": kw["v_pool"].astype(mx.float32)},
               dtype="float16"),
         lambda: _call(dtype="float16")),
+    ErrorSpec(
+        "fp8_pool_dtype", "an FP8 cache needs both pools uint8, got k_pool {k_pool}, v_pool {v_pool}", "ropepool",
+        "uint8 pools are an FP8 (e4m3) cache: every row holds the e4m3 codes of k_rot / k_scale and "
+        "v / v_scale. k and v are quantised together, so both pools hold codes.",
+        ("only k_pool allocated as uint8", "a float v_pool kept from a float cache"),
+        "Allocate both pools as uint8 [P, Hkv, D] (or both in the activations' dtype for a float cache).",
+        _with(lambda kw: {"k_pool": mx.zeros(kw["k_pool"].shape, mx.uint8)}), lambda: _fp8_call()),
     ErrorSpec(
         "index_dtype", "rope_pool_fused: positions/slots must be int32", "sglang-c++",
         "The kernel reads positions and slots as 32-bit integers.",
@@ -317,6 +331,35 @@ _SPECS = [
         ("a scaling factor or a log-base passed as rope_base", "rope_theta read from the wrong config field"),
         "Pass config.rope_theta as it is (10000.0, 500000.0, 1000000.0).",
         lambda: _call(rope_base=1e-300), _call),
+    ErrorSpec(
+        "norm_weight_shape", "{name} must be one weight per head dimension, [head_dim] = [{head_dim}], got {got}",
+        "ropepool",
+        "QK-norm (Qwen3, Gemma-3) RMS-normalises each head of q and k over its head_dim and scales it by a "
+        "weight of head_dim entries, shared by all heads, before RoPE.",
+        ("the layer's input_layernorm weight (hidden_size entries) passed instead of q_norm's",
+         "the weight of another model's head_dim"),
+        "Pass attn.q_norm.weight and attn.k_norm.weight, each [head_dim].",
+        lambda: _call(q_norm_weight=mx.ones((32,))), lambda: _call(q_norm_weight=mx.ones((8,)))),
+    ErrorSpec(
+        "norm_weight_dtype", "{name} must be float16, bfloat16 or float32, got {got}", "ropepool",
+        "The norm's weight multiplies float values; the kernel reads it as float32.",
+        ("a NumPy weight left in float64", "an integer array of ones"),
+        "Cast the weight to float32 (or the model's float dtype).",
+        lambda: _call(k_norm_weight=np.ones(8)), lambda: _call(k_norm_weight=np.ones(8, np.float32))),
+    ErrorSpec(
+        "norm_eps", "norm_eps must be a finite number > 0, got {got}", "ropepool",
+        "norm_eps keeps QK-norm's 1 / sqrt(mean(x**2) + eps) finite for an all-zero head.",
+        ("rms_norm_eps missing from the config and passed as None or 0",),
+        "Pass the model's rms_norm_eps (Qwen3: 1e-6).",
+        lambda: _call(q_norm_weight=mx.ones((8,)), norm_eps=0.0),
+        lambda: _call(q_norm_weight=mx.ones((8,)), norm_eps=1e-6)),
+    ErrorSpec(
+        "kv_scale", "{name} must be a finite number > 0, and 1.0 unless the pools are FP8, got {got}", "ropepool",
+        "k_scale and v_scale are per-tensor FP8 scales, as in vLLM: an FP8 pool holds k_rot / k_scale and "
+        "v / v_scale in e4m3, whose largest value is 448. Float pools store values as they are.",
+        ("a scale of 0 (a checkpoint without calibrated scales)", "a scale passed with float pools"),
+        "Use the checkpoint's k_scale and v_scale with uint8 pools, or 1.0.",
+        lambda: _fp8_call(k_scale=0.0), lambda: _fp8_call(k_scale=2.0)),
     ErrorSpec(
         "argument_type", "{name} must be {kind}, got {got}", "ropepool",
         "head_dim, num_qo_heads and num_kv_heads are ints and check_values and inplace bools, as "

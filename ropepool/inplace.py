@@ -31,7 +31,8 @@ import mlx.core as mx
 import numpy as np
 
 from ._arrays import dtype_name, to_mx, to_numpy
-from .mlx_ops import drop_overwritten, rotate_qk
+from .fusion import PLAIN, Fusion
+from .mlx_ops import drop_overwritten, encode_kv, rotate_qk
 
 #: The backends that can write pools in place, in ``auto``'s order.
 INPLACE_BACKENDS = ("cpu", "mlx")
@@ -104,10 +105,11 @@ def input_overlapping_pools(inputs: dict, k_pool, v_pool) -> tuple[str, str] | N
 
 
 def rope_pool_inplace(backend: str, q, k, v, positions, slots, k_pool, v_pool, *, rope,
-                      host_slots: np.ndarray | None):
+                      host_slots: np.ndarray | None, fusion: Fusion = PLAIN):
     """The validated op, writing the pools in place; ``(q_rot, k_rot, k_pool, v_pool)``.
 
-    q_rot and k_rot come in the kind of q; k_pool and v_pool are the objects passed.
+    q_rot and k_rot come in the kind of q; k_pool and v_pool are the objects passed (FP8 pools
+    get the code rows, :mod:`ropepool.fusion`).
     """
     from .kernels import host
 
@@ -119,13 +121,14 @@ def rope_pool_inplace(backend: str, q, k, v, positions, slots, k_pool, v_pool, *
     # else: validation read the slots and refused duplicates: host_slots holds slots' values
     if backend == "cpu":
         rows = (v, slots, k_pool, v_pool)
-        q_rot, k_rot = host.rope_rows_host(q, k, positions, rope=rope, pools=rows)
+        q_rot, k_rot = host.rope_rows_host(q, k, positions, rope=rope, pools=rows, fusion=fusion)[:2]
         return q_rot, k_rot, k_pool, v_pool
-    q_rot, k_rot = rotate_qk(to_mx(q), to_mx(k), to_mx(positions), rope)
-    mx.eval(q_rot, k_rot)
+    q_rot, k_rot = rotate_qk(to_mx(q), to_mx(k), to_mx(positions), rope, fusion)
+    k_rows, v_rows = encode_kv(k_rot, to_mx(v), fusion) if fusion.fp8 else (k_rot, v)
+    mx.eval(q_rot, k_rot, k_rows, v_rows)
     keep = np.flatnonzero((host_slots >= 0) & (host_slots < k_pool.shape[0]))  # tokens that write
-    storage = host.STORAGE[dtype_name(k_rot)]
-    for pool, rows in ((k_pool, k_rot), (v_pool, v)):
+    storage = host.STORAGE[dtype_name(k_pool)]
+    for pool, rows in ((k_pool, k_rows), (v_pool, v_rows)):
         target = host.host_memory(pool, storage).reshape(pool.shape)  # a writable view of the pool
         target[host_slots[keep]] = host.host_memory(rows, storage).reshape(rows.shape)[keep]
     if isinstance(q, np.ndarray):

@@ -20,6 +20,8 @@ from functools import lru_cache
 import mlx.core as mx
 import numpy as np
 
+from . import fp8
+from .fusion import PLAIN, Fusion
 from .rope import Rope, plain
 
 
@@ -65,7 +67,10 @@ def _pair_tables(rope: Rope) -> tuple[mx.array, mx.array, mx.array]:
     return mx.array(freq), mx.array(sign), mx.array(np.array([rope.scale], np.float32))
 
 
-def _rotate_pairs(x: mx.array, cos: mx.array, sin_signed: mx.array) -> mx.array:
+def _rotate_pairs(x: mx.array, cos: mx.array, sin_signed: mx.array, dtype=None) -> mx.array:
+    """``x [T, H, D]`` rotated, rounded once to ``dtype`` (default x's; a float32 x normalised by QK-norm
+    is rounded to the input's dtype here, with its pass-through dimensions)."""
+    dtype = dtype or x.dtype
     T, H, D = x.shape
     RD = cos.shape[2] * cos.shape[3]  # rotated dimensions
     pair_shape = (T, H, 2, RD // 2) if sin_signed.shape[2] == 2 else (T, H, RD // 2, 2)  # NeoX or GPT-J
@@ -73,13 +78,62 @@ def _rotate_pairs(x: mx.array, cos: mx.array, sin_signed: mx.array) -> mx.array:
     x4 = x[..., :RD].reshape(pair_shape)  # (x_a, x_b) along the pair axis
     swapped = x4[:, :, ::-1, :] if pair_axis == 2 else x4[..., ::-1]  # (x_b, x_a)
     y = x4.astype(mx.float32) * cos + swapped.astype(mx.float32) * sin_signed  # float32
-    y = y.astype(x.dtype).reshape(T, H, RD)  # one rounding
-    return y if RD == D else mx.concatenate([y, x[..., RD:]], axis=-1)  # [T, H, D]; the rest copied
+    y = y.astype(dtype).reshape(T, H, RD)  # one rounding
+    return y if RD == D else mx.concatenate([y, x[..., RD:].astype(dtype)], axis=-1)  # [T, H, D]; the rest copied
 
 
-def rotate_qk(q: mx.array, k: mx.array, positions: mx.array, rope: Rope) -> tuple[mx.array, mx.array]:
-    """``(q_rot [T, Hq, D], k_rot [T, Hkv, D])``: the rotation alone, as :func:`rope_pool_mlx` computes it."""
-    return _rope_qk(q, k, positions, *_pair_tables(rope))
+def rotate_qk(q: mx.array, k: mx.array, positions: mx.array, rope: Rope,
+              fusion: Fusion = PLAIN) -> tuple[mx.array, mx.array]:
+    """``(q_rot [T, Hq, D], k_rot [T, Hkv, D])``: the rotation alone (after ``fusion``'s QK-norm), as
+    :func:`rope_pool_mlx` computes it."""
+    if not (fusion.qnorm or fusion.knorm):
+        return _rope_qk(q, k, positions, *_pair_tables(rope))
+    one = _ONE()
+    qw = norm_weight32(fusion.q_norm_weight) if fusion.qnorm else one
+    kw = norm_weight32(fusion.k_norm_weight) if fusion.knorm else one
+    eps = mx.array([fusion.norm_eps], mx.float32)
+    return _normed_rope_qk(fusion.qnorm, fusion.knorm)(q, k, positions, *_pair_tables(rope), qw, kw, eps)
+
+
+@lru_cache(maxsize=1)
+def _ONE() -> mx.array:
+    return mx.array([1.0], mx.float32)
+
+
+def norm_weight32(w) -> mx.array:
+    """A QK-norm weight ``[D]`` as float32 (exact from float16 and bfloat16)."""
+    return (w if isinstance(w, mx.array) else mx.array(np.asarray(w, np.float32))).astype(mx.float32)
+
+
+def rms_normed(x: mx.array, w: mx.array, eps: mx.array) -> mx.array:
+    """QK-norm of ``x [T, H, D]`` over D, float32: ``x * (1 / sqrt(mean(x**2) + eps)) * w`` (w float32 ``[D]``)."""
+    x32 = x.astype(mx.float32)
+    ss = mx.sum(x32 * x32, axis=-1, keepdims=True)  # [T, H, 1]
+    return (x32 * (1.0 / mx.sqrt(ss / x.shape[-1] + eps))) * w  # [T, H, D]
+
+
+@lru_cache(maxsize=4)
+def _normed_rope_qk(qnorm: bool, knorm: bool):
+    """The compiled QK-norm + rotation for one choice of which sides are normalised."""
+
+    def f(q, k, positions, freq, sign, scale, qw, kw, eps):
+        theta = positions.astype(mx.float32)[:, None, None, None] * freq
+        cos, sin_signed = mx.cos(theta) * scale, (mx.sin(theta) * scale) * sign
+        qx = rms_normed(q, qw, eps) if qnorm else q
+        kx = rms_normed(k, kw, eps) if knorm else k
+        return _rotate_pairs(qx, cos, sin_signed, q.dtype), _rotate_pairs(kx, cos, sin_signed, k.dtype)
+
+    return mx.compile(f)
+
+
+def encode_kv(k_rot: mx.array, v: mx.array, fusion: Fusion) -> tuple[mx.array, mx.array]:
+    """An FP8 cache's rows: the e4m3 codes (uint8 ``[T, Hkv, D]``) of ``k_rot / k_scale`` and ``v / v_scale``."""
+    return _encode_kv(k_rot, v, mx.array(fusion.inv_scales()))
+
+
+@mx.compile
+def _encode_kv(k_rot, v, inv):
+    return fp8.encode(k_rot.astype(mx.float32) * inv[0]), fp8.encode(v.astype(mx.float32) * inv[1])
 
 
 @mx.compile
@@ -233,13 +287,28 @@ def _write_block(k_pool, v_pool, k_rot, v, start):
     return _copy_block(k_pool, k_rot, start), _copy_block(v_pool, v, start)
 
 
-def rope_pool_mlx(q, k, v, positions, slots, k_pool, v_pool, *, rope_base=None, rope=None, host_slots=None):
+def write_pools(k_pool, v_pool, k_rows, v_rows, slots, host_slots):
+    """Both pools with their rows written at ``slots``: :func:`place_rows` where the slots were read on
+    the host, else :func:`scatter_rows` (guarded, on the device). Rows are moved as bits."""
+    if host_slots is None:
+        return scatter_rows(k_pool, k_rows, slots), scatter_rows(v_pool, v_rows, slots)
+    return place_rows(k_pool, v_pool, k_rows, v_rows, slots, host_slots)
+
+
+def rope_pool_mlx(q, k, v, positions, slots, k_pool, v_pool, *, rope_base=None, rope=None, host_slots=None,
+                  fusion: Fusion = PLAIN):
     """MLX-ops implementation; same arguments as the reference, validated mx.arrays.
 
     ``rope``: the :class:`~ropepool.rope.Rope` to apply (default: plain RoPE of ``rope_base``).
     ``host_slots``: the slots as a NumPy array when validation already read them, else None.
+    ``fusion``: QK-norm and FP8 (:mod:`ropepool.fusion`); the plain call takes one compiled graph.
     """
-    tables = _pair_tables(rope or plain(q.shape[-1], rope_base))  # freq, sign, scale
+    rope = rope or plain(q.shape[-1], rope_base)
+    if not fusion.plain:
+        q_rot, k_rot = rotate_qk(q, k, positions, rope, fusion)
+        k_rows, v_rows = encode_kv(k_rot, v, fusion) if fusion.fp8 else (k_rot, v)
+        return (q_rot, k_rot, *write_pools(k_pool, v_pool, k_rows, v_rows, slots, host_slots))
+    tables = _pair_tables(rope)  # freq, sign, scale
     if host_slots is None:
         return _rope_pool_device_slots(q, k, v, positions, slots, k_pool, v_pool, *tables)
     kind = write_kind(host_slots, k_pool.shape[0])

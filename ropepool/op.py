@@ -13,7 +13,8 @@ from .validation import validate
 
 def rope_pool_fused(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_heads, num_kv_heads,
                     rope_base, rotary_dim=None, is_neox=True, rope_scaling=None, max_position_embeddings=None,
-                    backend="auto", check_values=True, inplace=False):
+                    backend="auto", check_values=True, inplace=False, q_norm_weight=None, k_norm_weight=None,
+                    norm_eps=1e-6, k_scale=1.0, v_scale=1.0):
     """Rotate q and k with RoPE and write rotated k and raw v into the KV pools.
 
     By default the rotation is SGLang's: NeoX RoPE over the whole head, as in
@@ -27,7 +28,7 @@ def rope_pool_fused(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_
     k, v : ``[T, Hkv, D]``, q's dtype (float16, bfloat16 or float32)
     positions : int32 ``[T]``, each in ``[0, 2**24)``
     slots : int32 ``[T]``; token t writes pool row ``slots[t]``; ``slots[t] < 0`` writes nothing
-    k_pool, v_pool : ``[P, Hkv, D]``, q's dtype
+    k_pool, v_pool : ``[P, Hkv, D]``, q's dtype; or both uint8: an FP8 e4m3 cache (see below)
     head_dim, num_qo_heads, num_kv_heads : int, D, Hq and Hkv (Hq a multiple of Hkv)
     rope_base : float, the config's ``rope_theta``
     rotary_dim : int or None, the leading dimensions of each head that turn (None: all D);
@@ -42,6 +43,14 @@ def rope_pool_fused(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_
     inplace : bool, write the rows into ``k_pool`` and ``v_pool`` themselves, as SGLang's
         kernel does, and return those same objects (see :mod:`ropepool.inplace` for what the
         pools must be, and which backends can)
+    q_norm_weight, k_norm_weight : array ``[D]`` (float16, bfloat16 or float32) or None: QK-norm.
+        Given, each head of q (k) is RMS-normalised over D and scaled by the weight before it
+        turns, as Qwen3 does: ``x / sqrt(mean(x**2) + norm_eps) * w`` (:mod:`ropepool.fusion`)
+    norm_eps : float > 0, QK-norm's epsilon (the model's ``rms_norm_eps``)
+    k_scale, v_scale : float > 0, per-tensor FP8 scales (vLLM's): with uint8 pools each written
+        row holds the e4m3 codes (:mod:`ropepool.fp8`) of ``k_rot * float32(1 / k_scale)`` and
+        ``v * float32(1 / v_scale)``, rounded to nearest even, saturated to ±448, NaN kept NaN.
+        Must be 1.0 with float pools. q_rot and k_rot keep q's dtype either way
 
     Returns
     -------
@@ -69,21 +78,24 @@ def rope_pool_fused(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_
     >>> k_pool.shape
     (5, 2, 8)
     """
-    host_slots = validate(q, k, v, positions, slots, k_pool, v_pool, head_dim=head_dim,
-                          num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads, rope_base=rope_base,
-                          check_values=check_values, inplace=inplace)
+    host_slots, fusion = validate(q, k, v, positions, slots, k_pool, v_pool, head_dim=head_dim,
+                                  num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads, rope_base=rope_base,
+                                  check_values=check_values, inplace=inplace, q_norm_weight=q_norm_weight,
+                                  k_norm_weight=k_norm_weight, norm_eps=norm_eps, k_scale=k_scale, v_scale=v_scale)
     rope = rope_table(head_dim, rope_base, rotary_dim=rotary_dim, is_neox=is_neox, rope_scaling=rope_scaling,
                       max_position_embeddings=max_position_embeddings)
     name, impl = resolve(backend, inplace)  # after the inputs: every check runs in the catalog's order
     q, k, v, positions, slots = (native(x) for x in (q, k, v, positions, slots))  # any NumPy layout or byte order
     if inplace:
-        return rope_pool_inplace(name, q, k, v, positions, slots, k_pool, v_pool, rope=rope, host_slots=host_slots)
+        return rope_pool_inplace(name, q, k, v, positions, slots, k_pool, v_pool, rope=rope, host_slots=host_slots,
+                                 fusion=fusion)
     if name in INPLACE_BACKENDS and all(isinstance(x, np.ndarray) for x in (q, k_pool, v_pool)):
         # NumPy in, NumPy out: one copy of each pool (the caller's stay as they were), rows written into it
         k_new, v_new = (_fresh_copy(p) for p in (k_pool, v_pool))
-        return rope_pool_inplace(name, q, k, v, positions, slots, k_new, v_new, rope=rope, host_slots=host_slots)
+        return rope_pool_inplace(name, q, k, v, positions, slots, k_new, v_new, rope=rope, host_slots=host_slots,
+                                 fusion=fusion)
     args = [to_mx(native(x)) for x in (q, k, v, positions, slots, k_pool, v_pool)]
-    out = impl(*args, rope=rope, host_slots=host_slots)
+    out = impl(*args, rope=rope, host_slots=host_slots, fusion=fusion)
     if isinstance(q, np.ndarray):
         return tuple(to_numpy(o) for o in out)
     return out

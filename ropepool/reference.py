@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._arrays import to_numpy
+from ._arrays import dtype_name, to_numpy
+from .fp8 import MAX as E4M3_MAX
+from .fp8 import NAN_CODE, decode_table
 from .rope import Rope, plain, rope_table
 
 
@@ -66,8 +68,57 @@ def write_rows(pool, rows, slots) -> np.ndarray:
     return out
 
 
+def rms_norm(x, weight, eps: float) -> np.ndarray:
+    """Qwen3's per-head RMSNorm of ``x [T, H, D]`` over D, times ``weight [D]``, in float64:
+    ``x / sqrt(mean(x**2) + eps) * weight``."""
+    x = to_numpy(x, np.float64)
+    w = to_numpy(weight, np.float64)
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w  # [T, H, D]
+
+
+def encode_e4m3(x) -> np.ndarray:
+    """The e4m3 code (uint8, same shape) of each float32 value of ``x``, by search, not bit tricks.
+
+    The nearest of the 127 non-negative finite codes to ``|x|`` (float64 midpoints, exact for float32
+    input), a tie going to the even code; ``|x| > 448`` saturates to 448; NaN gives ``0x7F``; the sign
+    bit is ``x``'s (see :mod:`ropepool.fp8`).
+    """
+    x = np.asarray(x, np.float32)
+    with np.errstate(invalid="ignore"):  # NaN compares false: its code is set below
+        return _encode_e4m3(x)
+
+
+def _encode_e4m3(x: np.ndarray) -> np.ndarray:
+    values = decode_table()[:0x7F].astype(np.float64)  # codes 0..0x7E, increasing
+    mag = np.minimum(np.abs(x.astype(np.float64)), E4M3_MAX)
+    hi = np.clip(np.searchsorted(values, mag), 1, 0x7E)  # values[hi - 1] < mag <= values[hi] (or the ends)
+    lo = hi - 1
+    d_lo, d_hi = mag - values[lo], values[hi] - mag
+    code = np.where(d_lo < d_hi, lo, np.where(d_hi < d_lo, hi, np.where(lo % 2 == 0, lo, hi)))
+    code = np.where(np.isnan(x), NAN_CODE, code)
+    sign = np.signbit(x).astype(np.int64) << 7
+    return (code | sign).astype(np.uint8)
+
+
+def quantize_rows(rows, scale: float) -> np.ndarray:
+    """An FP8 pool's bits for ``rows`` (any float dtype): e4m3 of ``float32(rows) * float32(1 / scale)``."""
+    inv = np.float32(1.0 / scale)
+    return encode_e4m3(to_numpy(rows, np.float32) * inv)
+
+
 #: The op's keywords that choose the rotation, beyond rope_base (see :func:`ropepool.rope.rope_table`).
 ROPE_KEYWORDS = ("rotary_dim", "is_neox", "rope_scaling", "max_position_embeddings")
+#: The op's keywords for QK-norm and the FP8 cache (:mod:`ropepool.fusion`), which the reference takes too.
+FUSION_KEYWORDS = ("q_norm_weight", "k_norm_weight", "norm_eps", "k_scale", "v_scale")
+
+
+def _rounded(x: np.ndarray, dtype: str) -> np.ndarray:
+    """float64 ``x`` rounded to ``dtype`` (float16, bfloat16 or float32), as float32."""
+    if dtype == "bfloat16":
+        import mlx.core as mx
+
+        return np.array(mx.array(x.astype(np.float32)).astype(mx.bfloat16).astype(mx.float32))
+    return x.astype(dtype).astype(np.float32)
 
 
 def rope_of(kw: dict) -> Rope:
@@ -75,7 +126,9 @@ def rope_of(kw: dict) -> Rope:
     return rope_table(kw["head_dim"], kw["rope_base"], **{n: kw[n] for n in ROPE_KEYWORDS if n in kw})
 
 
-def rope_pool_reference(q, k, v, positions, slots, k_pool, v_pool, *, rope_base: float, **variant):
+def rope_pool_reference(q, k, v, positions, slots, k_pool, v_pool, *, rope_base: float, q_norm_weight=None,
+                        k_norm_weight=None, norm_eps: float = 1e-6, k_scale: float = 1.0, v_scale: float = 1.0,
+                        **variant):
     """Float64 reference of ``rope_pool_fused`` (no validation: give it valid input).
 
     Parameters
@@ -85,12 +138,18 @@ def rope_pool_reference(q, k, v, positions, slots, k_pool, v_pool, *, rope_base:
     positions, slots : integer array ``[T]``
     k_pool, v_pool : array ``[P, Hkv, D]``
     rope_base : float
+    q_norm_weight, k_norm_weight : array ``[D]`` or None; given, q (k) is first normalised per
+        head by :func:`rms_norm` with ``norm_eps``, then rotated
     variant : the op's ``rotary_dim``, ``is_neox``, ``rope_scaling``, ``max_position_embeddings``
         (see :func:`ropepool.rope.rope_table`)
 
     Returns
     -------
-    (q_rot, k_rot, k_pool_new, v_pool_new) : float64 NumPy arrays of the input shapes.
+    (q_rot, k_rot, k_pool_new, v_pool_new) : float64 NumPy arrays of the input shapes. uint8 pools
+    (FP8) come back as uint8 codes: :func:`quantize_rows` of k_rot rounded to q's dtype (over
+    ``k_scale``) and of v (over ``v_scale``). The op's own k_rot may round the other way where it
+    lies within its bound of a rounding boundary, so tests compare the op's FP8 pool with
+    :func:`quantize_rows` of the op's k_rot.
 
     Example
     -------
@@ -102,8 +161,16 @@ def rope_pool_reference(q, k, v, positions, slots, k_pool, v_pool, *, rope_base:
     (True, True)
     """
     rope = rope_table(np.shape(q)[-1], rope_base, **variant)
+    if q_norm_weight is not None:
+        q = rms_norm(q, q_norm_weight, norm_eps)  # [T, Hq, D]
+    if k_norm_weight is not None:
+        k = rms_norm(k, k_norm_weight, norm_eps)  # [T, Hkv, D]
     q_rot = rotate(q, positions, rope)  # [T, Hq, D]
     k_rot = rotate(k, positions, rope)  # [T, Hkv, D]
+    if dtype_name(k_pool) == "uint8":  # an FP8 cache
+        k_codes = quantize_rows(_rounded(k_rot, dtype_name(q)), k_scale)
+        return q_rot, k_rot, write_rows(to_numpy(k_pool), k_codes, slots), write_rows(to_numpy(v_pool),
+                                                                                     quantize_rows(v, v_scale), slots)
     k_pool_new = write_rows(to_numpy(k_pool, np.float64), k_rot, slots)  # [P, Hkv, D]
     v_pool_new = write_rows(to_numpy(v_pool, np.float64), to_numpy(v, np.float64), slots)
     return q_rot, k_rot, k_pool_new, v_pool_new

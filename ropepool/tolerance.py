@@ -14,7 +14,15 @@ pair has length ``r`` differs from the reference by at most about::
   8,192 and for bfloat16 past about 65,536 positions. Near 2**24 the angle is meaningless.
 
 A scaled rotation (:class:`ropepool.rope.Rope` with a cos/sin scale) multiplies ``r`` by the
-scale. Two float32 implementations of one rotation (ropepool and mlx-lm) each lie within the
+scale.
+
+QK-norm (``q_norm_weight``, ``k_norm_weight``) rotates ``n = x * s * w`` with
+``s = 1 / sqrt(mean(x**2) + eps)``, all in float32, so ``r`` is a pair length of ``n`` (the float64
+:func:`ropepool.reference.rms_norm` of the input) and ``n`` itself carries a relative error: the sum
+of D positive squares up to ``D/2`` float32 ulps (``D * 2**-24``, whatever order it is summed in),
+then about six more roundings (the division by D, + eps, sqrt, 1/x, the two products), each
+``2**-24``. Hence one more term, ``r * (D + 16) * 2**-24`` (:func:`norm_term`), a little over
+twice that: at D = 128 about ``2**-17``, below float16's rounding and above float32's. Two float32 implementations of one rotation (ropepool and mlx-lm) each lie within the
 bound of the float64 reference, so within twice the bound of each other.
 ``tests/test_properties.py`` measures how the error grows with position. Tests, the check CLI,
 the widgets, the notebooks and the benchmarks take their tolerances from this module.
@@ -39,8 +47,15 @@ def pair_norms(x, rope=None) -> np.ndarray:
     return np.hypot(x[..., a], x[..., b]) * max(rope.scale, 1.0)
 
 
-def error_bound(dtype: str, positions, scale=1.0) -> np.ndarray:
+def norm_term(head_dim: int) -> float:
+    """QK-norm's relative error bound in float32 over a head of ``head_dim``: ``(D + 16) * 2**-24``
+    (0 for ``head_dim=0``: no norm)."""
+    return (head_dim + 16) * 2.0**-24 if head_dim else 0.0
+
+
+def error_bound(dtype: str, positions, scale=1.0, norm_dim: int = 0) -> np.ndarray:
     """``scale * (2 eps + 2**-22 * (p + 1))`` at each position ``p``; ``scale`` is the pair length r.
+    With ``norm_dim`` (QK-norm over heads of that size) plus ``scale * norm_term(norm_dim)``.
 
     Example
     -------
@@ -48,14 +63,15 @@ def error_bound(dtype: str, positions, scale=1.0) -> np.ndarray:
     True
     """
     p = np.asarray(positions, np.float64)
-    return np.asarray(scale, np.float64) * (2 * EPS[dtype] + 2.0**-22 * (p + 1))
+    return np.asarray(scale, np.float64) * (2 * EPS[dtype] + 2.0**-22 * (p + 1) + norm_term(norm_dim))
 
 
-def allclose_tolerance(dtype: str, positions, *rotated, rope=None) -> dict:
+def allclose_tolerance(dtype: str, positions, *rotated, rope=None, norm_dim: int = 0) -> dict:
     """``{"rtol": 0, "atol": bound}`` for comparing a call's outputs with the float64 reference
     elementwise (``check_close(got, want, **allclose_tolerance(...))``): the bound at the largest
     of ``positions`` for the longest pair in ``rotated`` (the q and k the call rotated, ``[..., D]``).
-    One number for every element, so looser than :func:`error_ratio`'s bound per token.
+    One number for every element, so looser than :func:`error_ratio`'s bound per token. Under
+    QK-norm pass the normalised inputs (:func:`ropepool.reference.rms_norm`) and ``norm_dim=D``.
 
     Example
     -------
@@ -64,14 +80,15 @@ def allclose_tolerance(dtype: str, positions, *rotated, rope=None) -> dict:
     """
     r = max((float(pair_norms(x, rope).max(initial=0.0)) for x in rotated), default=0.0)
     p = float(np.max(np.asarray(positions, np.float64), initial=0.0))
-    return {"rtol": 0.0, "atol": float(error_bound(dtype, p, r))}
+    return {"rtol": 0.0, "atol": float(error_bound(dtype, p, r, norm_dim))}
 
 
-def error_ratio(got, want, x, positions, dtype: str, rope=None) -> float:
+def error_ratio(got, want, x, positions, dtype: str, rope=None, norm_dim: int = 0) -> float:
     """The worst ``|got - want| / bound`` over a rotated ``[T, H, D]`` output; <= 1 is within tolerance.
 
     ``x`` is the input that was rotated (its pair lengths set the bound of each token), ``want``
-    the float64 reference, ``rope`` the rotation applied (default: plain NeoX). NaN anywhere gives
+    the float64 reference, ``rope`` the rotation applied (default: plain NeoX). Under QK-norm ``x``
+    is the normalised input and ``norm_dim`` the head size (:func:`norm_term`). NaN anywhere gives
     ``inf``.
     """
     got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
@@ -79,7 +96,7 @@ def error_ratio(got, want, x, positions, dtype: str, rope=None) -> float:
         return 0.0
     norms = pair_norms(x, rope)  # [T, H, pairs]
     r = np.maximum(norms.max(axis=(1, 2)), np.abs(x).max(axis=(1, 2)))  # [T]: largest pair, or copied element
-    bound = error_bound(dtype, positions, r) + 1e-12  # [T]
+    bound = error_bound(dtype, positions, r, norm_dim) + 1e-12  # [T]
     err = np.abs(got - want).max(axis=(1, 2))  # [T]
     if np.isnan(err).any():
         return float("inf")

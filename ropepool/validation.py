@@ -13,6 +13,7 @@ import numpy as np
 from ._arrays import FLOAT_DTYPES, dtype_name, is_array, to_numpy
 from ._scalars import check_types, finite_float
 from .errors import fail
+from .fusion import PLAIN, Fusion
 from .inplace import input_overlapping_pools, pool_problem, pools_overlap
 from .rope import MAX_POSITION, plain
 
@@ -43,13 +44,15 @@ def _k_shape_hint(k_shape, T, num_qo_heads, num_kv_heads, head_dim) -> str:
 
 
 def validate(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_heads, num_kv_heads,
-             rope_base, check_values=True, inplace=False) -> np.ndarray | None:
-    """Raise :class:`RopePoolError` for the first problem found.
+             rope_base, check_values=True, inplace=False, q_norm_weight=None, k_norm_weight=None,
+             norm_eps=1e-6, k_scale=1.0, v_scale=1.0) -> tuple[np.ndarray | None, Fusion]:
+    """Raise :class:`RopePoolError` for the first problem found; else ``(host_slots, fusion)``.
 
     With ``check_values`` the values of positions and slots are checked too (range,
     duplicates); that reads them on the host, a synchronisation for lazy MLX arrays, and
-    the slots so read are returned (int64 ``[T]``) for the write to use. Else returns None.
+    the slots so read are ``host_slots`` (int64 ``[T]``) for the write to use; else None.
     With ``inplace`` the pools must be writable in place (:mod:`ropepool.inplace`).
+    ``fusion`` holds the call's QK-norm and FP8 settings (:mod:`ropepool.fusion`).
     """
     named = dict(q=q, k=k, v=v, positions=positions, slots=slots, k_pool=k_pool, v_pool=v_pool)
     for name, x in named.items():
@@ -106,7 +109,12 @@ def validate(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_head
     if not dt["q"] == dt["k"] == dt["v"]:
         raise fail("qkv_dtype", expected="one dtype for q, k, v", got=f"q {dt['q']}, k {dt['k']}, v {dt['v']}",
                    hint=f"cast k and v to {dt['q']} (or all three to the pool's dtype).")
-    if not dt["k_pool"] == dt["v_pool"] == dt["q"]:
+    fp8 = "uint8" in (dt["k_pool"], dt["v_pool"])
+    if fp8 and not dt["k_pool"] == dt["v_pool"]:
+        raise fail("fp8_pool_dtype", k_pool=dt["k_pool"], v_pool=dt["v_pool"], expected="k_pool and v_pool both uint8 (e4m3 codes)",
+                   got=f"k_pool {dt['k_pool']}, v_pool {dt['v_pool']}",
+                   hint="an FP8 cache keeps both pools as uint8: allocate v_pool like k_pool.")
+    if not fp8 and not dt["k_pool"] == dt["v_pool"] == dt["q"]:
         raise fail("pool_dtype", expected=f"pools in {dt['q']}", got=f"k_pool {dt['k_pool']}, v_pool {dt['v_pool']}",
                    hint="allocate the pools in the activations' dtype; this op does not convert or quantize.")
 
@@ -137,6 +145,7 @@ def validate(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_head
         raise fail("rope_base", expected="a finite rope_base > 0, e.g. 10000.0 or 500000.0", got=repr(rope_base),
                    hint="pass config.rope_theta (10000.0 where the config has none).")
     _validate_frequencies(head_dim, base)
+    fusion = _validate_fusion(q_norm_weight, k_norm_weight, norm_eps, k_scale, v_scale, head_dim, fp8)
     host_slots = None
     if check_values:
         host_slots = to_numpy(slots, np.int64)
@@ -144,7 +153,44 @@ def validate(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_head
     if inplace:
         _validate_inplace(k_pool, v_pool)
         _validate_inplace_inputs(named)
-    return host_slots
+    return host_slots, fusion
+
+
+def _validate_fusion(q_norm_weight, k_norm_weight, norm_eps, k_scale, v_scale, head_dim: int, fp8: bool) -> Fusion:
+    """QK-norm's weights and eps, the FP8 scales; the :class:`Fusion` they describe."""
+    if (q_norm_weight is None and k_norm_weight is None and not fp8 and type(norm_eps) is float
+            and type(k_scale) is float and type(v_scale) is float
+            and norm_eps == 1e-6 and k_scale == 1.0 and v_scale == 1.0):  # the common call, cheaply
+        return PLAIN
+    for name, w in (("q_norm_weight", q_norm_weight), ("k_norm_weight", k_norm_weight)):
+        if w is None:
+            continue
+        if not is_array(w):
+            raise fail("not_an_array", name=name, kind=type(w).__name__, expected="mx.array or np.ndarray",
+                       got=type(w).__name__, hint=f"pass the norm's weight array (attn.{name[0]}_norm.weight).")
+        if tuple(w.shape) != (head_dim,):
+            raise fail("norm_weight_shape", name=name, head_dim=head_dim, expected=f"[{head_dim}] = [D]",
+                       got=tuple(w.shape),
+                       hint="QK-norm normalises each head over head_dim: pass the per-head RMSNorm weight "
+                            "(Qwen3's q_norm.weight), not a norm over the whole hidden size.")
+        if dtype_name(w) not in FLOAT_DTYPES:
+            raise fail("norm_weight_dtype", name=name, expected="float16, bfloat16 or float32", got=dtype_name(w),
+                       hint="cast the weight to float32 (NumPy defaults to float64).")
+    eps = finite_float(norm_eps)
+    if eps is None or eps <= 0:
+        raise fail("norm_eps", expected="a finite norm_eps > 0, e.g. 1e-6", got=repr(norm_eps),
+                   hint="pass the model's rms_norm_eps (Qwen3: 1e-6).")
+    for name, scale in (("k_scale", k_scale), ("v_scale", v_scale)):
+        x = finite_float(scale)
+        if x is None or x <= 0 or not 2.0**-126 <= 1.0 / x < 2.0**127:  # 1/scale a normal float32
+            raise fail("kv_scale", name=name, expected=f"a finite {name} > 0 (1.0: the values as they are)",
+                       got=repr(scale), hint=f"{name} divides the values before FP8 rounding: use the "
+                                             "checkpoint's scale, or 1.0.")
+        if not fp8 and x != 1.0:
+            raise fail("kv_scale", name=name, expected=f"{name}=1.0 with float pools", got=repr(scale),
+                       hint="k_scale and v_scale scale an FP8 (uint8) cache; float pools store the values "
+                            "as they are. Allocate uint8 pools for FP8, or leave the scales at 1.0.")
+    return Fusion(q_norm_weight, k_norm_weight, eps, fp8, float(k_scale), float(v_scale))
 
 
 def _validate_frequencies(head_dim: int, rope_base: float) -> None:

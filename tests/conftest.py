@@ -34,11 +34,11 @@ def backend(request):
     return request.param
 
 
-# The real model's three long runs (notebook 08 under nbmake and in the browser, and the fixture of
+# The real model's long runs (notebooks 08 and 09 under nbmake and in the browser, and the fixture of
 # tests/test_smollm2.py) each take a minute or more. Collected last, one of them would end the run
 # alone on one worker while the other sat idle; started first, on different workers, the short
 # tests fill in around them.
-SLOWEST = ("08_a_real_model.ipynb", "tests/test_smollm2.py::")
+SLOWEST = ("08_a_real_model.ipynb", "09_why_slots.ipynb", "tests/test_smollm2.py::")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -61,7 +61,10 @@ struct uint3 { uint x, y, z; };
 namespace metal { namespace precise {
 inline float cos(float x) { return std::cos(x); }
 inline float sin(float x) { return std::sin(x); }
+inline float sqrt(float x) { return std::sqrt(x); }
+inline float divide(float x, float y) { return x / y; }
 } }
+template <typename T> inline T as_type(float x) { T t; std::memcpy(&t, &x, sizeof t); return t; }
 using namespace metal;
 typedef _Float16 float16_t;
 """ + ROUND_BF16 + """
@@ -90,6 +93,8 @@ inline float __half2float(__half h) { return float(h.v); }
 inline __half __float2half_rn(float x) { return __half{(_Float16)x}; }
 inline float __bfloat162float(__nv_bfloat16 b) { return mock_bf16_float(b.bits); }
 inline __nv_bfloat16 __float2bfloat16_rn(float x) { return __nv_bfloat16{mock_bf16_bits(x)}; }
+inline unsigned int __float_as_uint(float x) { unsigned int u; std::memcpy(&u, &x, 4); return u; }
+// sqrtf: the C library's, through <cmath>
 namespace cooperative_groups {}
 namespace mlx { namespace core { namespace cu {
 using Shape = std::array<int32_t, 8>;
@@ -214,3 +219,75 @@ def test_generated_kernel_matches_reference(built, name, T, Hq, Hkv, D, variant,
         assert np.all(np.abs(got - want) <= tol), f"{backend} {n}_rot: max error {np.nanmax(np.abs(got - want))}"
         rest = slice(rope.rotary_dim, None)  # the pass-through dimensions: copied bit for bit
         assert np.array_equal(out[n][..., rest], store[n][..., rest]), f"{backend} {n}_rot changed unrotated dims"
+
+
+# --- The QK-norm + FP8 kernel text, as nvrtc.kernel_text assembles it for mx.fast.cuda_kernel -------
+
+def test_generated_cuda_qk_norm_fp8_kernel_matches_reference(tmp_path):
+    """The exact CUDA text of the QK-norm + FP8 variant (its #define lines, inputs and uint8 outputs),
+    compiled by g++ against the stand-ins and run over whole blocks: q_rot and k_rot within the
+    normalised bound of the reference, k_fp8 and v_fp8 the reference codes of k_rot and v."""
+    from ropepool.kernels import nvrtc
+    from ropepool.reference import quantize_rows, rms_norm
+
+    T, Hq, Hkv, D, dtype = 3, 4, 2, 16, "float16"
+    variant = source.Variant(qnorm=True, knorm=True, fp8=True)
+    kt = nvrtc.kernel_text(dtype, Hq, Hkv, D, variant=variant)
+    (tmp_path / "cuda_fp16.h").write_text("// stand-in\n")
+    (tmp_path / "cuda_bf16.h").write_text("// stand-in\n")
+    (tmp_path / "cooperative_groups.h").write_text("// stand-in\n")
+    utils = tmp_path / "mlx" / "backend" / "cuda" / "device" / "utils.cuh"
+    utils.parent.mkdir(parents=True)
+    utils.write_text("// stand-in: CUDA_PRELUDE declares what the signature names\n")
+    types = {"input": [], "output": []}
+    ctype = {"float16": "__half", "float32": "float", "int32": "int32_t", "uint8": "uint8_t"}
+    dtypes = {**source.INPUT_DTYPES, **source.OUTPUT_DTYPES}
+    args = []
+    for n, (name, kind) in enumerate(kt.params):
+        if kind == "shape":
+            args.append("shape")
+            continue
+        t = ctype[dtype if dtypes[name] == "DType" else dtypes[name]]
+        args.append(f"({'const ' if kind == 'input' else ''}{t}*)ptrs[{n}]")
+    launch = f"""
+extern "C" void launch(unsigned grid, unsigned block, void** ptrs, int T) {{
+  mlx::core::cu::Shape shape{{}};
+  shape[0] = T;
+  blockDim = mock_dim3{{block, 1, 1}};
+  for (unsigned b = 0; b < (grid + block - 1) / block; ++b)
+    for (unsigned i = 0; i < block; ++i) {{
+      blockIdx = mock_dim3{{b, 0, 0}};
+      threadIdx = mock_dim3{{i, 0, 0}};
+      mlx::core::cu::{kt.name}({", ".join(args)});
+    }}
+}}
+"""
+    src = tmp_path / "fused.cpp"
+    src.write_text(CUDA_PRELUDE + kt.text + launch)
+    lib = tmp_path / "fused.so"
+    proc = subprocess.run([emulator.compiler(), "-std=c++17", "-O1", "-shared", "-fPIC", "-Wno-attributes",
+                           f"-I{tmp_path}", "-o", str(lib), str(src)], capture_output=True, text=True)
+    assert proc.returncode == 0, f"the generated QK-norm + FP8 CUDA source does not compile:\n{proc.stderr[-3000:]}"
+    fn = ctypes.CDLL(str(lib)).launch
+    fn.argtypes = [ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p, ctypes.c_int]
+    rng = np.random.default_rng(5)
+    q, k, v = (rng.standard_normal((T, h, D)).astype(np.float16) * 4 for h in (Hq, Hkv, Hkv))
+    positions = np.array([0, 9, 300], np.int32)
+    rope = rope_table(D, 10000.0)
+    qw, kw = rng.uniform(0.5, 1.5, D).astype(np.float32), rng.uniform(0.5, 1.5, D).astype(np.float32)
+    buffers = {"q": q, "k": k, "positions": positions, "inv_freq": np.ascontiguousarray(rope.inv_freq32()),
+               "cos_sin_scale": np.array([rope.scale], np.float32), "q_norm_weight": qw, "k_norm_weight": kw,
+               "norm_eps": np.array([1e-6], np.float32), "v": v,
+               "kv_inv_scale": np.array([1 / 0.5, 1 / 2.0], np.float32),
+               "q_rot": np.full_like(q, np.nan), "k_rot": np.full_like(k, np.nan),
+               "k_fp8": np.full(k.shape, 0xAA, np.uint8), "v_fp8": np.full(k.shape, 0xAA, np.uint8)}
+    ptrs = (ctypes.c_void_p * len(kt.params))(*(buffers[name].ctypes.data if kind != "shape" else None
+                                                for name, kind in kt.params))
+    fn(source.grid_size(T, Hq, Hkv, D), source.BLOCK, ptrs, T)
+    for x, w, out in ((q, qw, buffers["q_rot"]), (k, kw, buffers["k_rot"])):
+        normed = rms_norm(x, w, 1e-6)
+        want = rotate(normed, positions, rope)
+        tol = error_bound(dtype, positions.max(), 2 * np.abs(normed).max(), norm_dim=D)
+        assert np.all(np.abs(out.astype(np.float64) - want) <= tol)
+    assert np.array_equal(buffers["k_fp8"], quantize_rows(buffers["k_rot"], 0.5))
+    assert np.array_equal(buffers["v_fp8"], quantize_rows(v, 2.0))

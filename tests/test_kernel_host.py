@@ -94,7 +94,8 @@ def _run_entry(fn, Hq, Hkv, D, rope):
     arrays = [np.array(a) for a in inputs(2, Hq, Hkv, D, "float32")]  # q, k, positions
     q_rot, k_rot = np.full_like(arrays[0], np.nan), np.full_like(arrays[1], np.nan)
     ptrs = [a.ctypes.data for a in (*arrays, *host._tables(rope)[:2], q_rot, k_rot)]
-    ran = fn(0, 2, Hq, Hkv, D, rope.rotary_dim, int(rope.is_neox), *ptrs, 1, 0, None, None, None, None, 0)
+    ran = fn(0, 2, Hq, Hkv, D, rope.rotary_dim, int(rope.is_neox), *ptrs, 1, 0, None, None, None, None, 0,
+             0, 0, None, None, None, 0, None, None, None)  # no QK-norm, no FP8
     return ran, q_rot, k_rot
 
 

@@ -92,6 +92,32 @@ def test_nvrtc_compiles_every_specialisation_clean(arch, both_archs_at_once):
     assert not problems, "\n".join(problems)
 
 
+# QK-norm and the FP8 cache: each a kernel text of its own (its #define lines, its inputs and outputs).
+FUSED_VARIANTS = {"qk-norm": source.Variant(True, True), "q-norm only": source.Variant(qnorm=True),
+                  "fp8": source.Variant(fp8=True), "qk-norm+fp8": source.Variant(True, True, True)}
+# Qwen3-0.6B's heads (16 q, 8 kv, D 128) and the smallest corner.
+FUSED_CASES = [(16, 8, 128, 128, True), (2, 1, 2, 2, True)]
+
+
+def test_nvrtc_compiles_the_fused_variants_clean():
+    """QK-norm, FP8 and both, every dtype, with and without the in-kernel pool write, for sm_90:
+    a cubin, no warning, no spill; the FP8 text names the uint8 code outputs."""
+    specs = tuple((dt, *case, wp, v) for dt in DTYPES for case in FUSED_CASES for wp in (False, True)
+                  for v in FUSED_VARIANTS.values())
+    programs = nvrtc.compile_specialisations(specs, "sm_90")
+    assert len(programs) == len(FUSED_VARIANTS)  # one program per variant's prologue
+    problems = []
+    for compiled in programs:
+        assert compiled.cubin[:4] == b"\x7fELF"
+        problems += [f"warning: {w}" for w in compiled.warnings]
+        problems += [f"{name}: spills" for name, r in compiled.resources.items() if r.spills]
+    assert not problems, "\n".join(problems)
+    fp8 = nvrtc.kernel_text("bfloat16", 16, 8, 128, variant=FUSED_VARIANTS["qk-norm+fp8"], write_pool=True)
+    assert "    uint8_t* k_fp8" in fp8.kernel and "    uint8_t* k_pool" in fp8.kernel
+    assert fp8.prologue.startswith(nvrtc.DEFAULT_HEADER + "#define RP_QK_NORM\n")
+    assert [p for p, _ in fp8.params][6:11] == ["q_norm_weight", "k_norm_weight", "norm_eps", "v", "kv_inv_scale"]
+
+
 def test_nvrtc_full_text_alone_compiles_the_same(both_archs_at_once):
     """The whole text MLX compiles for one specialisation, alone in its program: no warning, and
     the same code (registers, spills, stack) as in the batched program."""

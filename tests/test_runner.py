@@ -40,18 +40,19 @@ def test_a_chunk_after_a_cached_prefix_beside_decode_and_prefill(name, backend):
     a, b, c = request(0, A, SLOTS["a"]), request(1, B, SLOTS["b"]), request(2, C, SLOTS["c"])
 
     first = Batch()
-    first.add(a, A[:5])
-    first.add(b, B)
+    first.add(a, 5)  # A's first chunk
+    first.add(b, len(B))
     logits = np.array(runner.run(first))
     np.testing.assert_allclose(logits[0], last_logits(model, A[:5]), **ENGINE_LOGITS_FLOAT32)
     np.testing.assert_allclose(logits[1], last_logits(model, B), **ENGINE_LOGITS_FLOAT32)
     a.num_cached, b.num_cached = 5, 3
     nxt = int(logits[1].argmax())
+    b.tokens.append(nxt)
 
     second = Batch()
-    second.add(b, [nxt])  # decode: 1 token at position 3
-    second.add(a, A[5:])  # the rest of A's prompt at positions 5..8, over its 5 cached rows
-    second.add(c, C)
+    second.add(b, 1)  # decode: 1 token at position 3
+    second.add(a, 4)  # the rest of A's prompt at positions 5..8, over its 5 cached rows
+    second.add(c, len(C))
     logits = np.array(runner.run(second))
     np.testing.assert_allclose(logits[0], last_logits(model, B + [nxt]), **ENGINE_LOGITS_FLOAT32)
     np.testing.assert_allclose(logits[1], last_logits(model, A), **ENGINE_LOGITS_FLOAT32)
@@ -62,9 +63,10 @@ def test_the_step_context_is_built_once_per_step():
     """Rows, mask and the query/output maps of a mixed step, read back."""
     a, b = request(0, A, SLOTS["a"]), request(1, B, SLOTS["b"])
     a.num_cached, b.num_cached = 5, 3
+    b.tokens.append(7)
     batch = Batch()
-    batch.add(b, [7])
-    batch.add(a, A[5:7])
+    batch.add(b, 1)
+    batch.add(a, 2)
     ctx = StepContext.of(batch)
     assert ctx.positions.tolist() == [3, 5, 6] and ctx.slots.tolist() == [12, 22, 0]
     assert ctx.rows.tolist() == [[5, 6, 11, 12, 5, 5, 5], SLOTS["a"][:7]]  # b padded with its first row
@@ -78,9 +80,11 @@ def test_the_step_context_is_built_once_per_step():
 def test_decode_steps_need_no_maps():
     a, b = request(0, A, SLOTS["a"]), request(1, B, SLOTS["b"])
     a.num_cached, b.num_cached = 8, 3
+    a.tokens.append(1)
+    b.tokens.append(2)
     batch = Batch()
-    batch.add(a, [1])
-    batch.add(b, [2])
+    batch.add(a, 1)
+    batch.add(b, 1)
     ctx = StepContext.of(batch)
     assert ctx.queries is None and ctx.outputs is None
     assert np.array(ctx.mask)[:, 0, 0].tolist() == [[True] * 9, [True] * 4 + [False] * 5]

@@ -23,9 +23,9 @@ def tiny():
 
 
 def engine_after_one_step():
-    engine = Engine(tiny(), pool_rows=8)
-    engine.add_request([1, 2, 3], 3)  # 5 rows: 0..4, 3 written after step 1
-    engine.add_request([4, 5], 4)  # 5 rows: waits
+    engine = Engine(tiny(), pool_rows=8, max_step_tokens=3, prefix_cache=False)
+    engine.add_request([1, 2, 3, 4, 5], 3)  # 5 prompt rows: 0..4, 3 written in step 1, 2 in step 2
+    engine.add_request([6, 7, 8, 9], 4)  # 4 rows: waits
     engine.step()
     return engine
 
@@ -35,7 +35,7 @@ def test_owners_written_and_slot_tables():
     np.testing.assert_array_equal(V.pool_owners(e), [0, 0, 0, 0, 0, FREE, FREE, FREE])
     np.testing.assert_array_equal(V.pool_written(e), [1, 1, 1, 0, 0, 0, 0, 0])
     lines = V.slot_tables(e).splitlines()
-    assert lines[0].startswith("request 0: running  1/3 new tokens") and lines[0].endswith("[0, 1, 2] | [3, 4]")
+    assert lines[0].startswith("request 0: running  0/3 new tokens") and lines[0].endswith("[0, 1, 2] | [3, 4]")
     assert lines[1].startswith("request 1: waiting") and lines[1].endswith("slot table -")
 
 
@@ -66,7 +66,7 @@ def test_plot_pool_steps_one_panel_per_snapshot():
     np.testing.assert_allclose(image(fig, "k_pool step 2"), rows_image(second.k_pool))
     np.testing.assert_array_equal(image(fig, "owners step 1")[:, 0], [1, 1, 1, 1, 1, 0, 0, 0])
     hatched = {a.get_gid() for ax in fig.axes for a in ax.patches if a.get_gid()}
-    assert hatched == {"held 1 3", "held 1 4", "held 2 4"}
+    assert hatched == {"held 1 3", "held 1 4"}  # the prompt's second chunk, written in step 2
     assert not np.shares_memory(first.k_pool, second.k_pool) and not np.array_equal(first.k_pool, second.k_pool)
 
 
@@ -78,13 +78,13 @@ def test_plot_timeline_without_labels_for_a_large_pool():
 
 def test_answers_so_far_and_the_stream_table():
     e = Engine(tiny(), pool_rows=8)
-    e.add_request([1, 2, 3, 4], 2)  # 5 rows
-    e.add_request([5, 6], 2)  # 3 rows: fits beside it
-    e.add_request([7], 1)  # 1 row: waits
+    reqs = [e.add_request([1, 2, 3, 4], 2),  # 4 prompt rows
+            e.add_request([5, 6], 2),  # 2 rows: fits beside it
+            e.add_request([7, 8, 9], 1)]  # 3 rows: waits
     e.step()
     decode = lambda tokens: "".join(f"<{t}>" for t in tokens)  # noqa: E731
     now = V.answers_so_far(e, decode)
-    assert now[:2] == [decode(r.tokens) for r in e.requests[:2]] and now[2] == "(waiting)"
+    assert now[:2] == [decode(r.tokens) for r in reqs[:2]] and now[2] == "(waiting)"
     e.step()
     after = V.answers_so_far(e, decode)
     assert after[0].endswith(" [done]") and after[1].endswith(" [done]")

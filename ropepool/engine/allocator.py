@@ -1,71 +1,121 @@
-"""A free list over the P rows of the KV pools: allocate rows, free them."""
+"""The free list over the KV pools' rows, handed out in pages, each page reference-counted.
+
+Pool row ``page * page_size + offset`` is row ``offset`` of page ``page``. With ``page_size`` 1
+(SGLang's default) a page is one row; vLLM hands out pages of 16. A page is held by every request
+whose slot table points at it, and by the prefix cache while the cache keeps it: its reference
+count says by how many. A page whose count falls to 0 goes back on the free list.
+"""
 
 from __future__ import annotations
 
 from collections import deque
 
+from .arguments import check_int
+from .errors import EngineArgumentError
+
+#: Slots reach the op as int32: a pool cannot have more rows than that can number.
+MAX_POOL_ROWS = 2**31 - 1
+
 
 class Allocator:
-    """Hands out pool rows one at a time and takes them back.
+    """Hands out pages of pool rows and takes them back when no one holds them.
 
-    Rows are handed out lowest first and return to the end of the list, so a freed row is
-    reused once the rows never used have run out.
+    Pages are handed out lowest first and return to the end of the free list, so a freed page is
+    reused once the pages never used have run out.
+
+    Parameters
+    ----------
+    pool_rows : int, P, the rows of each layer's pool
+    page_size : int, rows per page; must divide P
 
     Example
     -------
-    >>> a = Allocator(4)
+    >>> a = Allocator(8, page_size=2)
     >>> a.allocate(3), a.num_free
     ([0, 1, 2], 1)
-    >>> a.free([1]); a.allocate(2)
-    [3, 1]
+    >>> a.rows([2, 0])
+    [4, 5, 0, 1]
+    >>> a.retain([1])                   # a second holder for page 1
+    >>> a.release([0, 1])               # page 0 is free again, page 1 still held once
+    [0]
+    >>> a.release([1]), a.allocate(2)
+    ([1], [3, 0])
     """
 
-    def __init__(self, pool_rows: int):
-        self.pool_rows = pool_rows  # P
-        self.free_rows = deque(range(pool_rows))
-        self._is_free = [True] * pool_rows
+    def __init__(self, pool_rows: int, page_size: int = 1):
+        self.pool_rows = check_int("pool_rows", pool_rows, 1, MAX_POOL_ROWS)  # P
+        self.page_size = check_int("page_size", page_size, 1, self.pool_rows)
+        if self.pool_rows % self.page_size:
+            raise EngineArgumentError(f"page_size {self.page_size} must divide pool_rows {self.pool_rows}")
+        self.num_pages = self.pool_rows // self.page_size
+        self.free_pages = deque(range(self.num_pages))
+        self.refs = [0] * self.num_pages  # holders of each page: requests, and the prefix cache
 
     @property
     def num_free(self) -> int:
-        return len(self.free_rows)
+        """Free pages."""
+        return len(self.free_pages)
+
+    @property
+    def rows_in_use(self) -> int:
+        return (self.num_pages - self.num_free) * self.page_size
+
+    def pages_for(self, rows: int) -> int:
+        """Pages that hold ``rows`` rows."""
+        return -(-rows // self.page_size)
+
+    def rows(self, pages) -> list[int]:
+        """The pool rows of ``pages``, page after page."""
+        return [p * self.page_size + o for p in pages for o in range(self.page_size)]
 
     def allocate(self, n: int) -> list[int]:
-        """``n`` free rows, taken off the free list.
+        """``n`` free pages, taken off the free list, each held once.
 
         Raises
         ------
         ValueError
-            Fewer than ``n`` rows are free.
+            Fewer than ``n`` pages are free.
         """
         if n > self.num_free:
-            raise ValueError(f"allocate: {n} rows asked for, {self.num_free} free")
-        rows = [self.free_rows.popleft() for _ in range(n)]
-        for r in rows:
-            self._is_free[r] = False
-        return rows
+            raise ValueError(f"allocate: {n} pages asked for, {self.num_free} free")
+        pages = [self.free_pages.popleft() for _ in range(n)]
+        for p in pages:
+            self.refs[p] = 1
+        return pages
 
-    def free(self, rows, *, first: bool = False) -> None:
-        """Put ``rows`` back on the free list; every row is checked before any is freed.
+    def retain(self, pages) -> None:
+        """One more holder for each of ``pages`` (all held already)."""
+        pages = list(pages)
+        self._check_held(pages, "retain")
+        for p in pages:
+            self.refs[p] += 1
 
-        With ``first`` they go to the head of the list, in their order, so the next
-        :meth:`allocate` hands them out again: this undoes the latest allocate.
+    def release(self, pages) -> list[int]:
+        """One holder fewer for each of ``pages``; return the pages that became free.
+
+        Every page is checked before any is released.
 
         Raises
         ------
         ValueError
-            A row is already free, outside ``[0, P)`` or given twice; then nothing is freed.
+            A page is not held, outside ``[0, P / page_size)``, or given more often than it is held;
+            then nothing is released.
         """
-        rows = list(rows)
-        seen = set()
-        for r in rows:
-            if not 0 <= r < self.pool_rows or self._is_free[r]:
-                raise ValueError(f"free: row {r} is not held (P = {self.pool_rows})")
-            if r in seen:
-                raise ValueError(f"free: row {r} given twice")
-            seen.add(r)
-        for r in rows:
-            self._is_free[r] = True
-        if first:
-            self.free_rows.extendleft(reversed(rows))
-        else:
-            self.free_rows.extend(rows)
+        pages = list(pages)
+        self._check_held(pages, "release")
+        freed = []
+        for p in pages:
+            self.refs[p] -= 1
+            if self.refs[p] == 0:
+                freed.append(p)
+        self.free_pages.extend(freed)
+        return freed
+
+    def _check_held(self, pages, what: str) -> None:
+        counts: dict[int, int] = {}
+        for p in pages:
+            if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < self.num_pages or self.refs[p] == 0:
+                raise ValueError(f"{what}: page {p!r} is not held ({self.num_pages} pages)")
+            counts[p] = counts.get(p, 0) + 1
+            if what == "release" and counts[p] > self.refs[p]:
+                raise ValueError(f"release: page {p} given {counts[p]} times, held {self.refs[p]}")

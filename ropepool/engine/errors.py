@@ -1,4 +1,4 @@
-"""The engine's two refusals, both raised before any forward pass runs."""
+"""The engine's refusals, each raised before any forward pass runs."""
 
 
 class UnsupportedModelError(ValueError):
@@ -7,3 +7,11 @@ class UnsupportedModelError(ValueError):
 
 class PoolTooSmallError(ValueError):
     """A request needs more pool rows than the whole pool has, so it could never be admitted."""
+
+
+class EngineArgumentError(ValueError):
+    """A bad argument to the engine (a token id that is no int, a count out of range); the message names it."""
+
+
+class WrongThreadError(RuntimeError):
+    """An engine stepped from another thread than the one that made it (MLX's streams are per thread)."""

@@ -2,109 +2,209 @@
 
 from __future__ import annotations
 
+import os
+import threading
+import weakref
 from dataclasses import dataclass
 
 import mlx.core as mx
 
-from .allocator import Allocator
+from .allocator import MAX_POOL_ROWS, Allocator
+from .arguments import check_int, check_token_ids
+from .errors import EngineArgumentError, WrongThreadError
 from .request import Request
 from .runner import ModelRunner
-from .scheduler import Batch, Scheduler
+from .scheduler import Batch, Scheduler, Stats
 
 
 @dataclass
 class Result:
-    """One request's output: ``tokens`` (the new token ids, greedy) and ``logits`` ``[len(tokens), vocab]`` float32."""
+    """One request's output: ``tokens`` (the new token ids, greedy) and ``logits`` ``[len(tokens), vocab]`` float32
+    (None when not kept)."""
 
     tokens: list[int]
-    logits: mx.array
+    logits: mx.array | None
 
 
 class Engine:
     """A continuous-batching engine over one mlx-lm model and one pool of ``pool_rows`` rows per layer.
 
     Each :meth:`step` is one forward pass: :meth:`Scheduler.schedule`, :meth:`ModelRunner.run`,
-    :meth:`Scheduler.postprocess`. ``stop``: a token id (e.g. a chat model's end-of-turn) that
-    finishes a request as soon as it is chosen; its rows are freed in that same step.
+    :meth:`Scheduler.postprocess`, as one transaction.
+
+    Parameters
+    ----------
+    model : an mlx-lm model of ``llama`` (Llama, Mistral), ``qwen2`` or ``phi3``
+    pool_rows : int, P, the rows of each layer's KV pool, at most ``2**31 - 1`` (slots are int32)
+    backend : the ``rope_pool_fused`` backend ("auto", "cpu", "mlx", "metal", "cuda")
+    stop : a token id (e.g. a chat model's end-of-turn) that finishes a request as soon as it is
+        chosen; its rows are given back in that same step
+    prefix_cache : keep written rows in a radix tree over token ids, so that a prompt starting with
+        tokens already in the pool reuses their rows (:mod:`.radix`); False: every prompt is computed whole
+    max_step_tokens : the most new tokens one step runs; a longer prompt is prefilled in chunks
+    page_size : rows per page the allocator hands out (1: SGLang's; 16: vLLM's); must divide ``pool_rows``
+    keep_logits : keep each new token's ``[vocab]`` logits in ``Request.logits`` (off: a long-lived
+        engine would hold them all)
+
+    The engine holds only the requests it is serving: a finished request goes out in the step's
+    ``Batch.finished`` and is the caller's (:attr:`requests` lists those someone still holds).
+
+    Use an engine from the thread that made it: MLX's streams are per thread, so a step from
+    another thread fails inside MLX; :meth:`step` refuses it with :class:`WrongThreadError`.
     """
 
-    def __init__(self, model, *, pool_rows: int, backend: str = "auto", stop: int | None = None):
-        if isinstance(pool_rows, bool) or not isinstance(pool_rows, int) or pool_rows <= 0:
-            raise ValueError(f"pool_rows must be a positive int, got {pool_rows!r}")
+    def __init__(self, model, *, pool_rows: int, backend: str = "auto", stop: int | None = None,
+                 prefix_cache: bool = True, max_step_tokens: int = 256, page_size: int = 1,
+                 keep_logits: bool = False, kv_dtype: str | None = None, kv_scales=None):
         vocab = model.args.vocab_size
-        if stop is not None and (isinstance(stop, bool) or not isinstance(stop, int) or not 0 <= stop < vocab):
-            raise ValueError(f"stop must be None or a token id in [0, {vocab}) (the model's vocab), got {stop!r}")
-        self.runner = ModelRunner(model, pool_rows, backend)
-        self.allocator = Allocator(pool_rows)
-        self.scheduler = Scheduler(self.allocator)
+        pool_rows = check_int("pool_rows", pool_rows, 1, MAX_POOL_ROWS)
+        if stop is not None:
+            stop = check_int("stop", stop, 0, vocab - 1)
+        for name, flag in (("prefix_cache", prefix_cache), ("keep_logits", keep_logits)):
+            if not isinstance(flag, bool):
+                raise EngineArgumentError(f"{name} must be True or False, got {flag!r:.60}")
+        max_step_tokens = check_int("max_step_tokens", max_step_tokens, 1)
+        self.runner = ModelRunner(model, pool_rows, backend, kv_dtype, kv_scales)  # the pools are lazy: nothing allocated yet
+        check_pool_memory(self.runner, pool_rows)
+        self.allocator = Allocator(pool_rows, page_size)
+        self.scheduler = Scheduler(self.allocator, prefix_cache=prefix_cache, max_step_tokens=max_step_tokens)
         self.vocab_size = vocab
         self.stop = stop
-        self.requests: list[Request] = []
-        self.steps = 0
+        self.keep_logits = keep_logits
+        self.thread = threading.get_ident()
+        self._requests = weakref.WeakValueDictionary()  # rid -> Request, while someone holds it
+        self._next_rid = 0
+
+    @property
+    def stats(self) -> Stats:
+        """What the engine has done so far (see :class:`Stats`): prefill and cached tokens, preemptions, rows, steps."""
+        return self.scheduler.stats
+
+    @property
+    def steps(self) -> int:
+        return self.stats.steps
+
+    @property
+    def requests(self) -> list[Request]:
+        """The requests added to this engine that are still held, by it (waiting, running) or by the caller."""
+        return [self._requests[rid] for rid in sorted(self._requests.keys())]
 
     def add_request(self, prompt, max_new_tokens: int) -> Request:
-        """Queue one prompt (a non-empty list of token ids).
+        """Queue one prompt (a non-empty list of token ids: Python or NumPy ints).
 
         Raises
         ------
-        ValueError
-            An empty prompt, a token id outside ``[0, vocab)``, or ``max_new_tokens < 1``.
+        EngineArgumentError
+            A prompt that is no list of ints (a string, bytes, a dict, floats), empty, with a token id
+            outside ``[0, vocab)``, or ``max_new_tokens`` not an int >= 1.
         PoolTooSmallError
             The request needs more rows than the pool has.
         """
-        rid = len(self.requests)
-        prompt = [int(t) for t in prompt]
-        if not prompt:
-            raise ValueError(f"prompt {rid} is empty: a request needs at least one token")
-        bad = [t for t in prompt if not 0 <= t < self.vocab_size]
-        if bad:
-            raise ValueError(f"prompt {rid}: token id {bad[0]} outside [0, {self.vocab_size}) (the model's vocab)")
-        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens of prompt {rid} must be an int >= 1, got {max_new_tokens!r}")
+        rid = self._next_rid
+        prompt = check_token_ids(f"prompt {rid}", prompt, self.vocab_size)
+        max_new_tokens = check_int(f"max_new_tokens of prompt {rid}", max_new_tokens, 1)
         req = Request(rid, prompt, max_new_tokens, stop=self.stop)
         self.scheduler.add(req)
-        self.requests.append(req)
+        self._requests[rid] = req
+        self._next_rid += 1
         return req
 
     def step(self) -> Batch:
-        """Run one forward pass and append one token to each request in it.
+        """Run one forward pass: a chunk or one token of each request in it, a new token where a sequence ends.
 
-        If the pass raises (an error, or a KeyboardInterrupt), the engine is left as it was
-        before the step and the exception is raised again: stepping on loses nothing.
+        The step is one transaction: if anything in it raises (an error, or a KeyboardInterrupt in the
+        scheduling, the forward pass or the bookkeeping after it), the engine is left as it was before
+        the step, pool rows included, and the exception is raised again: stepping on loses nothing.
+
+        Raises
+        ------
+        WrongThreadError
+            Called from another thread than the one that made the engine.
+        RuntimeError
+            Nothing to run (no request waiting or running).
         """
-        batch = self.scheduler.schedule()
-        if not batch.requests:
+        if threading.get_ident() != self.thread:
+            raise WrongThreadError(
+                f"step: this engine was made in thread {self.thread} and is stepped from thread "
+                f"{threading.get_ident()}; MLX's streams are per thread: make and step an engine in one thread")
+        if self.done:
             raise RuntimeError("step: nothing to run (no request waiting or running)")
+        checkpoint, saved = self.scheduler.checkpoint(), None
         try:
+            batch = self.scheduler.schedule()
+            saved = self._save_rows(batch)
             logits = self.runner.run(batch)  # [len(batch.requests), vocab]
             mx.eval(logits)  # the lazy pass runs here, inside the try
+            self.scheduler.postprocess(batch, logits, keep_logits=self.keep_logits)
         except BaseException:
-            self.scheduler.unschedule(batch)
+            self.scheduler.restore(checkpoint)
+            self._restore_rows(saved)
             raise
-        self.scheduler.postprocess(batch, logits)
-        self.steps += 1
         return batch
+
+    def _save_rows(self, batch: Batch):
+        """Rows this step writes that held k and v before it (taken from the cache or a preempted request), copied."""
+        reclaimed = set(batch.reclaimed)
+        rows = sorted({s for s in batch.slots if s in reclaimed})
+        if not rows:
+            return None
+        index = mx.array(rows, mx.int32)
+        saved = [(k[index], v[index]) for k, v in zip(self.runner.k_pools, self.runner.v_pools)]  # [n, Hkv, D] each
+        mx.eval(saved)
+        return index, saved
+
+    def _restore_rows(self, saved) -> None:
+        if saved is None:
+            return
+        index, rows = saved
+        for i, (k, v) in enumerate(rows):
+            self.runner.k_pools[i][index] = k
+            self.runner.v_pools[i][index] = v
+        mx.eval(self.runner.k_pools, self.runner.v_pools)
 
     @property
     def done(self) -> bool:
         return self.scheduler.done
 
 
+def check_pool_memory(runner: ModelRunner, pool_rows: int) -> None:
+    """Refuse pools larger than this machine's memory, before MLX (or the allocator's lists) try to fill it.
+
+    The pools are ``2 x layers x P x Hkv x D`` elements; the allocator keeps about 50 bytes of
+    Python objects per row (its free list and reference counts).
+    """
+    k = runner.k_pools[0]
+    pools = 2 * len(runner.k_pools) * pool_rows * k.shape[1] * k.shape[2] * k.dtype.size  # k and v, every layer
+    need, have = pools + 50 * pool_rows, os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if need > have:
+        raise EngineArgumentError(
+            f"pool_rows = {pool_rows} needs {pools / 2**30:.1f} GiB of KV pools (2 x {len(runner.k_pools)} layers x "
+            f"{pool_rows} rows x {k.shape[1]} x {k.shape[2]} x {k.dtype.size} bytes) and "
+            f"{50 * pool_rows / 2**30:.1f} GiB of row bookkeeping: more than this machine's {have / 2**30:.1f} GiB")
+
+
 def generate(model, prompts, max_new_tokens, *, pool_rows: int, backend: str = "auto", on_step=None,
-             stop: int | None = None) -> list:
+             stop: int | None = None, prefix_cache: bool = True, max_step_tokens: int = 256, page_size: int = 1,
+             keep_logits: bool = True, kv_dtype: str | None = None, kv_scales=None) -> list:
     """Serve ``prompts`` together on ``model`` and return one :class:`Result` per prompt, in order.
 
     Parameters
     ----------
-    model : an mlx-lm model of ``llama`` (Llama, Mistral), ``qwen2`` or ``phi3``
-    prompts : list of lists of token ids
+    model : an mlx-lm model of ``llama`` (Llama, Mistral), ``qwen2``, ``phi3`` or ``qwen3``
+    prompts : list of lists of token ids (Python or NumPy ints)
     max_new_tokens : int, or one int per prompt: the most new tokens each may write
     pool_rows : int, P, the rows of each layer's KV pool; may be far fewer than all requests'
-        tokens together (then requests wait, and finished requests' rows are reused)
+        tokens together (then requests wait or are preempted, and rows are reused)
     backend : the ``rope_pool_fused`` backend ("auto", "cpu", "mlx", "metal", "cuda")
     on_step : optional ``f(engine, batch)``, called after every step
     stop : optional token id (e.g. ``<|im_end|>``): a request that chooses it finishes there, that
         token its last, and frees its rows at once
+    prefix_cache, max_step_tokens, page_size : see :class:`Engine`
+    keep_logits : False: every ``Result.logits`` is None (a long run then keeps no logits)
+    kv_dtype : None (pools in the activations' dtype) or "fp8" (uint8 pools of e4m3 codes, read back
+        dequantised; :class:`ModelRunner`)
+    kv_scales : with "fp8", one ``(k_scale, v_scale)`` per layer
+        (:func:`ropepool.engine.kv_scales.calibrate`); None: 1.0 everywhere
 
     Returns
     -------
@@ -117,9 +217,10 @@ def generate(model, prompts, max_new_tokens, *, pool_rows: int, backend: str = "
         Not a supported architecture, or RoPE the op does not compute.
     PoolTooSmallError
         A request needs more rows than ``pool_rows``; raised before any step runs.
-    ValueError
-        An empty prompt, a token id outside the vocab, ``max_new_tokens`` < 1 or of the wrong
-        length, ``pool_rows`` not a positive int, ``stop`` not a token id.
+    EngineArgumentError
+        A prompt that is no list of token ids, empty or outside the vocab; ``max_new_tokens`` < 1 or
+        of the wrong length; ``pool_rows``, ``stop``, ``max_step_tokens`` or ``page_size`` not an int
+        in range.
 
     Example
     -------
@@ -132,13 +233,18 @@ def generate(model, prompts, max_new_tokens, *, pool_rows: int, backend: str = "
     >>> [len(r.tokens) for r in out], out[1].logits.shape
     ([2, 3], (3, 64))
     """
-    counts = [max_new_tokens] * len(prompts) if isinstance(max_new_tokens, int) else list(max_new_tokens)
+    if isinstance(max_new_tokens, (list, tuple)):
+        counts = list(max_new_tokens)
+    else:
+        counts = [max_new_tokens] * len(prompts)
     if len(counts) != len(prompts):
-        raise ValueError(f"max_new_tokens: {len(counts)} counts for {len(prompts)} prompts")
-    engine = Engine(model, pool_rows=pool_rows, backend=backend, stop=stop)
+        raise EngineArgumentError(f"max_new_tokens: {len(counts)} counts for {len(prompts)} prompts")
+    engine = Engine(model, pool_rows=pool_rows, backend=backend, stop=stop, prefix_cache=prefix_cache,
+                    max_step_tokens=max_step_tokens, page_size=page_size, keep_logits=keep_logits,
+                    kv_dtype=kv_dtype, kv_scales=kv_scales)
     requests = [engine.add_request(p, n) for p, n in zip(prompts, counts)]  # every refusal before a step
     while not engine.done:
         batch = engine.step()
         if on_step is not None:
             on_step(engine, batch)
-    return [Result(r.tokens, mx.stack(r.logits)) for r in requests]
+    return [Result(r.tokens, mx.stack(r.logits) if keep_logits else None) for r in requests]

@@ -1,4 +1,4 @@
-"""What the engine reads off an mlx-lm model: its architecture and its RoPE parameters.
+"""What the engine reads off an mlx-lm model: its architecture, its RoPE parameters and its QK-norm.
 
 :func:`rope_kwargs` is the one place the model's RoPE reaches the op: it writes the model's
 ``args`` as a Hugging Face-style config and lets :func:`ropepool.models.from_config` read it,
@@ -11,11 +11,11 @@ from .. import models
 from .errors import UnsupportedModelError
 
 #: mlx-lm model modules the engine serves (Mistral configs load as ``llama``).
-SUPPORTED = ("llama", "qwen2", "phi3")
+SUPPORTED = ("llama", "qwen2", "phi3", "qwen3")
 
 
 def architecture(model) -> str:
-    """The mlx-lm module of ``model`` (``llama``, ``qwen2`` or ``phi3``).
+    """The mlx-lm module of ``model`` (``llama``, ``qwen2``, ``phi3`` or ``qwen3``).
 
     Raises
     ------
@@ -26,7 +26,8 @@ def architecture(model) -> str:
     arch = module.rsplit(".", 1)[-1]
     if not module.startswith("mlx_lm.models.") or arch not in SUPPORTED:
         raise UnsupportedModelError(
-            f"the engine serves mlx-lm models of {', '.join(SUPPORTED)} (Llama-2/3/3.1, Mistral, Qwen2, Phi-3); "
+            f"the engine serves mlx-lm models of {', '.join(SUPPORTED)} (Llama-2/3/3.1, Mistral, Qwen2, Phi-3, "
+            "Qwen3); "
             f"got {type(model).__name__} from {module}")
     if any(t != "full_attention" for t in (getattr(model.args, "layer_types", None) or [])):
         raise UnsupportedModelError(f"{module}: sliding-window layers (layer_types) are not supported")
@@ -64,3 +65,11 @@ def rope_kwargs(model) -> dict:
     if getattr(model.args, "rope_traditional", False):
         kwargs["is_neox"] = False  # mlx-lm's traditional RoPE pairs (2i, 2i + 1), not (i, i + D/2)
     return kwargs
+
+
+def qk_norm_kwargs(attn) -> dict:
+    """``q_norm_weight``, ``k_norm_weight`` and ``norm_eps`` of ``rope_pool_fused`` for a layer's attention
+    module with per-head QK-norm (Qwen3's ``q_norm``/``k_norm``, each ``[D]``); ``{}`` without one."""
+    if not hasattr(attn, "q_norm"):
+        return {}
+    return dict(q_norm_weight=attn.q_norm.weight, k_norm_weight=attn.k_norm.weight, norm_eps=float(attn.q_norm.eps))

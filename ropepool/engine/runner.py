@@ -9,6 +9,7 @@ The runner keeps every module (embedding, norms, projections, MLP, lm_head) and 
 ``rope`` + the KV-cache write + ``attention``: one call of :func:`ropepool.rope_pool_fused`
 rotates q and k and writes k and v into the layer's pools, then one attention call serves every
 request of the step, over the pool rows of its slot table (:class:`StepContext`, built once per step).
+Qwen3 normalises q and k per head before ``rope`` (``q_norm``, ``k_norm``): the same call does that too.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 import mlx.core as mx
 import numpy as np
 
+from .. import fp8
 from ..backends import resolve
 from ..op import rope_pool_fused
 from . import model_spec
@@ -84,15 +86,23 @@ class StepContext:
         )
 
 
-def read_rows(pool: mx.array, rows: mx.array) -> mx.array:
-    """The read side of a pool: ``pool [P, Hkv, D]`` at ``rows [R, L]``, as ``[R, Hkv, L, D]``."""
-    return pool[rows].transpose(0, 2, 1, 3)  # [R, L, Hkv, D] -> [R, Hkv, L, D]
-
-
 class ModelRunner:
-    """The model, its per-layer KV pools ``[P, Hkv, D]`` and the forward pass over a Batch."""
+    """The model, its per-layer KV pools ``[P, Hkv, D]`` and the forward pass over a Batch.
 
-    def __init__(self, model, pool_rows: int, backend: str = "auto"):
+    ``kv_dtype="fp8"``: uint8 pools of e4m3 codes (:mod:`ropepool.fp8`), which the op writes and
+    attention reads back dequantised; None: pools in the activations' dtype. ``kv_scales``: one
+    ``(k_scale, v_scale)`` per layer for FP8 pools (:func:`ropepool.engine.kv_scales.calibrate`), or
+    None for 1.0 everywhere, vLLM's default without calibrated scales.
+    """
+
+    def __init__(self, model, pool_rows: int, backend: str = "auto", kv_dtype: str | None = None,
+                 kv_scales=None):
+        if kv_dtype not in (None, "fp8"):
+            raise ValueError(f"kv_dtype must be None (the activations' dtype) or 'fp8', got {kv_dtype!r}")
+        layers = len(model.model.layers)
+        if kv_scales is not None and (kv_dtype != "fp8" or len(kv_scales) != layers):
+            raise ValueError(f"kv_scales: one (k_scale, v_scale) per layer ({layers}) with kv_dtype='fp8', "
+                             f"got {kv_scales!r:.80} with kv_dtype={kv_dtype!r}")
         self.arch = model_spec.architecture(model)
         self.rope_kwargs = model_spec.rope_kwargs(model)
         self.backend, _ = resolve(backend)  # an unknown or unavailable backend fails here, not mid-run
@@ -104,7 +114,10 @@ class ModelRunner:
         self.model = model
         self.inner = model.model  # embed_tokens, layers, norm
         Hkv, D = self.rope_kwargs["num_kv_heads"], self.rope_kwargs["head_dim"]
-        dtype = self.kv_dtype()
+        self.fp8 = kv_dtype == "fp8"
+        pairs = kv_scales if kv_scales is not None else [(1.0, 1.0)] * layers
+        self.scales = [dict(k_scale=float(k), v_scale=float(v)) if self.fp8 else {} for k, v in pairs]
+        dtype = mx.uint8 if self.fp8 else self.kv_dtype()
         self.k_pools = [mx.zeros((pool_rows, Hkv, D), dtype) for _ in self.inner.layers]  # [P, Hkv, D] each
         self.v_pools = [mx.zeros((pool_rows, Hkv, D), dtype) for _ in self.inner.layers]
 
@@ -143,13 +156,24 @@ class ModelRunner:
         # Layer 0 checks the step's positions and slots by value, before any pool is written; the
         # later layers get the same ones. The mlx backend copies a consecutive run of rows as one
         # block only after reading the slots on the host, which that check does: it checks in every layer.
+        # Qwen3: q and k RMS-normalised per head first, in the same call (model_spec.qk_norm_kwargs).
         check = i == 0 or self.backend == "mlx"
         q, _, self.k_pools[i], self.v_pools[i] = rope_pool_fused(
             q, k, v, ctx.positions, ctx.slots, self.k_pools[i], self.v_pools[i], **self.rope_kwargs,
-            backend=self.backend, check_values=check)
+            backend=self.backend, check_values=check, **model_spec.qk_norm_kwargs(attn), **self.scales[i])
         q = q[:, None] if ctx.queries is None else q[ctx.queries]  # [R, N, Hq, D]
         o = mx.fast.scaled_dot_product_attention(
-            q.transpose(0, 2, 1, 3), read_rows(self.k_pools[i], ctx.rows), read_rows(self.v_pools[i], ctx.rows),
+            q.transpose(0, 2, 1, 3), self.read_rows(i, "k", ctx.rows, q.dtype), self.read_rows(i, "v", ctx.rows, q.dtype),
             scale=attn.scale, mask=ctx.mask)  # [R, Hq, N, D]
         o = o.transpose(0, 2, 1, 3).reshape(-1, Hq * D)  # [R * N, Hq*D]
         return attn.o_proj(o if ctx.outputs is None else o[ctx.outputs])  # [T, hidden]
+
+    def read_rows(self, i: int, which: str, rows: mx.array, dtype: mx.Dtype) -> mx.array:
+        """The read side of layer ``i``'s ``which`` ("k" or "v") pool at ``rows [R, L]``: ``[R, Hkv, L, D]``.
+
+        FP8 pools give their e4m3 codes back as values of ``dtype``, only for the rows read.
+        """
+        out = (self.k_pools if which == "k" else self.v_pools)[i][rows]  # [R, L, Hkv, D]
+        if self.fp8:
+            out = fp8.decode(out, self.scales[i][f"{which}_scale"], dtype)
+        return out.transpose(0, 2, 1, 3)  # [R, Hkv, L, D]

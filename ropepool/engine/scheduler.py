@@ -1,12 +1,21 @@
 """Who runs this step: waiting and running queues, ``schedule()`` and ``postprocess()``.
 
-A request is admitted when the pool has rows for its whole life (:attr:`Request.rows_needed`),
-so a running request never runs out of rows and nothing is ever preempted. Admission is in
-arrival order: a request that does not fit yet waits, and so does everyone behind it.
+Admission points a request's slot table at the longest prefix of its prompt the prefix cache
+holds (:mod:`.radix`) and gives it rows for the rest of its prompt; decode rows come a page at a
+time, as its tokens are written. A step runs at most ``max_step_tokens`` new tokens: a long prompt
+goes in chunks over several steps while running requests keep decoding. When a running request
+needs a row and none is free, the cache gives back its least recently used rows; if that is not
+enough, the most recently admitted request is preempted: it gives its rows back and waits again,
+first in line, to be recomputed (vLLM's recompute mode). A waiting request that does not fit yet
+does not hold back the ones behind it that do; one whose prompt starts like that of a request admitted
+in the same step (by :data:`IN_BATCH_PREFIX` tokens or more than the cache holds) waits a step, then
+shares those rows instead of computing them twice.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -14,7 +23,31 @@ import mlx.core as mx
 
 from .allocator import Allocator
 from .errors import PoolTooSmallError
+from .radix import NoCache, RadixCache
 from .request import Request, Status
+
+
+@dataclass
+class Stats:
+    """What the engine has done so far.
+
+    Attributes
+    ----------
+    prefill_tokens : int  prompt tokens the model computed (again, after a preemption)
+    cached_tokens : int   prompt tokens served from rows already in the pool (the prefix cache)
+    preemptions : int     requests sent back to the queue to free their rows
+    peak_rows : int       the most pool rows in use at once, by requests or the cache
+    wasted_rows : int     the most rows at once held past the end of a request's sequence (the
+                          unused tail of its last page: 0 with ``page_size`` 1)
+    steps : int           forward passes run
+    """
+
+    prefill_tokens: int = 0
+    cached_tokens: int = 0
+    preemptions: int = 0
+    peak_rows: int = 0
+    wasted_rows: int = 0
+    steps: int = 0
 
 
 @dataclass
@@ -24,9 +57,13 @@ class Batch:
     Attributes
     ----------
     requests : list of Request   who runs this step, in batch order
-    lengths : list of int        each one's new tokens: its whole prompt, or 1 (its last token)
+    lengths : list of int        each one's new tokens: a chunk of its sequence, or 1 (its last token)
     tokens, positions, slots : list of int ``[T]``  token id, its position, the pool row it writes
-    admitted : list of Request   the requests admitted this step (they send their prompt)
+    admitted : list of Request   admitted this step (their slot tables may start with shared rows)
+    preempted : list of Request  sent back to the queue this step (they hold no rows now)
+    finished : list of Request   finished this step (their rows given back)
+    reclaimed : list of int      rows this step took from the cache or a preempted request, whose
+                                 old k and v matter again if the step is undone
     """
 
     requests: list[Request] = field(default_factory=list)
@@ -35,75 +72,180 @@ class Batch:
     positions: list[int] = field(default_factory=list)
     slots: list[int] = field(default_factory=list)
     admitted: list[Request] = field(default_factory=list)
+    preempted: list[Request] = field(default_factory=list)
+    finished: list[Request] = field(default_factory=list)
+    reclaimed: list[int] = field(default_factory=list)
 
-    def add(self, req: Request, new_tokens: list[int]) -> None:
-        start, n = req.num_cached, len(new_tokens)
+    def add(self, req: Request, n: int) -> None:
+        """``req``'s next ``n`` tokens: positions ``num_cached`` to ``num_cached + n - 1``."""
+        start = req.num_cached
         self.requests.append(req)
         self.lengths.append(n)
-        self.tokens += new_tokens
+        self.tokens += req.seq(start, start + n)
         self.positions += range(start, start + n)
         self.slots += req.slot_table[start:start + n]
 
 
+#: Tokens a waiting request must gain by sharing with a request admitted in the same step for it to
+#: wait one step (until those rows are written and cached) instead of computing them again (SGLang's
+#: in-batch prefix caching threshold).
+IN_BATCH_PREFIX = 32
+
+
+def common_prefix(a: Request, b: Request) -> int:
+    """Leading prompt tokens ``a`` and ``b`` have in common."""
+    n = 0
+    for x, y in zip(a.prompt, b.prompt):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
 class Scheduler:
-    def __init__(self, allocator: Allocator):
+    def __init__(self, allocator: Allocator, *, prefix_cache: bool = True, max_step_tokens: int = 256):
         self.allocator = allocator
+        self.cache = RadixCache(allocator) if prefix_cache else NoCache(allocator)
+        self.max_step_tokens = max_step_tokens
         self.waiting: deque[Request] = deque()
-        self.running: list[Request] = []
-        self.finished: list[Request] = []
+        self.running: list[Request] = []  # in admission order: the last is preempted first
+        self.stats = Stats()
 
     def add(self, req: Request) -> None:
         """Queue ``req``; raise PoolTooSmallError if the whole pool could never hold it."""
-        P = self.allocator.pool_rows
-        if req.rows_needed > P:
+        a = self.allocator
+        if a.pages_for(req.rows_needed) > a.num_pages:
+            need = a.pages_for(req.rows_needed) * a.page_size
             raise PoolTooSmallError(
-                f"request {req.rid} needs {req.rows_needed} pool rows ({len(req.prompt)} prompt tokens + "
-                f"{req.max_new_tokens} new - 1) but pool_rows = {P}: it could never run; "
-                f"use pool_rows >= {req.rows_needed} or fewer tokens")
+                f"request {req.rid} needs {need} pool rows ({len(req.prompt)} prompt tokens + "
+                f"{req.max_new_tokens} new - 1{'' if a.page_size == 1 else f', in pages of {a.page_size}'}) but "
+                f"pool_rows = {a.pool_rows}: it could never run; use pool_rows >= {need} or fewer tokens")
         self.waiting.append(req)
 
     def schedule(self) -> Batch:
-        batch = Batch()
-        # One decode token of every running request: the token it chose last step.
-        for req in self.running:
-            batch.add(req, [req.tokens[-1]])
-        # Admit waiting requests, first come first served, while the pool has rows for them.
-        while self.waiting and self.waiting[0].rows_needed <= self.allocator.num_free:
-            req = self.waiting.popleft()
-            req.slot_table = self.allocator.allocate(req.rows_needed)  # <- rows are handed out here
-            req.status = Status.RUNNING
-            batch.admitted.append(req)
-            batch.add(req, req.prompt)  # its whole prompt, in this same forward pass
-        self.running += batch.admitted
+        """This step's batch: at most ``max_step_tokens`` new tokens, running requests first."""
+        batch, budget = Batch(), self.max_step_tokens
+        # Running requests, oldest first: one decode token each, or the next chunk of a prompt.
+        for req in list(self.running):
+            n = min(req.num_uncached, budget)
+            if req.status is Status.RUNNING and n and self.grow(req, req.num_cached + n, batch):
+                batch.add(req, n)
+                budget -= n
+        # Admit waiting requests in order, each that fits now, while the step has room for tokens.
+        for req in list(self.waiting):
+            if budget == 0 or batch.preempted:
+                break
+            if self.admit(req, batch):
+                n = min(req.num_uncached, budget)
+                batch.add(req, n)
+                budget -= n
+        self.stats.peak_rows = max(self.stats.peak_rows, self.allocator.rows_in_use)
+        wasted = sum(max(0, len(r.slot_table) - r.seq_len) for r in self.running)
+        self.stats.wasted_rows = max(self.stats.wasted_rows, wasted)
         return batch
 
-    def unschedule(self, batch: Batch) -> None:
-        """Undo :meth:`schedule` after a failed forward pass: the state before it, exactly.
+    def admit(self, req: Request, batch: Batch) -> bool:
+        """Start ``req`` on its cached prefix and rows for the rest of its sequence, if they fit now."""
+        a = self.allocator
+        shared = self.cache.match(req.seq(0, req.seq_len - 1))  # leave one token: its logits choose the next
+        if self.cache.enabled and any(common_prefix(req, other) >= len(shared) * a.page_size + IN_BATCH_PREFIX
+                                      for other in batch.admitted):
+            return False  # a request admitted this step computes a longer prefix of ours: share it next step
+        a.retain(shared)
+        need = a.pages_for(req.seq_len) - len(shared)
+        if need > a.num_free + self.cache.num_evictable():
+            a.release(shared)
+            return False
+        self.reclaim(need, batch)
+        req.slot_table = a.rows(shared) + a.rows(a.allocate(need))  # <- rows are handed out here
+        req.num_cached = len(shared) * a.page_size
+        self.stats.cached_tokens += min(req.num_cached, len(req.prompt))
+        req.status = Status.RUNNING
+        self.waiting.remove(req)
+        self.running.append(req)
+        batch.admitted.append(req)
+        return True
 
-        The requests admitted in ``batch`` go back to the head of ``waiting`` in their order,
-        their rows back to the head of the free list. The running requests need nothing: their
-        tokens and ``num_cached`` change only in :meth:`postprocess`, so a retry sends the same
-        tokens to the same slots and rewrites any rows the failed pass had written.
+    def grow(self, req: Request, rows: int, batch: Batch) -> bool:
+        """Make ``req``'s slot table ``rows`` rows long, preempting if it must; False if ``req`` was preempted."""
+        a = self.allocator
+        need = a.pages_for(rows) - len(req.slot_table) // a.page_size
+        while need > a.num_free and need > a.num_free + self.cache.num_evictable():
+            victim = self.running[-1]  # the most recently admitted
+            self.preempt(victim, batch)
+            if victim is req:
+                return False
+        self.reclaim(need, batch)
+        req.slot_table += a.rows(a.allocate(need))  # <- and here, a page at a time while decoding
+        return True
+
+    def reclaim(self, need: int, batch: Batch) -> None:
+        """Evict cached pages until ``need`` pages are free."""
+        batch.reclaimed += self.allocator.rows(self.cache.evict(need - self.allocator.num_free))
+
+    def preempt(self, req: Request, batch: Batch) -> None:
+        """Take ``req``'s rows back and queue it first: it will compute its sequence again (recompute mode).
+
+        Its whole pages stay in the prefix cache (evictable), so with the cache on it may find them again.
         """
-        for req in reversed(batch.admitted):
-            self.running.remove(req)
-            self.allocator.free(req.slot_table, first=True)
-            req.slot_table = []
-            req.status = Status.WAITING
-            self.waiting.appendleft(req)
+        freed = self.allocator.release(self.pages(req))
+        batch.reclaimed += self.allocator.rows(freed)
+        req.slot_table, req.num_cached, req.status = [], 0, Status.WAITING
+        self.running.remove(req)
+        self.waiting.appendleft(req)
+        batch.preempted.append(req)
+        self.stats.preemptions += 1
 
-    def postprocess(self, batch: Batch, logits: mx.array) -> None:
-        """Append each request's new token (greedy, from ``logits [len(batch.requests), vocab]``); free the finished."""
+    def postprocess(self, batch: Batch, logits: mx.array, *, keep_logits: bool = False) -> None:
+        """Advance each request past its new tokens; give it a token (greedy, from ``logits [len(batch.requests),
+        vocab]``) if they ended its sequence; share its written rows; give back a finished request's rows."""
         chosen = mx.argmax(logits, axis=-1).tolist()
         for i, (req, n) in enumerate(zip(batch.requests, batch.lengths)):
+            self.stats.prefill_tokens += max(0, min(len(req.prompt), req.num_cached + n) - req.num_cached)
             req.num_cached += n
-            req.tokens.append(chosen[i])
-            req.logits.append(logits[i])
+            if req.num_cached == req.seq_len:  # a decode token, or a prompt's last chunk
+                req.tokens.append(chosen[i])
+                if keep_logits:
+                    req.logits.append(logits[i])
+            self.share(req)
             if req.done:
-                self.allocator.free(req.slot_table)  # <- rows come back here
+                self.allocator.release(self.pages(req))  # <- rows come back here (the cache keeps its pages)
                 req.status = Status.FINISHED
                 self.running.remove(req)
-                self.finished.append(req)
+                batch.finished.append(req)
+        self.stats.steps += 1
+
+    def share(self, req: Request) -> None:
+        """Put ``req``'s written pages in the prefix cache; where the cache has its own for the same
+        tokens (another request computed them too), switch to those and give back the duplicates."""
+        a = self.allocator
+        mine = self.pages(req)
+        theirs = self.cache.insert(req.seq(0, req.num_cached), mine)
+        for j, (own, cached) in enumerate(zip(mine, theirs)):
+            if own != cached:
+                a.retain([cached])
+                a.release([own])
+                req.slot_table[j * a.page_size:(j + 1) * a.page_size] = a.rows([cached])
+
+    def pages(self, req: Request) -> list[int]:
+        return [row // self.allocator.page_size for row in req.slot_table[::self.allocator.page_size]]
+
+    def checkpoint(self):
+        """Everything a step may change, copied: the queues, the live requests, the pages, the cache, the stats."""
+        live = [*self.waiting, *self.running]
+        books = copy.deepcopy((vars(self.allocator), vars(self.cache)), {id(self.allocator): self.allocator})
+        return list(self.waiting), list(self.running), [(r, r.state()) for r in live], books, \
+            dataclasses.replace(self.stats)
+
+    def restore(self, checkpoint) -> None:
+        """Put back what :meth:`checkpoint` copied: the state before the step, exactly."""
+        waiting, running, states, (allocator, cache), stats = checkpoint
+        self.waiting, self.running = deque(waiting), list(running)
+        for req, state in states:
+            req.set_state(state)
+        vars(self.allocator).update(allocator)
+        vars(self.cache).update(cache)
+        vars(self.stats).update(vars(stats))
 
     @property
     def done(self) -> bool:

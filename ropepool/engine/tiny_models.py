@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import mlx.core as mx
 import mlx.nn as nn
-from mlx_lm.models import gemma, llama, phi3, qwen2
+from mlx_lm.models import gemma, llama, phi3, qwen2, qwen3
 
-MODULES = {"llama": llama, "qwen2": qwen2, "phi3": phi3, "gemma": gemma}
+MODULES = {"llama": llama, "qwen2": qwen2, "phi3": phi3, "gemma": gemma, "qwen3": qwen3}
 TINY = dict(hidden_size=64, num_hidden_layers=2, intermediate_size=128, rms_norm_eps=1e-5, vocab_size=160)
 
 # Llama-3.1's rope_scaling, as in its config.json (ropepool/presets/llama-3.1-8b.json).
@@ -41,6 +41,9 @@ ARCHS: dict[str, tuple[str, str, dict]] = {
                                                           partial_rotary_factor=0.5)),
     "phi3.5-longrope": ("Phi-3.5 longrope", "phi3", dict(num_attention_heads=4, num_key_value_heads=4,
                                                          **PHI35_LONGROPE)),
+    "qwen3": ("Qwen3 (QK-norm, head_dim 32)", "qwen3", dict(num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+                                                             max_position_embeddings=40960, rope_theta=1e6,
+                                                             rms_norm_eps=1e-6, tie_word_embeddings=True)),
 }
 
 
@@ -49,6 +52,10 @@ def tiny(module: str = "llama", seed: int = 0, **fields) -> nn.Module:
     mod = MODULES[module]
     mx.random.seed(seed)
     model = mod.Model(mod.ModelArgs(**{"model_type": module, **TINY, **fields}))
+    for layer in model.model.layers:  # QK-norm weights start at ones: random ones, so that they count
+        for norm in (getattr(layer.self_attn, n, None) for n in ("q_norm", "k_norm")):
+            if norm is not None:
+                norm.weight = mx.random.uniform(0.5, 1.5, norm.weight.shape)
     mx.eval(model.parameters())
     return model
 

@@ -7,7 +7,11 @@ Files
     and k's heads together, so q and k rotate in one launch; threads past the grid's edge
     return at once (CUDA launches whole blocks).
 ``metal.h``, ``cuda.h``, ``cpu.h``
-    What differs per backend: type names, float conversions, cos and sin.
+    What differs per backend: type names, float conversions, cos and sin, 1/sqrt.
+``e4m3.inc``
+    ``rp_e4m3``: float32 to an FP8 e4m3 code by integer operations, the same on every backend.
+    The body's QK-norm (``RP_QK_NORM``) and FP8 (``RP_FP8``) blocks make each a kernel text of its
+    own (:class:`ropepool.kernels.source.Variant`).
 ``source.py``
     Composes the text MLX compiles and names it with a hash of that text.
 ``fused.py``

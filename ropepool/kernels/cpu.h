@@ -83,6 +83,11 @@ inline rp_bfloat16 rp_from_float<rp_bfloat16>(float x) {
   return rp_bfloat16(x != x ? 0x7fc0u : rounded);  // NaN: MLX's canonical NaN
 }
 
+inline float rp_inv_sqrt(float x) { return 1.0f / std::sqrt(x); }
+
+#define RP_DEVICE
+#include "e4m3.inc"
+
 // cos and sin of pair i's angle for token t, exactly as the GPU headers compute them.
 inline void rp_cos_sin(const int32_t* positions, const float* inv_freq, unsigned long long t, unsigned long long i,
                        float& c, float& s) {

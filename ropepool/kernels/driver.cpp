@@ -47,23 +47,36 @@ struct TableCosSin {  // [T, HALF] each, filled by rp_cos_sin (see fill_table)
 
 struct Shape {
   int Hq, Hkv, D, RD, NEOX;
+  int QNORM, KNORM;  // QK-norm of q, of k (run-time flags: the body's RP_QK_NORM blocks are always built here)
 };
 
 // One thread of the kernel. The sizes are template arguments where FD > 0 (a specialised
 // build), else the run-time `run`'s: the body sees constants in the first case.
-#define RP_ROWS_TEMPLATE \
-  template <typename DType, int FHq, int FHkv, int FD, int FRD, bool FNEOX, typename Gid, typename CosSin>
+#define RP_ROWS_TEMPLATE                                                                           \
+  template <typename DType, int FHq, int FHkv, int FD, int FRD, bool FNEOX, typename Gid, typename CosSin, \
+            typename PoolT>
 #define RP_ROWS_PARAMS                                                                                    \
   const Gid rp_thread_index, const CosSin cos_sin, const Shape run, const DType* __restrict q,            \
       const DType* __restrict k, const DType* v, const int32_t* __restrict positions, const int32_t* slots, \
       const float* __restrict inv_freq, const float* __restrict cos_sin_scale, const int* positions_shape, \
-      const int* k_pool_shape, DType* __restrict q_rot, DType* __restrict k_rot, DType* k_pool, DType* v_pool
+      const int* k_pool_shape, DType* __restrict q_rot, DType* __restrict k_rot, PoolT* k_pool, PoolT* v_pool,  \
+      const float* __restrict q_norm_weight, const float* __restrict k_norm_weight,                          \
+      const float* __restrict norm_eps, const float* __restrict kv_inv_scale, unsigned char* __restrict k_fp8, \
+      unsigned char* __restrict v_fp8
 #define RP_ROWS_LOCALS                                                       \
   const int Hq = FD ? FHq : run.Hq, Hkv = FD ? FHkv : run.Hkv, D = FD ? FD : run.D; \
   const int RD = FD ? FRD : run.RD;                                          \
   const bool NEOX = FD ? FNEOX : run.NEOX != 0;                              \
+  const bool RP_QNORM_ON = run.QNORM != 0, RP_KNORM_ON = run.KNORM != 0;     \
   const Gid gid = rp_thread_index;
 
+struct Extra {  // QK-norm's and FP8's arguments (null where off)
+  const float *q_norm_weight, *k_norm_weight, *norm_eps, *kv_inv_scale;
+  void *k_fp8, *v_fp8;
+};
+
+// Four builds of the body: with or without the in-kernel pool write, with or without FP8 codes.
+#define RP_QK_NORM
 RP_ROWS_TEMPLATE static inline void rope_rows(RP_ROWS_PARAMS) {
   RP_ROWS_LOCALS
 #include "rope_rows.inc"
@@ -74,23 +87,44 @@ RP_ROWS_TEMPLATE static inline void rope_rows_pool(RP_ROWS_PARAMS) {
   RP_ROWS_LOCALS
 #include "rope_rows.inc"
 }
+
+#define RP_FP8
+RP_ROWS_TEMPLATE static inline void rope_rows_pool_fp8(RP_ROWS_PARAMS) {
+  RP_ROWS_LOCALS
+#include "rope_rows.inc"
+}
 #undef RP_WRITE_POOL
+
+RP_ROWS_TEMPLATE static inline void rope_rows_fp8(RP_ROWS_PARAMS) {
+  RP_ROWS_LOCALS
+#include "rope_rows.inc"
+}
+#undef RP_FP8
 
 #ifndef ROPEPOOL_SHAPE
 // ---- the emulator: the grid as a GPU launches it ----------------------------------------------
 
 template <typename DType>
-static void emulate(int write_pool, int reverse, rp_uint grid, rp_uint block, const void* q, const void* k,
+static void emulate(int write_pool, int fp8, int reverse, rp_uint grid, rp_uint block, const void* q, const void* k,
                     const void* v, const int32_t* positions, const int32_t* slots, const float* inv_freq,
                     const float* cos_sin_scale, const int* positions_shape, const int* k_pool_shape, void* q_rot,
-                    void* k_rot, void* k_pool, void* v_pool, const Shape run) {
+                    void* k_rot, void* k_pool, void* v_pool, const Shape run, const Extra& x) {
   const rp_uint launched = (grid + block - 1) / block * block;  // whole blocks, as CUDA launches
   for (rp_uint n = 0; n < launched; ++n) {
     const rp_uint g = reverse ? launched - 1 - n : n;
-    auto f = write_pool ? rope_rows_pool<DType, 0, 0, 0, 0, true, rp_uint, PerThreadCosSin>
-                        : rope_rows<DType, 0, 0, 0, 0, true, rp_uint, PerThreadCosSin>;
-    f(g, PerThreadCosSin{}, run, (const DType*)q, (const DType*)k, (const DType*)v, positions, slots, inv_freq,
-      cos_sin_scale, positions_shape, k_pool_shape, (DType*)q_rot, (DType*)k_rot, (DType*)k_pool, (DType*)v_pool);
+#define RP_EMULATE(f, PoolT)                                                                                     \
+  f<DType, 0, 0, 0, 0, true, rp_uint, PerThreadCosSin, PoolT>(                                                     \
+      g, PerThreadCosSin{}, run, (const DType*)q, (const DType*)k, (const DType*)v, positions, slots, inv_freq,   \
+      cos_sin_scale, positions_shape, k_pool_shape, (DType*)q_rot, (DType*)k_rot, (PoolT*)k_pool, (PoolT*)v_pool, \
+      x.q_norm_weight, x.k_norm_weight, x.norm_eps, x.kv_inv_scale, (unsigned char*)x.k_fp8, (unsigned char*)x.v_fp8)
+    if (fp8) {
+      if (write_pool) RP_EMULATE(rope_rows_pool_fp8, unsigned char);
+      else RP_EMULATE(rope_rows_fp8, unsigned char);
+    } else {
+      if (write_pool) RP_EMULATE(rope_rows_pool, DType);
+      else RP_EMULATE(rope_rows, DType);
+    }
+#undef RP_EMULATE
   }
 }
 
@@ -106,12 +140,14 @@ struct Launch {
   const int32_t *positions, *slots;
   const float *inv_freq, *cos_sin_scale;
   void *q_rot, *k_rot, *k_pool, *v_pool;  // pools: only when writing them
+  Extra x;                                // QK-norm weights; FP8 scales and code buffers [T, Hkv, D]
 };
 
 // Tokens [t0, t1): fill their part of the cos/sin table, then run every thread of their rows;
-// with WritePool, copy each token's k_rot and v rows into pool row slots[t], skipping a slot
-// outside [0, P) (the body's RP_WRITE_POOL guard; as row copies the rotation loop stays vectorised).
-template <typename DType, int FHq, int FHkv, int FD, int FRD, bool FNEOX, bool WritePool>
+// with WritePool, copy each token's k_rot and v rows (FP8: their code rows) into pool row slots[t],
+// skipping a slot outside [0, P) (the body's RP_WRITE_POOL guard; as row copies the rotation loop
+// stays vectorised).
+template <typename DType, int FHq, int FHkv, int FD, int FRD, bool FNEOX, bool WritePool, bool FP8>
 static void run_tokens(const Launch& L, float* __restrict cos, float* __restrict sin, int t0, int t1) {
   const Shape& S = L.shape;
   const rp_uint HALF = rp_uint(S.D) / 2u, H = rp_uint(S.Hq + S.Hkv), RHALF = rp_uint(S.RD) / 2u;
@@ -126,27 +162,33 @@ static void run_tokens(const Launch& L, float* __restrict cos, float* __restrict
   const DType* __restrict k = static_cast<const DType*>(L.k);
   DType* __restrict q_rot = static_cast<DType*>(L.q_rot);
   DType* __restrict k_rot = static_cast<DType*>(L.k_rot);
+  const DType* v = static_cast<const DType*>(L.v);
+  unsigned char* k_fp8 = static_cast<unsigned char*>(L.x.k_fp8);
+  unsigned char* v_fp8 = static_cast<unsigned char*>(L.x.v_fp8);
   for (rp_uint row = rp_uint(t0) * H; row < rp_uint(t1) * H; ++row) {
     for (rp_uint i = 0; i < HALF; ++i) {
-      rope_rows<DType, FHq, FHkv, FD, FRD, FNEOX>(rp_gid{row, i, HALF}, table, S, q, k, nullptr, positions, nullptr,
-                                                  inv_freq, L.cos_sin_scale, shape, nullptr, q_rot, k_rot, nullptr,
-                                                  nullptr);
+      auto f = FP8 ? rope_rows_fp8<DType, FHq, FHkv, FD, FRD, FNEOX, rp_gid, TableCosSin, DType>
+                   : rope_rows<DType, FHq, FHkv, FD, FRD, FNEOX, rp_gid, TableCosSin, DType>;
+      f(rp_gid{row, i, HALF}, table, S, q, k, v, positions, nullptr, inv_freq, L.cos_sin_scale, shape, nullptr, q_rot,
+        k_rot, nullptr, nullptr, L.x.q_norm_weight, L.x.k_norm_weight, L.x.norm_eps, L.x.kv_inv_scale, k_fp8, v_fp8);
     }
   }
   if constexpr (WritePool) {
-    const size_t row_bytes = size_t(S.Hkv) * size_t(S.D) * sizeof(DType);
+    const size_t row_bytes = size_t(S.Hkv) * size_t(S.D) * (FP8 ? 1 : sizeof(DType));
+    const char* k_rows = FP8 ? reinterpret_cast<const char*>(k_fp8) : reinterpret_cast<const char*>(k_rot);
+    const char* v_rows = FP8 ? reinterpret_cast<const char*>(v_fp8) : static_cast<const char*>(L.v);
     for (int t = t0; t < t1; ++t) {
       const int slot = L.slots[t];
       if (slot < 0 || slot >= L.P) continue;
       const size_t src = size_t(t) * row_bytes, dst = size_t(slot) * row_bytes;
-      std::memcpy(static_cast<char*>(L.k_pool) + dst, reinterpret_cast<const char*>(k_rot) + src, row_bytes);
-      std::memcpy(static_cast<char*>(L.v_pool) + dst, static_cast<const char*>(L.v) + src, row_bytes);
+      std::memcpy(static_cast<char*>(L.k_pool) + dst, k_rows + src, row_bytes);
+      std::memcpy(static_cast<char*>(L.v_pool) + dst, v_rows + src, row_bytes);
     }
   }
 }
 
 // The whole grid, over `threads` workers when there is enough work to pay for starting them.
-template <typename DType, int FHq, int FHkv, int FD, int FRD, bool FNEOX, bool WritePool>
+template <typename DType, int FHq, int FHkv, int FD, int FRD, bool FNEOX, bool WritePool, bool FP8>
 static void launch(const Launch& L, int threads) {
   const rp_uint HALF = rp_uint(L.shape.D) / 2u;
   const long pairs = long(L.T) * (L.shape.Hq + L.shape.Hkv) * long(HALF);
@@ -163,7 +205,7 @@ static void launch(const Launch& L, int threads) {
     cos = heap.data();
   }
   float* sin = cos + size_t(L.T) * HALF;
-  auto run = run_tokens<DType, FHq, FHkv, FD, FRD, FNEOX, WritePool>;
+  auto run = run_tokens<DType, FHq, FHkv, FD, FRD, FNEOX, WritePool, FP8>;
   std::vector<std::thread> workers;
   for (int w = 1; w < n; ++w) {
     workers.emplace_back(run, std::cref(L), cos, sin, int(long(L.T) * w / n), int(long(L.T) * (w + 1) / n));
@@ -174,18 +216,20 @@ static void launch(const Launch& L, int threads) {
 
 // dtype 0: float32, 1: float16, 2: bfloat16.
 template <int FHq, int FHkv, int FD, int FRD, bool FNEOX>
-static void launch_dtype(int dtype, bool pool, const Launch& L, int threads) {
-#define RP_LAUNCH(DType) \
-  (pool ? launch<DType, FHq, FHkv, FD, FRD, FNEOX, true> : launch<DType, FHq, FHkv, FD, FRD, FNEOX, false>)(L, threads)
+static void launch_dtype(int dtype, bool pool, bool fp8, const Launch& L, int threads) {
+#define RP_LAUNCH(DType)                                                                                          \
+  (fp8 ? (pool ? launch<DType, FHq, FHkv, FD, FRD, FNEOX, true, true> : launch<DType, FHq, FHkv, FD, FRD, FNEOX, false, true>) \
+       : (pool ? launch<DType, FHq, FHkv, FD, FRD, FNEOX, true, false>                                            \
+               : launch<DType, FHq, FHkv, FD, FRD, FNEOX, false, false>))(L, threads)
   if (dtype == 0) RP_LAUNCH(float);
   if (dtype == 1) RP_LAUNCH(rp_float16);
   if (dtype == 2) RP_LAUNCH(rp_bfloat16);
 #undef RP_LAUNCH
 }
 
-#define RP_DISPATCH(DType) \
-  emulate<DType>(write_pool, reverse, grid, block, q, k, v, positions, slots, inv_freq, cos_sin_scale, \
-                 positions_shape, k_pool_shape, q_rot, k_rot, k_pool, v_pool, run)
+#define RP_DISPATCH(DType)                                                                                  \
+  emulate<DType>(write_pool, fp8, reverse, grid, block, q, k, v, positions, slots, inv_freq, cos_sin_scale, \
+                 positions_shape, k_pool_shape, q_rot, k_rot, k_pool, v_pool, run, x)
 
 extern "C" {
 
@@ -195,31 +239,37 @@ void ropepool_emulate(int dtype, int write_pool, int reverse, rp_uint grid, rp_u
                       const void* k, const void* v, const int32_t* positions, const int32_t* slots,
                       const float* inv_freq, const float* cos_sin_scale, const int* positions_shape,
                       const int* k_pool_shape, void* q_rot, void* k_rot, void* k_pool, void* v_pool, int Hq, int Hkv,
-                      int D, int RD, int NEOX) {
-  const Shape run{Hq, Hkv, D, RD, NEOX};
+                      int D, int RD, int NEOX, int qnorm, int knorm, const float* q_norm_weight,
+                      const float* k_norm_weight, const float* norm_eps, int fp8, const float* kv_inv_scale,
+                      void* k_fp8, void* v_fp8) {
+  const Shape run{Hq, Hkv, D, RD, NEOX, qnorm, knorm};
+  const Extra x{q_norm_weight, k_norm_weight, norm_eps, kv_inv_scale, k_fp8, v_fp8};
   if (dtype == 0) RP_DISPATCH(float);
   if (dtype == 1) RP_DISPATCH(rp_float16);
   if (dtype == 2) RP_DISPATCH(rp_bfloat16);
 }
 #endif  // ROPEPOOL_SHAPE
 
-// Rotate q [T, Hq, D] and k [T, Hkv, D] into q_rot and k_rot (row-contiguous buffers); with
-// write_pool, also write k_rot and v into rows slots[t] of k_pool and v_pool [P, Hkv, D] in
-// place, skipping any slot outside [0, P). Returns 1 if this library's compiled-in shape ran,
-// 0 if the run-time-shape build did, -1 if this library holds another shape only (nothing ran).
+// Rotate q [T, Hq, D] and k [T, Hkv, D] into q_rot and k_rot (row-contiguous buffers), each
+// head first RMS-normalised where qnorm / knorm say so; with fp8, also write the e4m3 codes of
+// k_rot and v (times kv_inv_scale) into k_fp8 and v_fp8 [T, Hkv, D]; with write_pool, also write
+// k_rot and v (fp8: their codes) into rows slots[t] of k_pool and v_pool [P, Hkv, D] in place,
+// skipping any slot outside [0, P). Returns 1 if this library's compiled-in shape ran, 0 if the
+// run-time-shape build did, -1 if this library holds another shape only (nothing ran).
 int ropepool_rope(int dtype, int T, int Hq, int Hkv, int D, int RD, int neox, const void* q, const void* k,
                   const int32_t* positions, const float* inv_freq, const float* cos_sin_scale, void* q_rot,
                   void* k_rot, int threads, int write_pool, const void* v, const int32_t* slots, void* k_pool,
-                  void* v_pool, int P) {
-  const Launch L{T, Shape{Hq, Hkv, D, RD, neox}, P, q, k, v, positions, slots, inv_freq, cos_sin_scale,
-                 q_rot, k_rot, k_pool, v_pool};
+                  void* v_pool, int P, int qnorm, int knorm, const float* q_norm_weight, const float* k_norm_weight,
+                  const float* norm_eps, int fp8, const float* kv_inv_scale, void* k_fp8, void* v_fp8) {
+  const Launch L{T, Shape{Hq, Hkv, D, RD, neox, qnorm, knorm}, P, q, k, v, positions, slots, inv_freq, cos_sin_scale,
+                 q_rot, k_rot, k_pool, v_pool, Extra{q_norm_weight, k_norm_weight, norm_eps, kv_inv_scale, k_fp8, v_fp8}};
 #ifdef ROPEPOOL_SHAPE
   constexpr int fixed[5] = {ROPEPOOL_SHAPE};
   if (Hq != fixed[0] || Hkv != fixed[1] || D != fixed[2] || RD != fixed[3] || (neox != 0) != (fixed[4] != 0)) return -1;
-  launch_dtype<ROPEPOOL_SHAPE>(dtype, write_pool != 0, L, threads);
+  launch_dtype<ROPEPOOL_SHAPE>(dtype, write_pool != 0, fp8 != 0, L, threads);
   return 1;
 #else
-  launch_dtype<0, 0, 0, 0, true>(dtype, write_pool != 0, L, threads);
+  launch_dtype<0, 0, 0, 0, true>(dtype, write_pool != 0, fp8 != 0, L, threads);
   return 0;
 #endif
 }

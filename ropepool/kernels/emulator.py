@@ -52,7 +52,7 @@ def _library() -> ctypes.CDLL:
         raise RuntimeError("the cached library has no ropepool_emulate: not the one this source builds")
     fn = lib.ropepool_emulate
     p, i = ctypes.c_void_p, ctypes.c_int
-    fn.argtypes = [i, i, i, ctypes.c_uint, ctypes.c_uint] + [p] * 13 + [i] * 5
+    fn.argtypes = [i, i, i, ctypes.c_uint, ctypes.c_uint] + [p] * 13 + [i] * 7 + [p] * 3 + [i] + [p] * 3
     fn.restype = None
     return lib
 
@@ -119,10 +119,14 @@ class EmulatorRun:
     guards_intact: bool
     grid: int
     launched: int
+    k_fp8: np.ndarray | None = None  # [T, Hkv, D] uint8, the codes (FP8 pools only)
+    v_fp8: np.ndarray | None = None
 
 
 def emulate(q, k, v, positions, slots, k_pool, v_pool, *, rope_base: float, dtype: str | None = None,
-            write_pool: bool = True, reverse: bool = False, block: int = source.BLOCK, **variant) -> EmulatorRun:
+            write_pool: bool = True, reverse: bool = False, block: int = source.BLOCK, q_norm_weight=None,
+            k_norm_weight=None, norm_eps: float = 1e-6, k_scale: float = 1.0, v_scale: float = 1.0,
+            **variant) -> EmulatorRun:
     """Run the kernel body once over the whole grid, on NumPy buffers.
 
     Parameters
@@ -132,6 +136,8 @@ def emulate(q, k, v, positions, slots, k_pool, v_pool, *, rope_base: float, dtyp
     positions, slots : integer ``[T]`` (int32 on the way in)
     rope_base : float
     variant : the op's ``rotary_dim``, ``is_neox``, ``rope_scaling``, ``max_position_embeddings``
+    q_norm_weight, k_norm_weight, norm_eps : QK-norm, as the op takes them (weights ``[D]``)
+    k_scale, v_scale : FP8 scales; uint8 pools make the launch the FP8 kernel (codes in ``k_fp8``, ``v_fp8``)
     dtype : "float32", "float16" or "bfloat16"; default from q's NumPy dtype (uint16 = bfloat16)
     write_pool : also run the guarded in-kernel pool write (``RP_WRITE_POOL``)
     reverse : run the threads in reverse order
@@ -155,16 +161,26 @@ def emulate(q, k, v, positions, slots, k_pool, v_pool, *, rope_base: float, dtyp
     scale = np.array([rope.scale], np.float32)
     q_rot = _Guarded(q.shape, np_dtype, None)
     k_rot = _Guarded(k.shape, np_dtype, None)
-    kp = _Guarded(k_pool.shape, np_dtype, np.asarray(k_pool, np_dtype))
-    vp = _Guarded(v_pool.shape, np_dtype, np.asarray(v_pool, np_dtype))
+    fp8 = np.asarray(k_pool).dtype == np.uint8
+    pool_dtype = np.uint8 if fp8 else np_dtype
+    kp = _Guarded(k_pool.shape, pool_dtype, np.asarray(k_pool, pool_dtype))
+    vp = _Guarded(v_pool.shape, pool_dtype, np.asarray(v_pool, pool_dtype))
+    codes = [_Guarded(k.shape, np.uint8, None) for _ in range(2)] if fp8 else []
+    weights = [None if w is None else np.ascontiguousarray(w, np.float32) for w in (q_norm_weight, k_norm_weight)]
+    eps = np.array([norm_eps], np.float32)
+    inv = np.array([1.0 / k_scale, 1.0 / v_scale], np.float32)
+    at = [0 if w is None else w.ctypes.data for w in weights]
     positions_shape = np.array([T], np.int32)
     k_pool_shape = np.array([P, Hkv, D], np.int32)
     grid = source.grid_size(T, Hq, Hkv, D)
     _library().ropepool_emulate(DTYPE_CODE[dtype], int(write_pool), int(reverse), grid, block, q.ctypes.data, k.ctypes.data, v.ctypes.data,
        positions.ctypes.data, slots.ctypes.data, inv_freq.ctypes.data, scale.ctypes.data,
        positions_shape.ctypes.data, k_pool_shape.ctypes.data, q_rot.ptr(), k_rot.ptr(), kp.ptr(), vp.ptr(),
-       Hq, Hkv, D, rope.rotary_dim, int(rope.is_neox))
-    intact = all(b.guards_intact() for b in (q_rot, k_rot, kp, vp))
+       Hq, Hkv, D, rope.rotary_dim, int(rope.is_neox), int(weights[0] is not None), int(weights[1] is not None),
+       at[0] or None, at[1] or None, eps.ctypes.data, int(fp8), inv.ctypes.data,
+       *((c.ptr() for c in codes) if fp8 else (None, None)))
+    intact = all(b.guards_intact() for b in (q_rot, k_rot, kp, vp, *codes))
     launched = -(-grid // block) * block
+    fp8_out = [c.inner.copy() for c in codes] if fp8 else [None, None]
     return EmulatorRun(q_rot.inner.copy(), k_rot.inner.copy(), kp.inner.copy(), vp.inner.copy(), intact,
-                       grid, launched)
+                       grid, launched, *fp8_out)

@@ -13,9 +13,11 @@ from functools import lru_cache
 import mlx.core as mx
 import numpy as np
 
-from ..mlx_ops import scatter_rows
+from ..fusion import PLAIN, Fusion
+from ..mlx_ops import norm_weight32, write_pools
 from ..rope import Rope, plain
 from . import source
+from .source import Variant
 
 #: Largest grid one launch takes: the body indexes with 32-bit unsigned integers and the
 #: largest flat index it forms is about twice the grid size.
@@ -23,8 +25,9 @@ MAX_GRID = 2**31 - 1
 
 
 @lru_cache(maxsize=None)
-def build(backend: str):
-    """The MLX kernel object for ``backend`` ("metal" or "cuda"), built once and cached.
+def build(backend: str, variant: Variant = source.PLAIN):
+    """The MLX kernel object for ``backend`` ("metal" or "cuda") and ``variant`` (QK-norm, FP8),
+    built once and cached.
 
     MLX then compiles one specialisation per template (DType, Hq, Hkv, D, RD, NEOX) and caches it too.
     """
@@ -35,11 +38,11 @@ def build(backend: str):
     else:
         raise ValueError(f"the fused kernel runs on 'metal' or 'cuda', not {backend!r}")
     return make(
-        name=source.kernel_name(backend),
-        input_names=list(source.INPUT_NAMES),
-        output_names=list(source.OUTPUT_NAMES),
+        name=source.kernel_name(backend, variant),
+        input_names=list(source.input_names(variant)),
+        output_names=list(source.output_names(variant)),
         source=source.body(backend),
-        header=source.header(backend),
+        header=source.header(backend, variant),
         ensure_row_contiguous=True,
         **extra,
     )
@@ -51,40 +54,56 @@ def tables(rope: Rope) -> tuple[mx.array, mx.array]:
     return mx.array(rope.inv_freq32()), mx.array(np.array([rope.scale], np.float32))
 
 
-def rope_rows(q: mx.array, k: mx.array, positions: mx.array, *, rope: Rope, backend: str):
-    """``(q_rot [T, Hq, D], k_rot [T, Hkv, D])`` from one launch of the kernel (per chunk of tokens)."""
+def rope_rows(q: mx.array, k: mx.array, positions: mx.array, *, rope: Rope, backend: str, fusion: Fusion = PLAIN,
+              v: mx.array | None = None):
+    """``(q_rot [T, Hq, D], k_rot [T, Hkv, D])`` from one launch of the kernel (per chunk of tokens);
+    with an FP8 ``fusion`` also the codes ``k_fp8``, ``v_fp8`` (uint8 ``[T, Hkv, D]``; ``v`` needed)."""
     T, Hq, D = q.shape  # [T, Hq, D]
     Hkv = k.shape[1]  # k [T, Hkv, D]
+    variant = Variant(fusion.qnorm, fusion.knorm, fusion.fp8)
+    shapes, dtypes = [q.shape, k.shape], [q.dtype, k.dtype]
+    if variant.fp8:
+        shapes, dtypes = shapes + [k.shape, k.shape], dtypes + [mx.uint8, mx.uint8]
     if T == 0:
-        return mx.zeros(q.shape, q.dtype), mx.zeros(k.shape, k.dtype)
+        return tuple(mx.zeros(sh, dt) for sh, dt in zip(shapes, dtypes))
     per_token = source.grid_size(1, Hq, Hkv, D)
     chunk = max(1, MAX_GRID // per_token)
     if T > chunk:  # never at real sizes; keeps every flat index inside 32 bits
-        parts = [rope_rows(q[s:s + chunk], k[s:s + chunk], positions[s:s + chunk], rope=rope, backend=backend)
+        parts = [rope_rows(q[s:s + chunk], k[s:s + chunk], positions[s:s + chunk], rope=rope, backend=backend,
+                           fusion=fusion, v=None if v is None else v[s:s + chunk])
                  for s in range(0, T, chunk)]
-        return (mx.concatenate([p[0] for p in parts]), mx.concatenate([p[1] for p in parts]))
+        return tuple(mx.concatenate([p[n] for p in parts]) for n in range(len(shapes)))
+    inputs = [q, k, positions, *tables(rope)]
+    if variant.norm:
+        one = mx.array([1.0], mx.float32)  # the side without a norm: never read
+        inputs += [norm_weight32(fusion.q_norm_weight) if fusion.qnorm else one,
+                   norm_weight32(fusion.k_norm_weight) if fusion.knorm else one, mx.array([fusion.norm_eps], mx.float32)]
+    if variant.fp8:
+        inputs += [v, mx.array(fusion.inv_scales())]
     grid = source.grid_size(T, Hq, Hkv, D)
-    q_rot, k_rot = build(backend)(
-        inputs=[q, k, positions, *tables(rope)],
+    return tuple(build(backend, variant)(
+        inputs=inputs,
         template=source.template_args(q.dtype, Hq, Hkv, rope.head_dim, rope.rotary_dim, rope.is_neox),
         grid=(grid, 1, 1),
         threadgroup=(min(source.BLOCK, grid), 1, 1),
-        output_shapes=[q.shape, k.shape],
-        output_dtypes=[q.dtype, k.dtype],
-    )
-    return q_rot, k_rot
+        output_shapes=shapes,
+        output_dtypes=dtypes,
+    ))
 
 
 def _rope_pool(backend: str):
-    def rope_pool(q, k, v, positions, slots, k_pool, v_pool, *, rope_base=None, rope=None, host_slots=None):
+    def rope_pool(q, k, v, positions, slots, k_pool, v_pool, *, rope_base=None, rope=None, host_slots=None,
+                  fusion: Fusion = PLAIN):
         rope = rope or plain(q.shape[-1], rope_base)
-        q_rot, k_rot = rope_rows(q, k, positions, rope=rope, backend=backend)
-        return q_rot, k_rot, scatter_rows(k_pool, k_rot, slots, host_slots), scatter_rows(v_pool, v, slots, host_slots)
+        out = rope_rows(q, k, positions, rope=rope, backend=backend, fusion=fusion, v=v)
+        q_rot, k_rot = out[:2]
+        k_rows, v_rows = out[2:] if fusion.fp8 else (k_rot, v)
+        return (q_rot, k_rot, *write_pools(k_pool, v_pool, k_rows, v_rows, slots, host_slots))
 
     rope_pool.__name__ = rope_pool.__qualname__ = f"rope_pool_{backend}"
     rope_pool.__doc__ = (f"``rope_pool_fused`` through the {backend} kernel; same arguments as the "
                          "reference, validated mx.arrays; ``rope`` (a :class:`ropepool.rope.Rope`) "
-                         "overrides ``rope_base``; ``host_slots`` as in "
+                         "overrides ``rope_base``; ``host_slots`` and ``fusion`` as in "
                          ":func:`ropepool.mlx_ops.rope_pool_mlx`.")
     return rope_pool
 

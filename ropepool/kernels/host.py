@@ -37,7 +37,8 @@ from functools import lru_cache
 import mlx.core as mx
 import numpy as np
 
-from .._arrays import dtype_name
+from .._arrays import dtype_name, to_numpy
+from ..fusion import PLAIN, Fusion
 from ..mlx_ops import drop_overwritten, place_rows
 from ..rope import Rope, plain
 from . import source
@@ -63,7 +64,7 @@ def _entry(lib: ctypes.CDLL):
     if fn is None:
         raise RuntimeError("the cached library has no ropepool_rope: not the one this source builds")
     p, i = ctypes.c_void_p, ctypes.c_int
-    fn.argtypes = [i, i, i, i, i, i, i, p, p, p, p, p, p, p, i, i, p, p, p, p, i]
+    fn.argtypes = [i, i, i, i, i, i, i, p, p, p, p, p, p, p, i, i, p, p, p, p, i, i, i, p, p, p, i, p, p, p]
     fn.restype = i
     return fn
 
@@ -186,16 +187,30 @@ def host_memory(x, storage) -> np.ndarray:
     return np.frombuffer(x, storage)
 
 
+def _norm_args(fusion: Fusion) -> tuple:
+    """QK-norm's arguments for ``ropepool_rope``: flags, float32 weights and eps (alive for the call)."""
+    if not (fusion.qnorm or fusion.knorm):
+        return (0, 0, None, None, None), ()
+    keep = [np.ascontiguousarray(to_numpy(w, np.float32)) if w is not None else None
+            for w in (fusion.q_norm_weight, fusion.k_norm_weight)]
+    keep.append(np.array([fusion.norm_eps], np.float32))
+    return (int(fusion.qnorm), int(fusion.knorm), *(None if x is None else _address(x) for x in keep)), keep
+
+
 def rope_rows_host(q, k, positions, *, rope_base: float | None = None, rope: Rope | None = None,
-                   threads: int | None = None, allow_fixed: bool = True, pools: tuple | None = None):
-    """``(q_rot [T, Hq, D], k_rot [T, Hkv, D])`` from one run of the host build, in the kind of q.
+                   threads: int | None = None, allow_fixed: bool = True, pools: tuple | None = None,
+                   fusion: Fusion = PLAIN, v=None):
+    """``(q_rot [T, Hq, D], k_rot [T, Hkv, D])`` from one run of the host build, in the kind of q;
+    with an FP8 ``fusion`` also ``(k_fp8, v_fp8)``, uint8 ``[T, Hkv, D]`` NumPy arrays (``v`` needed,
+    or given in ``pools``).
 
     q, k, positions : mx.array or NumPy, in the storage of :data:`STORAGE` (validated by the op)
     rope : the :class:`ropepool.rope.Rope` to apply; default: plain RoPE of ``rope_base``
     pools : ``(v, slots, k_pool, v_pool)`` to also copy k_rot and v into the pools' rows
         ``slots[t]`` (int32), in place, guarded like the body's own pool write (a slot outside
         ``[0, P)`` writes nothing). The pools must be writable, row-contiguous host memory; see
-        :mod:`ropepool.inplace`.
+        :mod:`ropepool.inplace`. FP8 pools (uint8) get the code rows.
+    fusion : QK-norm and FP8 (:mod:`ropepool.fusion`)
     allow_fixed : False runs the run-time-shape build even where a specialisation exists
         (tests use it to check both).
     """
@@ -205,25 +220,37 @@ def rope_rows_host(q, k, positions, *, rope_base: float | None = None, rope: Rop
     name = dtype_name(q)
     storage = STORAGE[name]
     q_rot, k_rot = _outputs(q, k, storage)
+    codes = (np.empty(k.shape, np.uint8), np.empty(k.shape, np.uint8)) if fusion.fp8 else ()
     if T:
         fn = kernel(shape_key(Hq, Hkv, D, rope)) if allow_fixed else _library().ropepool_rope
-        arrays = [q, k, positions] if pools is None else [q, k, positions, *pools]
+        if pools is None:
+            arrays = [q, k, positions] + ([v, positions] if fusion.fp8 else [])  # (v, slots) in pools' places
+        else:
+            arrays = [q, k, positions, *pools]
         lazy = [x for x in arrays if isinstance(x, mx.array)]
         if lazy:
             mx.eval(*lazy)
-        mem = [_buffer(x, np.int32 if n in (2, 4) else storage) for n, x in enumerate(arrays)]  # alive: the call
+        pool_storage = STORAGE[dtype_name(pools[2])] if pools is not None else storage
+        mem = [_buffer(x, np.int32 if n in (2, 4) else (pool_storage if n > 4 else storage))
+               for n, x in enumerate(arrays)]  # alive: the call
         q_rot_at, k_rot_at = (_address(_buffer(x, storage)) for x in (q_rot, k_rot))
         pool_args = (0, None, None, None, None, 0)
+        if fusion.fp8 and pools is None:
+            pool_args = (0, _address(mem[3]), None, None, None, 0)  # v read, nothing written
         if pools is not None:
             if not all(m.size == p.size and m.flags.writeable for m, p in zip(mem[5:], pools[2:])):
                 raise RuntimeError("the pools are not writable in place (validation should have said so)")
             pool_args = (1, *map(_address, mem[3:]), pools[2].shape[0])
+        norm_args, alive = _norm_args(fusion)
+        inv = fusion.inv_scales() if fusion.fp8 else None
+        fp8_args = (1, _address(inv), *map(_address, codes)) if fusion.fp8 else (0, None, None, None)
         _, _, inv_freq_at, scale_at = _tables(rope)
         fn(DTYPE_CODE[name], T, Hq, Hkv, D, rope.rotary_dim, rope.is_neox, *map(_address, mem[:3]), inv_freq_at,
-           scale_at, q_rot_at, k_rot_at, threads or default_threads(), *pool_args)
+           scale_at, q_rot_at, k_rot_at, threads or default_threads(), *pool_args, *norm_args, *fp8_args)
+        del alive, inv
     if isinstance(q, np.ndarray):
-        return q_rot, k_rot
-    return _to_mx(q_rot, q.dtype), _to_mx(k_rot, q.dtype)
+        return (q_rot, k_rot, *codes)
+    return (_to_mx(q_rot, q.dtype), _to_mx(k_rot, q.dtype), *codes)
 
 
 _c_char_from_buffer, _addressof = ctypes.c_char.from_buffer, ctypes.addressof
@@ -285,7 +312,8 @@ def _to_mx(x, dtype) -> mx.array:
     return mx.array(x).view(mx.bfloat16)
 
 
-def rope_pool_host(q, k, v, positions, slots, k_pool, v_pool, *, rope_base=None, rope=None, host_slots=None):
+def rope_pool_host(q, k, v, positions, slots, k_pool, v_pool, *, rope_base=None, rope=None, host_slots=None,
+                   fusion: Fusion = PLAIN):
     """``rope_pool_fused`` through the host build; same arguments as the reference, validated
     mx.arrays; ``host_slots`` as in :func:`ropepool.mlx_ops.rope_pool_mlx`.
 
@@ -293,7 +321,9 @@ def rope_pool_host(q, k, v, positions, slots, k_pool, v_pool, *, rope_base=None,
     slots on the host too when validation did not: skipped tokens are then dropped before the
     write, and the pools take one plain scatter each, with or without ``check_values``.
     """
-    q_rot, k_rot = rope_rows_host(q, k, positions, rope_base=rope_base, rope=rope)
+    out = rope_rows_host(q, k, positions, rope_base=rope_base, rope=rope, fusion=fusion, v=v)
+    q_rot, k_rot = out[:2]
+    k_rows, v_rows = (mx.array(c) for c in out[2:]) if fusion.fp8 else (k_rot, v)
     if host_slots is None:  # check_values=False: duplicates possible, the last token wins
         host_slots = drop_overwritten(host_memory(slots, np.int32), k_pool.shape[0])
-    return (q_rot, k_rot, *place_rows(k_pool, v_pool, k_rot, v, slots, host_slots))
+    return (q_rot, k_rot, *place_rows(k_pool, v_pool, k_rows, v_rows, slots, host_slots))

@@ -1,6 +1,10 @@
 // metal.h: what ropepool's kernel body (rope_rows.inc) needs, in Metal's terms.
 // MLX prepends its own utils (metal_stdlib, `using namespace metal`) before this header.
 typedef uint rp_uint;
+#define RP_DEVICE
+
+inline uint rp_float_bits(float x) { return as_type<uint>(x); }
+inline float rp_inv_sqrt(float x) { return metal::precise::divide(1.0f, metal::precise::sqrt(x)); }
 
 template <typename X>
 inline float rp_to_float(X x) {

@@ -49,7 +49,8 @@ from . import source
 ARCHS = ("sm_80", "sm_90")
 
 #: MLX's ``dtype_to_cuda_type`` (mlx/backend/cuda/utils.cpp), for the dtypes the kernel uses.
-CUDA_TYPES = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16", "int32": "int32_t"}
+CUDA_TYPES = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16", "int32": "int32_t",
+              "uint8": "uint8_t"}
 
 # MLX's get_type_string, used only in the kernel's name (the template hash).
 _TYPE_STRINGS = {"float32": "float", "float16": "float16_t", "bfloat16": "bfloat16_t"}
@@ -268,29 +269,33 @@ def assemble(name: str, input_names, input_dtypes, output_names, output_dtypes, 
 
 
 def kernel_text(dtype: str, num_qo_heads: int, num_kv_heads: int, head_dim: int, *, rotary_dim: int | None = None,
-                is_neox: bool = True, write_pool: bool = False) -> KernelText:
+                is_neox: bool = True, write_pool: bool = False,
+                variant: source.Variant = source.PLAIN) -> KernelText:
     """ropepool's CUDA kernel for one specialisation, from :mod:`ropepool.kernels.source`.
 
-    ``rotary_dim`` and ``is_neox`` are the RoPE variant's template arguments (RD, NEOX).
+    ``rotary_dim`` and ``is_neox`` are the RoPE variant's template arguments (RD, NEOX);
+    ``variant`` the QK-norm and FP8 kernel (:class:`ropepool.kernels.source.Variant`).
 
     ``write_pool=True`` is the body's guarded in-kernel pool write (``RP_WRITE_POOL``), which
     MLX never compiles (its outputs are fresh buffers): inputs ``v`` and ``slots`` added,
     ``k_pool`` and ``v_pool`` written in place, ``k_pool_shape`` last.
     """
-    missing = [n for n in source.INPUT_NAMES if n not in source.INPUT_DTYPES]
+    inputs = list(source.input_names(variant))
+    missing = [n for n in inputs if n not in source.INPUT_DTYPES]
     if missing:
         raise ValueError(f"source.INPUT_DTYPES has no dtype for input(s) {missing}")
-    inputs = list(source.INPUT_NAMES)
-    outputs = list(source.OUTPUT_NAMES)
+    outputs = list(source.output_names(variant))
     extra = ()
+    dtypes = {**source.INPUT_DTYPES, "v": "DType", "slots": "int32", **source.OUTPUT_DTYPES,
+              "k_pool": "uint8" if variant.fp8 else "DType", "v_pool": "uint8" if variant.fp8 else "DType"}
     if write_pool:
-        inputs += ["v", "slots"]
+        inputs += [n for n in ("v", "slots") if n not in inputs]
         outputs += ["k_pool", "v_pool"]
         extra = ("k_pool_shape",)
-    dtypes = {**source.INPUT_DTYPES, "v": "DType", "slots": "int32"}
     in_dtypes = [dtype if dtypes[n] == "DType" else dtypes[n] for n in inputs]
-    text = assemble(source.kernel_name("cuda") + ("_pool" if write_pool else ""), inputs, in_dtypes, outputs,
-                    [dtype] * len(outputs), source.body("cuda"), source.header("cuda"),
+    out_dtypes = [dtype if dtypes[n] == "DType" else dtypes[n] for n in outputs]
+    text = assemble(source.kernel_name("cuda", variant) + ("_pool" if write_pool else ""), inputs, in_dtypes, outputs,
+                    out_dtypes, source.body("cuda"), source.header("cuda", variant),
                     source.template_args(dtype, num_qo_heads, num_kv_heads, head_dim, rotary_dim, is_neox),
                     extra_shapes=extra)
     if write_pool:  # around the kernel block, not the headers (which never read it): one prologue for all
@@ -421,11 +426,13 @@ def compile_cuda(kernels, arch: str) -> Compiled:
 
 @lru_cache(maxsize=None)
 def compile_specialisations(specs: tuple, arch: str) -> tuple[Compiled, ...]:
-    """Every ``(dtype, Hq, Hkv, D, RD, NEOX, write_pool)`` in ``specs`` through :func:`kernel_text`,
-    compiled for ``arch``: one program per prologue (one, for ropepool's kernel), cached per process."""
+    """Every ``(dtype, Hq, Hkv, D, RD, NEOX, write_pool[, variant])`` in ``specs`` through :func:`kernel_text`,
+    compiled for ``arch``: one program per prologue (one per :class:`~ropepool.kernels.source.Variant`),
+    cached per process."""
     groups: dict[str, dict[str, KernelText]] = {}
-    for dtype, hq, hkv, d, rd, neox, write_pool in specs:
-        k = kernel_text(dtype, hq, hkv, d, rotary_dim=rd, is_neox=neox, write_pool=write_pool)
+    for dtype, hq, hkv, d, rd, neox, write_pool, *variant in specs:
+        k = kernel_text(dtype, hq, hkv, d, rotary_dim=rd, is_neox=neox, write_pool=write_pool,
+                        variant=variant[0] if variant else source.PLAIN)
         groups.setdefault(k.prologue, {})[k.name] = k
     return tuple(compile_cuda(g.values(), arch) for g in groups.values())
 

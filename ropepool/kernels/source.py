@@ -20,6 +20,7 @@ run stale code.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -36,17 +37,67 @@ THREAD_INDEX = {
     "cpu": "rp_thread_index",
 }
 
-#: Argument names of the kernel, as MLX declares them (the body uses exactly these).
+#: The FP8 encoder the body calls (``rp_e4m3``), included after each backend's header.
+E4M3_FILE = "e4m3.inc"
+
+#: Argument names of the plain kernel, as MLX declares them (the body uses exactly these).
 INPUT_NAMES = ("q", "k", "positions", "inv_freq", "cos_sin_scale")
 OUTPUT_NAMES = ("q_rot", "k_rot")
+#: What QK-norm adds (weights [D] and eps [1], float32), and what an FP8 cache adds.
+NORM_INPUTS = ("q_norm_weight", "k_norm_weight", "norm_eps")
+FP8_INPUTS = ("v", "kv_inv_scale")
+FP8_OUTPUTS = ("k_fp8", "v_fp8")
 
 #: Element type of each input, which MLX writes into the generated signature: "DType" is the
 #: kernel's element type (q's dtype), the others are fixed.
-INPUT_DTYPES = {"q": "DType", "k": "DType", "positions": "int32", "inv_freq": "float32", "cos_sin_scale": "float32"}
+INPUT_DTYPES = {"q": "DType", "k": "DType", "positions": "int32", "inv_freq": "float32", "cos_sin_scale": "float32",
+                "q_norm_weight": "float32", "k_norm_weight": "float32", "norm_eps": "float32", "v": "DType",
+                "kv_inv_scale": "float32"}
+OUTPUT_DTYPES = {"q_rot": "DType", "k_rot": "DType", "k_fp8": "uint8", "v_fp8": "uint8"}
 
-#: NumPy storage of each dtype on the host (NumPy has no bfloat16: its bits, as uint16), and the
-#: driver's dtype codes.
-STORAGE = {"float32": np.float32, "float16": np.float16, "bfloat16": np.uint16}
+
+@dataclass(frozen=True)
+class Variant:
+    """What a call adds to the plain kernel: QK-norm of q and/or k, an FP8 (e4m3) cache.
+
+    Each variant is its own kernel text: the header starts with the ``#define`` lines the body's
+    ``#ifdef RP_QK_NORM`` / ``#ifdef RP_FP8`` blocks read (:func:`defines`), and the signature
+    has the inputs and outputs those blocks name (:func:`input_names`, :func:`output_names`).
+    """
+
+    qnorm: bool = False
+    knorm: bool = False
+    fp8: bool = False
+
+    @property
+    def norm(self) -> bool:
+        return self.qnorm or self.knorm
+
+
+PLAIN = Variant()
+
+
+def input_names(variant: Variant = PLAIN) -> tuple[str, ...]:
+    return INPUT_NAMES + (NORM_INPUTS if variant.norm else ()) + (FP8_INPUTS if variant.fp8 else ())
+
+
+def output_names(variant: Variant = PLAIN) -> tuple[str, ...]:
+    return OUTPUT_NAMES + (FP8_OUTPUTS if variant.fp8 else ())
+
+
+def defines(variant: Variant = PLAIN) -> str:
+    """The ``#define`` lines that switch the body's QK-norm and FP8 blocks on ("" for the plain kernel)."""
+    lines = []
+    if variant.norm:
+        lines += ["#define RP_QK_NORM", f"#define RP_QNORM_ON {str(variant.qnorm).lower()}",
+                  f"#define RP_KNORM_ON {str(variant.knorm).lower()}"]
+    if variant.fp8:
+        lines += ["#define RP_FP8"]
+    return "".join(line + "\n" for line in lines)
+
+#: NumPy storage of each dtype on the host (NumPy has no bfloat16: its bits, as uint16; uint8: FP8
+#: pools), and the driver's dtype codes (of q's dtype).
+STORAGE = {"float32": np.float32, "float16": np.float16, "bfloat16": np.uint16, "uint8": np.uint8}
 DTYPE_CODE = {"float32": 0, "float16": 1, "bfloat16": 2}
 
 #: Threads per threadgroup (Metal) or block (CUDA), and what the CPU emulator pretends.
@@ -67,20 +118,24 @@ def body(backend: str) -> str:
 
 
 @lru_cache(maxsize=None)
-def header(backend: str) -> str:
-    """The per-backend header text (types, conversions, cos and sin)."""
+def header(backend: str, variant: Variant = PLAIN) -> str:
+    """The per-backend header text (types, conversions, cos and sin, the e4m3 encoder), after the
+    variant's ``#define`` lines. ``cpu.h`` includes ``e4m3.inc`` itself (the driver's build)."""
     _check(backend)
-    return (KERNEL_DIR / HEADER_FILES[backend]).read_text()
+    text = defines(variant) + (KERNEL_DIR / HEADER_FILES[backend]).read_text()
+    if backend != "cpu":
+        text += "\n" + (KERNEL_DIR / E4M3_FILE).read_text()
+    return text
 
 
-def source_hash(backend: str) -> str:
+def source_hash(backend: str, variant: Variant = PLAIN) -> str:
     """First 12 hex digits of the SHA-256 of header plus body, as compiled for ``backend``."""
-    return hashlib.sha256((header(backend) + "\0" + body(backend)).encode()).hexdigest()[:12]
+    return hashlib.sha256((header(backend, variant) + "\0" + body(backend)).encode()).hexdigest()[:12]
 
 
-def kernel_name(backend: str) -> str:
+def kernel_name(backend: str, variant: Variant = PLAIN) -> str:
     """``ropepool_rope_rows_<backend>_<hash>``: a new name whenever the compiled text changes."""
-    return f"ropepool_rope_rows_{backend}_{source_hash(backend)}"
+    return f"ropepool_rope_rows_{backend}_{source_hash(backend, variant)}"
 
 
 def template_args(dtype, num_qo_heads: int, num_kv_heads: int, head_dim: int, rotary_dim: int | None = None,
@@ -104,7 +159,7 @@ def driver_text() -> str:
 
 def driver_depends() -> list[Path]:
     """The files the driver includes: their text goes into every built library's cache key."""
-    return [KERNEL_DIR / HEADER_FILES["cpu"], KERNEL_DIR / BODY_FILE]
+    return [KERNEL_DIR / HEADER_FILES["cpu"], KERNEL_DIR / E4M3_FILE, KERNEL_DIR / BODY_FILE]
 
 
 def grid_size(tokens: int, num_qo_heads: int, num_kv_heads: int, head_dim: int) -> int:

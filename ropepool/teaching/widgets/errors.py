@@ -18,7 +18,7 @@ from ..._arrays import dtype_name, is_array, to_numpy
 from ..checks import expect_error
 from ...errors import CATALOG, ErrorSpec, RopePoolError
 from ...op import rope_pool_fused
-from ...reference import ROPE_KEYWORDS, rope_of, rope_pool_reference
+from ...reference import FUSION_KEYWORDS, ROPE_KEYWORDS, rms_norm, rope_of, rope_pool_reference
 from ...tolerance import error_bound, error_ratio, pair_norms
 
 #: Where each check lives, in the order SGLang runs them: its Python wrapper, its C++ side, then ours.
@@ -81,10 +81,12 @@ class FixedRun:
     matches: bool
 
 
-def _pools_match(got, ref, kw, dtype) -> bool:
-    """Pools within the k rotation's bound (v rows and untouched rows are then exact)."""
-    k = to_numpy(kw["k"], np.float64)
-    worst = error_bound(dtype, to_numpy(kw["positions"]).max(initial=0), pair_norms(k).max(initial=0.0)) + 1e-12
+def _pools_match(got, ref, kw, dtype, k=None, norm_dim=0) -> bool:
+    """Pools within the k rotation's bound (v rows and untouched rows are then exact); ``k``: what
+    turned (the normalised k under QK-norm, ``norm_dim`` its head size). FP8 pools: the same codes."""
+    k = to_numpy(kw["k"], np.float64) if k is None else k
+    worst = error_bound(dtype, to_numpy(kw["positions"]).max(initial=0), pair_norms(k).max(initial=0.0),
+                        norm_dim) + 1e-12
     return all(np.abs(g - r).max(initial=0.0) <= worst for g, r in zip(got[2:], ref[2:]))
 
 
@@ -96,15 +98,19 @@ def run_fixed(spec: ErrorSpec | str) -> FixedRun:
     rope = rope_of(kw)
     ref = rope_pool_reference(kw["q"], kw["k"], kw["v"], kw["positions"], kw["slots"], kw["k_pool"],
                               kw["v_pool"], rope_base=kw["rope_base"],
-                              **{n: kw[n] for n in ROPE_KEYWORDS if n in kw})
+                              **{n: kw[n] for n in ROPE_KEYWORDS + FUSION_KEYWORDS if n in kw})
     got = tuple(to_numpy(o, np.float64) for o in out)
     dtype = dtype_name(kw["q"])
     max_error = max((float(np.max(np.abs(g - r))) if g.size else 0.0) for g, r in zip(got, ref))
     positions = to_numpy(kw["positions"])
+    eps, D = kw.get("norm_eps", 1e-6), got[0].shape[-1]  # QK-norm: the bound of what turns, the normalised input
+    x = {n: (to_numpy(kw[n], np.float64) if kw.get(f"{n}_norm_weight") is None
+             else rms_norm(kw[n], kw[f"{n}_norm_weight"], eps)) for n in ("q", "k")}
+    norm_dim = D if any(kw.get(f"{n}_norm_weight") is not None for n in ("q", "k")) else 0
     matches = (all(g.shape == r.shape for g, r in zip(got, ref))
-               and error_ratio(got[0], ref[0], to_numpy(kw["q"], np.float64), positions, dtype, rope) <= 1
-               and error_ratio(got[1], ref[1], to_numpy(kw["k"], np.float64), positions, dtype, rope) <= 1
-               and _pools_match(got, ref, kw, dtype))
+               and error_ratio(got[0], ref[0], x["q"], positions, dtype, rope, norm_dim) <= 1
+               and error_ratio(got[1], ref[1], x["k"], positions, dtype, rope, norm_dim) <= 1
+               and _pools_match(got, ref, kw, dtype, x["k"], norm_dim))
     return FixedRun(spec.code, dtype, got, ref, max_error, matches)
 
 

@@ -1,0 +1,50 @@
+"""What a call fuses beyond RoPE and the pool write: QK-norm before the rotation, an FP8 cache after it.
+
+``rope_pool_fused(..., q_norm_weight=w_q, k_norm_weight=w_k, norm_eps=1e-6)`` normalises each head of
+q (and k) over its D dimensions before rotating it, as Qwen3's attention does
+(:func:`ropepool.reference.rms_norm`: ``x / sqrt(mean(x**2) + eps) * w``, in float32, with the
+rotation's one rounding). Gemma's ``(1 + w)`` is the caller's to pass as the weight.
+
+uint8 pools are an FP8 cache (:mod:`ropepool.fp8`): each row holds the e4m3 codes of
+``k_rot * (1 / k_scale)`` and ``v * (1 / v_scale)``, the reciprocals taken in float32 (a product, not a
+quotient: the same bits on every backend). ``k_scale`` and ``v_scale`` are per-tensor floats, as in
+vLLM's ``reshape_and_cache_flash``; q_rot and k_rot keep q's dtype.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """A validated call's QK-norm and FP8 settings (weights as given: mx.array or NumPy ``[D]``)."""
+
+    q_norm_weight: object = None
+    k_norm_weight: object = None
+    norm_eps: float = 1e-6
+    fp8: bool = False
+    k_scale: float = 1.0
+    v_scale: float = 1.0
+
+    @property
+    def qnorm(self) -> bool:
+        return self.q_norm_weight is not None
+
+    @property
+    def knorm(self) -> bool:
+        return self.k_norm_weight is not None
+
+    @property
+    def plain(self) -> bool:
+        """Nothing beyond RoPE and the write: the call every path has a fast form for."""
+        return not (self.fp8 or self.qnorm or self.knorm)
+
+    def inv_scales(self) -> np.ndarray:
+        """float32 ``[2]``: ``1 / k_scale``, ``1 / v_scale`` as the kernel multiplies by them."""
+        return np.array([1.0 / self.k_scale, 1.0 / self.v_scale], np.float32)
+
+
+PLAIN = Fusion()
