@@ -1,4 +1,4 @@
-"""Issue 10: every bad input a catalogued error or a correct result, a kernel cache nobody else can
+"""Every bad input a catalogued error or a correct result, a kernel cache nobody else can
 plant code in, a CLI that neither hangs nor dumps a traceback, threads that get correct results.
 
 Each table names its cases; a bad input must end in the catalog's error with both pools unchanged,
@@ -20,6 +20,7 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 import pytest
+from helpers import bits
 
 from ropepool import CATALOG, RopePoolError, Shapes, make_inputs, rope_pool_fused
 from ropepool.models import ConfigError, RopeParams, from_config
@@ -32,12 +33,6 @@ ROOT = Path(__file__).resolve().parent.parent
 BASE = Shapes(tokens=3, num_qo_heads=4, num_kv_heads=2, head_dim=8, pool_rows=6)
 ARRAYS = ("q", "k", "v", "positions", "slots", "k_pool", "v_pool")
 OUTPUTS = ("q_rot", "k_rot", "k_pool", "v_pool")
-
-
-def _bits(x) -> np.ndarray:
-    """An array's bytes (bfloat16 and byte order included), for bit-for-bit comparisons."""
-    x = np.array(x.astype(mx.float32) if isinstance(x, mx.array) and x.dtype == mx.bfloat16 else x)
-    return np.ascontiguousarray(x, x.dtype.newbyteorder("=")).view(np.uint8)
 
 
 def _copy(kw: dict) -> dict:
@@ -108,7 +103,7 @@ def test_any_numpy_layout_gives_the_plain_result(backend, label, names, change, 
     want = _call(plain, backend=backend, inplace=inplace)
     got = _call(odd, backend=backend, inplace=inplace)
     for name, a, b in zip(OUTPUTS, got, want):
-        np.testing.assert_array_equal(_bits(a), _bits(b), err_msg=name)
+        np.testing.assert_array_equal(bits(a), bits(b), err_msg=name)
     if inplace:  # the very pools passed hold the rows; row 256 written, nothing past the pool
         np.testing.assert_array_equal(odd["k_pool"][256], got[1][0])
 
@@ -127,7 +122,7 @@ def test_inplace_refuses_odd_pools(backend, label, change):
     before = [p.copy() for p in (kw["k_pool"], kw["v_pool"])]
     expect_error("inplace_unsupported", rope_pool_fused, **kw, backend=backend, inplace=True)
     for p, b in zip((kw["k_pool"], kw["v_pool"]), before):
-        np.testing.assert_array_equal(_bits(p), _bits(b))
+        np.testing.assert_array_equal(bits(p), bits(b))
 
 
 # --- 3: argument types and ranges ------------------------------------------------------------------
@@ -146,6 +141,7 @@ ARGUMENT_CASES = [
     ("rope_base 1e-60: angles overflow float32", dict(rope_base=1e-60), "rope_base_range"),
     ("rope_base so large its frequencies underflow", dict(rope_base=1e300), "rope_base_range"),
     ("rope_base the smallest float", dict(rope_base=5e-324), "rope_base_range"),
+    ("rope_base 1e-20: pairs turn faster than positions", dict(rope_base=1e-20), "rope_base_range"),
     ("rope_base a Decimal", dict(rope_base=Decimal("10000")), "rope_base"),
     ("rope_base complex", dict(rope_base=10000j), "rope_base"),
     ("rope_base a string", dict(rope_base="1e4"), "rope_base"),
@@ -224,13 +220,13 @@ ARGUMENT_CASES = [
 @pytest.mark.parametrize("label, change, code", ARGUMENT_CASES, ids=[c[0] for c in ARGUMENT_CASES])
 def test_bad_arguments_are_catalogued(label, change, code, kind):
     kw = make_inputs(BASE, "float32", kind=kind, slots=[0, 2, 4])
-    before = [_bits(kw[n]) for n in ("k_pool", "v_pool")]
+    before = [bits(kw[n]) for n in ("k_pool", "v_pool")]
     with pytest.raises(RopePoolError) as info:
         rope_pool_fused(**{**kw, **change})
     assert info.value.code == code, str(info.value)
     assert code in CATALOG
     for n, b in zip(("k_pool", "v_pool"), before):
-        np.testing.assert_array_equal(_bits(kw[n]), b)
+        np.testing.assert_array_equal(bits(kw[n]), b)
 
 
 GOOD_ARGUMENTS = [
@@ -238,7 +234,6 @@ GOOD_ARGUMENTS = [
     ("np.float32 rope_base", dict(rope_base=np.float32(10000.0))),
     ("int rope_base", dict(rope_base=500000)),
     ("rope_base 1.0: no rotation frequency below 1", dict(rope_base=1.0)),
-    ("rope_base 1e-20: large but finite angles", dict(rope_base=1e-20)),
     ("np.bool_ flags", dict(check_values=np.bool_(True))),
 ]
 
@@ -274,7 +269,7 @@ NUMPY_SPELLINGS = [
 def test_numpy_spellings_of_the_rope_keywords_give_the_plain_result(label, numpy_kw, plain_kw):
     kw = make_inputs(BASE, "float32", slots=[0, 2, 4], positions=[0, 5000, 70000])
     for got, want in zip(rope_pool_fused(**kw, **numpy_kw), rope_pool_fused(**kw, **plain_kw)):
-        np.testing.assert_array_equal(_bits(got), _bits(want))
+        np.testing.assert_array_equal(bits(got), bits(want))
 
 
 @pytest.mark.parametrize("plain, other", [(1.0, True), (2, Decimal(2)), (2.0, Decimal("2.0"))],
@@ -420,8 +415,8 @@ def test_duplicate_slots_last_token_wins(backend, label, slots, P, inplace, kind
     for t, s in enumerate(slots):  # in token order: the last writer of a row stays
         if 0 <= s < P:
             want_k[s], want_v[s] = k_rot[t], v[t]
-    np.testing.assert_array_equal(_bits(np.array(k_pool)), _bits(want_k))
-    np.testing.assert_array_equal(_bits(np.array(v_pool)), _bits(want_v))
+    np.testing.assert_array_equal(bits(np.array(k_pool)), bits(want_k))
+    np.testing.assert_array_equal(bits(np.array(v_pool)), bits(want_v))
 
 
 # --- 6: SGLang's C++-side checks are RuntimeErrors there, so they are here too -----------------
@@ -479,12 +474,12 @@ def test_inplace_refuses_inputs_sharing_a_pool(backend, label, kind, change):
         pytest.skip("in-place mx.array pools need MLX's CPU device")
     kw = make_inputs(BASE, "float32", kind=kind, slots=[0, 2, 4])
     kw.update(change(kw))
-    before = [_bits(kw[n]) for n in ("k_pool", "v_pool")]
+    before = [bits(kw[n]) for n in ("k_pool", "v_pool")]
     err = expect_error("inplace_unsupported", rope_pool_fused, **kw, backend=backend, inplace=True,
                        check_values=False)
     assert "shares memory with" in err.got
     for n, b in zip(("k_pool", "v_pool"), before):
-        np.testing.assert_array_equal(_bits(kw[n]), b)
+        np.testing.assert_array_equal(bits(kw[n]), b)
 
 
 def test_inplace_accepts_disjoint_slices_of_one_buffer(backend):
@@ -656,6 +651,52 @@ def test_cache_dir_not_ours_alone_is_refused(tmp_path, monkeypatch, label, make,
     assert reason is not None and message in reason
 
 
+def _shared(mode: int, owner: int | None = None):
+    """A folder of ``mode`` (and ``owner``) above the cache: what another user can or cannot swap."""
+    def make(tmp: Path) -> Path:
+        (tmp / "shared").mkdir()
+        os.chmod(tmp / "shared", mode)
+        if owner is not None:
+            _chown_other(tmp / "shared")
+        return tmp / "shared" / "me" / "cache"
+
+    return make
+
+
+#: label, the folder above the cache, and the refusal's reason (None: accepted).
+CACHE_ANCESTORS = [
+    ("under a folder everyone can write", _shared(0o777), "can be written by others (mode 777, not sticky)"),
+    ("under a folder its group can write", _shared(0o775), "can be written by others (mode 775, not sticky)"),
+    ("under another user's folder", _shared(0o755, owner=65534), "is owned by uid 65534"),
+    ("under a sticky folder, as /tmp", _shared(0o1777), None),
+    ("under a private folder", _shared(0o700), None),
+]
+
+
+@pytest.mark.parametrize("which", ["kernel", "model"])
+@pytest.mark.parametrize("label, make, reason", CACHE_ANCESTORS, ids=[c[0] for c in CACHE_ANCESTORS])
+def test_cache_under_a_folder_others_can_swap_is_refused(tmp_path, monkeypatch, label, make, reason, which):
+    from ropepool.engine import fetch
+
+    path = make(tmp_path)
+    monkeypatch.setenv("ROPEPOOL_KERNEL_CACHE" if which == "kernel" else "ROPEPOOL_MODEL_CACHE", str(path))
+    cache_dir = build.cache_dir if which == "kernel" else fetch.cache_dir
+    if reason is None:
+        assert cache_dir() == path and _mode(path) == 0o700
+        return
+    with pytest.raises(RuntimeError if which == "kernel" else fetch.ModelCacheError) as err:
+        cache_dir()
+    assert f"{which} cache {path} is refused: {tmp_path / 'shared'} above it {reason}" in str(err.value)
+
+
+def test_cache_reached_through_a_link_is_used_at_its_real_path(tmp_path, monkeypatch):
+    """A link above the cache may be swapped later: the folder is used by its real path, checked."""
+    (tmp_path / "real").mkdir(mode=0o700)
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    monkeypatch.setenv("ROPEPOOL_KERNEL_CACHE", str(tmp_path / "link" / "cache"))
+    assert build.cache_dir() == tmp_path / "real" / "cache"
+
+
 def test_temp_fallback_is_per_user_and_refused_when_planted(tmp_path, monkeypatch):
     """~/.cache unusable: the fallback in the temp dir is this user's own; another user's is refused."""
     monkeypatch.delenv("ROPEPOOL_KERNEL_CACHE", raising=False)
@@ -685,6 +726,82 @@ def test_lock_file_symlink_is_not_followed(tmp_path, monkeypatch):
     reason = build.unavailable(lambda: build.shared_library("tiny", TINY, ["-O0"]), "tiny cannot build")
     assert reason is not None and "lock file" in reason
     assert victim.read_text() == "precious"
+
+
+# --- background builds: one compiler at a time, a bounded cache, a timeout, the whole message -------
+
+def _fake_compiler(tmp: Path, body: str) -> Path:
+    """A shell script standing in for g++ (``body`` runs; arguments ignored)."""
+    script = tmp / "fake-cxx"
+    script.write_text("#!/bin/sh\n" + body)
+    script.chmod(0o755)
+    return script
+
+
+QUEUE = textwrap.dedent("""
+    import os, sys
+    from ropepool.kernels import host
+    from ropepool.rope import plain
+    host._library()  # the run-time build, with the real compiler
+    os.environ["CXX"] = sys.argv[1]  # every specialisation now runs the fake one
+    for D in range(2, 82, 2):  # 40 new shapes
+        host.kernel(host.shape_key(4, 2, D, plain(D, 10000.0)))
+    host.wait_for_builds()
+    print("queued", host.MAX_SPECIALISED)
+""")
+
+
+@needs_cxx
+def test_new_shapes_build_one_at_a_time_and_at_most_max_specialised(tmp_path):
+    """40 new shapes: one compiler at a time, and no more builds than MAX_SPECIALISED shapes allow
+    (each shape tries -march=native, then a portable build)."""
+    log = tmp_path / "log"
+    cxx = _fake_compiler(tmp_path, f'mkdir "{tmp_path}/running.$$"\nls -d "{tmp_path}"/running.* | wc -l >> "{log}"\n'
+                                   f'sleep 0.2\nrmdir "{tmp_path}/running.$$"\necho "fake: no" >&2\nexit 1\n')
+    out = subprocess.run([sys.executable, "-c", QUEUE, str(cxx)], capture_output=True, text=True, timeout=240,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    limit = int(out.stdout.split()[-1])
+    running = [int(n) for n in log.read_text().split()]
+    assert max(running) == 1, running
+    assert 0 < len(running) <= 2 * limit, running
+
+
+@needs_cxx
+def test_a_hanging_compiler_is_stopped(tmp_path, monkeypatch):
+    monkeypatch.setenv("ROPEPOOL_KERNEL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("CXX", str(_fake_compiler(tmp_path, f'echo $$ > "{tmp_path}/pid"\nsleep 60\n')))
+    monkeypatch.setenv("ROPEPOOL_BUILD_TIMEOUT", "1")
+    with pytest.raises(build.CompileError, match=r"took over 1 s and was stopped \(set ROPEPOOL_BUILD_TIMEOUT"):
+        build.shared_library("tiny", TINY, ["-O0"])
+    pid = int((tmp_path / "pid").read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+@needs_cxx
+def test_a_failed_build_gives_the_compilers_whole_message(tmp_path, monkeypatch):
+    monkeypatch.setenv("ROPEPOOL_KERNEL_CACHE", str(tmp_path / "cache"))
+    broken = "".join(f"int f{i}() {{ return undeclared_{i}; }}\n" for i in range(200))
+    with pytest.raises(build.CompileError) as err:
+        build.shared_library("broken", broken, ["-O0"])
+    message = str(err.value)
+    assert len(message) > 4000 and "undeclared_0" in message and "undeclared_199" in message
+
+
+@needs_cxx
+def test_the_kernel_cache_keeps_the_most_recently_used_libraries(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("ROPEPOOL_KERNEL_CACHE", str(cache))
+    monkeypatch.setattr(build, "MAX_LIBRARIES", 3)
+    sources = [f'extern "C" int ropepool_tiny() {{ return {i}; }}\n' for i in range(5)]
+    for i, src in enumerate(sources):
+        assert build.shared_library(f"tiny{i}", src, ["-O0"]).ropepool_tiny() == i
+        if i == 2:
+            build.shared_library("tiny0", sources[0], ["-O0"])  # used again: more recent than tiny1
+    kept = sorted(p.name.split("_")[0] for p in cache.glob("*.so"))
+    assert kept == ["tiny0", "tiny3", "tiny4"], kept
+    assert len(list(cache.glob("*.sha256"))) == 3
 
 
 # --- 11: the command line ---------------------------------------------------------------------------
