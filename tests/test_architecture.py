@@ -90,3 +90,15 @@ def test_the_op_and_the_kernels_never_import_teaching_cli_or_engine():
     lower = [n for n in g if not n.startswith(UPPER) and n != "ropepool"]
     bad = {n: sorted(t for t in g[n] if t.startswith(UPPER)) for n in lower}
     assert not {n: t for n, t in bad.items() if t}
+
+
+def test_the_tiny_models_import_mlx_lm_only_when_built():
+    """mlx-lm is a test extra: importing ropepool.engine.tiny_models must not need it."""
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['mlx_lm'] = None; import ropepool.engine.tiny_models as t; "
+            "print(len(t.ARCHS))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         cwd=PACKAGE.parent)
+    assert out.returncode == 0 and int(out.stdout) > 0, out.stderr[-1500:]
