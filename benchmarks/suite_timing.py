@@ -1,4 +1,4 @@
-"""Measure what issue 4 promises: the notebook suite's run time and one widget update's time.
+"""Measure the notebook suite's run time and one widget update's time.
 
     .venv/bin/python benchmarks/suite_timing.py            # both
     .venv/bin/python benchmarks/suite_timing.py --widgets  # widget updates only (seconds)

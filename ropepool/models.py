@@ -147,6 +147,26 @@ def preset_names() -> list[str]:
     return list(_PRESETS)
 
 
+#: Suffixes of a checkpoint's name that do not change its shapes (qwen2.5-7b-instruct is qwen2.5-7b).
+_VARIANT_SUFFIXES = ("-instruct", "-chat", "-base", "-it", "-hf")
+
+
+def closest_preset(name: str) -> str | None:
+    """The preset a mistyped or suffixed name most likely means, or None.
+
+    >>> closest_preset("Qwen2.5-7B-Instruct"), closest_preset("llama-3-8b-chat"), closest_preset("gpt2")
+    ('qwen2.5-7b', 'llama-3-8b', None)
+    """
+    by_lower = {p.lower(): p for p in _PRESETS}
+    stem = name.lower().rsplit("/", 1)[-1]
+    while stem.endswith(_VARIANT_SUFFIXES):
+        stem = stem[: stem.rfind("-")]
+    if stem in by_lower:
+        return by_lower[stem]
+    close = difflib.get_close_matches(stem, by_lower, n=1)
+    return by_lower[close[0]] if close else None
+
+
 def load_preset(name: str) -> dict:
     """The config dict of preset ``name`` (Hugging Face field names, plus ``_source``).
 
@@ -156,8 +176,8 @@ def load_preset(name: str) -> dict:
         ``name`` is not one of :func:`preset_names`.
     """
     if name not in _PRESETS:
-        close = difflib.get_close_matches(str(name), _PRESETS, n=1)
-        maybe = f" (did you mean {close[0]!r}?)" if close else ""
+        close = closest_preset(str(name))
+        maybe = f" (did you mean {close!r}?)" if close else ""
         raise ConfigError(f"unknown preset {name!r}{maybe}: choose one of {', '.join(_PRESETS)}")
     text = resources.files("ropepool").joinpath("presets", f"{name}.json").read_text(encoding="utf-8")
     return json.loads(text)
@@ -187,9 +207,9 @@ def load_config(source: str | Path) -> dict:
             raise ConfigError(f"{source}: a folder without a config.json in it")
         path = path / "config.json"
     if not path.exists():
-        close = difflib.get_close_matches(source.lower(), by_lower, n=1)
+        close = closest_preset(source)
         if close:
-            raise ConfigError(f"{source}: no such file, and not a preset (did you mean {by_lower[close[0]]!r}?)")
+            raise ConfigError(f"{source}: no such file, and not a preset (did you mean {close!r}?)")
         raise ConfigError(f"{source}: no such file, and not a preset ({', '.join(_PRESETS)})")
     text = _read_bounded(path)
     shown = printable(str(path), 1000)

@@ -26,12 +26,6 @@ def inverse_frequencies(head_dim: int, rope_base: float) -> np.ndarray:
     return np.asarray(plain(head_dim, rope_base).inv_freq)
 
 
-def rope_angles(positions, head_dim: int, rope_base: float) -> np.ndarray:
-    """theta ``[T, D/2]``: the angle each pair of each token turns by, float64."""
-    pos = to_numpy(positions, np.float64)
-    return pos[:, None] * inverse_frequencies(head_dim, rope_base)[None, :]  # [T, D/2]
-
-
 def rotate(x, positions, rope: Rope) -> np.ndarray:
     """Rotate ``x [T, H, D]`` at ``positions [T]`` as ``rope`` says, in float64.
 

@@ -34,12 +34,29 @@ def backend(request):
     return request.param
 
 
-# The real model's long runs (notebooks 08 and 09 under nbmake and in the browser, and the fixture of
-# tests/test_smollm2.py) each take a minute or more. Collected last, one of them would end the run
-# alone on one worker while the other sat idle; started first, on different workers, the short
-# tests fill in around them.
-SLOWEST = ("08_a_real_model.ipynb", "09_why_slots.ipynb", "tests/test_smollm2.py::")
+# Notebooks 08 and 09 run the real model for a minute or more. Collected last, one of them would end
+# the run alone on one worker while the other sat idle; started first, the short tests fill in around them.
+SLOWEST = ("08_a_real_model.ipynb", "09_why_slots.ipynb")
 
 
 def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: not any(s in item.nodeid for s in SLOWEST))  # stable: otherwise as collected
+
+
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: absent under -p no:xdist
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup`` (make test) with the group by place: the browser tests on one worker (one
+    JupyterLab and one Chromium per run, not one per worker), the other tests one by one.
+
+    xdist's own groups come from ``xdist_group`` marks, which do not reach its scheduler under
+    pytest 9.2 (the group rides in the node id, which pytest no longer lets a plugin change).
+    """
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class ByPlace(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "e2e" if nodeid.startswith("tests/e2e/") else super()._split_scope(nodeid)
+
+    return ByPlace(config, log)

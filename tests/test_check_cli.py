@@ -1,6 +1,5 @@
 """``python -m ropepool check``: what it prints, its exit status, and one-line errors for bad input."""
 
-import doctest
 import json
 import re
 import subprocess
@@ -8,7 +7,6 @@ import sys
 
 import pytest
 
-import ropepool.cli.check
 from ropepool import best_backend
 from ropepool.__main__ import main
 from ropepool.cli.check import human_bytes
@@ -184,11 +182,6 @@ HUMAN = [(0, "0 B"), (1023, "1023 B"), (1024, "1.0 KiB"), (1536, "1.5 KiB"), (3 
 @pytest.mark.parametrize("n, text", HUMAN)
 def test_human_bytes(n, text):
     assert human_bytes(n) == text
-
-
-def test_docstring_examples():
-    result = doctest.testmod(ropepool.cli.check)
-    assert result.attempted > 0 and result.failed == 0
 
 
 # Hostile config files: each ends in one line on stderr, a non-zero status, within the timeout, and

@@ -234,16 +234,6 @@ def test_unknown_backend_is_refused_before_anything_runs():
                  backend="tpu")
 
 
-@pytest.mark.parametrize("name", ["ropepool.engine.allocator", "ropepool.engine.arguments", "ropepool.engine.generate",
-                                  "ropepool.engine.radix"])
-def test_docstring_examples(name):
-    import doctest
-    import importlib
-
-    result = doctest.testmod(importlib.import_module(name))
-    assert result.attempted > 0 and result.failed == 0
-
-
 def test_the_logits_benchmark_prints_a_row_per_model(capsys):
     import runpy
 

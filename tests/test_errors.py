@@ -6,6 +6,7 @@ import sys
 import mlx.core as mx
 import numpy as np
 import pytest
+from helpers import for_each
 
 import ropepool
 from ropepool import CATALOG, RopePoolError, Shapes, make_inputs, rope_pool_fused
@@ -38,42 +39,44 @@ def _pools(kw) -> list[np.ndarray]:
             for p in (kw["k_pool"], kw["v_pool"]) if hasattr(p, "shape")]
 
 
-@pytest.mark.parametrize("code", CODES)
-def test_trigger_raises_exactly_its_error(code):
-    err = expect_error(code, rope_pool_fused, **CATALOG[code].trigger())
-    assert isinstance(err, ValueError)
-    first, *rest = str(err).split("\n")
-    assert err.first_line == first
-    second = " ".join(line.strip() for line in rest)  # the explanation, wrapped at word boundaries
-    assert second.startswith("expected ") and err.expected in second and err.got in second
-    assert err.hint and " ".join(err.hint.split()) in second
+def test_every_trigger_raises_exactly_its_error():
+    """Each catalog trigger raises its code; the explanation says expected, got and the hint."""
+    def check(code):
+        err = expect_error(code, rope_pool_fused, **CATALOG[code].trigger())
+        assert isinstance(err, ValueError)
+        first, *rest = str(err).split("\n")
+        assert err.first_line == first
+        second = " ".join(line.strip() for line in rest)  # the explanation, wrapped at word boundaries
+        assert second.startswith("expected ") and err.expected in second and err.got in second
+        assert err.hint and " ".join(err.hint.split()) in second
+
+    for_each(CODES, check)
 
 
-@pytest.mark.parametrize("code", CODES)
-def test_explanation_wraps_at_word_boundaries(code):
+def test_every_explanation_wraps_at_word_boundaries():
     """No line of the explanation is longer than WRAP_WIDTH unless it is one unbreakable word, and
     no word is cut: the output area never has to break a line mid-word."""
     from ropepool.errors import WRAP_WIDTH
 
-    err = expect_error(code, rope_pool_fused, **CATALOG[code].trigger())
-    first, *rest = str(err).split("\n")
-    for line in rest:
-        assert line.startswith("  ") and (len(line) <= WRAP_WIDTH or " " not in line.strip()), line
-    words = f"expected {err.expected}, got {err.got}. {err.hint}".split()
-    assert " ".join(" ".join(rest).split()) == " ".join(words)
+    def check(code):
+        err = expect_error(code, rope_pool_fused, **CATALOG[code].trigger())
+        first, *rest = str(err).split("\n")
+        for line in rest:
+            assert line.startswith("  ") and (len(line) <= WRAP_WIDTH or " " not in line.strip()), line
+        words = f"expected {err.expected}, got {err.got}. {err.hint}".split()
+        assert " ".join(" ".join(rest).split()) == " ".join(words)
+
+    for_each(CODES, check)
 
 
-@pytest.mark.parametrize("code", CODES)
-def test_fixed_call_succeeds(code):
-    q_rot, k_rot, k_pool, v_pool = rope_pool_fused(**CATALOG[code].fixed())
-    assert k_pool.shape[1:] == k_rot.shape[1:]
+def test_sglang_messages_verbatim():
+    def check(row):
+        code, first_line = row
+        assert CATALOG[code].origin.startswith("sglang")
+        err = expect_error(code, rope_pool_fused, **CATALOG[code].trigger())
+        assert str(err).split("\n")[0] == first_line
 
-
-@pytest.mark.parametrize("code,first_line", SGLANG_FIRST_LINES)
-def test_sglang_messages_verbatim(code, first_line):
-    assert CATALOG[code].origin.startswith("sglang")
-    err = expect_error(code, rope_pool_fused, **CATALOG[code].trigger())
-    assert str(err).split("\n")[0] == first_line
+    for_each(SGLANG_FIRST_LINES, check)
 
 
 def test_every_sglang_check_is_in_the_contract_table():
@@ -81,23 +84,27 @@ def test_every_sglang_check_is_in_the_contract_table():
     assert sglang == {c for c, _ in SGLANG_FIRST_LINES}
 
 
-@pytest.mark.parametrize("code", CODES)
-def test_catalog_entry_is_documented(code):
-    spec = CATALOG[code]
-    assert spec.code == code
-    assert spec.meaning and spec.fix and spec.causes
-    assert spec.origin in ("sglang", "sglang-c++", "ropepool")
+def test_every_catalog_entry_is_documented():
+    def check(code):
+        spec = CATALOG[code]
+        assert spec.code == code
+        assert spec.meaning and spec.fix and spec.causes
+        assert spec.origin in ("sglang", "sglang-c++", "ropepool")
+
+    for_each(CODES, check)
 
 
-@pytest.mark.parametrize("code", CODES)
-def test_pools_unchanged_after_error(code):
-    kw = CATALOG[code].trigger()
-    before = _pools(kw)
-    assert len(before) == 2  # both pools are arrays in every trigger
-    with pytest.raises(RopePoolError):
-        rope_pool_fused(**kw)
-    for after, arr in zip(_pools(kw), before):
-        np.testing.assert_array_equal(after, arr)
+def test_every_trigger_leaves_the_pools_unchanged():
+    def check(code):
+        kw = CATALOG[code].trigger()
+        before = _pools(kw)
+        assert len(before) == 2  # both pools are arrays in every trigger
+        with pytest.raises(RopePoolError):
+            rope_pool_fused(**kw)
+        for after, arr in zip(_pools(kw), before):
+            np.testing.assert_array_equal(after, arr)
+
+    for_each(CODES, check)
 
 
 def test_numpy_pools_unchanged_after_value_error():

@@ -322,13 +322,6 @@ def test_show_solution_rejects_an_unknown_exercise():
         ex.show_solution(9)
 
 
-def test_docstring_examples():
-    import doctest
-
-    result = doctest.testmod(ex)
-    assert result.attempted > 0 and result.failed == 0
-
-
 # --- How a verdict shows in Jupyter --------------------------------------------------------------
 
 MARKUP_MESSAGES = [

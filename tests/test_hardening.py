@@ -1,4 +1,4 @@
-"""Issue 10: every bad input a catalogued error or a correct result, a kernel cache nobody else can
+"""Every bad input a catalogued error or a correct result, a kernel cache nobody else can
 plant code in, a CLI that neither hangs nor dumps a traceback, threads that get correct results.
 
 Each table names its cases; a bad input must end in the catalog's error with both pools unchanged,
@@ -20,6 +20,7 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 import pytest
+from helpers import bits
 
 from ropepool import CATALOG, RopePoolError, Shapes, make_inputs, rope_pool_fused
 from ropepool.models import ConfigError, RopeParams, from_config
@@ -32,12 +33,6 @@ ROOT = Path(__file__).resolve().parent.parent
 BASE = Shapes(tokens=3, num_qo_heads=4, num_kv_heads=2, head_dim=8, pool_rows=6)
 ARRAYS = ("q", "k", "v", "positions", "slots", "k_pool", "v_pool")
 OUTPUTS = ("q_rot", "k_rot", "k_pool", "v_pool")
-
-
-def _bits(x) -> np.ndarray:
-    """An array's bytes (bfloat16 and byte order included), for bit-for-bit comparisons."""
-    x = np.array(x.astype(mx.float32) if isinstance(x, mx.array) and x.dtype == mx.bfloat16 else x)
-    return np.ascontiguousarray(x, x.dtype.newbyteorder("=")).view(np.uint8)
 
 
 def _copy(kw: dict) -> dict:
@@ -108,7 +103,7 @@ def test_any_numpy_layout_gives_the_plain_result(backend, label, names, change, 
     want = _call(plain, backend=backend, inplace=inplace)
     got = _call(odd, backend=backend, inplace=inplace)
     for name, a, b in zip(OUTPUTS, got, want):
-        np.testing.assert_array_equal(_bits(a), _bits(b), err_msg=name)
+        np.testing.assert_array_equal(bits(a), bits(b), err_msg=name)
     if inplace:  # the very pools passed hold the rows; row 256 written, nothing past the pool
         np.testing.assert_array_equal(odd["k_pool"][256], got[1][0])
 
@@ -127,7 +122,7 @@ def test_inplace_refuses_odd_pools(backend, label, change):
     before = [p.copy() for p in (kw["k_pool"], kw["v_pool"])]
     expect_error("inplace_unsupported", rope_pool_fused, **kw, backend=backend, inplace=True)
     for p, b in zip((kw["k_pool"], kw["v_pool"]), before):
-        np.testing.assert_array_equal(_bits(p), _bits(b))
+        np.testing.assert_array_equal(bits(p), bits(b))
 
 
 # --- 3: argument types and ranges ------------------------------------------------------------------
@@ -225,13 +220,13 @@ ARGUMENT_CASES = [
 @pytest.mark.parametrize("label, change, code", ARGUMENT_CASES, ids=[c[0] for c in ARGUMENT_CASES])
 def test_bad_arguments_are_catalogued(label, change, code, kind):
     kw = make_inputs(BASE, "float32", kind=kind, slots=[0, 2, 4])
-    before = [_bits(kw[n]) for n in ("k_pool", "v_pool")]
+    before = [bits(kw[n]) for n in ("k_pool", "v_pool")]
     with pytest.raises(RopePoolError) as info:
         rope_pool_fused(**{**kw, **change})
     assert info.value.code == code, str(info.value)
     assert code in CATALOG
     for n, b in zip(("k_pool", "v_pool"), before):
-        np.testing.assert_array_equal(_bits(kw[n]), b)
+        np.testing.assert_array_equal(bits(kw[n]), b)
 
 
 GOOD_ARGUMENTS = [
@@ -274,7 +269,7 @@ NUMPY_SPELLINGS = [
 def test_numpy_spellings_of_the_rope_keywords_give_the_plain_result(label, numpy_kw, plain_kw):
     kw = make_inputs(BASE, "float32", slots=[0, 2, 4], positions=[0, 5000, 70000])
     for got, want in zip(rope_pool_fused(**kw, **numpy_kw), rope_pool_fused(**kw, **plain_kw)):
-        np.testing.assert_array_equal(_bits(got), _bits(want))
+        np.testing.assert_array_equal(bits(got), bits(want))
 
 
 @pytest.mark.parametrize("plain, other", [(1.0, True), (2, Decimal(2)), (2.0, Decimal("2.0"))],
@@ -420,8 +415,8 @@ def test_duplicate_slots_last_token_wins(backend, label, slots, P, inplace, kind
     for t, s in enumerate(slots):  # in token order: the last writer of a row stays
         if 0 <= s < P:
             want_k[s], want_v[s] = k_rot[t], v[t]
-    np.testing.assert_array_equal(_bits(np.array(k_pool)), _bits(want_k))
-    np.testing.assert_array_equal(_bits(np.array(v_pool)), _bits(want_v))
+    np.testing.assert_array_equal(bits(np.array(k_pool)), bits(want_k))
+    np.testing.assert_array_equal(bits(np.array(v_pool)), bits(want_v))
 
 
 # --- 6: SGLang's C++-side checks are RuntimeErrors there, so they are here too -----------------
@@ -479,12 +474,12 @@ def test_inplace_refuses_inputs_sharing_a_pool(backend, label, kind, change):
         pytest.skip("in-place mx.array pools need MLX's CPU device")
     kw = make_inputs(BASE, "float32", kind=kind, slots=[0, 2, 4])
     kw.update(change(kw))
-    before = [_bits(kw[n]) for n in ("k_pool", "v_pool")]
+    before = [bits(kw[n]) for n in ("k_pool", "v_pool")]
     err = expect_error("inplace_unsupported", rope_pool_fused, **kw, backend=backend, inplace=True,
                        check_values=False)
     assert "shares memory with" in err.got
     for n, b in zip(("k_pool", "v_pool"), before):
-        np.testing.assert_array_equal(_bits(kw[n]), b)
+        np.testing.assert_array_equal(bits(kw[n]), b)
 
 
 def test_inplace_accepts_disjoint_slices_of_one_buffer(backend):

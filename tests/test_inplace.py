@@ -9,7 +9,9 @@ import mlx.core as mx
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
-from test_properties import bits, calls
+from hypothesis import strategies as st
+from helpers import bits
+from test_properties import calls
 
 import ropepool
 from ropepool import Shapes, make_inputs, rope_pool_fused
@@ -29,9 +31,9 @@ def writable_copy(pool):
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(calls())
-def test_same_bits_as_the_default_call_in_the_pools_passed(backend, call):
-    kw, _ = call
+@given(data=st.data())
+def test_same_bits_as_the_default_call_in_the_pools_passed(backend, data):
+    kw, _ = data.draw(calls(backend), label="call")
     want = snapshot(rope_pool_fused(**kw, backend=backend))  # evaluated before any pool changes
     pools = {"k_pool": writable_copy(kw["k_pool"]), "v_pool": writable_copy(kw["v_pool"])}
     out = rope_pool_fused(**{**kw, **pools}, backend=backend, inplace=True)

@@ -5,6 +5,7 @@ import shutil
 import mlx.core as mx
 import numpy as np
 import pytest
+from helpers import bits
 
 import ropepool
 from ropepool.kernels import fused, host, source, statuses
@@ -143,8 +144,7 @@ def _check_backend(backend: str, dtype: str, T, Hq, Hkv, D):
     np.testing.assert_allclose(f64[0], ref[0], rtol=0, atol=tol * 6)
     np.testing.assert_allclose(f64[1], ref[1], rtol=0, atol=tol * 6)
     written = [s for s in slots if s >= 0]
-    kb = np.array(out[2].view(mx.uint16 if dtype != "float32" else mx.uint32))
-    rb = np.array(out[1].view(mx.uint16 if dtype != "float32" else mx.uint32))
+    kb, rb = bits(out[2]), bits(out[1])
     np.testing.assert_array_equal(kb[written], rb[1:])
     untouched = np.setdiff1d(np.arange(P), written)
     np.testing.assert_array_equal(f64[2][untouched], pools[0][untouched])

@@ -227,7 +227,7 @@ def test_generated_cuda_qk_norm_fp8_kernel_matches_reference(tmp_path):
     """The exact CUDA text of the QK-norm + FP8 variant (its #define lines, inputs and uint8 outputs),
     compiled by g++ against the stand-ins and run over whole blocks: q_rot and k_rot within the
     normalised bound of the reference, k_fp8 and v_fp8 the reference codes of k_rot and v."""
-    from ropepool.kernels import nvrtc
+    from benchmarks import nvrtc
     from ropepool.reference import quantize_rows, rms_norm
 
     T, Hq, Hkv, D, dtype = 3, 4, 2, 16, "float16"

@@ -13,6 +13,7 @@ import time
 import mlx.core as mx
 import numpy as np
 import pytest
+from helpers import bits
 
 from ropepool.rope import rope_table
 
@@ -43,20 +44,15 @@ def inputs(T, Hq, Hkv, D, dtype, seed=0):
     return kw["q"], kw["k"], kw["positions"]
 
 
-def storage_bits(a: mx.array) -> np.ndarray:
-    return np.array(a.view(mx.uint32 if a.dtype == mx.float32 else mx.uint16))
-
-
 def emulated(q, k, positions, dtype):
     """The emulator's q_rot and k_rot for the same inputs, as bits."""
-    to_store = (lambda a: storage_bits(a)) if dtype == "bfloat16" else (lambda a: np.array(a))
+    to_store = bits if dtype == "bfloat16" else (lambda a: np.array(a))
     T, _, D = q.shape
     Hkv = k.shape[1]
     pool = np.zeros((1, Hkv, D), emulator.STORAGE[dtype])
     run = emulator.emulate(to_store(q), to_store(k), to_store(k), np.array(positions), np.full(T, -1), pool, pool,
                            rope_base=10000.0, dtype=dtype, write_pool=False)
-    as_bits = lambda x: x.view(np.uint32 if dtype == "float32" else np.uint16)  # noqa: E731
-    return as_bits(run.q_rot), as_bits(run.k_rot)
+    return bits(run.q_rot), bits(run.k_rot)
 
 
 def test_the_body_uses_the_thread_index_only_as_the_driver_supports():
@@ -80,8 +76,8 @@ def test_matches_reference_and_emulator_bit_for_bit(name, T, Hq, Hkv, D, dtype):
     for allow_fixed in (True, False):  # the specialisation (where built) and the run-time build agree
         q_rot, k_rot = host.rope_rows_host(q, k, positions, rope_base=10000.0, allow_fixed=allow_fixed)
         assert q_rot.dtype == q.dtype and q_rot.shape == q.shape and k_rot.shape == k.shape
-        np.testing.assert_array_equal(storage_bits(q_rot), want_q)
-        np.testing.assert_array_equal(storage_bits(k_rot), want_k)
+        np.testing.assert_array_equal(bits(q_rot), want_q)
+        np.testing.assert_array_equal(bits(k_rot), want_k)
         pos = np.array(positions, np.float64)
         f64 = lambda a: np.array(a.astype(mx.float32), np.float64)  # noqa: E731
         assert error_ratio(f64(q_rot), ref_q, f64(q), pos, dtype) <= 1
@@ -120,7 +116,7 @@ def test_a_new_shape_is_specialised_after_its_first_use_with_the_same_bits(monke
     assert host.kernel(key) is not host._library().ropepool_rope
     again = host.rope_rows_host(q, k, positions, rope=rope)
     for a, b in zip(first, again):
-        np.testing.assert_array_equal(storage_bits(a), storage_bits(b))
+        np.testing.assert_array_equal(bits(a), bits(b))
     assert _run_entry(host.kernel(key), Hq, Hkv, D, rope)[0] == 1  # the sizes compiled in ran
 
 
@@ -146,10 +142,10 @@ def test_workers_split_tokens_without_changing_a_bit(T, dtype):
     for threads in (2, 3):
         many = host.rope_rows_host(q, k, positions, rope_base=10000.0, threads=threads)
         for a, b in zip(one, many):
-            np.testing.assert_array_equal(storage_bits(a), storage_bits(b))
+            np.testing.assert_array_equal(bits(a), bits(b))
     want_q, want_k = emulated(q, k, positions, dtype)
-    np.testing.assert_array_equal(storage_bits(one[0]), want_q)
-    np.testing.assert_array_equal(storage_bits(one[1]), want_k)
+    np.testing.assert_array_equal(bits(one[0]), want_q)
+    np.testing.assert_array_equal(bits(one[1]), want_k)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
@@ -160,7 +156,7 @@ def test_half_precision_is_float32_math_rounded_once_as_mlx_rounds(dtype):
     narrow = host.rope_rows_host(q, k, positions, rope_base=10000.0)
     wide = host.rope_rows_host(q.astype(mx.float32), k.astype(mx.float32), positions, rope_base=10000.0)
     for got, full in zip(narrow, wide):
-        np.testing.assert_array_equal(storage_bits(got), storage_bits(full.astype(got.dtype)))
+        np.testing.assert_array_equal(bits(got), bits(full.astype(got.dtype)))
 
 
 def test_float16_extremes_convert_as_mlx_converts():
@@ -180,7 +176,7 @@ def test_float16_extremes_convert_as_mlx_converts():
         nan = np.isnan(np.array(want))
         np.testing.assert_array_equal(np.isnan(np.array(got)), nan)
         assert nan.any() and not nan.all()
-        np.testing.assert_array_equal(storage_bits(got)[~nan], storage_bits(want)[~nan])
+        np.testing.assert_array_equal(bits(got)[~nan], bits(want)[~nan])
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
@@ -190,7 +186,7 @@ def test_numpy_and_mlx_output_buffers_agree(dtype, monkeypatch):
     monkeypatch.setattr(host, "DIRECT_BYTES", 0)  # write straight into MLX's buffers
     direct = host.rope_rows_host(q, k, positions, rope_base=10000.0)
     for a, b in zip(small, direct):
-        np.testing.assert_array_equal(storage_bits(a), storage_bits(b))
+        np.testing.assert_array_equal(bits(a), bits(b))
 
 
 def test_non_contiguous_inputs_are_read_correctly():
@@ -203,7 +199,7 @@ def test_non_contiguous_inputs_are_read_correctly():
     want = host.rope_rows_host(q, k, positions, rope_base=10000.0)
     got = host.rope_rows_host(q_t, k_s, pos_s, rope_base=10000.0)
     for a, b in zip(want, got):
-        np.testing.assert_array_equal(storage_bits(a), storage_bits(b))
+        np.testing.assert_array_equal(bits(a), bits(b))
 
 
 def test_lazy_inputs_are_evaluated_first():
@@ -211,20 +207,20 @@ def test_lazy_inputs_are_evaluated_first():
     want = host.rope_rows_host(q, k, positions, rope_base=10000.0)
     got = host.rope_rows_host(q + 0, k * 1, positions + 0, rope_base=10000.0)  # unevaluated graphs
     for a, b in zip(want, got):
-        np.testing.assert_array_equal(storage_bits(a), storage_bits(b))
+        np.testing.assert_array_equal(bits(a), bits(b))
 
 
 def test_unchecked_out_of_range_slots_write_nothing_and_the_rest_lands():
     P = 6
     kw = make_inputs(Shapes(5, 8, 2, 16, P), "bfloat16", slots=[2, 2**31 - 1, -5, P, 0])
-    before = [storage_bits(kw["k_pool"]), storage_bits(kw["v_pool"])]
+    before = [bits(kw["k_pool"]), bits(kw["v_pool"])]
     q_rot, k_rot, k_pool, v_pool = rope_pool_fused(**kw, backend="cpu", check_values=False)
-    k_bits, v_bits = storage_bits(k_pool), storage_bits(v_pool)
-    np.testing.assert_array_equal(k_bits[[2, 0]], storage_bits(k_rot)[[0, 4]])
-    np.testing.assert_array_equal(v_bits[[2, 0]], storage_bits(kw["v"])[[0, 4]])
+    k_bits, v_bits = bits(k_pool), bits(v_pool)
+    np.testing.assert_array_equal(k_bits[[2, 0]], bits(k_rot)[[0, 4]])
+    np.testing.assert_array_equal(v_bits[[2, 0]], bits(kw["v"])[[0, 4]])
     for new, old in zip((k_bits, v_bits), before):
         np.testing.assert_array_equal(new[[1, 3, 4, 5]], old[[1, 3, 4, 5]])
-    np.testing.assert_array_equal(storage_bits(kw["k_pool"]), before[0])  # the caller's pool is unchanged
+    np.testing.assert_array_equal(bits(kw["k_pool"]), before[0])  # the caller's pool is unchanged
 
 
 def test_auto_picks_it_on_a_cpu_only_machine():
@@ -246,7 +242,7 @@ def test_a_shape_whose_specialisation_fails_keeps_the_run_time_build(monkeypatch
     host.wait_for_builds()
     assert not host.specialised(key) and host.kernel(key) is host._library().ropepool_rope
     for a, b in zip(first, host.rope_rows_host(q, k, positions, rope=rope)):
-        np.testing.assert_array_equal(storage_bits(a), storage_bits(b))
+        np.testing.assert_array_equal(bits(a), bits(b))
 
 
 def test_a_failed_build_is_reported_not_raised(monkeypatch):
@@ -261,10 +257,3 @@ def test_a_failed_build_is_reported_not_raised(monkeypatch):
         monkeypatch.undo()
         host._library.cache_clear()  # the next call loads the cached library again
     assert reason == "the 'cpu' backend cannot build: compiling ropepool_host failed:"
-
-
-def test_docstring_example_runs():
-    import doctest
-
-    result = doctest.testmod(host)
-    assert result.attempted > 0 and result.failed == 0

@@ -4,6 +4,7 @@
 import mlx.core as mx
 import numpy as np
 import pytest
+from helpers import bits
 
 from ropepool import Shapes, make_inputs
 from ropepool.mlx_ops import _row_word, rope_cos_sin, rotate, rotate_qk, scatter_rows
@@ -20,10 +21,6 @@ CASES = [
     ("near-float32-limit", 2, 4, 2, 64, [2**24 - 2, 2**24 - 1]),
     ("t0", 0, 4, 2, 8, []),
 ]
-
-
-def bits(a: mx.array) -> np.ndarray:
-    return np.array(a.view(WORD[str(a.dtype).rsplit(".", 1)[-1]]))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -1,13 +1,11 @@
 """From config to the op's parameters: the presets' values, each config variant, each refusal."""
 
-import doctest
 import math
 import json
 
 import numpy as np
 import pytest
 
-import ropepool.models
 from ropepool import Shapes
 from ropepool.models import (
     ConfigError,
@@ -216,11 +214,6 @@ def test_refused(name, config, fields, phrase):
     assert e.value.fields == fields
     assert phrase in str(e.value)
     assert "\n" not in str(e.value)
-
-
-def test_docstring_examples():
-    result = doctest.testmod(ropepool.models)
-    assert result.attempted > 0 and result.failed == 0
 
 
 def test_not_a_dict():

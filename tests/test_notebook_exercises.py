@@ -1,7 +1,5 @@
 """The end-of-notebook checkers of 00-05: the right answer passes, None is "not yet", mistakes are named."""
 
-import doctest
-
 import numpy as np
 import pytest
 
@@ -52,7 +50,3 @@ def test_every_notebook_00_to_05_runs_its_checker():
         path = next((Path(__file__).parent.parent / "notebooks").glob(f"{stem}_*.ipynb"))
         source = "\n".join(c.source for c in nbformat.read(path, 4).cells if c.cell_type == "code")
         assert f"notebook_exercises.{check.__name__}" in source, f"{path.name} does not run {check.__name__}"
-
-
-def test_docstring_examples():
-    assert doctest.testmod(nx).failed == 0

@@ -1,7 +1,7 @@
 """NVIDIA's runtime compiler (NVRTC) on the CUDA kernel, exactly as ``mx.fast.cuda_kernel`` assembles it.
 
 Every dtype, the (Hq, Hkv, D) of every preset (plus D = 2 MQA), for sm_80 (A100) and sm_90
-(H100), to SASS: no error, no warning, no spill. The text comes from :mod:`ropepool.kernels.nvrtc`,
+(H100), to SASS: no error, no warning, no spill. The text comes from ``benchmarks/nvrtc.py``,
 which builds it from the kernel's own source (body, header, names, template arguments), so
 whatever the kernel gains is compiled here too. Run with ``-s`` to see the register table; it is
 also written to ``artifacts/nvrtc_resources_<arch>.txt``. Select with ``-k nvrtc``.
@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from ropepool import models
-from ropepool.kernels import nvrtc, source
+from benchmarks import nvrtc
+from ropepool.kernels import source
 
 pytestmark = pytest.mark.skipif(nvrtc.unavailable_reason() is not None,
                                 reason=f"NVRTC unavailable: {nvrtc.unavailable_reason()}")

@@ -1,6 +1,10 @@
 """rope_pool_fused against the float64 reference, as properties over shapes, slots and dtypes,
 on each backend that runs on a CPU (the ``backend`` fixture in conftest.py: "mlx" and "cpu").
 
+The "mlx" backend gets every even head_dim from 2 to 256. The "cpu" backend compiles a library per
+(Hq, Hkv, D) it meets, so it gets the fixed shapes of :data:`CPU_SHAPES`; the rest (tokens, slots,
+positions, dtypes, kinds, bases) is drawn the same for both.
+
 q_rot and k_rot must stay within :mod:`ropepool.tolerance`'s documented bound, which grows
 linearly with position (the angle is float32; that module's docstring gives the measured
 growth). Pool rows are compared bit for bit with k_rot, and untouched rows with the input pool.
@@ -10,6 +14,7 @@ import mlx.core as mx
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
+from helpers import bits
 from hypothesis import strategies as st
 
 from ropepool import Shapes, make_inputs, rope_pool_fused, rope_pool_reference
@@ -22,6 +27,14 @@ HEAD_CONFIGS = [
     ("gqa-llama3", 32, 8),
     ("mqa", 4, 1),
 ]
+# (name, Hq, Hkv, D): the "cpu" backend's shapes.
+CPU_SHAPES = [
+    ("mha-d2", 4, 4, 2),  # the smallest head: one pair
+    ("gqa-d6", 8, 2, 6),  # an odd number of pairs
+    ("mha-phi-2", 32, 32, 80),  # Phi-2: D not a power of two
+    ("gqa-llama3", 32, 8, 128),  # Llama-3-8B
+    ("mqa-d256", 4, 1, 256),  # Gemma's head_dim under one KV head
+]
 ARGS = ("q", "k", "v", "positions", "slots", "k_pool", "v_pool")
 
 
@@ -31,18 +44,14 @@ def as_f64(a) -> np.ndarray:
     return np.array(a, dtype=np.float64)
 
 
-def bits(a) -> np.ndarray:
-    """The raw bits of an array, for bit-for-bit comparisons (bfloat16 included)."""
-    if isinstance(a, mx.array):
-        a = a.view(mx.uint16) if a.dtype in (mx.bfloat16, mx.float16) else a.view(mx.uint32)
-        return np.array(a)
-    return a.view(np.uint16 if a.dtype.itemsize == 2 else np.uint32)
-
-
 @st.composite
-def calls(draw):
-    _, hq, hkv = draw(st.sampled_from(HEAD_CONFIGS))
-    head_dim = 2 * draw(st.integers(1, 128))  # D even, 2..256
+def calls(draw, backend="mlx"):
+    """A valid call's keywords (``check_values`` included) and its dtype; shapes as ``backend`` gets them."""
+    if backend == "cpu":
+        _, hq, hkv, head_dim = draw(st.sampled_from(CPU_SHAPES))
+    else:
+        _, hq, hkv = draw(st.sampled_from(HEAD_CONFIGS))
+        head_dim = 2 * draw(st.integers(1, 128))  # D even, 2..256
     tokens = draw(st.sampled_from([0, 1, draw(st.integers(2, 37))]))  # T in {0, 1, irregular}
     pool_rows = tokens + draw(st.integers(0, 9))
     kind = draw(st.sampled_from(["mlx", "numpy"]))
@@ -63,9 +72,9 @@ def calls(draw):
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(calls())
-def test_matches_reference(backend, call):
-    kw, dtype = call
+@given(data=st.data())
+def test_matches_reference(backend, data):
+    kw, dtype = data.draw(calls(backend), label="call")
     ref = rope_pool_reference(*[kw[n] for n in ARGS], rope_base=kw["rope_base"])
     out = rope_pool_fused(**kw, backend=backend)
     assert all(type(o) is type(kw["q"]) for o in out)  # answers in the kind of q
@@ -77,10 +86,10 @@ def test_matches_reference(backend, call):
 
 
 @settings(max_examples=80, deadline=None)
-@given(calls())
-def test_pool_rows_exact(backend, call):
+@given(data=st.data())
+def test_pool_rows_exact(backend, data):
     """Written rows hold k_rot's and v's bits; every other row keeps its bits."""
-    kw, _ = call
+    kw, _ = data.draw(calls(backend), label="call")
     _, k_rot, k_pool, v_pool = rope_pool_fused(**kw, backend=backend)
     slots = np.array(kw["slots"])
     written = (slots >= 0) & (slots < bits(kw["k_pool"]).shape[0])

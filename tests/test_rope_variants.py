@@ -10,6 +10,7 @@ the CPU build agrees with the grid emulator bit for bit on every variant.
 import mlx.core as mx
 import numpy as np
 import pytest
+from helpers import bits
 
 import ropepool
 from ropepool import models
@@ -67,10 +68,6 @@ def f64(a: mx.array) -> np.ndarray:
     return np.array(a.astype(mx.float32), np.float64)
 
 
-def bits(a: mx.array) -> np.ndarray:
-    return np.array(a.view({4: mx.uint32, 2: mx.uint16}[a.dtype.size]))
-
-
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name,config,why", MODELS, ids=[m[0] for m in MODELS])
@@ -95,7 +92,7 @@ def test_the_op_computes_what_mlx_lm_computes(name, config, why, dtype, backend)
         assert np.array_equal(bits(q_rot[..., rest]), bits(x_t[..., rest]))  # unrotated: copied bit for bit
 
 
-def test_plain_rope_on_a_llama3_config_is_the_mistake_the_issue_measured():
+def test_plain_rope_on_a_llama3_config_is_right_at_zero_and_off_far_away():
     """Llama-3.1's config run as plain RoPE: right at position 0, far off at long positions."""
     p = models.preset("llama-3.1-8b")
     module = mlx_lm_module(p)

@@ -105,11 +105,3 @@ def test_op_overview_names_the_inputs_and_the_rotation():
 def test_op_overview_rejects_a_slot_past_the_pool():
     with pytest.raises(ValueError, match="below pool_rows=4"):
         op_overview(slots=(4,), pool_rows=4)
-
-
-def test_docstring_examples_run():
-    import doctest
-    import importlib
-
-    result = doctest.testmod(importlib.import_module("ropepool.teaching.viz.gqa"))
-    assert result.attempted > 0 and result.failed == 0

@@ -65,11 +65,3 @@ def test_pages_fold_rows_and_show_the_page_table():
     (table,) = [t for t in fig.axes[1].tables]
     cells = {(r, c): cell.get_text().get_text() for (r, c), cell in table.get_celld().items()}
     assert cells[(1, 0)] == "A" and cells[(2, 1)] == "[1, 2]"
-
-
-def test_docstring_examples():
-    import doctest
-    import importlib
-
-    result = doctest.testmod(importlib.import_module("ropepool.teaching.viz.pool"))
-    assert result.attempted > 0 and result.failed == 0

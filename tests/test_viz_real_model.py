@@ -1,11 +1,8 @@
 """ropepool.teaching.viz.real_model: the data behind notebook 08's plots, read back from the figures."""
 
-import doctest
-
 import numpy as np
 import pytest
 
-from ropepool.engine import gguf
 from ropepool.engine.gguf import head_row_order
 from ropepool.teaching.viz import real_model as V
 
@@ -48,9 +45,3 @@ def test_kv_memory_lines_grow_with_context():
     lines = {ln.get_gid(): ln for ax in fig.axes for ln in ax.lines}
     np.testing.assert_allclose(lines["float16"].get_ydata(), [1024 * 23_040 / 1e6, 4096 * 23_040 / 1e6])
     np.testing.assert_allclose(lines["weights"].get_ydata(), [98.362432, 98.362432])
-
-
-@pytest.mark.parametrize("module", [V, gguf], ids=lambda m: m.__name__)
-def test_docstring_examples(module):
-    result = doctest.testmod(module)
-    assert result.attempted > 0 and result.failed == 0

@@ -41,7 +41,7 @@ def test_pair_paths_can_pick_pairs():
 def test_frequencies_go_fast_to_slow_and_wavelength_is_two_pi_over_theta():
     fig = R.frequencies(head_dim=64, bases=(10000.0, 500000.0))
     for base in (10000.0, 500000.0):
-        theta = line(fig, f"theta {base:g}").get_ydata()
+        theta = line(fig, f"omega {base:g}").get_ydata()
         np.testing.assert_allclose(theta, inverse_frequencies(64, base))
         assert theta[0] == 1.0 and np.all(np.diff(theta) < 0)
         np.testing.assert_allclose(line(fig, f"wavelength {base:g}").get_ydata(), 2 * np.pi / theta)
@@ -129,11 +129,3 @@ def test_precision_plot_holds_the_errors_on_log_axes(errors):
     np.testing.assert_allclose(line(fig, "float16").get_ydata(), e["error"][1:])  # position 0 left off
     np.testing.assert_allclose(line(fig, "bound float16").get_ydata(),
                                R.error_bound("float16", e["positions"][1:], e["scale"][1:]))
-
-
-def test_docstring_examples():
-    import doctest
-    import importlib
-
-    result = doctest.testmod(importlib.import_module("ropepool.teaching.viz.rotation"))
-    assert result.attempted > 0 and result.failed == 0

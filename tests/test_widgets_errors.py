@@ -4,6 +4,7 @@ import html
 
 import numpy as np
 import pytest
+from helpers import for_each
 
 import ropepool.teaching.widgets.errors as werr
 from ropepool.errors import CATALOG
@@ -25,11 +26,13 @@ def test_by_origin_rejects_an_unknown_origin():
         by_origin("cuda")
 
 
-@pytest.mark.parametrize("code", CODES)
-def test_every_fixed_call_matches_the_reference(code):
-    run = run_fixed(code)
-    assert run.matches, (code, run.max_error)
-    assert [o.shape for o in run.outputs] == [r.shape for r in run.reference]
+def test_every_fixed_call_matches_the_reference():
+    def check(code):
+        run = run_fixed(code)
+        assert run.matches, run.max_error
+        assert [o.shape for o in run.outputs] == [r.shape for r in run.reference]
+
+    for_each(CODES, check)
 
 
 def test_run_fixed_notices_a_wrong_answer(monkeypatch):
@@ -44,17 +47,20 @@ def test_run_fixed_notices_a_wrong_answer(monkeypatch):
     assert not run.matches and run.max_error == pytest.approx(1e-3, rel=1e-2)
 
 
-@pytest.mark.parametrize("code", CODES)
-def test_break_it_shows_the_error_meaning_and_fix(code):
+def test_break_it_shows_each_error_its_meaning_and_fix():
     w = BreakIt()
-    w.mistake.value = code
-    spec = CATALOG[code]
-    assert w.error.code == code
-    card = w.card.value
-    assert f'data-code="{code}"' in card
-    assert html.escape(w.error.first_line) in card
-    assert html.escape(spec.meaning) in card and html.escape(spec.fix) in card
-    assert "matches the float64 reference" in card
+
+    def check(code):
+        w.mistake.value = code
+        spec = CATALOG[code]
+        assert w.error.code == code
+        card = w.card.value
+        assert f'data-code="{code}"' in card
+        assert html.escape(w.error.first_line) in card
+        assert html.escape(spec.meaning) in card and html.escape(spec.fix) in card
+        assert "matches the float64 reference" in card
+
+    for_each(CODES, check)
 
 
 def test_break_it_offers_every_catalog_entry():
@@ -93,14 +99,6 @@ def test_catalog_html_has_a_row_per_error():
     assert all(f">{code}</td>" in text for code in CODES)
 
 
-def test_docstring_examples_run():
-    import doctest
-    import importlib
-
-    result = doctest.testmod(importlib.import_module("ropepool.teaching.widgets.errors"))
-    assert result.attempted > 0 and result.failed == 0
-
-
 # --- Error text is never cut mid-word -----------------------------------------------------------
 
 def test_card_error_text_wraps_only_at_word_boundaries():
@@ -125,9 +123,10 @@ def test_breakit_labels_are_whole_words_and_fit():
     assert float(w.mistake.layout.width.removesuffix("em")) >= 5 + 0.6 * LABEL_CHARS
 
 
-@pytest.mark.parametrize("code", list(CATALOG))
-def test_every_card_shows_what_the_fix_changes(code):
+def test_every_card_shows_what_the_fix_changes():
     """No card has an empty change table (inplace_unsupported's pools differ only in their flags)."""
-    spec = CATALOG[code]
-    rows = changes(spec.trigger(), spec.fixed())
-    assert rows, f"{code}: the bad and the fixed call describe the same"
+    def check(code):
+        spec = CATALOG[code]
+        assert changes(spec.trigger(), spec.fixed()), "the bad and the fixed call describe the same"
+
+    for_each(CODES, check)

@@ -158,14 +158,6 @@ def test_presets_html_has_a_row_per_preset():
     assert rows["llama-3-8b"][5:] == ["(4, 32, 128)", "(4, 8, 128)", "4,096"]
 
 
-def test_docstring_examples_run():
-    import doctest
-    import importlib
-
-    result = doctest.testmod(importlib.import_module("ropepool.teaching.widgets.gqa"))
-    assert result.attempted > 0 and result.failed == 0
-
-
 # --- Head sliders are usable: meaningful stops, every preset on them ------------------------------
 
 def test_head_sliders_stop_at_meaningful_counts():

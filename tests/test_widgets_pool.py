@@ -72,14 +72,6 @@ def test_garbage_text_says_so(w):
     assert w.k_pool is None and "integers" in w.status.value
 
 
-def test_docstring_examples():
-    import doctest
-    import importlib
-
-    result = doctest.testmod(importlib.import_module("ropepool.teaching.widgets.pool"))
-    assert result.attempted > 0 and result.failed == 0
-
-
 def test_no_broken_image_under_an_error():
     """On an error the image is hidden (an empty PNG shows the browser's broken-image icon); it comes back."""
     w = PoolPlayground(slots="7, 2, -1, 4")

@@ -53,14 +53,6 @@ def test_wrapped_pairs_are_counted_in_the_title():
     np.testing.assert_allclose(ln.get_ydata(), angles)
 
 
-def test_docstring_examples():
-    import doctest
-    import importlib
-
-    result = doctest.testmod(importlib.import_module("ropepool.teaching.widgets.rotation"))
-    assert result.attempted > 0 and result.failed == 0
-
-
 # --- The position slider is usable: log-spaced stops, and any exact position typed --------------
 
 def test_position_slider_stops_are_log_spaced():

@@ -19,6 +19,7 @@ local user can read in the process list: ``lab`` has no ``--token`` option for t
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
@@ -43,12 +44,14 @@ def _originals(source: Path) -> list[Path]:
 
 
 def sync_workspace(workspace: Path | None = None, source: Path = NOTEBOOKS) -> list[str]:
-    """Copy into ``workspace`` each file of ``source`` it lacks; never touch one it has.
+    """Copy into ``workspace`` each file of ``source`` it lacks; never touch one it has. Also (re)writes
+    the lab's settings overrides there (:func:`install_lab_settings`).
 
     Returns the names copied (all of them on the first start, then only new notebooks).
     """
     workspace = workspace or workspace_dir()
     workspace.mkdir(parents=True, exist_ok=True)
+    install_lab_settings(workspace)
     copied = []
     for original in _originals(source):
         target = workspace / original.name
@@ -124,15 +127,35 @@ def reset_notebook(name: str, workspace: Path | None = None, source: Path = NOTE
     return kept
 
 
+#: Defaults the lab overrides (JupyterLab's ``overrides.json``): no "receive Jupyter news?" pop-up over
+#: the first projector screen, and no request to the internet for news or updates.
+LAB_OVERRIDES = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}}
+
+
+def lab_settings_dir(root: Path) -> Path:
+    """The server's application settings folder: ``root/.lab-settings`` (hidden in the file browser)."""
+    return Path(root) / ".lab-settings"
+
+
+def install_lab_settings(root: Path) -> Path:
+    """Write :data:`LAB_OVERRIDES` as ``overrides.json`` into :func:`lab_settings_dir`; return that folder."""
+    folder = lab_settings_dir(root)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "overrides.json").write_text(json.dumps(LAB_OVERRIDES, indent=1) + "\n", encoding="utf-8")
+    return folder
+
+
 def lab_command(port: int, open_browser: bool = True, root_dir: Path | None = None) -> list[str]:
-    """argv of the JupyterLab server: 127.0.0.1 only, the learner's copy as root; the token is not in
-    it (see :func:`lab_env`)."""
+    """argv of the JupyterLab server: 127.0.0.1 only, the learner's copy as root, its settings overrides
+    read from there (:func:`sync_workspace` installs them); the token is not in it (see :func:`lab_env`)."""
+    root = Path(root_dir or workspace_dir())
     argv = [
         sys.executable, "-m", "jupyterlab",
         "--ServerApp.ip=127.0.0.1",
         f"--ServerApp.port={port}",
-        f"--ServerApp.root_dir={root_dir or workspace_dir()}",
+        f"--ServerApp.root_dir={root}",
         "--ServerApp.port_retries=0",  # the printed URL must be the real one
+        f"--LabApp.app_settings_dir={lab_settings_dir(root)}",
     ]
     if not open_browser:
         argv.append("--no-browser")

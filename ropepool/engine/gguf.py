@@ -231,11 +231,16 @@ def build_model(weights: dict, metadata: dict, *, pairs: str = "gptj", dequantiz
 
 
 def dequantize_model(model: nn.Module, dtype=mx.float32) -> nn.Module:
-    """Replace every QuantizedLinear/QuantizedEmbedding of ``model`` by a float one, in place."""
+    """Replace every QuantizedLinear/QuantizedEmbedding of ``model`` by a float one, in place.
+
+    Each weight is ``q * scale + bias`` computed in float32 (the scales and biases cast first:
+    ``mx.dequantize`` computes and returns in their dtype, float16 in a GGUF), then cast to ``dtype``.
+    """
     swaps = []
     for path, m in model.named_modules():
         if isinstance(m, (nn.QuantizedLinear, nn.QuantizedEmbedding)):
-            w = mx.dequantize(m.weight, m.scales, m.biases, m.group_size, m.bits).astype(dtype)
+            scales, biases = m.scales.astype(mx.float32), m.biases.astype(mx.float32)
+            w = mx.dequantize(m.weight, scales, biases, m.group_size, m.bits).astype(dtype)
             if isinstance(m, nn.QuantizedLinear):
                 new = nn.Linear(w.shape[1], w.shape[0], bias="bias" in m)
                 if "bias" in m:

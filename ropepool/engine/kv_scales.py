@@ -8,6 +8,8 @@ prompts the caller gives.
 
 Example
 -------
+Needs a model (an mlx-lm ``model``, SmolLM2 in notebook 10), so the doctests skip it:
+
 >>> scales = calibrate(model, prompts)                                   # doctest: +SKIP
 >>> generate(model, prompts, 10, pool_rows=96, kv_dtype="fp8", kv_scales=scales)  # doctest: +SKIP
 """

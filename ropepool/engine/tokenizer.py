@@ -61,6 +61,8 @@ class GGUFTokenizer:
 
     Example
     -------
+    Needs the model's metadata, so the doctests skip it:
+
     >>> tok = GGUFTokenizer(metadata)                                   # doctest: +SKIP
     >>> tok.decode(tok.encode("Paris, 1889"))                           # doctest: +SKIP
     'Paris, 1889'

@@ -26,25 +26,14 @@ Files
 ``build.py``
     Compiles C++ once per source hash into the private kernel cache (``python -m ropepool
     build-kernels`` builds ahead).
-``nvrtc.py``
-    The CUDA text exactly as ``mx.fast.cuda_kernel`` assembles it, compiled by NVIDIA's NVRTC
-    (the ``nvidia-cuda-nvrtc`` wheel, no GPU needed): errors, warnings, registers and spills.
 
-What has run where
-------------------
-The kernel body has been compiled and verified on the CPU only: as the "cpu" backend
-(``tests/test_kernel_host.py``, against the reference and bit for bit against the emulator),
-by g++ under the grid emulator (``tests/test_kernel_emulator.py``), and the full source MLX
-would assemble for Metal and for CUDA (signature, template arguments, header, body) has been compiled by g++
-against stand-ins for each back-end's names and run against the reference
-(``tests/test_kernel_generated_source.py``). NVIDIA's own compiler, NVRTC, compiles the CUDA
-text as ``mx.fast.cuda_kernel`` assembles it, with the real CUDA headers, to SASS for sm_80 and
-sm_90 in every test run (``nvrtc.py``, ``tests/test_nvrtc.py``). It has **not run on Metal or
-CUDA** in this repository's tests, which run on a machine with neither. On such a
-machine the backend first runs a self-check against the reference (:func:`self_check`) and
-reports itself unavailable, with the reason, if the kernel fails to build or disagrees;
-``benchmarks/cuda_check.py`` is the prepared one-shot check for an NVIDIA machine (CuPy; MLX
-optional), and ``tests/test_kernel_backends.py`` holds the Metal and CUDA tests (skipped elsewhere).
+Where it has run
+----------------
+Which compiler checked the body, and on what it ran, is the README's "What ran where" (NVIDIA's
+NVRTC checks the CUDA text from ``benchmarks/nvrtc.py``). On a machine with Metal or CUDA the
+backend first runs a self-check against the reference (:func:`self_check`) and reports itself
+unavailable, with the reason, if the kernel fails to build or disagrees;
+``tests/test_kernel_backends.py`` holds the Metal and CUDA tests (skipped elsewhere).
 
 Design: the kernel rotates, a donated scatter places
 ----------------------------------------------------

@@ -32,9 +32,9 @@ def build(backend: str, variant: Variant = source.PLAIN):
     MLX then compiles one specialisation per template (DType, Hq, Hkv, D, RD, NEOX) and caches it too.
     """
     if backend == "metal":
-        make, extra = mx.fast.metal_kernel, {}
+        make = mx.fast.metal_kernel
     elif backend == "cuda":
-        make, extra = mx.fast.cuda_kernel, {}
+        make = mx.fast.cuda_kernel
     else:
         raise ValueError(f"the fused kernel runs on 'metal' or 'cuda', not {backend!r}")
     return make(
@@ -44,7 +44,6 @@ def build(backend: str, variant: Variant = source.PLAIN):
         source=source.body(backend),
         header=source.header(backend, variant),
         ensure_row_contiguous=True,
-        **extra,
     )
 
 

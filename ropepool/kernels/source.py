@@ -144,7 +144,7 @@ def template_args(dtype, num_qo_heads: int, num_kv_heads: int, head_dim: int, ro
     DType, Hq, Hkv, D, RD (rotary_dim; None: D) and NEOX (the pairing, see ``rope_rows.inc``).
 
     ``dtype`` is passed through as given: an ``mx.Dtype`` for MLX, a name such as
-    ``"float16"`` for NVRTC (:mod:`ropepool.kernels.nvrtc`). Every compiler of the kernel
+    ``"float16"`` for NVRTC (``benchmarks/nvrtc.py``). Every compiler of the kernel
     takes its template from here, so a new argument reaches all of them.
     """
     rd = head_dim if rotary_dim is None else rotary_dim

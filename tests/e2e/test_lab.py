@@ -1,8 +1,10 @@
 """End to end: the suite in a real JupyterLab, in a real (headless) Chromium, as a learner runs it.
 
-For each notebook: open it, clear the outputs it was saved with, Run > Run All Cells, wait until
-the kernel is idle and no cell is queued, then check what the page shows: no error output in any
-cell, an image in every cell tagged ``plot``, and what a learner's use of some widgets shows:
+nbmake runs every notebook; here run the notebooks that show widgets, since only a browser renders
+and drives them (:data:`IN_THE_BROWSER`). For each: open it, clear the outputs it was saved with,
+Run > Run All Cells, wait until the kernel is idle and no cell is queued, then check what the page
+shows: no error output in any cell, every widget rendered as controls, an image in every cell
+tagged ``plot``, and what a learner's use of some widgets shows:
 01's shape table after the Hkv slider and the Model dropdown, 03's slider after typing a position,
 02's BreakIt card after picking another mistake (that error's text, no label cut, no word broken),
 04's slots playground after typing duplicate then valid slots (the error, then a picture; never a
@@ -26,11 +28,26 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from ropepool.cli.lab import NOTEBOOKS as NOTEBOOKS_DIR
+
 from .conftest import ROOT, SCREENSHOTS, Lab, port_open
 
 pytestmark = pytest.mark.e2e
 
 NOTEBOOKS = sorted(ROOT.glob("*.ipynb"))
+
+# A code line that shows a widget: a widget class from ropepool's teaching widgets, or ipywidgets.
+SHOWS_WIDGETS = re.compile(r"^\s*(from ropepool\.teaching\.widgets\.\w+ import .*\b[A-Z]\w*|import ipywidgets|from ipywidgets)",
+                           re.M)
+
+
+def _shows_widgets(path: Path) -> bool:
+    nb = nbformat.read(path, as_version=4)
+    return any(SHOWS_WIDGETS.search(c.source) for c in nb.cells if c.cell_type == "code")
+
+
+IN_THE_BROWSER = [p for p in NOTEBOOKS if _shows_widgets(p)]
+DRIVEN = {"01_gqa_shapes", "02_error_gallery", "03_rotation", "04_pool_layout"}  # widgets used below
 RUN_TIMEOUT = 600  # s, one notebook's Run All: 08 (the real model) takes about 2 min on 2 busy cores, the others seconds
 OPEN_TIMEOUT = 240  # s, from navigating to a notebook until its cells are on the page
 
@@ -369,7 +386,14 @@ def _slots_box(page, lab: Lab) -> None:
                              ) from None
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_the_notebooks_whose_widgets_are_driven_run_in_the_browser():
+    if ROOT == NOTEBOOKS_DIR.resolve():
+        assert DRIVEN <= {p.stem for p in IN_THE_BROWSER}, [p.stem for p in IN_THE_BROWSER]
+    assert _shows_widgets(NOTEBOOKS_DIR / "02_error_gallery.ipynb")
+    assert not _shows_widgets(NOTEBOOKS_DIR / "05_inside_the_kernel.ipynb")  # no widget: nbmake's run suffices
+
+
+@pytest.mark.parametrize("path", IN_THE_BROWSER, ids=[p.name for p in IN_THE_BROWSER])
 def test_notebook_in_jupyterlab(browser, lab: Lab, path: Path):
     name = path.relative_to(ROOT).as_posix()
     nb = nbformat.read(path, as_version=4)

@@ -43,7 +43,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
-from . import source
+from ropepool.kernels import source
 
 #: The architectures the tests compile for: A100 (sm_80) and H100 (sm_90).
 ARCHS = ("sm_80", "sm_90")
