@@ -5,11 +5,12 @@ positions and slots ``[T]``, pools ``[P, Hkv, D]``.
 """
 
 from .backends import available_backends, best_backend
-from .errors import CATALOG, RopePoolError
+from .errors import RopePoolError
 from .inputs import make_inputs
 from .op import rope_pool_fused
 from .reference import rope_pool_reference
 from .shapes import Shapes
+from .teaching.catalog import CATALOG
 
 __version__ = "0.1.0"
 

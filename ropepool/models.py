@@ -44,6 +44,7 @@ from importlib import resources
 from pathlib import Path
 
 from ._scalars import finite_float, is_int
+from .errors import RopePoolError
 from .rope import READS_MAX_POSITION, Rope, rope_table, scaling_type
 from .shapes import Shapes
 
@@ -227,14 +228,6 @@ def _positive_int(config: dict, key: str, name: str) -> int:
     return int(value)
 
 
-def _catalog_error() -> type:
-    """:class:`~ropepool.errors.RopePoolError`, imported when one is being handled: ropepool.errors
-    loads MLX, and this module loads without it."""
-    from .errors import RopePoolError
-
-    return RopePoolError
-
-
 def _first(config: dict, keys: tuple[str, ...]) -> str | None:
     return next((k for k in keys if _present(config, k)), None)
 
@@ -406,7 +399,7 @@ def from_config(config: dict) -> RopeParams:
                         is_neox=is_neox, rope_scaling=scaling or None, max_position_embeddings=max_pos)
     try:
         params.rope()
-    except _catalog_error() as err:  # evaluated only while an error is raised
+    except RopePoolError as err:
         if err.code == "rotary_dim":
             fields = ("rotary_dim", "partial_rotary_factor")
         elif err.code == "rope_base_range":
