@@ -13,7 +13,7 @@ setup: $(STAMP) model
 model: $(STAMP)
 	@$(PY) -m ropepool fetch-model || echo "(no model: notebook 08 and tests/test_smollm2.py will skip)"
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py ropepool-blas.pth
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[test]"

@@ -4,6 +4,10 @@ Shapes use one vocabulary (:mod:`ropepool.shapes`): q ``[T, Hq, D]``, k and v ``
 positions and slots ``[T]``, pools ``[P, Hkv, D]``.
 """
 
+import _ropepool_blas
+
+_ropepool_blas.load()  # OpenBLAS before MLX on Linux x86-64, also where ropepool-blas.pth did not run
+
 from .backends import available_backends, best_backend
 from .errors import RopePoolError
 from .inputs import make_inputs

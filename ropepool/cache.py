@@ -1,8 +1,12 @@
 """Private per-user directories, for what ropepool writes and later trusts: compiled kernels, model files.
 
-A directory is used only when it is a real directory (not a link), owned by this user, and nobody
-else can write it; one only others can read is narrowed to mode 0700. Anything else is refused, so
-no other local user can plant a library or a model file that this user then loads.
+A directory is used only when nobody else can change what it holds, the way ssh's StrictModes
+checks a home directory: the folder itself is a real directory (not a link) owned by this user
+and closed to everyone else (one only others can read is narrowed to mode 0700), and every
+folder above it, links resolved, is owned by this user or root and writable by no one else,
+except a sticky folder such as ``/tmp``, where nobody can rename what another user made.
+Otherwise another user could swap the folder, or one above it, between the check and the load.
+Anything else is refused with the reason, and the path returned has its links resolved.
 """
 
 from __future__ import annotations
@@ -14,8 +18,11 @@ from pathlib import Path
 
 def private_dir(path: Path, what: str, error: type[Exception] = RuntimeError) -> Path:
     """``path``, created with mode 0700 if missing, else checked; ``what`` names it in messages
-    ("kernel cache", "model cache") and ``error`` is the exception raised when it is refused."""
-    path = Path(path)
+    ("kernel cache", "model cache") and ``error`` is the exception raised when it is refused.
+
+    Returns the folder's real path (no links in it), which callers use from then on.
+    """
+    path = Path(os.path.abspath(path))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.mkdir(mode=0o700, exist_ok=True)
@@ -30,6 +37,25 @@ def private_dir(path: Path, what: str, error: type[Exception] = RuntimeError) ->
     if st.st_mode & 0o022:
         raise error(f"{what} {path} can be written by others (mode {stat.S_IMODE(st.st_mode):o}): refused; "
                     "remove it or chmod 700 it")
+    real = Path(os.path.realpath(path))
+    for folder in real.parents:
+        reason = _unsafe_ancestor(folder)
+        if reason:
+            raise error(f"{what} {path} is refused: {folder} above it {reason}, so another user could swap "
+                        "the cache for her own; use a folder under your home")
     if st.st_mode & 0o077:
-        os.chmod(path, 0o700)
-    return path
+        os.chmod(real, 0o700)
+    return real
+
+
+def _unsafe_ancestor(folder: Path) -> str | None:
+    """Why another user could rename entries of ``folder`` (None: nobody but this user and root can)."""
+    try:
+        st = os.stat(folder)
+    except OSError as err:
+        return f"cannot be checked ({err})"
+    if st.st_uid not in (0, os.geteuid()):
+        return f"is owned by uid {st.st_uid}"
+    if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+        return f"can be written by others (mode {stat.S_IMODE(st.st_mode):o}, not sticky)"
+    return None

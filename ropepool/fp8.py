@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-import mlx.core as mx
 import numpy as np
 
 #: The largest finite e4m3 value, ``0x7E``.
@@ -53,11 +52,16 @@ def decode_table() -> np.ndarray:
 
 @lru_cache(maxsize=1)
 def _table_mx() -> mx.array:
+    import mlx.core as mx  # here, not at the top: the float64 reference reads this module without MLX
+
     return mx.array(_table())
 
 
-def decode(bits: mx.array, scale: float = 1.0, dtype=mx.float32) -> mx.array:
-    """``bits`` (uint8 codes, any shape) as values times ``scale``, in ``dtype``: what attention reads."""
+def decode(bits: mx.array, scale: float = 1.0, dtype=None) -> mx.array:
+    """``bits`` (uint8 codes, any shape) as values times ``scale``, in ``dtype`` (float32 if None): what attention reads."""
+    import mlx.core as mx
+
+    dtype = mx.float32 if dtype is None else dtype
     values = _table_mx()[bits.astype(mx.uint32)]  # same shape as bits, float32
     if scale != 1.0:
         values = values * mx.array(scale, mx.float32)
@@ -69,6 +73,8 @@ def encode(x: mx.array) -> mx.array:
 
     Integer operations on the float32 bits, the same steps as ``rp_e4m3`` in ``kernels/e4m3.inc``.
     """
+    import mlx.core as mx
+
     u = x.astype(mx.float32).view(mx.uint32)
     sign = ((u >> 24) & 0x80).astype(mx.uint32)
     a = u & 0x7FFFFFFF  # |x|'s bits

@@ -19,6 +19,13 @@ rope_scaling               ``rope_scaling`` (or ``rope_parameters``); Phi-3's to
                            ``original_max_position_embeddings`` is moved into it
 =========================  =================================================================
 
+transformers 5 saves ``rope_theta``, ``partial_rotary_factor`` (GPT-NeoX's ``rotary_pct`` too)
+and the scaling together in ``rope_parameters``; they are read there first, then at the top
+level. Gemma-3 keeps one ``rope_parameters`` per layer type (full and sliding attention; before
+transformers 5, ``rope_local_base_freq``): one call of the op rotates one way, so
+``from_config(config, layer_type=...)`` reads one type, and without it the full-attention
+layers' parameters come with a warning naming the others (:attr:`RopeParams.warnings`).
+
 :func:`from_config` refuses what this op cannot compute: multi-head latent attention
 (DeepSeek-V2/V3), ALiBi, and the scaling types :mod:`ropepool.rope` refuses (dynamic, mrope).
 Presets ship the relevant fields of real configs (:func:`preset_names`), each naming the model
@@ -55,6 +62,11 @@ _PRESETS = ("llama-3-8b", "llama-3-70b", "mistral-7b", "qwen2.5-7b", "gemma-2-9b
 _GPTJ_PAIRS = ("gptj", "codegen")
 
 _VARIANT_DEFAULTS = dict(rotary_dim=None, is_neox=True, rope_scaling=None, max_position_embeddings=None)
+
+#: The largest head_dim and head count read from a config: many times any model's (Gemma-2's D = 256,
+#: Llama-3-405B's 128 heads), and small enough that a call of those shapes fits in memory.
+MAX_HEAD_DIM = 1024
+MAX_HEADS = 1024
 
 #: transformers' default ``rope_theta`` where a config has none.
 DEFAULT_ROPE_BASE = 10000.0
@@ -136,6 +148,26 @@ def preset_names() -> list[str]:
     return list(_PRESETS)
 
 
+#: Suffixes of a checkpoint's name that do not change its shapes (qwen2.5-7b-instruct is qwen2.5-7b).
+_VARIANT_SUFFIXES = ("-instruct", "-chat", "-base", "-it", "-hf")
+
+
+def closest_preset(name: str) -> str | None:
+    """The preset a mistyped or suffixed name most likely means, or None.
+
+    >>> closest_preset("Qwen2.5-7B-Instruct"), closest_preset("llama-3-8b-chat"), closest_preset("gpt2")
+    ('qwen2.5-7b', 'llama-3-8b', None)
+    """
+    by_lower = {p.lower(): p for p in _PRESETS}
+    stem = name.lower().rsplit("/", 1)[-1]
+    while stem.endswith(_VARIANT_SUFFIXES):
+        stem = stem[: stem.rfind("-")]
+    if stem in by_lower:
+        return by_lower[stem]
+    close = difflib.get_close_matches(stem, by_lower, n=1)
+    return by_lower[close[0]] if close else None
+
+
 def load_preset(name: str) -> dict:
     """The config dict of preset ``name`` (Hugging Face field names, plus ``_source``).
 
@@ -145,8 +177,8 @@ def load_preset(name: str) -> dict:
         ``name`` is not one of :func:`preset_names`.
     """
     if name not in _PRESETS:
-        close = difflib.get_close_matches(str(name), _PRESETS, n=1)
-        maybe = f" (did you mean {close[0]!r}?)" if close else ""
+        close = closest_preset(str(name))
+        maybe = f" (did you mean {close!r}?)" if close else ""
         raise ConfigError(f"unknown preset {name!r}{maybe}: choose one of {', '.join(_PRESETS)}")
     text = resources.files("ropepool").joinpath("presets", f"{name}.json").read_text(encoding="utf-8")
     return json.loads(text)
@@ -176,17 +208,22 @@ def load_config(source: str | Path) -> dict:
             raise ConfigError(f"{source}: a folder without a config.json in it")
         path = path / "config.json"
     if not path.exists():
-        close = difflib.get_close_matches(source.lower(), by_lower, n=1)
+        close = closest_preset(source)
         if close:
-            raise ConfigError(f"{source}: no such file, and not a preset (did you mean {by_lower[close[0]]!r}?)")
+            raise ConfigError(f"{source}: no such file, and not a preset (did you mean {close!r}?)")
         raise ConfigError(f"{source}: no such file, and not a preset ({', '.join(_PRESETS)})")
     text = _read_bounded(path)
+    shown = printable(str(path), 1000)
     try:
         config = json.loads(text)
     except json.JSONDecodeError as e:
-        raise ConfigError(f"{path}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+        raise ConfigError(f"{shown}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+    except RecursionError:
+        raise ConfigError(f"{shown}: JSON nested too deeply to be a model config") from None
+    except ValueError as e:  # an integer of more digits than Python converts (4300)
+        raise ConfigError(f"{shown}: not a model config: {str(e).split(';')[0]}") from None
     if not isinstance(config, dict):
-        raise ConfigError(f"{path}: expected a JSON object (a model config), got a JSON {type(config).__name__}")
+        raise ConfigError(f"{shown}: expected a JSON object (a model config), got a JSON {type(config).__name__}")
     return config
 
 
@@ -217,14 +254,28 @@ def _read_bounded(path: Path) -> str:
         raise ConfigError(f"{path}: cannot read it ({e.__class__.__name__}: {e})") from None
 
 
+def printable(text: str, limit: int = 200) -> str:
+    r"""``text`` safe to print on one line: control characters (terminal escapes, newlines) and lone
+    surrogates written as Python escapes, and at most ``limit`` characters.
+
+    >>> print(printable("ok\x1b]0;owned\x07 \ud800"))
+    ok\x1b]0;owned\x07 \ud800
+    """
+    out = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text[:limit])
+    return out + ("..." if len(text) > limit else "")
+
+
 def _present(config: dict, key: str) -> bool:
     return config.get(key) is not None
 
 
-def _positive_int(config: dict, key: str, name: str) -> int:
+def _positive_int(config: dict, key: str, name: str, limit: int = 2**31 - 1) -> int:
     value = config[key]
     if not is_int(value) or value <= 0:
         raise ConfigError(f"{name}: {key} must be a positive integer, got {value!r}", fields=(key,))
+    if value > limit:
+        shown = f"an integer of {int(value).bit_length()} bits" if value > 2**64 else repr(value)
+        raise ConfigError(f"{name}: {key} must be at most {limit}, got {shown}", fields=(key,))
     return int(value)
 
 
@@ -232,7 +283,57 @@ def _first(config: dict, keys: tuple[str, ...]) -> str | None:
     return next((k for k in keys if _present(config, k)), None)
 
 
-def from_config(config: dict) -> RopeParams:
+#: Fields of rope_parameters that are not the scaling's: the base and the rotated part.
+_NOT_SCALING = ("rope_theta", "partial_rotary_factor", "rotary_pct")
+
+
+def _rope_summary(rope: dict) -> str:
+    kind = scaling_type(rope)
+    factor = f" x{rope['factor']!r}" if kind != "default" and "factor" in rope else ""
+    return f"rope_theta {rope.get('rope_theta')!r}, {kind!r}{factor}"
+
+
+def _rope_parameters(config: dict, name: str, layer_type, notes: list, warnings: list) -> tuple[dict, str]:
+    """The flat RoPE dict to read and its name in messages: ``rope_parameters`` (transformers 5), or one
+    layer type's entry where it holds one per layer type (Gemma-3: full and sliding attention).
+
+    Gemma-3 before transformers 5 kept the sliding layers' base apart (``rope_local_base_freq``); it
+    is read as the same two entries. Without ``layer_type`` the full-attention layers' entry is read
+    and the others are named in ``warnings``: the op takes one rotation per call, so each layer type
+    is its own call (``from_config(config, layer_type=...)``).
+    """
+    rope = config.get("rope_parameters") or {}
+    if not any(isinstance(v, dict) for v in rope.values()) and _present(config, "rope_local_base_freq"):
+        full = dict(config.get("rope_scaling") or rope)
+        if _present(config, "rope_theta"):
+            full["rope_theta"] = config["rope_theta"]
+        rope = {"full_attention": full, "sliding_attention": {"rope_type": "default",
+                                                              "rope_theta": config["rope_local_base_freq"]}}
+        notes.append("rope_local_base_freq: the sliding-window layers' base (Gemma-3's older layout)")
+    declared = config.get("layer_types") if isinstance(config.get("layer_types"), list) else []
+    nested = bool(rope) and all(isinstance(v, dict) for v in rope.values())  # as transformers: keys that are
+    kinds = [k for k, v in rope.items() if isinstance(v, dict) and (nested or k in declared)]  # layer types
+    if not kinds:
+        if layer_type is not None:
+            notes.append(f"layer_type {layer_type!r}: every layer rotates alike in this config")
+        return rope, "rope_parameters"
+    if layer_type is None:
+        chosen = "full_attention" if "full_attention" in kinds else kinds[0]
+    elif layer_type in kinds:
+        chosen = layer_type
+    else:
+        raise ConfigError(f"{name}: layer_type {layer_type!r} is not one of rope_parameters' layer types "
+                          f"({', '.join(map(repr, kinds))})", fields=("rope_parameters",))
+    notes.append(f"rope_parameters per layer type: {chosen!r} read ({_rope_summary(rope[chosen])})")
+    if layer_type is None:
+        for other in kinds:
+            if other != chosen and rope[other] != rope[chosen]:
+                warnings.append(f"{other!r} layers rotate differently ({_rope_summary(rope[other])}): these "
+                                f"parameters are {chosen!r}'s; from_config(config, layer_type={other!r}) gives theirs")
+    return rope[chosen], f"rope_parameters.{chosen}"
+
+
+def from_config(config: dict, layer_type: str | None = None) -> RopeParams:
     """Read Hq, Hkv, D and rope_base from a Hugging Face-style config dict.
 
     Parameters
@@ -240,6 +341,9 @@ def from_config(config: dict) -> RopeParams:
     config : dict
         A model's ``config.json`` as a dict (extra fields are ignored). A multimodal config
         whose attention fields sit under ``text_config`` is read from there.
+    layer_type : str or None
+        Where ``rope_parameters`` holds one entry per layer type (Gemma-3), the one to read, e.g.
+        ``"sliding_attention"``; None: the full-attention layers', with a warning naming the others.
 
     Returns
     -------
@@ -255,7 +359,8 @@ def from_config(config: dict) -> RopeParams:
         (``partial_rotary_factor``, ``rotary_pct``, ``rotary_dim``) is not an even number of
         dimensions within the head; ``rope_scaling`` is not a dict, names a type the op cannot
         compute (dynamic, mrope) or holds a bad value; the model uses multi-head latent attention
-        (``kv_lora_rank``, ...) or ALiBi.
+        (``kv_lora_rank``, ...) or ALiBi; ``layer_type`` is not one the config has; a size is past
+        :data:`MAX_HEAD_DIM` or :data:`MAX_HEADS`.
 
     Example
     -------
@@ -265,7 +370,7 @@ def from_config(config: dict) -> RopeParams:
     """
     if not isinstance(config, dict):
         raise ConfigError(f"a config must be a dict, got {type(config).__name__}")
-    name = str(config.get("_name_or_path") or config.get("name") or config.get("model_type") or "config")
+    name = printable(str(config.get("_name_or_path") or config.get("name") or config.get("model_type") or "config"))
     notes: list[str] = []
     warnings: list[str] = []
     if not _first(config, ("num_attention_heads", "n_head")) and isinstance(config.get("text_config"), dict):
@@ -275,7 +380,7 @@ def from_config(config: dict) -> RopeParams:
     # --- Attention this op does not compute -------------------------------------------------
     mla = [k for k in _MLA_FIELDS if _present(config, k)]
     if mla:
-        got = ", ".join(f"{k}={config[k]}" for k in mla)
+        got = ", ".join(f"{k}={config[k]!r}" for k in mla)
         raise ConfigError(
             f"{name} uses multi-head latent attention ({got}): its cache holds a compressed latent per "
             "token plus one shared RoPE key, not per-head k and v, and RoPE covers only qk_rope_head_dim "
@@ -288,7 +393,7 @@ def from_config(config: dict) -> RopeParams:
     heads_key = _first(config, ("num_attention_heads", "n_head"))
     if heads_key is None:
         raise ConfigError(f"{name}: num_attention_heads is missing", fields=("num_attention_heads",))
-    Hq = _positive_int(config, heads_key, name)
+    Hq = _positive_int(config, heads_key, name, MAX_HEADS)
 
     # --- D ----------------------------------------------------------------------------------
     hidden_key = _first(config, ("hidden_size", "n_embd", "d_model"))
@@ -307,6 +412,9 @@ def from_config(config: dict) -> RopeParams:
                           "config sets no head_dim", fields=(hidden_key, heads_key, "head_dim"))
     else:
         D = hidden // Hq
+    if D > MAX_HEAD_DIM:
+        raise ConfigError(f"{name}: head_dim = {D} is past {MAX_HEAD_DIM}, far more than any model's (Gemma-2: 256)",
+                          fields=("head_dim",) if _present(config, "head_dim") else (hidden_key, heads_key))
     if D % 2:
         raise ConfigError(f"{name}: head_dim = {D} is odd; NeoX RoPE pairs dimension i with i + head_dim/2",
                           fields=("head_dim",) if _present(config, "head_dim") else (hidden_key, heads_key))
@@ -315,7 +423,7 @@ def from_config(config: dict) -> RopeParams:
     kv_key = _first(config, ("num_key_value_heads", "num_kv_heads", "n_head_kv"))
     if config.get("new_decoder_architecture") is True:
         kv_key = kv_key or "num_kv_heads"
-        Hkv = _positive_int(config, kv_key, name) if _present(config, kv_key) else Hq
+        Hkv = _positive_int(config, kv_key, name, MAX_HEADS) if _present(config, kv_key) else Hq
         notes.append(f"new_decoder_architecture: KV heads from {kv_key} = {Hkv} (multi_query is ignored)")
     elif config.get("multi_query") is True:
         # transformers' Falcon saves num_kv_heads = num_attention_heads by default, and ignores it here.
@@ -326,9 +434,9 @@ def from_config(config: dict) -> RopeParams:
         Hkv = 1
         notes.append(f"multi_query: true: one KV head shared by all {Hq} query heads (MQA)")
         if kv_key is not None and config[kv_key] != 1:
-            notes.append(f"{kv_key} = {config[kv_key]} is ignored under multi_query, as transformers' Falcon does")
+            notes.append(f"{kv_key} = {config[kv_key]!r} is ignored under multi_query, as transformers' Falcon does")
     elif kv_key is not None:
-        Hkv = _positive_int(config, kv_key, name)
+        Hkv = _positive_int(config, kv_key, name, MAX_HEADS)
     else:
         Hkv = Hq
         notes.append(f"num_key_value_heads absent: MHA, one KV head per query head ({Hq})")
@@ -337,17 +445,30 @@ def from_config(config: dict) -> RopeParams:
                           f"{Hq}; each KV head must serve a whole group of query heads",
                           fields=(heads_key, kv_key or "num_key_value_heads"))
 
+    # --- RoPE fields: transformers 5's rope_parameters, else the older top-level ones -----------
+    for key in ("rope_scaling", "rope_parameters"):
+        if _present(config, key) and not isinstance(config[key], dict):
+            raise ConfigError(f"{name}: {key} must be a dict (a JSON object) or null, got {config[key]!r}",
+                              fields=(key,))
+    rope, rope_key = _rope_parameters(config, name, layer_type, notes, warnings)
+
+    def rope_field(key: str) -> tuple[str, object]:
+        """Where ``key`` is set (rope_parameters first, as transformers 5 reads it) and its value."""
+        if _present(rope, key):
+            return f"{rope_key}.{key}", rope[key]
+        return key, config.get(key)
+
     # --- Which dimensions rotate, and how they pair -------------------------------------------
     rotary_dim = None
     for key in ("partial_rotary_factor", "rotary_pct"):
-        fraction = config.get(key)
+        where, fraction = rope_field(key)
         value = None if fraction is None else finite_float(fraction)
         if fraction is None or value == 1:
             continue
         if value is None or not 0 < value < 1:
-            raise ConfigError(f"{name}: {key} must be a number in (0, 1], got {fraction!r}", fields=(key,))
+            raise ConfigError(f"{name}: {where} must be a number in (0, 1], got {fraction!r}", fields=(where,))
         rotary_dim = int(float(fraction) * D)
-        notes.append(f"{key} = {fraction}: rotary_dim = int({fraction} * {D}) = {rotary_dim} of {D} dimensions "
+        notes.append(f"{where} = {fraction}: rotary_dim = int({fraction} * {D}) = {rotary_dim} of {D} dimensions "
                      "rotate, the rest pass through")
         break
     given = _positive_int(config, "rotary_dim", name) if _present(config, "rotary_dim") else D
@@ -359,37 +480,30 @@ def from_config(config: dict) -> RopeParams:
         notes.append(f"model_type {config.get('model_type')!r}: GPT-J pairs (2i, 2i + 1), is_neox=False")
 
     # --- rope_base and scaling --------------------------------------------------------------
-    for key in ("rope_scaling", "rope_parameters"):
-        if _present(config, key) and not isinstance(config[key], dict):
-            raise ConfigError(f"{name}: {key} must be a dict (a JSON object) or null, got {config[key]!r}",
-                              fields=(key,))
-    rope_parameters = config.get("rope_parameters") or {}
-    if _present(config, "rope_theta"):
-        base_key, base = "rope_theta", config["rope_theta"]
-    elif _present(rope_parameters, "rope_theta"):
-        base_key, base = "rope_parameters.rope_theta", rope_parameters["rope_theta"]
-    elif _present(config, "rotary_emb_base"):
+    base_key, base = rope_field("rope_theta")
+    if base is None and _present(config, "rotary_emb_base"):
         base_key, base = "rotary_emb_base", config["rotary_emb_base"]
-    else:
+    if base is None:
         base_key, base = "rope_theta", DEFAULT_ROPE_BASE
         notes.append(f"rope_theta absent: {DEFAULT_ROPE_BASE}, the transformers default")
     if finite_float(base) is None or base <= 0:
         raise ConfigError(f"{name}: {base_key} must be a finite number > 0, got {base!r}", fields=(base_key,))
 
-    scaling = config.get("rope_scaling") or rope_parameters
-    scaling = {k: v for k, v in scaling.items() if k != "rope_theta"}
+    scaling_key = "rope_scaling" if _present(config, "rope_scaling") and rope_key == "rope_parameters" else rope_key
+    scaling = config["rope_scaling"] if scaling_key == "rope_scaling" else rope
+    scaling = {k: v for k, v in scaling.items() if k not in _NOT_SCALING}
     if scaling_type(scaling) == "default":
         scaling = {}
     max_pos = None
-    kind = scaling.get("rope_type") or scaling.get("type")
+    kind = scaling_type(scaling)
     if scaling and _present(config, "max_position_embeddings"):
         if scaling_type(scaling) in READS_MAX_POSITION:
             max_pos = _positive_int(config, "max_position_embeddings", name)
-        elif is_int(config["max_position_embeddings"]) and config["max_position_embeddings"] > 0:
+        elif is_int(config["max_position_embeddings"]) and 0 < config["max_position_embeddings"] < 2**31:
             max_pos = int(config["max_position_embeddings"])
         else:
-            notes.append(f"max_position_embeddings {config['max_position_embeddings']!r} ignored: not a positive "
-                         f"integer, and {kind} scaling does not read it")
+            notes.append(f"max_position_embeddings {printable(repr(config['max_position_embeddings']), 40)} ignored: "
+                         f"not a positive integer below 2**31, and {kind!r} scaling does not read it")
     top_level_original = (scaling and "original_max_position_embeddings" not in scaling
                           and _present(config, "original_max_position_embeddings"))
     if top_level_original:
@@ -399,17 +513,20 @@ def from_config(config: dict) -> RopeParams:
                         is_neox=is_neox, rope_scaling=scaling or None, max_position_embeddings=max_pos)
     try:
         params.rope()
+    except RecursionError:
+        raise ConfigError(f"{name}: {scaling_key} is nested too deeply to be a RoPE config",
+                          fields=(scaling_key,)) from None
     except RopePoolError as err:
         if err.code == "rotary_dim":
             fields = ("rotary_dim", "partial_rotary_factor")
         elif err.code == "rope_base_range":
             fields = (base_key,)
         elif err.details.get("key") == "rope_base":  # yarn at base 1: the base and the scaling together
-            fields = (base_key, "rope_scaling")
+            fields = (base_key, scaling_key)
         elif top_level_original and err.details.get("key") == "original_max_position_embeddings":
             fields = ("original_max_position_embeddings",)
         else:
-            fields = ("rope_scaling",)
+            fields = (scaling_key,)
         raise ConfigError(f"{name}: {err.first_line} ({err.hint})", fields=fields) from None
     return params
 

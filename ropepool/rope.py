@@ -20,8 +20,9 @@ linear      ``inv_freq / factor`` (positions interpolated)
 llama3      low frequencies (wavelength above ``original/low_freq_factor``) divided by factor,
             high ones (below ``original/high_freq_factor``) kept, a smooth blend between
 yarn        NTK-by-parts: a linear ramp over pair index between interpolation and extrapolation,
-            set by ``beta_fast``/``beta_slow``; scale ``0.1 ln(factor) + 1`` (or
-            ``attention_factor``; or the mscale/mscale_all_dim ratio)
+            set by ``beta_fast``/``beta_slow`` (its ends rounded out to whole pairs unless
+            ``truncate: false``, as GPT-OSS sets); scale ``0.1 ln(factor) + 1`` (or
+            ``attention_factor``; or, given both, the mscale/mscale_all_dim ratio)
 longrope    ``inv_freq / long_factor[i]`` when ``max_position_embeddings`` exceeds
             ``original_max_position_embeddings`` (else short_factor); scale
             ``sqrt(1 + ln(max/original) / ln(original))`` (or ``attention_factor``)
@@ -38,6 +39,16 @@ and mlx-lm's ``models/rope_utils.py`` (``initialize_rope``, ``Llama3RoPE``, ``Ya
   the config (long for Phi-3-128k, as mlx-lm).
 - yarn and longrope scale: mlx-lm multiplies x before rotating (one more rounding in float16 and
   bfloat16); ropepool multiplies cos and sin, in float32.
+- yarn's ``truncate: false``: mlx-lm ignores it; ropepool keeps the ramp's ends unrounded, as
+  transformers does.
+- yarn's ``mscale`` without ``mscale_all_dim``: mlx-lm scales by ``0.1 mscale ln(factor) + 1``;
+  transformers uses the mscale ratio only when both are set (non-zero) and otherwise
+  ``0.1 ln(factor) + 1``. ropepool follows transformers, whose configs these are.
+
+No table may turn a pair faster than one radian per position (an inverse frequency above 1, from
+a ``rope_base`` below 1 or a scaling factor below 1): the kernels hold ``position * inv_freq`` in
+float32, and angles that grow faster than positions lose more to rounding than the tolerance
+allows. Such a table is refused, naming the field that made it.
 
 ``dynamic`` (its base depends on the current sequence length) and ``mrope`` (multimodal position
 sections) are refused: one table per call cannot express them.
@@ -166,9 +177,9 @@ def rope_table(head_dim: int, rope_base: float, *, rotary_dim=None, is_neox=True
                         "only its type.")
     max_pos = max_position_embeddings
     if max_pos is not None:
-        if not (is_int(max_pos) and max_pos > 0):
-            raise fail("argument_type", name="max_position_embeddings", kind="an int > 0 or None",
-                       expected="max_position_embeddings an int > 0, or None", got=f"{max_pos!r} "
+        if not (is_int(max_pos) and 0 < max_pos < 2**63):
+            raise fail("argument_type", name="max_position_embeddings", kind="an int in [1, 2**63) or None",
+                       expected="max_position_embeddings an int in [1, 2**63), or None", got=f"{max_pos!r} "
                        f"({type(max_pos).__name__})", hint="pass config.max_position_embeddings, an int.")
         max_pos = int(max_pos)
     frozen = None if rope_scaling is None else _freeze(rope_scaling)
@@ -234,8 +245,13 @@ def _freeze(x):
 
 def scaling_type(scaling: Mapping):
     """The type a rope_scaling dict names: ``rope_type``, else the older ``type``, an alias resolved;
-    "default" when it names none. Not checked: a name outside :data:`KNOWN_TYPES` comes back as it is."""
-    kind = scaling.get("rope_type") or scaling.get("type") or "default"
+    "default" when it names none (both absent or None). Not checked: any other value (a name outside
+    :data:`KNOWN_TYPES`, ``""``, 0, False) comes back as it is, for the caller to refuse."""
+    kind = scaling.get("rope_type")
+    if kind is None:
+        kind = scaling.get("type")
+    if kind is None:
+        return "default"
     return ALIASES.get(kind, kind) if isinstance(kind, str) else kind
 
 
@@ -251,6 +267,7 @@ def _rope_table(head_dim, rope_base, rd, is_neox, frozen_scaling, max_position_e
         raise fail("rope_type", expected=f"one of {list(KNOWN_TYPES)}", got=repr(rope_type),
                    hint="rope_type (or the older 'type') comes from the config's rope_scaling dict.")
     base = _default_inv_freq(rd, rope_base)  # [rd/2]
+    _check_float32(base, head_dim, rope_base)
     inv_freq, scale = _SCALERS[rope_type](base, scaling, rd, rope_base, max_position_embeddings)
     f32 = np.finfo(np.float32)
     if not float(f32.tiny) <= scale <= float(f32.max):  # the kernels multiply cos and sin by float32(scale)
@@ -260,7 +277,6 @@ def _rope_table(head_dim, rope_base, rd, is_neox, frozen_scaling, max_position_e
                    hint="attention_factor and mscale are small numbers near 1 in real configs: copy rope_scaling "
                         "from the model's config.json as it is.")
     table = np.asarray(inv_freq, np.float64)
-    _check_float32(table, head_dim, rope_base)
     return Rope(head_dim, rd, is_neox, tuple(table.tolist()), float(scale), rope_type)
 
 
@@ -268,19 +284,38 @@ def _rope_table(head_dim, rope_base, rd, is_neox, frozen_scaling, max_position_e
 MAX_POSITION = 2**24
 
 
-def _check_float32(table: np.ndarray, head_dim: int, rope_base: float) -> None:
-    """The table as the kernels hold it (float32) must be normal numbers whose angles stay finite up
-    to 2**24 positions (else cos and sin give NaN or 0)."""
-    f32 = np.finfo(np.float32)
+def _in_range(table) -> tuple[bool, np.ndarray]:
+    """Whether ``table`` rounded to float32 holds normal numbers of at most 1 radian per position."""
     with np.errstate(all="ignore"):
-        inv = table.astype(np.float32)
-        ok = bool(np.isfinite(inv).all() and (inv >= f32.tiny).all() and (inv.max() * MAX_POSITION <= f32.max))
+        inv = np.asarray(table, np.float64).astype(np.float32)
+        return bool(np.isfinite(inv).all() and (inv >= np.finfo(np.float32).tiny).all() and (inv <= 1).all()), inv
+
+
+def _check_float32(table: np.ndarray, head_dim: int, rope_base: float) -> None:
+    """The unscaled table as the kernels hold it (float32) must be normal numbers of at most one radian
+    per position: a base below 1 turns pairs faster than positions, a huge one gives zero angles."""
+    ok, inv = _in_range(table)
     if not ok:
         raise fail("rope_base_range", head_dim=head_dim,
-                   expected=f"float32 inverse frequencies in [{f32.tiny:.3g}, {f32.max / MAX_POSITION:.3g}]",
+                   expected=f"float32 inverse frequencies in [{np.finfo(np.float32).tiny:.3g}, 1]",
                    got=f"rope_base={rope_base!r}: from {inv[0]:.3g} to {inv[-1]:.3g}",
-                   hint="pass config.rope_theta as it is (10000.0, 500000.0, ...): this base gives "
-                        "NaN or zero angles in float32.")
+                   hint="pass config.rope_theta as it is (10000.0, 500000.0, ...): a base below 1 turns pairs "
+                        "faster than one radian per position, which float32 angles cannot follow, and a huge "
+                        "one gives zero angles.")
+
+
+def _check_scaled(table, rope_type: str, key: str, value) -> np.ndarray:
+    """``table`` if the scaling kept it in :func:`_in_range`; else the error naming ``key``, the field
+    of rope_scaling that pushed it out (a factor below 1 turns pairs faster than positions)."""
+    ok, inv = _in_range(table)
+    if not ok:
+        raise fail("rope_scaling_value", rope_type=rope_type, key=key,
+                   need="giving inverse frequencies float32 holds and at most 1 radian per position",
+                   expected=f"inverse frequencies in [{np.finfo(np.float32).tiny:.3g}, 1]",
+                   got=f"{value!r}: from {inv.min():.3g} to {inv.max():.3g}",
+                   hint=f"{key} stretches the rotation: a value below 1 makes pairs turn faster than positions "
+                        "(which float32 angles cannot follow); copy rope_scaling from the model's config.json as it is.")
+    return table
 
 
 def _default_inv_freq(rotary_dim: int, rope_base: float) -> np.ndarray:
@@ -327,7 +362,8 @@ def _default(base, scaling, rd, rope_base, max_pos):
 
 
 def _linear(base, scaling, rd, rope_base, max_pos):
-    return base / _factor(scaling, "linear"), 1.0
+    factor = _factor(scaling, "linear")
+    return _check_scaled(base / factor, "linear", "factor", factor), 1.0
 
 
 def _llama3(base, scaling, rd, rope_base, max_pos):
@@ -344,7 +380,7 @@ def _llama3(base, scaling, rd, rope_base, max_pos):
     blended = (1 - smooth) * base / factor + smooth * base
     out = np.where(wavelen > original / low, base / factor, base)  # slow pairs: interpolated
     medium = (wavelen > original / high) & (wavelen < original / low)
-    return np.where(medium, blended, out), 1.0
+    return _check_scaled(np.where(medium, blended, out), "llama3", "factor", factor), 1.0
 
 
 def _yarn_mscale(factor: float, mscale: float = 1.0) -> float:
@@ -376,19 +412,30 @@ def _yarn(base, scaling, rd, rope_base, max_pos):
             log_turns = math.log(turns)
         return rd * log_turns / (2 * math.log(rope_base))
 
-    low = max(math.floor(correction_dim(beta_fast)), 0)
-    high = min(math.ceil(correction_dim(beta_slow)), rd - 1)
+    truncate = scaling.get("truncate")
+    if truncate is not None:  # a bool arrives tagged (_freeze); anything else is refused
+        if not (isinstance(truncate, _Typed) and isinstance(truncate.value, (bool, np.bool_))):
+            raise fail("rope_scaling_value", rope_type="yarn", key="truncate", need="true or false",
+                       expected="rope_scaling['truncate'] true or false", got=repr(truncate),
+                       hint="truncate says whether the ramp's ends are rounded to whole pairs (GPT-OSS: false).")
+        truncate = bool(truncate.value)
+    low, high = correction_dim(beta_fast), correction_dim(beta_slow)
+    if truncate is not False:  # transformers' default: the ends rounded out to whole pairs
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, rd - 1)
     if low == high:
         high += 0.001  # as both sources: no division by zero
     # low and high as floats: exact for any sensible config, and no int64 overflow for one near base 1
     ramp = np.clip((np.arange(rd // 2) - float(low)) / float(high - low), 0, 1)  # 0: extrapolate, 1: interpolate
-    inv_freq = base / factor * ramp + base * (1 - ramp)
+    inv_freq = _check_scaled(base / factor * ramp + base * (1 - ramp), "yarn", "factor", factor)
     if scaling.get("attention_factor") is not None:
         scale = _number(scaling, "attention_factor", "yarn", why="it multiplies cos and sin.")
-    else:
+    else:  # as transformers: the mscale ratio only when both are set and non-zero
         mscales = "0.1 * mscale * ln(factor) + 1 must stay positive."
-        scale = (_yarn_mscale(factor, _number(scaling, "mscale", "yarn", 1.0, _NON_NEGATIVE, mscales))
-                 / _yarn_mscale(factor, _number(scaling, "mscale_all_dim", "yarn", 0.0, _NON_NEGATIVE, mscales)))
+        mscale = _number(scaling, "mscale", "yarn", 0.0, _NON_NEGATIVE, mscales)
+        mscale_all_dim = _number(scaling, "mscale_all_dim", "yarn", 0.0, _NON_NEGATIVE, mscales)
+        scale = (_yarn_mscale(factor, mscale) / _yarn_mscale(factor, mscale_all_dim) if mscale and mscale_all_dim
+                 else _yarn_mscale(factor))
     return inv_freq, scale
 
 
@@ -419,7 +466,7 @@ def _longrope(base, scaling, rd, rope_base, max_pos):
         scale = _number(scaling, "attention_factor", "longrope", why="it multiplies cos and sin.")
     else:
         scale = 1.0 if ratio <= 1 else math.sqrt(1 + math.log(ratio) / math.log(original))
-    return base / np.asarray(values, np.float64), scale
+    return _check_scaled(base / np.asarray(values, np.float64), "longrope", which, min(values)), scale
 
 
 _SCALERS = {"default": _default, "linear": _linear, "llama3": _llama3, "yarn": _yarn, "longrope": _longrope}

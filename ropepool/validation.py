@@ -12,6 +12,7 @@ import numpy as np
 
 from ._arrays import FLOAT_DTYPES, dtype_name, is_array, to_numpy
 from ._scalars import check_types, finite_float
+from .diagnosis import k_shape_case
 from .errors import fail
 from .fusion import PLAIN, Fusion
 from .inplace import input_overlapping_pools, pool_problem, pools_overlap
@@ -24,23 +25,9 @@ def _heads(n: int) -> str:
 
 
 def _k_shape_hint(k_shape, T, num_qo_heads, num_kv_heads, head_dim) -> str:
-    k_T, k_H, k_D = k_shape
-    if k_T != T:
-        return f"k has {k_T} tokens but q has {T}: q, k and v must come from the same tokens."
-    if k_D != head_dim:
-        return (f"k's last axis is {k_D}, not head_dim={head_dim}: if head_dim was computed as "
-                "hidden_size // num_attention_heads, the model may set head_dim explicitly (Gemma-2: 256).")
-    if k_H == num_qo_heads != num_kv_heads:
-        return (f"k carries as many heads as q ({k_H}): an MHA-style k under a GQA config "
-                f"(G = {num_qo_heads} // {num_kv_heads}). k must keep its own {num_kv_heads} KV heads "
-                "(do not repeat them for attention before the cache write), and num_kv_heads must come "
-                "from the K projection, i.e. config.num_key_value_heads.")
-    if num_kv_heads == num_qo_heads and k_H < num_qo_heads:
-        return (f"num_kv_heads equals num_qo_heads ({num_qo_heads}) but k has {_heads(k_H)}: num_kv_heads "
-                "was likely taken from config.num_attention_heads. Under GQA it comes from the K "
-                f"projection, i.e. config.num_key_value_heads (here {k_H}).")
-    return (f"k has {_heads(k_H)} but num_kv_heads={num_kv_heads}: num_kv_heads must come from the K "
-            "projection, i.e. config.num_key_value_heads.")
+    case = k_shape_case(k_shape, num_qo_heads=num_qo_heads, head_dim=head_dim, tokens=T,
+                        passed_kv_heads=num_kv_heads)
+    return f"{case.why} Fix: {case.fix}"
 
 
 def validate(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_heads, num_kv_heads,

@@ -1,15 +1,29 @@
-"""The benchmark's contenders compute the op correctly, and its functions run (no timings asserted)."""
+"""The benchmark's contenders compute the op correctly, and its functions run (no timings asserted);
+``benchmarks/op_bench.py`` says met or MISS and pastes its table into a README as an editor saves."""
 
+import importlib.util
+import os
 import re
+import stat
+import subprocess
+import sys
+import threading
+from pathlib import Path
 
 import mlx.core as mx
 import numpy as np
 import pytest
 
 from ropepool import Shapes, make_inputs, rope_pool_reference
-from ropepool.cli.bench import (METHODS, README_END, README_START, Timing, compare, markdown, paste_into, report,
-                                rope_fast_scatter, rope_pool_numpy)
+from ropepool.cli.bench import METHODS, Timing, compare, report, rope_fast_scatter, rope_pool_numpy
 from ropepool.tolerance import error_bound
+
+ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("op_bench", ROOT / "benchmarks" / "op_bench.py")
+op_bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(op_bench)
+README_START, README_END, markdown, paste_into = (op_bench.README_START, op_bench.README_END, op_bench.markdown,
+                                                  op_bench.paste_into)
 
 ORDER = ("q", "k", "v", "positions", "slots", "k_pool", "v_pool")
 
@@ -98,29 +112,30 @@ def test_compare_rejects_an_unknown_method():
         compare(Shapes(1, 2, 1, 4, 4), "float32", methods=("torch",))
 
 
-def test_report_names_every_target():
+def test_report_gives_the_tables_and_the_targets_say_met_or_miss():
     shapes = [Timing(m, "float16", 1, 4096, ms, ms, 1) for m, ms in
               (("ropepool", 1.0), ("ropepool-inplace", 2.0), ("mx.fast.rope", 3.0), ("copy (mlx)", 0.5),
                ("memcpy (numpy)", 0.1))]
     pools = [Timing("ropepool", "float16", 64, P, ms, ms, 1) for P, ms in ((4096, 1.0), (1048576, 1.5))]
-    text = report({"backend": "mlx", "device": "cpu", "shapes": shapes, "pools": pools})
-    assert "met   ropepool float16 T=1: 3.00x faster than mx.fast.rope" in text
-    assert "met   ropepool float16 T=1: 2.00x the MLX copy floor" in text
-    assert "MISS  ropepool-inplace float16 T=1: 1.50x faster than mx.fast.rope" in text
-    assert "MISS  ropepool-inplace float16 T=1: 4.00x the MLX copy floor" in text
-    assert "MISS  ropepool: P=1,048,576 takes 1.50x P=4,096" in text
+    results = {"backend": "mlx", "device": "cpu", "shapes": shapes, "pools": pools}
+    text = report(results)
+    assert "Llama-3-8B (Hq=32, Hkv=8, D=128), P=4096" in text and "MISS" not in text
+    checks = dict(op_bench.target_checks(results))
+    assert checks["ropepool float16 T=1: 3.00x faster than mx.fast.rope + scatter"] is True
+    assert checks["ropepool float16 T=1: 2.00x the MLX copy floor (10.0x memcpy)"] is True
+    assert checks["ropepool-inplace float16 T=1: 1.50x faster than mx.fast.rope + scatter"] is False
+    assert checks["ropepool-inplace float16 T=1: 4.00x the MLX copy floor (20.0x memcpy)"] is False
+    assert checks["ropepool: P=1,048,576 takes 1.50x P=4,096"] is False
 
 
 def test_decode_checks_say_hit_or_miss_against_the_issue_targets():
-    from ropepool.cli.bench import Timing, decode_checks
-
     def t(method, ms, dtype="float16"):
         return Timing(method, dtype, 1, 4096, ms, ms, 10)
 
     rows = [t("ropepool-inplace", 0.10), t("mx.fast.rope", 0.11), t("ropepool-inplace-np", 0.05), t("numpy", 0.06),
-            t("ropepool-inplace", 0.10, "bfloat16"), t("mx.fast.rope", 0.13, "bfloat16")]
-    checks = decode_checks(rows)
-    assert [ok for _, ok in checks] == [True, False, True]  # bfloat16 mx; float16 mx (1.1x), NumPy (1.2x)
+            t("ropepool-inplace", 0.10, "bfloat16"), t("mx.fast.rope", 0.16, "bfloat16")]
+    checks = op_bench.decode_checks(rows)
+    assert [ok for _, ok in checks] == [True, False, True]  # bfloat16 mx (1.6x); float16 mx (1.1x), NumPy (1.2x)
     assert checks[1][0].startswith("float16   mx inputs:    1.10x faster")
 
 
@@ -129,12 +144,12 @@ def _results():
               (("ropepool", 1.0), ("ropepool-inplace", 2.0), ("mx.fast.rope", 3.0), ("copy (mlx)", 0.5))]
     pools = [Timing("ropepool", "float16", 64, P, ms, ms, 1) for P, ms in ((4096, 1.0), (1048576, 1.1))]
     return {"backend": "cpu", "device": "Device(cpu, 0)", "machine": "a test machine", "date": "2026-01-02",
-            "command": "python -m ropepool bench", "shapes": shapes, "pools": pools}
+            "command": "python benchmarks/op_bench.py", "shapes": shapes, "pools": pools}
 
 
 def test_markdown_gives_the_table_and_every_target_met_or_missed():
     text = markdown(_results())
-    assert text.startswith("`python -m ropepool bench` on 2026-01-02: a test machine; backend `cpu`.")
+    assert text.startswith("`python benchmarks/op_bench.py` on 2026-01-02: a test machine; backend `cpu`.")
     assert "| float16 | 1 | 1.000 ms | 3.00x | 2.000 ms | 1.50x | 0.500 ms | 2.00x |" in text
     assert "  - met: ropepool float16 T=1: 3.00x faster than mx.fast.rope + scatter" in text
     assert "  - **MISS**: ropepool-inplace float16 T=1: 1.50x faster than mx.fast.rope + scatter" in text
@@ -163,11 +178,9 @@ def test_paste_into_refuses_a_file_without_one_ordered_pair_of_markers(tmp_path,
 
 
 def test_readme_table_is_the_bench_commands_output():
-    from pathlib import Path
-
-    text = (Path(__file__).parent.parent / "README.md").read_text()
+    text = (ROOT / "README.md").read_text()
     block = text[text.index(README_START) + len(README_START): text.index(README_END)]
-    assert block.lstrip().startswith("`python -m ropepool bench")
+    assert block.lstrip().startswith(("`python benchmarks/op_bench.py", "`python -m ropepool bench"))
     assert "| dtype | T | ropepool | speed-up | in place | speed-up | copy floor | ropepool / floor |" in block
     # the counts and the derived column agree with the rows: a table typed or edited by hand rarely does
     missed, total = map(int, re.search(r"(\d+) of (\d+) targets missed in this run", block).groups())
@@ -178,3 +191,95 @@ def test_readme_table_is_the_bench_commands_output():
         cells = [c.strip() for c in row.strip("|").split("|")]
         ropepool_ms, floor_ms, ratio = float(cells[2].split()[0]), float(cells[6].split()[0]), float(cells[7][:-1])
         assert abs(ropepool_ms / floor_ms - ratio) < 0.01 * ratio + 0.006, row
+
+
+# --- --readme writes as an editor saves -------------------------------------------------------
+
+GOOD = f"# title\n\n{README_START}\nold\n{README_END}\n"
+
+
+def refused_within(seconds, call):
+    """The ValueError ``call`` raises, which must come within ``seconds`` (a FIFO must not hang it)."""
+    box = {}
+
+    def target():
+        try:
+            call()
+        except Exception as err:  # noqa: BLE001 (handed to the test)
+            box["error"] = err
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), f"still running after {seconds} s"
+    return box.get("error")
+
+
+def test_a_fifo_is_refused_without_hanging(tmp_path):
+    fifo = tmp_path / "README.md"
+    os.mkfifo(fifo)
+    err = refused_within(10, lambda: paste_into(fifo, "| new |\n"))
+    assert isinstance(err, ValueError) and "not a regular file" in str(err)
+
+
+@pytest.mark.parametrize("path", ["/dev/zero", "/dev/null"])
+def test_a_device_is_refused_without_reading_it(path):
+    if not os.path.exists(path):
+        pytest.skip(f"no {path} here")
+    err = refused_within(10, lambda: paste_into(path, "| new |\n"))
+    assert isinstance(err, ValueError) and "not a regular file" in str(err)
+
+
+def test_a_folder_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="not a regular file"):
+        paste_into(tmp_path, "| new |\n")
+
+
+def test_crlf_line_endings_and_the_mode_are_kept(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_bytes(GOOD.replace("\n", "\r\n").encode())
+    readme.chmod(0o600)
+    paste_into(readme, "| a |\n| b |\n")
+    assert readme.read_bytes() == f"# title\r\n\r\n{README_START}\r\n| a |\r\n| b |\r\n{README_END}\r\n".encode()
+    assert stat.S_IMODE(readme.stat().st_mode) == 0o600
+
+
+def test_a_symlinked_readme_stays_a_link_and_its_target_is_written(tmp_path):
+    real = tmp_path / "docs" / "README.md"
+    real.parent.mkdir()
+    real.write_text(GOOD)
+    link = tmp_path / "README.md"
+    link.symlink_to(real)
+    paste_into(link, "| new |\n")
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert real.read_text() == f"# title\n\n{README_START}\n| new |\n{README_END}\n"
+    assert sorted(p.name for p in real.parent.iterdir()) == ["README.md"]  # no temporary file left
+
+
+def test_a_planted_temporary_name_is_never_written_through(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text(GOOD)
+    victim = tmp_path / "victim"
+    victim.write_text("keep me")
+    for name in (".README.md.bench-tmp", ".README.md.bench"):
+        (tmp_path / name).symlink_to(victim)
+    paste_into(readme, "| new |\n")
+    assert victim.read_text() == "keep me"
+    assert readme.read_text().count("| new |") == 1
+
+
+def test_a_readme_too_big_is_refused_after_reading_a_bounded_part(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text(GOOD + "x" * (op_bench.README_LIMIT + 1))
+    with pytest.raises(ValueError, match="not a README"):
+        paste_into(readme, "| new |\n")
+
+
+def test_the_command_refuses_a_fifo_before_any_timing(tmp_path):
+    fifo = tmp_path / "README.md"
+    os.mkfifo(fifo)
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "op_bench.py"), "--quick", "--readme", str(fifo),
+                           "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip() == f"op_bench: --readme {fifo}: not a regular file"

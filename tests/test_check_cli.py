@@ -182,3 +182,49 @@ HUMAN = [(0, "0 B"), (1023, "1023 B"), (1024, "1.0 KiB"), (1536, "1.5 KiB"), (3 
 @pytest.mark.parametrize("n, text", HUMAN)
 def test_human_bytes(n, text):
     assert human_bytes(n) == text
+
+
+# Hostile config files: each ends in one line on stderr, a non-zero status, within the timeout, and
+# nothing it holds reaches the terminal unescaped (name, file, the one line expected).
+LLAMA_FIELDS = {"num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096}
+ESCAPES = "\x1b]0;owned\x07\x1b[2J"  # an OSC title change, then clear screen
+HOSTILE = [
+    ("head_dim 2**28 (40 bytes)", '{"num_attention_heads":1,"head_dim":268435456}',
+     "head_dim = 268435456 is past 1024"),
+    ("hidden_size 2**30 and no head_dim", json.dumps({"num_attention_heads": 1, "hidden_size": 2**30}),
+     "head_dim = 1073741824 is past 1024"),
+    ("a million heads", json.dumps({**LLAMA_FIELDS, "num_attention_heads": 10**6}),
+     "num_attention_heads must be at most 1024, got 1000000"),
+    ("JSON nested 100,000 deep", "[" * 100_000 + "]" * 100_000, "JSON nested too deeply"),
+    ("a 5,000-digit integer", '{"num_attention_heads": ' + "7" * 5000 + "}",
+     "not a model config: Exceeds the limit (4300 digits) for integer string conversion"),
+    ("max_position_embeddings 10**4000", json.dumps({**LLAMA_FIELDS, "max_position_embeddings": 10**4000,
+                                                     "rope_scaling": {"rope_type": "yarn", "factor": 4.0}}),
+     "max_position_embeddings must be at most 2147483647, got an integer of 13288 bits"),
+    ("a lone surrogate in _name_or_path", '{"_name_or_path": "evil\\ud800", "num_attention_heads": 0}',
+     "evil\\ud800: num_attention_heads must be a positive integer, got 0"),
+    ("terminal escapes in _name_or_path", json.dumps({"_name_or_path": ESCAPES, "num_attention_heads": 0}),
+     "\\x1b]0;owned\\x07\\x1b[2J: num_attention_heads must be a positive integer"),
+    ("terminal escapes in a field's value", json.dumps({**LLAMA_FIELDS, "rope_scaling": {"rope_type": ESCAPES}}),
+     "unknown rope_scaling type '\\x1b]0;owned\\x07\\x1b[2J'"),
+]
+
+
+@pytest.mark.parametrize("name, text, line", HOSTILE, ids=[h[0] for h in HOSTILE])
+def test_hostile_config_is_one_line_in_seconds(tmp_path, name, text, line):
+    (tmp_path / "config.json").write_text(text, encoding="utf-8", errors="surrogatepass")
+    run = subprocess.run([sys.executable, "-m", "ropepool", "check", str(tmp_path / "config.json")],
+                         capture_output=True, text=True, timeout=60, encoding="utf-8", errors="replace")
+    assert run.returncode in (1, 2) and run.stdout == "", (run.returncode, run.stdout[-500:])
+    assert run.stderr.count("\n") == 1 and line in run.stderr and "Traceback" not in run.stderr, run.stderr[-1500:]
+    assert "\x1b" not in run.stderr
+
+
+@pytest.mark.parametrize("name_or_path, shown", [(ESCAPES, "\\x1b]0;owned\\x07\\x1b[2J"), ("evil\ud800", "evil\\ud800")],
+                         ids=["terminal escapes", "a lone surrogate"])
+def test_a_hostile_name_in_a_good_config_is_shown_escaped(tmp_path, name_or_path, shown):
+    (tmp_path / "config.json").write_text(json.dumps({**LLAMA_FIELDS, "_name_or_path": name_or_path}))
+    run = subprocess.run([sys.executable, "-m", "ropepool", "check", str(tmp_path), "--tokens", "1", "--pool", "2"],
+                         capture_output=True, text=True, timeout=60, encoding="utf-8", errors="replace")
+    assert run.returncode == 0, run.stderr[-1500:]
+    assert f"model       {shown}\n" in run.stdout and "\x1b" not in run.stdout

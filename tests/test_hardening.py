@@ -141,6 +141,7 @@ ARGUMENT_CASES = [
     ("rope_base 1e-60: angles overflow float32", dict(rope_base=1e-60), "rope_base_range"),
     ("rope_base so large its frequencies underflow", dict(rope_base=1e300), "rope_base_range"),
     ("rope_base the smallest float", dict(rope_base=5e-324), "rope_base_range"),
+    ("rope_base 1e-20: pairs turn faster than positions", dict(rope_base=1e-20), "rope_base_range"),
     ("rope_base a Decimal", dict(rope_base=Decimal("10000")), "rope_base"),
     ("rope_base complex", dict(rope_base=10000j), "rope_base"),
     ("rope_base a string", dict(rope_base="1e4"), "rope_base"),
@@ -233,7 +234,6 @@ GOOD_ARGUMENTS = [
     ("np.float32 rope_base", dict(rope_base=np.float32(10000.0))),
     ("int rope_base", dict(rope_base=500000)),
     ("rope_base 1.0: no rotation frequency below 1", dict(rope_base=1.0)),
-    ("rope_base 1e-20: large but finite angles", dict(rope_base=1e-20)),
     ("np.bool_ flags", dict(check_values=np.bool_(True))),
 ]
 
@@ -651,6 +651,52 @@ def test_cache_dir_not_ours_alone_is_refused(tmp_path, monkeypatch, label, make,
     assert reason is not None and message in reason
 
 
+def _shared(mode: int, owner: int | None = None):
+    """A folder of ``mode`` (and ``owner``) above the cache: what another user can or cannot swap."""
+    def make(tmp: Path) -> Path:
+        (tmp / "shared").mkdir()
+        os.chmod(tmp / "shared", mode)
+        if owner is not None:
+            _chown_other(tmp / "shared")
+        return tmp / "shared" / "me" / "cache"
+
+    return make
+
+
+#: label, the folder above the cache, and the refusal's reason (None: accepted).
+CACHE_ANCESTORS = [
+    ("under a folder everyone can write", _shared(0o777), "can be written by others (mode 777, not sticky)"),
+    ("under a folder its group can write", _shared(0o775), "can be written by others (mode 775, not sticky)"),
+    ("under another user's folder", _shared(0o755, owner=65534), "is owned by uid 65534"),
+    ("under a sticky folder, as /tmp", _shared(0o1777), None),
+    ("under a private folder", _shared(0o700), None),
+]
+
+
+@pytest.mark.parametrize("which", ["kernel", "model"])
+@pytest.mark.parametrize("label, make, reason", CACHE_ANCESTORS, ids=[c[0] for c in CACHE_ANCESTORS])
+def test_cache_under_a_folder_others_can_swap_is_refused(tmp_path, monkeypatch, label, make, reason, which):
+    from ropepool.engine import fetch
+
+    path = make(tmp_path)
+    monkeypatch.setenv("ROPEPOOL_KERNEL_CACHE" if which == "kernel" else "ROPEPOOL_MODEL_CACHE", str(path))
+    cache_dir = build.cache_dir if which == "kernel" else fetch.cache_dir
+    if reason is None:
+        assert cache_dir() == path and _mode(path) == 0o700
+        return
+    with pytest.raises(RuntimeError if which == "kernel" else fetch.ModelCacheError) as err:
+        cache_dir()
+    assert f"{which} cache {path} is refused: {tmp_path / 'shared'} above it {reason}" in str(err.value)
+
+
+def test_cache_reached_through_a_link_is_used_at_its_real_path(tmp_path, monkeypatch):
+    """A link above the cache may be swapped later: the folder is used by its real path, checked."""
+    (tmp_path / "real").mkdir(mode=0o700)
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    monkeypatch.setenv("ROPEPOOL_KERNEL_CACHE", str(tmp_path / "link" / "cache"))
+    assert build.cache_dir() == tmp_path / "real" / "cache"
+
+
 def test_temp_fallback_is_per_user_and_refused_when_planted(tmp_path, monkeypatch):
     """~/.cache unusable: the fallback in the temp dir is this user's own; another user's is refused."""
     monkeypatch.delenv("ROPEPOOL_KERNEL_CACHE", raising=False)
@@ -680,6 +726,82 @@ def test_lock_file_symlink_is_not_followed(tmp_path, monkeypatch):
     reason = build.unavailable(lambda: build.shared_library("tiny", TINY, ["-O0"]), "tiny cannot build")
     assert reason is not None and "lock file" in reason
     assert victim.read_text() == "precious"
+
+
+# --- background builds: one compiler at a time, a bounded cache, a timeout, the whole message -------
+
+def _fake_compiler(tmp: Path, body: str) -> Path:
+    """A shell script standing in for g++ (``body`` runs; arguments ignored)."""
+    script = tmp / "fake-cxx"
+    script.write_text("#!/bin/sh\n" + body)
+    script.chmod(0o755)
+    return script
+
+
+QUEUE = textwrap.dedent("""
+    import os, sys
+    from ropepool.kernels import host
+    from ropepool.rope import plain
+    host._library()  # the run-time build, with the real compiler
+    os.environ["CXX"] = sys.argv[1]  # every specialisation now runs the fake one
+    for D in range(2, 82, 2):  # 40 new shapes
+        host.kernel(host.shape_key(4, 2, D, plain(D, 10000.0)))
+    host.wait_for_builds()
+    print("queued", host.MAX_SPECIALISED)
+""")
+
+
+@needs_cxx
+def test_new_shapes_build_one_at_a_time_and_at_most_max_specialised(tmp_path):
+    """40 new shapes: one compiler at a time, and no more builds than MAX_SPECIALISED shapes allow
+    (each shape tries -march=native, then a portable build)."""
+    log = tmp_path / "log"
+    cxx = _fake_compiler(tmp_path, f'mkdir "{tmp_path}/running.$$"\nls -d "{tmp_path}"/running.* | wc -l >> "{log}"\n'
+                                   f'sleep 0.2\nrmdir "{tmp_path}/running.$$"\necho "fake: no" >&2\nexit 1\n')
+    out = subprocess.run([sys.executable, "-c", QUEUE, str(cxx)], capture_output=True, text=True, timeout=240,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    limit = int(out.stdout.split()[-1])
+    running = [int(n) for n in log.read_text().split()]
+    assert max(running) == 1, running
+    assert 0 < len(running) <= 2 * limit, running
+
+
+@needs_cxx
+def test_a_hanging_compiler_is_stopped(tmp_path, monkeypatch):
+    monkeypatch.setenv("ROPEPOOL_KERNEL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("CXX", str(_fake_compiler(tmp_path, f'echo $$ > "{tmp_path}/pid"\nsleep 60\n')))
+    monkeypatch.setenv("ROPEPOOL_BUILD_TIMEOUT", "1")
+    with pytest.raises(build.CompileError, match=r"took over 1 s and was stopped \(set ROPEPOOL_BUILD_TIMEOUT"):
+        build.shared_library("tiny", TINY, ["-O0"])
+    pid = int((tmp_path / "pid").read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+@needs_cxx
+def test_a_failed_build_gives_the_compilers_whole_message(tmp_path, monkeypatch):
+    monkeypatch.setenv("ROPEPOOL_KERNEL_CACHE", str(tmp_path / "cache"))
+    broken = "".join(f"int f{i}() {{ return undeclared_{i}; }}\n" for i in range(200))
+    with pytest.raises(build.CompileError) as err:
+        build.shared_library("broken", broken, ["-O0"])
+    message = str(err.value)
+    assert len(message) > 4000 and "undeclared_0" in message and "undeclared_199" in message
+
+
+@needs_cxx
+def test_the_kernel_cache_keeps_the_most_recently_used_libraries(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("ROPEPOOL_KERNEL_CACHE", str(cache))
+    monkeypatch.setattr(build, "MAX_LIBRARIES", 3)
+    sources = [f'extern "C" int ropepool_tiny() {{ return {i}; }}\n' for i in range(5)]
+    for i, src in enumerate(sources):
+        assert build.shared_library(f"tiny{i}", src, ["-O0"]).ropepool_tiny() == i
+        if i == 2:
+            build.shared_library("tiny0", sources[0], ["-O0"])  # used again: more recent than tiny1
+    kept = sorted(p.name.split("_")[0] for p in cache.glob("*.so"))
+    assert kept == ["tiny0", "tiny3", "tiny4"], kept
+    assert len(list(cache.glob("*.sha256"))) == 3
 
 
 # --- 11: the command line ---------------------------------------------------------------------------

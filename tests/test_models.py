@@ -1,7 +1,9 @@
 """From config to the op's parameters: the presets' values, each config variant, each refusal."""
 
+import math
 import json
 
+import numpy as np
 import pytest
 
 from ropepool import Shapes
@@ -261,3 +263,217 @@ def test_load_config_missing_path(tmp_path):
 def test_load_config_file_and_folder(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(LLAMA))
     assert load_config(tmp_path / "config.json") == load_config(tmp_path) == LLAMA
+
+
+# --- transformers 5's rope_parameters --------------------------------------------------------------
+# Each config is the model's config.json fields as transformers 5.24's config class saves them
+# (``<Class>(**fields).to_dict()``): rope_theta and the rotated fraction move into rope_parameters.
+PYTHIA_160M_V5 = {  # EleutherAI/pythia-160m (GPTNeoXConfig: rotary_pct 0.25, rotary_emb_base 10000)
+    "_name_or_path": "EleutherAI/pythia-160m", "model_type": "gpt_neox", "hidden_size": 768,
+    "num_attention_heads": 12, "max_position_embeddings": 2048,
+    "rope_parameters": {"rope_theta": 10000, "partial_rotary_factor": 0.25, "rope_type": "default"}}
+PHI2_V5 = {  # microsoft/phi-2 (PhiConfig), the phi-2 preset's fields
+    "_name_or_path": "microsoft/phi-2", "model_type": "phi", "hidden_size": 2560, "num_attention_heads": 32,
+    "num_key_value_heads": 32, "max_position_embeddings": 2048,
+    "rope_parameters": {"rope_theta": 10000.0, "partial_rotary_factor": 0.4, "rope_type": "default"}}
+STABLELM_3B_V5 = {  # stabilityai/stablelm-3b-4e1t (StableLmConfig: partial_rotary_factor 0.25)
+    "_name_or_path": "stabilityai/stablelm-3b-4e1t", "model_type": "stablelm", "hidden_size": 2560,
+    "num_attention_heads": 32, "num_key_value_heads": 32, "max_position_embeddings": 4096,
+    "rope_parameters": {"rope_theta": 10000, "partial_rotary_factor": 0.25, "rope_type": "default"}}
+
+
+def _older_layout(config: dict) -> dict:
+    """The same config as transformers 4 saved it: the fields at the top level (GPT-NeoX: rotary_pct)."""
+    old = {k: v for k, v in config.items() if k != "rope_parameters"}
+    rope = config["rope_parameters"]
+    old["rope_theta"] = rope["rope_theta"]
+    old["rotary_pct" if config["model_type"] == "gpt_neox" else "partial_rotary_factor"] = rope["partial_rotary_factor"]
+    return old
+
+
+# name, config, D, rotary_dim
+PARTIAL_ROTARY_V5 = [
+    ("pythia-160m", PYTHIA_160M_V5, 64, 16),
+    ("phi-2", PHI2_V5, 80, 32),
+    ("stablelm-3b-4e1t", STABLELM_3B_V5, 80, 20),
+]
+
+
+@pytest.mark.parametrize("name, config, D, rotary_dim", PARTIAL_ROTARY_V5, ids=[r[0] for r in PARTIAL_ROTARY_V5])
+def test_transformers_5_partial_rotary_is_read_from_rope_parameters(name, config, D, rotary_dim):
+    p = from_config(config)
+    assert (p.head_dim, p.rotary_dim, p.rope_base) == (D, rotary_dim, 10000.0)
+    assert p.rope() == from_config(_older_layout(config)).rope()
+    assert any("rope_parameters.partial_rotary_factor" in n for n in p.notes), p.notes
+    assert p.warnings == ()
+
+
+# google/gemma-3-4b-it's text_config (head_dim 256, rope_theta 1e6 with linear x8 on the full-attention
+# layers, rope_local_base_freq 1e4 on the sliding ones), as transformers 5.24's Gemma3TextConfig saves it.
+GEMMA3_4B_V5 = {
+    "_name_or_path": "google/gemma-3-4b-it", "model_type": "gemma3_text", "hidden_size": 2560,
+    "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "max_position_embeddings": 131072,
+    "layer_types": (["sliding_attention"] * 5 + ["full_attention"]) * 5 + ["sliding_attention"] * 4,
+    "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                        "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0}}}
+# The same model as transformers 4 saved it.
+GEMMA3_4B_V4 = {**{k: v for k, v in GEMMA3_4B_V5.items() if k != "rope_parameters"},
+                "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0,
+                "rope_scaling": {"factor": 8.0, "rope_type": "linear"}}
+
+
+@pytest.mark.parametrize("config", [GEMMA3_4B_V5, GEMMA3_4B_V4], ids=["transformers 5", "transformers 4"])
+def test_gemma3_per_layer_type_rope_is_served_per_type_not_collapsed(config):
+    full = from_config(config)
+    assert (full.rope_base, full.rope_scaling) == (1000000.0, {"rope_type": "linear", "factor": 8.0})
+    (warning,) = full.warnings
+    assert "'sliding_attention' layers rotate differently (rope_theta 10000.0, 'default')" in warning
+    assert "layer_type='sliding_attention'" in warning
+    sliding = from_config(config, layer_type="sliding_attention")
+    assert (sliding.rope_base, sliding.rope_scaling, sliding.warnings) == (10000.0, None, ())
+    assert from_config(config, layer_type="full_attention").rope() == full.rope()
+    with pytest.raises(ConfigError, match="layer_type 'local' is not one of rope_parameters' layer types"):
+        from_config(config, layer_type="local")
+
+
+def test_check_prints_the_per_layer_type_warning(tmp_path, capsys):
+    from ropepool.cli import main
+
+    (tmp_path / "config.json").write_text(json.dumps(GEMMA3_4B_V5))
+    assert main(["check", str(tmp_path), "--tokens", "1", "--pool", "2"]) == 0
+    assert "WARNING: 'sliding_attention' layers rotate differently" in capsys.readouterr().out
+
+
+# --- YaRN as transformers computes it --------------------------------------------------------------
+
+def transformers_yarn(rope: dict, head_dim: int, max_position_embeddings: int) -> tuple[np.ndarray, float]:
+    """transformers 5.24's ``_compute_yarn_parameters`` (``modeling_rope_utils.py``), transcribed line
+    for line into float64 NumPy (it runs on torch, which the tests do not install): inv_freq
+    ``[D/2]`` and the cos/sin scale."""
+    base, factor = rope["rope_theta"], rope["factor"]
+    dim = int(head_dim * rope.get("partial_rotary_factor", 1.0))
+    original = rope.get("original_max_position_embeddings", max_position_embeddings)
+    attention_factor, mscale, mscale_all_dim = (rope.get(k) for k in ("attention_factor", "mscale", "mscale_all_dim"))
+
+    def get_mscale(scale, mscale=1):
+        return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+    if attention_factor is None:
+        if mscale and mscale_all_dim:
+            attention_factor = float(get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim))
+        else:
+            attention_factor = get_mscale(factor)
+    beta_fast, beta_slow = rope.get("beta_fast") or 32, rope.get("beta_slow") or 1
+
+    def find_correction_dim(num_rotations):
+        return (dim * math.log(original / (num_rotations * 2 * math.pi))) / (2 * math.log(base))
+
+    low, high = find_correction_dim(beta_fast), find_correction_dim(beta_slow)
+    if rope.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    if low == high:
+        high += 0.001
+    ramp = np.clip((np.arange(dim // 2, dtype=np.float64) - low) / (high - low), 0, 1)
+    pos_freqs = base ** (np.arange(0, dim, 2, dtype=np.float64) / dim)
+    extrapolation = 1 - ramp
+    inv_freq = 1.0 / (factor * pos_freqs) * (1 - extrapolation) + 1.0 / pos_freqs * extrapolation
+    return inv_freq, attention_factor
+
+
+# openai/gpt-oss-20b's RoPE as transformers 5.24's GptOssConfig saves it (its defaults are that model's).
+GPT_OSS_20B = {"_name_or_path": "openai/gpt-oss-20b", "model_type": "gpt_oss", "hidden_size": 2880, "head_dim": 64,
+               "num_attention_heads": 64, "num_key_value_heads": 8, "max_position_embeddings": 131072,
+               "rope_parameters": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                                   "truncate": False, "original_max_position_embeddings": 4096,
+                                   "rope_theta": 150000.0}}
+
+
+def _with_rope(config: dict, **changes) -> dict:
+    return {**config, "rope_parameters": {**config["rope_parameters"], **changes}}
+
+
+YARN_CONFIGS = [
+    ("gpt-oss-20b, truncate false", GPT_OSS_20B),
+    ("gpt-oss-20b's numbers, truncate true", _with_rope(GPT_OSS_20B, truncate=True)),
+    ("Qwen2.5-7B-Instruct's yarn (preset)", load_preset("qwen2.5-7b-yarn")),
+    # hand-written: no shipped config found with mscale alone; transformers then ignores mscale
+    ("mscale without mscale_all_dim", _with_rope(GPT_OSS_20B, mscale=0.707)),
+    ("mscale and mscale_all_dim (DeepSeek-V3's 1.0 and 1.0)", _with_rope(GPT_OSS_20B, mscale=1.0, mscale_all_dim=1.0)),
+    ("mscale 1.0 and mscale_all_dim 0.5", _with_rope(GPT_OSS_20B, mscale=1.0, mscale_all_dim=0.5)),
+]
+
+
+@pytest.mark.parametrize("name, config", YARN_CONFIGS, ids=[r[0] for r in YARN_CONFIGS])
+def test_yarn_matches_transformers(name, config):
+    p = from_config(config)
+    rope = dict(config.get("rope_parameters") or config["rope_scaling"])
+    rope.setdefault("rope_theta", config.get("rope_theta"))
+    inv_freq, scale = transformers_yarn(rope, p.head_dim, config["max_position_embeddings"])
+    np.testing.assert_allclose(p.rope().inv_freq, inv_freq, rtol=1e-13, atol=0)
+    assert p.rope().scale == pytest.approx(scale, rel=1e-15)
+
+
+def test_yarn_truncate_false_changes_the_table():
+    """GPT-OSS's ramp ends between pairs: rounding them out moves some frequencies by over 70%."""
+    exact, rounded = (np.array(from_config(c).rope().inv_freq) for c in (GPT_OSS_20B, _with_rope(GPT_OSS_20B, truncate=True)))
+    assert np.abs(rounded / exact - 1).max() > 0.7
+
+
+@pytest.mark.parametrize("truncate", ["false", 0, [False]])
+def test_yarn_truncate_not_a_bool_is_refused(truncate):
+    with pytest.raises(ConfigError, match="needs truncate true or false"):
+        from_config(_with_rope(GPT_OSS_20B, truncate=truncate))
+
+
+# --- scaling that would turn a pair faster than one radian per position -------------------------------
+# name, config changes, fields, phrase
+TOO_FAST = [
+    ("rope_theta 0.5", dict(rope_theta=0.5), ("rope_theta",), "rope_base=0.5: from 1 to 1.9"),
+    ("linear factor 0.5", dict(rope_scaling={"rope_type": "linear", "factor": 0.5}), ("rope_scaling",),
+     "needs factor giving inverse frequencies float32 holds and at most 1 radian per position, got 0.5"),
+    ("linear factor 1e-40: the factor is at fault, not rope_theta",
+     dict(rope_scaling={"rope_type": "linear", "factor": 1e-40}), ("rope_scaling",), "needs factor giving"),
+    ("linear factor 1e300: the factor is at fault, not rope_theta",
+     dict(rope_scaling={"rope_type": "linear", "factor": 1e300}), ("rope_scaling",), "needs factor giving"),
+    ("longrope long factors 0.5", dict(max_position_embeddings=131072, original_max_position_embeddings=4096,
+                                       rope_scaling={"rope_type": "longrope", "short_factor": [1.0] * 64,
+                                                     "long_factor": [0.5] * 64}),
+     ("rope_scaling",), "'longrope' needs long_factor giving"),
+    ("rope_parameters rope_theta 0.5", dict(rope_theta=None, rope_parameters={"rope_theta": 0.5}),
+     ("rope_parameters.rope_theta",), "rope_base=0.5"),
+]
+
+
+@pytest.mark.parametrize("name, change, fields, phrase", TOO_FAST, ids=[r[0] for r in TOO_FAST])
+def test_inverse_frequencies_above_one_are_refused_naming_the_field(name, change, fields, phrase):
+    with pytest.raises(ConfigError) as e:
+        from_config({**LLAMA, **change})
+    assert e.value.fields == fields and phrase in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("rope_type", [0, False, ""], ids=repr)
+@pytest.mark.parametrize("key", ["rope_type", "type"])
+def test_a_falsy_rope_type_is_not_the_default(key, rope_type):
+    with pytest.raises(ConfigError, match=f"unknown rope_scaling type {rope_type!r}"):
+        from_config({**LLAMA, "rope_scaling": {key: rope_type, "factor": 8.0}})
+
+
+def _deep(depth: int) -> dict:
+    top = inner = {}
+    for _ in range(depth):
+        inner["a"] = inner = {}
+    return top
+
+
+@pytest.mark.parametrize("key", ["rope_scaling", "rope_parameters"])
+def test_a_deeply_nested_rope_dict_is_one_config_error(key):
+    with pytest.raises(ConfigError, match=f"{key} is nested too deeply"):
+        from_config({**LLAMA, key: {"rope_type": "linear", "factor": 2.0, "extra": _deep(100_000)}})
+
+
+def test_a_dict_valued_field_of_a_flat_rope_parameters_is_not_a_layer_type():
+    """Only keys the config lists in layer_types (or a rope_parameters of nothing but dicts) are layer types."""
+    p = from_config({**LLAMA, "rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e6,
+                                                  "meta": {"note": "x"}}})
+    assert (p.rope_base, p.rope_scaling["factor"], p.warnings) == (1e6, 2.0, ())

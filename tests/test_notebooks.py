@@ -107,3 +107,54 @@ def test_no_emoji_needed():
     files = [*NOTEBOOKS, *(root / "ropepool").rglob("*.py")]
     found = {p.name: EMOJI.findall(p.read_text(encoding="utf-8")) for p in files}
     assert not {k: v for k, v in found.items() if v}
+
+
+_BOOLEAN_CALLS = ("allclose", "array_equal", "isclose", "array_equiv", "all", "any", "isinstance", "issubclass")
+
+
+def _is_claim(node: ast.AST) -> bool:
+    """An expression whose value is a truth about the code: a comparison, a not/and/or of claims, or a
+    call such as np.allclose(...) or (x == y).all()."""
+    if isinstance(node, ast.Compare):
+        return True
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return True
+    if isinstance(node, ast.BoolOp):
+        return any(_is_claim(v) for v in node.values)
+    if isinstance(node, ast.Call):
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        return name in _BOOLEAN_CALLS
+    return False
+
+
+def _unchecked_claims(source: str) -> list[str]:
+    """Claims a cell shows without checking them: a claim printed (``print(a == b)``, ``print(f"{np.allclose(x, y)}")``)
+    or left as a cell's displayed value (``a == b`` on the last line shows True or False and fails nothing)."""
+    python = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+    tree = ast.parse(python)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "print":
+            parts = []
+            for arg in node.args:
+                parts += [v.value for v in arg.values if isinstance(v, ast.FormattedValue)] \
+                    if isinstance(arg, ast.JoinedStr) else [arg]
+            found += [ast.unparse(node) for p in parts if _is_claim(p)][:1]
+    if tree.body and isinstance(tree.body[-1], ast.Expr) and _is_claim(tree.body[-1].value):
+        found.append(ast.unparse(tree.body[-1]))
+    return found
+
+
+def test_an_unchecked_claim_is_found():
+    cell = "import numpy as np\nprint(np.allclose(a, b))\nprint(f'held: {x == y}')\nprint('n =', n)\na == b"
+    assert _unchecked_claims(cell) == ["print(np.allclose(a, b))", "print(f'held: {x == y}')", "a == b"]
+    assert _unchecked_claims("check(a == b, 'a is b')\nprint(f'{len(x)} rows')") == []
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_claim_is_shown_without_a_check(path):
+    """A truth a cell shows (printed, or the cell's value) must be a check(...) that fails when it is false."""
+    nb = nbformat.read(path, as_version=4)
+    shown = {i: _unchecked_claims(c.source) for i, c in enumerate(nb.cells) if c.cell_type == "code"}
+    shown = {i: s for i, s in shown.items() if s}
+    assert not shown, f"claims shown but not checked (use check(...) from ropepool.teaching.checks): {shown}"

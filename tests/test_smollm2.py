@@ -35,7 +35,8 @@ def smol():
         pytest.skip(str(err))
     gptj, tokenizer, rope = load_smollm2(pairs="gptj")
     weights, metadata = mx.load(str(path), return_metadata=True)
-    neox, rope_neox = build_model(weights, metadata, pairs="neox")
+    dequantized = not isinstance(gptj.model.layers[0].self_attn.q_proj, nn.QuantizedLinear)
+    neox, rope_neox = build_model(weights, metadata, pairs="neox", dequantize=dequantized)
     return SimpleNamespace(gptj=gptj, neox=neox, tokenizer=tokenizer, rope=rope, rope_neox=rope_neox,
                            weights=weights, metadata=metadata, prompt=tokenizer.apply_chat_template(FRANCE))
 
@@ -53,10 +54,19 @@ def test_config_from_the_gguf_metadata(smol):
 
 
 def test_quantized_as_shipped(smol):
-    attn = smol.gptj.model.layers[0].self_attn
+    shipped, _ = build_model(smol.weights, smol.metadata, pairs="gptj")
+    attn = shipped.model.layers[0].self_attn
     assert isinstance(attn.q_proj, nn.QuantizedLinear) and (attn.q_proj.bits, attn.q_proj.group_size) == (4, 32)
-    embed = smol.gptj.model.embed_tokens
+    embed = shipped.model.embed_tokens
     assert isinstance(embed, nn.QuantizedEmbedding) and (embed.bits, embed.group_size) == (8, 32)
+
+
+def test_float32_by_default_on_the_cpu(smol):
+    if mx.default_device().type != mx.DeviceType.cpu:
+        pytest.skip("on a GPU the model loads quantized, as shipped")
+    q_proj, embed = smol.gptj.model.layers[0].self_attn.q_proj, smol.gptj.model.embed_tokens
+    assert type(q_proj) is nn.Linear and q_proj.weight.dtype == mx.float32
+    assert type(embed) is nn.Embedding and embed.weight.dtype == mx.float32
 
 
 @pytest.mark.parametrize("text", [
@@ -87,9 +97,11 @@ def test_chat_template_is_chatml_with_the_default_system_prompt(smol):
 
 def test_unpermuting_moves_quantized_rows_exactly(smol):
     """Row r of the NeoX-layout q_proj is GGUF row order[r], bit for bit (weights, scales and biases)."""
+    gptj, _ = build_model(smol.weights, smol.metadata, pairs="gptj")  # quantized, as shipped
+    neox, _ = build_model(smol.weights, smol.metadata, pairs="neox")
     for proj, heads in (("q_proj", 9), ("k_proj", 3)):
-        a = getattr(smol.gptj.model.layers[7].self_attn, proj)
-        b = getattr(smol.neox.model.layers[7].self_attn, proj)
+        a = getattr(gptj.model.layers[7].self_attn, proj)
+        b = getattr(neox.model.layers[7].self_attn, proj)
         order = head_row_order(heads, 64)
         for name in ("weight", "scales", "biases"):
             assert np.array_equal(np.array(getattr(b, name)), np.array(getattr(a, name))[order]), (proj, name)

@@ -96,13 +96,18 @@ def test_trig_counts(Hq, Hkv, D, shared, per_thread):
     assert vk.trig_counts(Hq, Hkv, D) == {"shared": shared, "per_thread": per_thread}
 
 
-def test_trig_count_bars_heights():
-    fig = vk.trig_count_bars({"llama-3-8b": (32, 8, 128), "falcon-7b": (71, 1, 64)})
+def test_trig_counts_count_rotated_pairs_only():
+    assert vk.trig_counts(32, 32, 80, rotary_dim=32) == {"shared": 16, "per_thread": 1024}  # Phi-2
+
+
+def test_trig_count_bars_widths():
+    fig = vk.trig_count_bars({"llama-3-8b": (32, 8, 128), "falcon-7b": (71, 1, 64), "phi-2": (32, 32, 80, 32)})
     ax = fig.axes[0]
-    heights = {gid: [p.get_height() for p in ax.patches if p.get_gid() == gid] for gid in ("shared", "per_thread")}
-    assert heights == {"shared": [64, 32], "per_thread": [2560, 2304]}
-    assert ax.get_yscale() == "log"
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["llama-3-8b", "falcon-7b"]
+    widths = {gid: [p.get_width() for p in ax.patches if p.get_gid() == gid] for gid in ("shared", "per_thread")}
+    assert widths == {"shared": [64, 32, 16], "per_thread": [2560, 2304, 1024]}
+    assert ax.get_xscale() == "log"
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["llama-3-8b", "falcon-7b", "phi-2"]
+    assert " 1,024" in [t.get_text() for t in ax.texts]
 
 
 class _Row:

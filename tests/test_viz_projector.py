@@ -98,7 +98,7 @@ def _engine():
 
 
 def _presets():
-    return {n: (p.num_qo_heads, p.num_kv_heads, p.head_dim) for n, p in
+    return {n: (p.num_qo_heads, p.num_kv_heads, p.head_dim, p.rotary_dim or p.head_dim) for n, p in
             ((n, models.preset(n)) for n in models.preset_names())}
 
 

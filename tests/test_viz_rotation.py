@@ -41,7 +41,7 @@ def test_pair_paths_can_pick_pairs():
 def test_frequencies_go_fast_to_slow_and_wavelength_is_two_pi_over_theta():
     fig = R.frequencies(head_dim=64, bases=(10000.0, 500000.0))
     for base in (10000.0, 500000.0):
-        theta = line(fig, f"theta {base:g}").get_ydata()
+        theta = line(fig, f"omega {base:g}").get_ydata()
         np.testing.assert_allclose(theta, inverse_frequencies(64, base))
         assert theta[0] == 1.0 and np.all(np.diff(theta) < 0)
         np.testing.assert_allclose(line(fig, f"wavelength {base:g}").get_ydata(), 2 * np.pi / theta)

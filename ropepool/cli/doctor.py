@@ -1,4 +1,4 @@
-"""``python -m ropepool doctor``: versions, and which backends run here and why the others don't."""
+"""``python -m ropepool doctor``: versions, the BLAS under MLX, and which backends run here and why the others don't."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import platform
 import sys
 from importlib import metadata
 
-PACKAGES = ("numpy", "mlx", "matplotlib", "ipywidgets", "jupyterlab")
+PACKAGES = ("numpy", "mlx", "matplotlib", "ipywidgets", "jupyterlab", "ngsolve-openblas")
 
 
 def _version(package: str) -> str:
@@ -29,6 +29,7 @@ def findings() -> list[tuple[str, str]]:
     ]
     rows += [(name, _version(name)) for name in PACKAGES]
     rows.append(("mlx default device", str(mx.default_device())))
+    rows += _blas_rows()
     rows += [(f"backend {name}", ("runs: " if s.available else "does not run: ") + s.reason)
              for name, s in available_backends().items()]
     rows.append(("backend='auto' picks", best_backend()))
@@ -39,6 +40,16 @@ def findings() -> list[tuple[str, str]]:
         cache = f"unusable, nothing is built or loaded: {err}"
     rows.append(("kernel cache", cache))
     return rows
+
+
+def _blas_rows() -> list[tuple[str, str]]:
+    """Which library MLX's float32 matmul (``cblas_sgemm``) runs on, and its GF/s beside NumPy's."""
+    from .. import blas
+
+    mlx_gf, np_gf = blas.matmul_gflops(1024, repeats=3)  # first: cblas_sgemm binds on the first call
+    return [("BLAS under MLX", blas.describe()),
+            ("float32 1024^3 matmul", f"MLX {mlx_gf:.1f} GF/s, NumPy {np_gf:.1f} GF/s ({mlx_gf / np_gf:.2f}x); "
+                                      "medians of 3, interleaved")]
 
 
 def _cpu_check() -> str:

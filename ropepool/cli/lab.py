@@ -5,7 +5,9 @@ repository root (git-ignored; ``ROPEPOOL_WORKSPACE`` moves it). The copy sits ne
 where a learner finds their work again, one per clone, at the same depth as ``notebooks/``. It is
 made on the first start and kept: a learner's edits are never overwritten, and a notebook added to
 the repo later is copied in on the next start. ``--reset NAME`` puts one notebook back to the
-original (the learner's version is kept under ``workspace/.reset/``).
+original (the learner's version is kept under ``workspace/.reset/``, never over an older one).
+The lab writes only files it creates itself (``O_EXCL | O_NOFOLLOW``): a symlink in the workspace,
+dangling or not, is never written through, and a ``.reset`` that is not a real folder is refused.
 
 ``make lab`` and the end-to-end test both start the server through :func:`lab_command` and
 :func:`lab_env`, so what the test checks is what learners run. Authentication is never turned
@@ -17,9 +19,11 @@ local user can read in the process list: ``lab`` has no ``--token`` option for t
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
+import stat
 import sys
 import time
 from pathlib import Path
@@ -40,19 +44,49 @@ def _originals(source: Path) -> list[Path]:
 
 
 def sync_workspace(workspace: Path | None = None, source: Path = NOTEBOOKS) -> list[str]:
-    """Copy into ``workspace`` each file of ``source`` it lacks; never touch one it has.
+    """Copy into ``workspace`` each file of ``source`` it lacks; never touch one it has. Also (re)writes
+    the lab's settings overrides there (:func:`install_lab_settings`).
 
     Returns the names copied (all of them on the first start, then only new notebooks).
     """
     workspace = workspace or workspace_dir()
     workspace.mkdir(parents=True, exist_ok=True)
+    install_lab_settings(workspace)
     copied = []
     for original in _originals(source):
         target = workspace / original.name
-        if not target.exists():
-            shutil.copy2(original, target)
+        if not os.path.lexists(target):  # the learner's file, or a link of any kind: left alone
+            _create(target, original)
             copied.append(original.name)
     return copied
+
+
+def _create(target: Path, original: Path) -> None:
+    """``target`` made anew with ``original``'s bytes and times: never over an existing file or link."""
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "wb") as f:
+        f.write(original.read_bytes())
+    shutil.copystat(original, target)
+
+
+def _real_folder(folder: Path) -> Path:
+    """``folder``, made if missing; refused if it is a link or not a folder."""
+    try:
+        os.mkdir(folder, 0o755)
+    except FileExistsError:
+        if not stat.S_ISDIR(os.lstat(folder).st_mode):
+            raise ValueError(f"{folder} is a symlink or a file, not a folder: the lab does not write through it; "
+                             "move it away") from None
+    return folder
+
+
+def _unused(folder: Path, stem: str) -> Path:
+    """A name in ``folder`` for a kept copy, ``<stem>-<time>.ipynb``, with ``-2``, ``-3``... if taken."""
+    base = f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+    n = 1
+    while os.path.lexists(kept := folder / f"{base}{f'-{n}' if n > 1 else ''}.ipynb"):
+        n += 1
+    return kept
 
 
 def find_notebook(name: str, source: Path = NOTEBOOKS) -> Path:
@@ -70,31 +104,58 @@ def find_notebook(name: str, source: Path = NOTEBOOKS) -> Path:
 def reset_notebook(name: str, workspace: Path | None = None, source: Path = NOTEBOOKS) -> Path | None:
     """Put the learner's copy of one notebook back to the original.
 
-    Returns where the learner's version was kept (``workspace/.reset/<stem>-<time>.ipynb``),
-    or None if there was no copy to keep.
+    Returns where the learner's version was kept (``workspace/.reset/<stem>-<time>.ipynb``, or
+    ``-2``, ``-3``... after it where that is taken), or None if there was no copy to keep.
+
+    Raises
+    ------
+    ValueError
+        ``name`` names no notebook or several; the learner's copy or ``.reset`` is a symlink.
     """
     workspace = workspace or workspace_dir()
     original = find_notebook(name, source)
     target = workspace / original.name
-    kept = None
-    if target.exists():
-        kept = workspace / ".reset" / f"{original.stem}-{time.strftime('%Y%m%d-%H%M%S')}.ipynb"
-        kept.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(target, kept)
     workspace.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(original, target)
+    kept = None
+    if os.path.lexists(target):
+        if not stat.S_ISREG(os.lstat(target).st_mode):
+            raise ValueError(f"{target} is a symlink or not a file: the lab does not write through it; "
+                             "move it away, then reset again")
+        kept = _unused(_real_folder(workspace / ".reset"), original.stem)
+        os.rename(target, kept)  # a rename moves the entry, never what a link points to
+    _create(target, original)
     return kept
 
 
+#: Defaults the lab overrides (JupyterLab's ``overrides.json``): no "receive Jupyter news?" pop-up over
+#: the first projector screen, and no request to the internet for news or updates.
+LAB_OVERRIDES = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}}
+
+
+def lab_settings_dir(root: Path) -> Path:
+    """The server's application settings folder: ``root/.lab-settings`` (hidden in the file browser)."""
+    return Path(root) / ".lab-settings"
+
+
+def install_lab_settings(root: Path) -> Path:
+    """Write :data:`LAB_OVERRIDES` as ``overrides.json`` into :func:`lab_settings_dir`; return that folder."""
+    folder = lab_settings_dir(root)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "overrides.json").write_text(json.dumps(LAB_OVERRIDES, indent=1) + "\n", encoding="utf-8")
+    return folder
+
+
 def lab_command(port: int, open_browser: bool = True, root_dir: Path | None = None) -> list[str]:
-    """argv of the JupyterLab server: 127.0.0.1 only, the learner's copy as root; the token is not in
-    it (see :func:`lab_env`)."""
+    """argv of the JupyterLab server: 127.0.0.1 only, the learner's copy as root, its settings overrides
+    read from there (:func:`sync_workspace` installs them); the token is not in it (see :func:`lab_env`)."""
+    root = Path(root_dir or workspace_dir())
     argv = [
         sys.executable, "-m", "jupyterlab",
         "--ServerApp.ip=127.0.0.1",
         f"--ServerApp.port={port}",
-        f"--ServerApp.root_dir={root_dir or workspace_dir()}",
+        f"--ServerApp.root_dir={root}",
         "--ServerApp.port_retries=0",  # the printed URL must be the real one
+        f"--LabApp.app_settings_dir={lab_settings_dir(root)}",
     ]
     if not open_browser:
         argv.append("--no-browser")
@@ -113,15 +174,21 @@ def lab_env(token: str, base: dict | None = None) -> dict[str, str]:
     return env
 
 
-def main(port: int, open_browser: bool, reset: str | None = None) -> None:
+def main(port: int, open_browser: bool, reset: str | None = None) -> int:
+    """Copy, reset, then start the server (never returns); 2 with one line on stderr if the
+    workspace cannot be prepared."""
     workspace = workspace_dir()
-    copied = sync_workspace(workspace)
-    if copied:
-        print(f"ropepool: copied {', '.join(copied)} into {workspace} (your working copy; notebooks/ stays clean)")
-    if reset:
-        kept = reset_notebook(reset, workspace)
-        where = f"; your version is kept as {kept}" if kept else ""
-        print(f"ropepool: {find_notebook(reset).name} is back to the original{where}", flush=True)
+    try:
+        copied = sync_workspace(workspace)
+        if copied:
+            print(f"ropepool: copied {', '.join(copied)} into {workspace} (your working copy; notebooks/ stays clean)")
+        if reset is not None:
+            kept = reset_notebook(reset, workspace)
+            where = f"; your version is kept as {kept}" if kept else ""
+            print(f"ropepool: {find_notebook(reset).name} is back to the original{where}", flush=True)
+    except (ValueError, OSError) as err:
+        print(f"python -m ropepool lab: {err}", file=sys.stderr)
+        return 2
     token = os.environ.get("JUPYTER_TOKEN") or secrets.token_hex(24)
     argv = lab_command(port, open_browser, workspace)
     print(f"ropepool: JupyterLab on {workspace} at http://127.0.0.1:{port}/lab?token={token}", flush=True)

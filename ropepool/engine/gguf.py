@@ -32,7 +32,8 @@ import mlx.nn as nn
 import numpy as np
 from mlx.utils import tree_unflatten
 
-from ..models import RopeParams, from_config
+from .._scalars import finite_float, is_int
+from ..models import RopeParams, from_config, printable
 
 # GGUF tensor name -> mlx-lm llama.Model parameter path (per block: blk.N. -> model.layers.N.)
 _BLOCK = {
@@ -80,35 +81,42 @@ def config_from_metadata(metadata: dict, weights: dict) -> dict:
     Raises
     ------
     GGUFError
-        Not a Llama, a field is missing, or the file asks for RoPE scaling (not handled here).
+        Not a Llama, a field is missing, a count is not an integer > 0 or a number not a finite
+        number > 0 (naming the field), or the file asks for RoPE scaling (not handled here).
     """
     arch = metadata.get("general.architecture")
     if arch != "llama":
         raise GGUFError(f"general.architecture is {arch!r}, expected 'llama'")
 
-    def field(key: str, default=None):
+    def field(key: str, default=None, count: bool = True):
+        """``llama.<key>``: an integer > 0 (``count``) or a finite number > 0, else a GGUFError naming it."""
         value = metadata.get(f"llama.{key}", default)
         if value is None:
             raise GGUFError(f"GGUF metadata has no llama.{key}")
-        return value.item() if isinstance(value, mx.array) else value
+        value = value.item() if isinstance(value, mx.array) and value.ndim == 0 else value
+        number = finite_float(value)
+        if (not is_int(value) if count else number is None) or number is None or number <= 0:
+            kind = "an integer > 0" if count else "a finite number > 0"
+            raise GGUFError(f"GGUF metadata llama.{key} must be {kind}, got {printable(repr(value), 80)}")
+        return int(value) if count else number
 
     if "llama.rope.scaling.type" in metadata and metadata["llama.rope.scaling.type"] != "none":
         raise GGUFError(f"llama.rope.scaling.type is {metadata['llama.rope.scaling.type']!r}: not handled")
-    heads = int(field("attention.head_count"))
-    hidden = int(field("embedding_length"))
+    heads = field("attention.head_count")
+    hidden = field("embedding_length")
     return {
         "_name_or_path": str(metadata.get("general.name", "gguf")),
         "model_type": "llama",
         "hidden_size": hidden,
-        "num_hidden_layers": int(field("block_count")),
-        "intermediate_size": int(field("feed_forward_length")),
+        "num_hidden_layers": field("block_count"),
+        "intermediate_size": field("feed_forward_length"),
         "num_attention_heads": heads,
-        "num_key_value_heads": int(field("attention.head_count_kv", heads)),
-        "head_dim": int(field("rope.dimension_count", hidden // heads)),
-        "rms_norm_eps": float(field("attention.layer_norm_rms_epsilon")),
-        "vocab_size": int(field("vocab_size", len(metadata.get("tokenizer.ggml.tokens", ())))),
-        "max_position_embeddings": int(field("context_length")),
-        "rope_theta": float(field("rope.freq_base", 10000.0)),
+        "num_key_value_heads": field("attention.head_count_kv", heads),
+        "head_dim": field("rope.dimension_count", hidden // heads),
+        "rms_norm_eps": field("attention.layer_norm_rms_epsilon", count=False),
+        "vocab_size": field("vocab_size", len(metadata.get("tokenizer.ggml.tokens", ()))),
+        "max_position_embeddings": field("context_length"),
+        "rope_theta": field("rope.freq_base", 10000.0, count=False),
         "rope_traditional": True,
         "tie_word_embeddings": "output.weight" not in weights,
     }
@@ -223,11 +231,16 @@ def build_model(weights: dict, metadata: dict, *, pairs: str = "gptj", dequantiz
 
 
 def dequantize_model(model: nn.Module, dtype=mx.float32) -> nn.Module:
-    """Replace every QuantizedLinear/QuantizedEmbedding of ``model`` by a float one, in place."""
+    """Replace every QuantizedLinear/QuantizedEmbedding of ``model`` by a float one, in place.
+
+    Each weight is ``q * scale + bias`` computed in float32 (the scales and biases cast first:
+    ``mx.dequantize`` computes and returns in their dtype, float16 in a GGUF), then cast to ``dtype``.
+    """
     swaps = []
     for path, m in model.named_modules():
         if isinstance(m, (nn.QuantizedLinear, nn.QuantizedEmbedding)):
-            w = mx.dequantize(m.weight, m.scales, m.biases, m.group_size, m.bits).astype(dtype)
+            scales, biases = m.scales.astype(mx.float32), m.biases.astype(mx.float32)
+            w = mx.dequantize(m.weight, scales, biases, m.group_size, m.bits).astype(dtype)
             if isinstance(m, nn.QuantizedLinear):
                 new = nn.Linear(w.shape[1], w.shape[0], bias="bias" in m)
                 if "bias" in m:

@@ -7,16 +7,17 @@ Every layer of an mlx-lm Llama, Qwen2 or Phi-3 model is::
 
 The runner keeps every module (embedding, norms, projections, MLP, lm_head) and replaces only
 ``rope`` + the KV-cache write + ``attention``: one call of :func:`ropepool.rope_pool_fused`
-rotates q and k and writes k and v into the layer's pools, then each request attends over the
-pool rows of its slot table. Qwen3 normalises q and k per head before ``rope``
-(``q_norm``, ``k_norm``): the same call does that too.
+rotates q and k and writes k and v into the layer's pools, then one attention call serves every
+request of the step, over the pool rows of its slot table (:class:`StepContext`, built once per step).
+Qwen3 normalises q and k per head before ``rope`` (``q_norm``, ``k_norm``): the same call does that too.
 """
 
 from __future__ import annotations
 
-from itertools import accumulate
+from dataclasses import dataclass
 
 import mlx.core as mx
+import numpy as np
 
 from .. import fp8
 from ..backends import resolve
@@ -31,6 +32,58 @@ def project_qkv(attn, x):
         q_width, kv_width = attn.n_heads * attn.head_dim, attn.n_kv_heads * attn.head_dim
         return mx.split(attn.qkv_proj(x), [q_width, q_width + kv_width], axis=-1)
     return attn.q_proj(x), attn.k_proj(x), attn.v_proj(x)
+
+
+@dataclass
+class StepContext:
+    """What every layer of one step reads, built once from the Batch (nano-vllm's per-step context).
+
+    R requests; request r has n_r new tokens at positions c_r .. c_r + n_r - 1 (c_r = its
+    ``num_cached``) and attends over its first L_r = c_r + n_r slot-table rows. N = max n_r,
+    L = max L_r. Query i of request r sees context row j when ``j <= c_r + min(i, n_r - 1)``: the
+    new tokens causally, every cached row; padded queries (``i >= n_r``) repeat the last real one.
+
+    Attributes
+    ----------
+    positions, slots : int32 ``[T]``  the op's inputs, request after request
+    rows : int32 ``[R, L]``           pool rows of each request's context, padded with its first row
+    mask : bool ``[R, 1, N, L]`` or None   True where query i may see row j; None: everywhere
+    queries : int32 ``[R, N]`` or None     the flat token of request r's query i; None when N = 1
+                                           (token r is request r's one query)
+    outputs : int32 ``[T]`` or None   where flat token t's output is among the ``[R * N]``; None when N = 1
+    last : int32 ``[R]``              each request's last new token in ``[T]``
+    """
+
+    positions: mx.array
+    slots: mx.array
+    rows: mx.array
+    mask: mx.array | None
+    queries: mx.array | None
+    outputs: mx.array | None
+    last: mx.array
+
+    @classmethod
+    def of(cls, batch: Batch) -> StepContext:
+        n = np.array(batch.lengths)  # [R]
+        cached = np.array([r.num_cached for r in batch.requests])  # [R]
+        R, N, L = len(n), int(n.max()), int((cached + n).max())
+        rows = np.empty((R, L), np.int32)
+        for r, (req, length) in enumerate(zip(batch.requests, cached + n)):
+            rows[r, :length] = req.slot_table[:length]
+            rows[r, length:] = req.slot_table[0]  # any row the request holds; masked out
+        i = np.minimum(np.arange(N)[None, :], n[:, None] - 1)  # [R, N], padded queries repeat the last
+        mask = np.arange(L)[None, None, :] <= (cached[:, None] + i)[:, :, None]  # [R, N, L]
+        start = np.cumsum(n) - n  # [R], each request's first token in [T]
+        flat = np.concatenate([r * N + np.arange(k) for r, k in enumerate(n)])  # [T]
+        return cls(
+            positions=mx.array(batch.positions, mx.int32),
+            slots=mx.array(batch.slots, mx.int32),
+            rows=mx.array(rows),
+            mask=None if mask.all() else mx.array(mask[:, None]),
+            queries=None if N == 1 else mx.array((start[:, None] + i).astype(np.int32)),
+            outputs=None if N == 1 else mx.array(flat.astype(np.int32)),
+            last=mx.array((start + n - 1).astype(np.int32)),
+        )
 
 
 class ModelRunner:
@@ -53,6 +106,11 @@ class ModelRunner:
         self.arch = model_spec.architecture(model)
         self.rope_kwargs = model_spec.rope_kwargs(model)
         self.backend, _ = resolve(backend)  # an unknown or unavailable backend fails here, not mid-run
+        if backend == "auto" and self.backend == "cpu":
+            # The cpu backend runs the kernel on the host, so each layer's graph is evaluated before
+            # its call: 30 waits a step. The mlx backend keeps the step one lazy graph, which serves
+            # more tokens per second (benchmarks/engine_bench.py --smollm2 --backend cpu,mlx).
+            self.backend = "mlx"
         self.model = model
         self.inner = model.model  # embed_tokens, layers, norm
         Hkv, D = self.rope_kwargs["num_kv_heads"], self.rope_kwargs["head_dim"]
@@ -75,46 +133,47 @@ class ModelRunner:
 
     def run(self, batch: Batch) -> mx.array:
         """The float32 logits ``[len(batch.requests), vocab]`` at each request's last new token."""
-        positions = mx.array(batch.positions, mx.int32)  # [T]
-        slots = mx.array(batch.slots, mx.int32)  # [T]
-        # The pool rows each request attends over: its whole context after this step.
-        rows = [mx.array(r.slot_table[:r.num_cached + n], mx.int32) for r, n in zip(batch.requests, batch.lengths)]
+        ctx = StepContext.of(batch)
         h = self.inner.embed_tokens(mx.array(batch.tokens))  # [T, hidden]
         for i, layer in enumerate(self.inner.layers):
             x = layer.input_layernorm(h)
-            h = h + self.attention(i, layer.self_attn, x, positions, slots, rows, batch.lengths)
+            h = h + self.attention(i, layer.self_attn, x, ctx)
             h = h + layer.mlp(layer.post_attention_layernorm(h))
-        last = mx.array(list(accumulate(batch.lengths))) - 1  # [R], each request's last new token
-        h = self.inner.norm(h[last])  # [R, hidden]
+        h = self.inner.norm(h[ctx.last])  # [R, hidden]
         if self.model.args.tie_word_embeddings:
             logits = self.inner.embed_tokens.as_linear(h)
         else:
             logits = self.model.lm_head(h)
         return logits.astype(mx.float32)  # [R, vocab]
 
-    def attention(self, i, attn, x, positions, slots, rows, lengths):
+    def attention(self, i, attn, x, ctx: StepContext):
+        """Layer ``i``'s attention output ``[T, hidden]`` for the step's tokens ``x [T, hidden]``."""
         T = x.shape[0]
         Hq, Hkv, D = attn.n_heads, attn.n_kv_heads, self.rope_kwargs["head_dim"]
         q, k, v = project_qkv(attn, x)
         q, k, v = q.reshape(T, Hq, D), k.reshape(T, Hkv, D), v.reshape(T, Hkv, D)  # [T, Hq, D], [T, Hkv, D]
         # RoPE on q and k, and k and v written to pool rows `slots`: the op this project is about.
-        # Values checked in every layer (the default): on the mlx backend the host read of slots it
-        # costs is what lets the op copy a consecutive run of rows as one block, so skipping it in
-        # later layers is slower there (the cpu backend reads the slots on the host either way).
+        # Layer 0 checks the step's positions and slots by value, before any pool is written; the
+        # later layers get the same ones. The mlx backend copies a consecutive run of rows as one
+        # block only after reading the slots on the host, which that check does: it checks in every layer.
         # Qwen3: q and k RMS-normalised per head first, in the same call (model_spec.qk_norm_kwargs).
+        check = i == 0 or self.backend == "mlx"
         q, _, self.k_pools[i], self.v_pools[i] = rope_pool_fused(
-            q, k, v, positions, slots, self.k_pools[i], self.v_pools[i], **self.rope_kwargs, backend=self.backend,
-            **model_spec.qk_norm_kwargs(attn), **self.scales[i])
-        out, start = [], 0
-        for req_rows, n in zip(rows, lengths):
-            q_r = q[start:start + n].transpose(1, 0, 2)[None]  # [1, Hq, n, D]
-            k_r, v_r = self.k_pools[i][req_rows], self.v_pools[i][req_rows]  # [L, Hkv, D] each
-            if self.fp8:  # e4m3 codes back to values, only the rows this request attends over
-                k_r, v_r = (fp8.decode(r, self.scales[i][n], q.dtype) for r, n in ((k_r, "k_scale"), (v_r, "v_scale")))
-            k_r, v_r = k_r.transpose(1, 0, 2)[None], v_r.transpose(1, 0, 2)[None]  # [1, Hkv, L, D]
-            # "causal" is aligned to the last key: new token j sees every cached row and new tokens <= j.
-            o = mx.fast.scaled_dot_product_attention(q_r, k_r, v_r, scale=attn.scale,
-                                                     mask="causal" if n > 1 else None)  # [1, Hq, n, D]
-            out.append(o[0].transpose(1, 0, 2).reshape(n, Hq * D))  # [n, Hq*D]
-            start += n
-        return attn.o_proj(mx.concatenate(out))  # [T, hidden]
+            q, k, v, ctx.positions, ctx.slots, self.k_pools[i], self.v_pools[i], **self.rope_kwargs,
+            backend=self.backend, check_values=check, **model_spec.qk_norm_kwargs(attn), **self.scales[i])
+        q = q[:, None] if ctx.queries is None else q[ctx.queries]  # [R, N, Hq, D]
+        o = mx.fast.scaled_dot_product_attention(
+            q.transpose(0, 2, 1, 3), self.read_rows(i, "k", ctx.rows, q.dtype), self.read_rows(i, "v", ctx.rows, q.dtype),
+            scale=attn.scale, mask=ctx.mask)  # [R, Hq, N, D]
+        o = o.transpose(0, 2, 1, 3).reshape(-1, Hq * D)  # [R * N, Hq*D]
+        return attn.o_proj(o if ctx.outputs is None else o[ctx.outputs])  # [T, hidden]
+
+    def read_rows(self, i: int, which: str, rows: mx.array, dtype: mx.Dtype) -> mx.array:
+        """The read side of layer ``i``'s ``which`` ("k" or "v") pool at ``rows [R, L]``: ``[R, Hkv, L, D]``.
+
+        FP8 pools give their e4m3 codes back as values of ``dtype``, only for the rows read.
+        """
+        out = (self.k_pools if which == "k" else self.v_pools)[i][rows]  # [R, L, Hkv, D]
+        if self.fp8:
+            out = fp8.decode(out, self.scales[i][f"{which}_scale"], dtype)
+        return out.transpose(0, 2, 1, 3)  # [R, Hkv, L, D]

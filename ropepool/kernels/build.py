@@ -16,6 +16,11 @@ digest of its bytes beside it (``.sha256``, moved in after the library). A libra
 only when its digest matches; otherwise (truncated, foreign, half-written) it is rebuilt. Any
 failure to load raises ``RuntimeError``, which :func:`unavailable` turns into the reason
 ``doctor`` shows, while ``backend="auto"`` falls back to ``mlx``.
+
+The cache is bounded: after a build, the least recently used libraries beyond
+:data:`MAX_LIBRARIES` are removed. A compiler that runs past ``$ROPEPOOL_BUILD_TIMEOUT`` seconds
+(default :data:`BUILD_TIMEOUT`) is killed, and a failed build's error holds the compiler's whole
+message.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import fcntl
 import hashlib
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import tempfile
@@ -33,6 +39,13 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ..cache import private_dir
+
+
+#: Libraries the cache keeps (each a few hundred KiB); the least recently used beyond are removed.
+MAX_LIBRARIES = 64
+
+#: Seconds a compiler may run before it is killed (``$ROPEPOOL_BUILD_TIMEOUT`` overrides).
+BUILD_TIMEOUT = 300.0
 
 
 class CompileError(RuntimeError):
@@ -91,8 +104,8 @@ def shared_library(stem: str, text: str, flags: Sequence[str], depends: Sequence
     Raises
     ------
     RuntimeError
-        No compiler, the compiler failed (:class:`CompileError`, its last lines included), the
-        cache is not private, or the library does not load.
+        No compiler, the compiler failed or ran past its time (:class:`CompileError`, with its
+        whole message), the cache is not private, or the library does not load.
     """
     cxx = compiler()
     if cxx is None:
@@ -111,6 +124,11 @@ def shared_library(stem: str, text: str, flags: Sequence[str], depends: Sequence
             fcntl.flock(lock, fcntl.LOCK_EX)  # one build per library, whoever asks first
             if not verified(out):  # missing, or not the bytes we built: (re)build
                 _compile(cxx, text, flags, out, announce)
+                _prune(out.parent, MAX_LIBRARIES)
+    try:
+        os.utime(digest_path(out))  # its last use, for _prune
+    except OSError:
+        pass
     try:
         return ctypes.CDLL(str(out))
     except OSError as err:
@@ -152,6 +170,46 @@ def unavailable(load: Callable[[], object], what: str) -> str | None:
     return None
 
 
+def _prune(folder: Path, keep: int) -> None:
+    """Remove the least recently used libraries of ``folder`` (by their digest's time) beyond ``keep``."""
+    def last_use(library: Path) -> float:
+        try:
+            return os.stat(digest_path(library)).st_mtime
+        except OSError:
+            return 0.0
+
+    libraries = sorted(folder.glob("*.so"), key=last_use, reverse=True)
+    for old in libraries[keep:]:
+        for path in (digest_path(old), old, old.with_suffix(".lock")):  # the digest first: never one vouching alone
+            try:
+                path.unlink()
+            except OSError:
+                pass
+
+
+def build_timeout() -> float:
+    """``$ROPEPOOL_BUILD_TIMEOUT`` in seconds if it is a number > 0, else :data:`BUILD_TIMEOUT`."""
+    try:
+        value = float(os.environ.get("ROPEPOOL_BUILD_TIMEOUT", ""))
+    except ValueError:
+        return BUILD_TIMEOUT
+    return value if value > 0 else BUILD_TIMEOUT
+
+
+def _run_compiler(cmd: list[str], name: str) -> subprocess.CompletedProcess:
+    """Run ``cmd``; past :func:`build_timeout` kill it with every process it started."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
+                            start_new_session=True)  # its own process group: cc1plus and as die with it
+    try:
+        stdout, stderr = proc.communicate(timeout=build_timeout())
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise CompileError(f"compiling {name} took over {build_timeout():g} s and was stopped "
+                           "(set ROPEPOOL_BUILD_TIMEOUT for a slower machine)") from None
+    return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
+
+
 def _compile(cxx: str, text: str, flags: Sequence[str], out: Path, announce: str | None) -> None:
     if announce:
         print(f"{announce} (once; cached in {out.parent}) ...", flush=True)
@@ -161,9 +219,10 @@ def _compile(cxx: str, text: str, flags: Sequence[str], out: Path, announce: str
         src.write_text(text)
         built = Path(tmp) / out.name
         cmd = [cxx, *flags, "-shared", "-fPIC", "-o", str(built), str(src)]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        proc = _run_compiler(cmd, out.stem)
         if proc.returncode != 0:
-            raise CompileError(f"compiling {out.stem} failed:\n{proc.stderr[-4000:]}")
+            raise CompileError(f"compiling {out.stem} failed (exit status {proc.returncode}):\n"
+                               f"{proc.stderr or proc.stdout}")
         digest = Path(tmp) / digest_path(out).name
         digest.write_text(_sha256(built) + "\n")
         os.replace(built, out)  # atomic: a concurrent process sees no file or a whole one

@@ -7,10 +7,11 @@ built by g++ with ``-O3 -march=native -ffp-contract=off`` (no fused multiply-add
 the emulator's results). Libraries live in the private kernel cache (:mod:`ropepool.kernels.build`).
 
 Which shapes are specialised: one library runs every shape with its sizes read at run time;
-the first call with a new (Hq, Hkv, D, rotary_dim, pairing) starts a build, in a background
-thread, of a library with those sizes compiled in (the compiler then vectorises the rows), and
-calls use it once it is there (:func:`specialise` builds one and waits). Both give
-the same bits. ``python -m ropepool build-kernels`` (``make lab``, ``make test``, ``doctor``)
+the first call with a new (Hq, Hkv, D, rotary_dim, pairing) queues a build of a library with
+those sizes compiled in (the compiler then vectorises the rows), and calls use it once it is
+there (:func:`specialise` builds one and waits). Both give the same bits. One background thread
+builds the queue one library at a time, at most :data:`MAX_SPECIALISED` shapes per process (the
+rest keep the run-time build); at exit, queued builds are dropped and the one running finishes. ``python -m ropepool build-kernels`` (``make lab``, ``make test``, ``doctor``)
 builds the run-time library ahead, so no call waits for a compiler after set-up.
 
 A call (:func:`rope_rows_host`) reads q, k and positions where they are (NumPy arrays, or the
@@ -28,9 +29,11 @@ True
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import logging
 import os
+import queue
 import threading
 from functools import lru_cache
 
@@ -92,9 +95,15 @@ def _specialised_library(key: ShapeKey) -> ctypes.CDLL:
     return build_driver(stem, [*_FLAGS, fixed])
 
 
+#: Shapes a process specialises at most; calls with others run the run-time build.
+MAX_SPECIALISED = 8
+
 _special: dict = {}  # ShapeKey -> the specialised entry point, once built
-_started: set = set()  # ShapeKeys whose build has started (or failed)
+_started: set = set()  # ShapeKeys seen by kernel(): queued, built, failed or past MAX_SPECIALISED
 _lock = threading.Lock()
+_build_lock = threading.Lock()  # one compiler at a time, queued or asked for
+_queue: queue.Queue = queue.Queue()  # ShapeKeys to build; None stops the worker
+_worker: list = []  # the background builder, once started
 
 
 def specialise(key: ShapeKey):
@@ -104,7 +113,8 @@ def specialise(key: ShapeKey):
     """
     fn = _special.get(key)
     if fn is None:
-        fn = _entry(_specialised_library(key))
+        with _build_lock:
+            fn = _special.get(key) or _entry(_specialised_library(key))
         with _lock:
             _special[key] = fn
             _started.add(key)
@@ -118,24 +128,55 @@ def specialised(key: ShapeKey) -> bool:
 
 def _build_in_background(key: ShapeKey) -> None:
     try:
-        specialise(key)
+        specialise(key)  # under _build_lock
         log.info("ropepool: 'cpu' kernel specialised for (Hq, Hkv, D, rotary_dim, neox) = %s", key)
     except Exception as err:  # the run-time build keeps serving this shape
         log.info("ropepool: no specialised 'cpu' kernel for %s: %s", key, err)
 
 
+def _build_queued() -> None:
+    while (key := _queue.get()) is not None:
+        try:
+            _build_in_background(key)
+        finally:
+            _queue.task_done()
+    _queue.task_done()
+
+
+def _stop_building() -> None:
+    """At exit: drop the queued builds and let the running one finish (its compiler has a timeout)."""
+    try:
+        while True:
+            _queue.get_nowait()
+            _queue.task_done()
+    except queue.Empty:
+        pass
+    if _worker:
+        _queue.put(None)
+        _worker[0].join()
+
+
+def wait_for_builds() -> None:
+    """Wait until every queued specialisation is built (or failed)."""
+    _queue.join()
+
+
 def kernel(key: ShapeKey):
     """The entry point for ``key``: its specialisation once built, else the run-time build, and
-    on the first call with ``key`` the specialisation's build starts in a background thread."""
+    on the first call with ``key`` the specialisation's build is queued (up to :data:`MAX_SPECIALISED`)."""
     fn = _special.get(key)
     if fn is not None:
         return fn
     if key not in _started:
         with _lock:
-            start = key not in _started
+            queue_it = key not in _started and len(_started) < MAX_SPECIALISED
             _started.add(key)
-        if start:
-            threading.Thread(target=_build_in_background, args=(key,), name=f"ropepool-build-{key}").start()
+            if queue_it:
+                _queue.put(key)
+                if not _worker:
+                    _worker.append(threading.Thread(target=_build_queued, name="ropepool-build", daemon=True))
+                    _worker[0].start()
+                    atexit.register(_stop_building)
     return _library().ropepool_rope
 
 

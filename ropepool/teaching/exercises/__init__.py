@@ -13,6 +13,9 @@ One module per exercise (:mod:`.heads`, :mod:`.fix_call`, :mod:`.rope_numpy`, :m
  5     ``choose(occupancy, needs_slot)``      slots taken, out of range, duplicated
 =====  =====================================  ==========================================
 
+Notebooks 07 and 08 end with one each: ``check_slot_mapping`` (07: one engine step's positions and
+slots) and ``check_kv_estimate`` (08: a model's KV bytes from its config).
+
 ``check_n(answer)`` returns a passing :class:`Verdict` or raises :class:`ExerciseFailed`
 (an ``AssertionError``) whose message names the problem; ``err.problem`` is a short code
 for it (``"gptj_pairing"``, ``"slot_taken"``, ...). :func:`feedback` runs a checker and
@@ -37,4 +40,6 @@ from .fix_call import SMALL_CONFIG, broken_call, check_2, solution_2  # noqa: F4
 from .rope_numpy import ROPE_MISTAKES, _variant, check_3, exercise_3_cases, rope_with_mistake, solution_3  # noqa: F401
 from .pool_predict import check_4, pool_scenario, run_pool_scenario, solution_4  # noqa: F401
 from .decode_slots import check_5, slot_scenarios, solution_5  # noqa: F401
+from .slot_mapping import check_slot_mapping, solution_slot_mapping, step_scenarios  # noqa: F401
+from .kv_estimate import check_kv_estimate, solution_kv_estimate  # noqa: F401
 from .solutions import CHECKS, SOLUTIONS, Solution, show_solution  # noqa: F401

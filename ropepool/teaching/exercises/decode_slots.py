@@ -19,6 +19,7 @@ def slot_scenarios() -> dict[str, dict]:
         "decode": dict(occupancy=["A", "A", None, "B", "A", "B", None, None, "C", "B", None, "C"],
                        needs_slot=[True, True, False, True]),
         "tight": dict(occupancy=["X", None, "Y", None, None], needs_slot=[True, True, True]),
+        "padding first, tight": dict(occupancy=["X", None, "Y", None], needs_slot=[False, True, True]),
         "all padding": dict(occupancy=[None, "A", None], needs_slot=[False, False]),
         "empty step": dict(occupancy=["A", None], needs_slot=[]),
     }
@@ -49,14 +50,24 @@ def _slot_mistakes(slots, occupancy, needs_slot) -> list[tuple[str, str]]:
     return found
 
 
+def _index_hint(e: Exception) -> str:
+    if not isinstance(e, IndexError):
+        return ""
+    return (". If you index the free rows by token position (free[t]), a padding token before real ones "
+            "uses up an index but no row, and a tight pool runs out: count the rows you have handed out "
+            "instead.")
+
+
 def check_5(choose: Callable) -> Verdict:
-    """Check ``choose(occupancy, needs_slot) -> slots`` on four decode steps.
+    """Check ``choose(occupancy, needs_slot) -> slots`` on five decode steps (one with padding before
+    real tokens in a pool with just enough free rows).
 
     The message names the scenario and, for each wrong token, whether its slot is taken,
     out of range, duplicated, or wrongly -1 / not -1. Then the op runs with the chosen slots.
     """
     for name, s in slot_scenarios().items():
-        slots = _call(5, choose, list(s["occupancy"]), list(s["needs_slot"]), what=f"choose(...) on '{name}'")
+        slots = _call(5, choose, list(s["occupancy"]), list(s["needs_slot"]), what=f"choose(...) on '{name}'",
+                      explain=_index_hint)
         if slots is None:
             raise ExerciseFailed(5, "returned_none", "choose returned None: did it forget `return`?")
         slots = list(slots)

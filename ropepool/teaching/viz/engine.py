@@ -125,17 +125,27 @@ def snapshot(engine: Engine, *, layer: int = 0) -> PoolSnapshot:
                         np.array(engine.runner.k_pools[layer]))
 
 
-def plot_pool_steps(snapshots, *, row_height: float = 0.16, dpi: int = 80) -> Figure:
-    """The pool heatmap after each step, side by side, each with its owner strip on the left.
+#: The largest figure the projector rule allows: 1024x768 less the notebook's margins, in inches at 100 dpi.
+MAX_WIDTH_IN, MAX_HEIGHT_IN = 9.0, 7.4
+
+
+def plot_pool_steps(snapshots, *, row_height: float = 0.16, per_row: int = 4, dpi: int = 80) -> Figure:
+    """The pool heatmap after each step, ``per_row`` panels to a row, each with its owner strip on the left.
 
     Held rows not yet written are hatched in the strip. One figure for the whole run: cheaper
-    to draw than one :func:`plot_pool` per step. ``row_height``: inches per pool row.
+    to draw than one :func:`plot_pool` per step. ``row_height``: inches per pool row, lowered where
+    the figure would be taller than :data:`MAX_HEIGHT_IN` (a 768-pixel screen).
     """
     n = len(snapshots)
     P = len(snapshots[0].owners)
+    cols = min(n, per_row)
+    rows = -(-n // cols)
+    row_height = min(row_height, (MAX_HEIGHT_IN - 0.9 - 0.55 * rows) / (rows * P))
     vmax = max(max(float(np.abs(s.k_pool).max()) for s in snapshots), 1e-12)
-    fig = Figure(figsize=(1.0 + 1.8 * n, 1.3 + row_height * P), dpi=dpi)
-    axes = np.atleast_1d(fig.subplots(1, n, sharey=True))
+    fig = Figure(figsize=(min(1.0 + 1.9 * cols, MAX_WIDTH_IN), 0.9 + rows * (0.55 + row_height * P)), dpi=dpi)
+    axes = np.atleast_1d(fig.subplots(rows, cols, sharey=True, squeeze=False).ravel())
+    for ax in axes[n:]:
+        ax.set_visible(False)
     for ax, s in zip(axes, snapshots):
         img = rows_image(s.k_pool)  # [P, Hkv*D]
         width = img.shape[1]
@@ -151,10 +161,11 @@ def plot_pool_steps(snapshots, *, row_height: float = 0.16, dpi: int = 80) -> Fi
         ax.set_xlim(-0.5 - strip, width - 0.5)
         ax.set_ylim(P - 0.5, -0.5)
         ax.set_xticks([])
-        ax.set_title(f"step {s.step}", fontsize=9)
-    axes[0].set_ylabel("pool row (slot)")
-    fig.suptitle("layer 0 k_pool after each step; left strip: owner (colour), held but unwritten (hatched)",
-                 fontsize=9)
+        ax.set_title(f"step {s.step}", fontsize=10)
+    for r in range(rows):
+        axes[r * cols].set_ylabel("pool row (slot)")
+    fig.suptitle("layer 0 k_pool after each step\nleft strip: owner (colour), held but unwritten (hatched)",
+                 fontsize=10)
     fig.tight_layout()
     return projector(fig)
 
@@ -183,3 +194,53 @@ def stream_table(history, *, width: int = 30) -> str:
     lines = ["step | " + " | ".join(f"request {i}".ljust(width) for i in range(n))]
     lines += [f"{s + 1:4} | " + " | ".join(cell(t) for t in texts) for s, texts in enumerate(history)]
     return "\n".join(lines)
+
+
+class LiveAnswers:
+    """An ``on_step`` callback for :func:`ropepool.engine.generate` that shows the answers as they grow.
+
+    After every step it redraws one output area (a notebook's display handle, or ``print`` where no
+    notebook is running): a progress line (step, tokens so far, seconds), then one line per request
+    with its answer so far (its last ``width`` characters). ``history`` keeps every step's answers,
+    for :func:`stream_table`.
+    """
+
+    def __init__(self, decode, *, width: int = 56, total_tokens: int | None = None):
+        import time
+
+        self.decode, self.width, self.total = decode, width, total_tokens
+        self.history: list[list[str]] = []
+        self._clock, self._start = time.perf_counter, time.perf_counter()
+        self._handle = None
+        try:
+            from IPython import get_ipython
+            from IPython.display import display
+
+            if get_ipython() is not None:
+                self._handle = display(self._text("starting: the first step is every admitted prompt at once"),
+                                       display_id=True)
+        except ImportError:  # pragma: no cover - IPython is a dependency of the notebooks
+            pass
+
+    class _Plain(str):
+        def __repr__(self) -> str:  # a notebook shows the text as it is, not quoted
+            return str(self)
+
+    def _text(self, progress: str) -> "LiveAnswers._Plain":
+        def cell(text: str) -> str:
+            text = text.replace("\n", "⏎")
+            return text if len(text) <= self.width else "…" + text[-(self.width - 1):]
+
+        rows = [f"request {i}: {cell(t)}" for i, t in enumerate(self.history[-1])] if self.history else []
+        return self._Plain("\n".join([progress, *rows]))
+
+    def __call__(self, engine: Engine, batch) -> None:
+        self.history.append(answers_so_far(engine, self.decode))
+        written = sum(len(r.tokens) for r in engine.requests)
+        of = f" of at most {self.total}" if self.total else ""
+        progress = (f"step {engine.steps}: {len(batch.tokens)} tokens in this pass; {written}{of} new "
+                    f"tokens, {self._clock() - self._start:.1f} s")
+        if self._handle is not None:
+            self._handle.update(self._text(progress))
+        else:
+            print(self._text(progress))

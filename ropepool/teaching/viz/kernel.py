@@ -103,38 +103,46 @@ def thread_grid(tokens: int = 2, num_qo_heads: int = 4, num_kv_heads: int = 2, h
     return projector(fig)
 
 
-def trig_counts(num_qo_heads: int, num_kv_heads: int, head_dim: int) -> dict[str, int]:
-    """cos/sin evaluations per token: ``shared`` (one per pair, D/2) and ``per_thread`` ((Hq+Hkv)·D/2).
+def trig_counts(num_qo_heads: int, num_kv_heads: int, head_dim: int, rotary_dim: int | None = None) -> dict[str, int]:
+    """cos/sin evaluations per token: ``shared`` (one per rotated pair, RD/2) and ``per_thread``
+    ((Hq+Hkv)·RD/2: the kernel's threads with ``i < RD/2``, the only ones that rotate).
 
     The angle ``positions[t] * inv_freq[i]`` depends on the token and the pair, not on the
-    head, so one (cos, sin) per pair serves every head of q and k.
+    head, so one (cos, sin) per pair serves every head of q and k. ``rotary_dim`` (RD, default D):
+    under partial rotation (Phi-2: 32 of 80) the threads of the pass-through pairs copy and
+    compute no trig.
+
+    >>> trig_counts(32, 32, 80, rotary_dim=32)   # Phi-2
+    {'shared': 16, 'per_thread': 1024}
     """
-    return {"shared": head_dim // 2, "per_thread": source.grid_size(1, num_qo_heads, num_kv_heads, head_dim)}
+    RD = head_dim if rotary_dim is None else rotary_dim
+    return {"shared": RD // 2, "per_thread": source.grid_size(1, num_qo_heads, num_kv_heads, RD)}
 
 
-def trig_count_bars(models: dict[str, tuple[int, int, int]]) -> Figure:
-    """Bars, per model, of cos/sin evaluations per token: shared by all heads vs once per thread.
+def trig_count_bars(models: dict[str, tuple]) -> Figure:
+    """Horizontal bars, per model, of cos/sin evaluations per token: shared by all heads vs once per thread.
 
-    ``models`` maps a label to ``(Hq, Hkv, D)``. Each bar (a Rectangle) has gid ``"shared"`` or
-    ``"per_thread"``; the y axis is logarithmic.
+    ``models`` maps a label to ``(Hq, Hkv, D)`` or ``(Hq, Hkv, D, rotary_dim)``. Each bar (a Rectangle)
+    has gid ``"shared"`` or ``"per_thread"``; the count axis is logarithmic; each bar is labelled with
+    its count at its end, and the legend sits above the bars.
     """
     names = list(models)
     counts = [trig_counts(*models[n]) for n in names]
-    x = np.arange(len(names))
-    fig = Figure(figsize=(7.5, 3.0), dpi=90)
+    y = np.arange(len(names))
+    fig = Figure(figsize=(7.6, 1.3 + 0.42 * len(names)), dpi=100)
     ax = fig.add_subplot()
-    for offset, key, label, colour in ((-0.2, "shared", "shared by all heads: D/2", "#2a9d8f"),
-                                       (0.2, "per_thread", "once per thread: (Hq+Hkv)·D/2", "#e76f51")):
-        bars = ax.bar(x + offset, [c[key] for c in counts], width=0.4, label=label, color=colour)
+    for offset, key, label, colour in ((-0.2, "shared", "shared by all heads: RD/2", "#2a9d8f"),
+                                       (0.2, "per_thread", "once per thread: (Hq+Hkv)·RD/2", "#e76f51")):
+        bars = ax.barh(y + offset, [c[key] for c in counts], height=0.4, label=label, color=colour)
         for bar in bars:
             bar.set_gid(key)
-        ax.bar_label(bars, fontsize=7)
-    ax.set_yscale("log")
-    ax.set_xticks(x, names, fontsize=8, rotation=15)
-    ax.set_ylabel("cos/sin per token")
-    ax.set_title("Trig evaluations per token", fontsize=10)
-    ax.legend(fontsize=8, loc="upper left")
-    ax.set_ylim(1, 30 * max(c["per_thread"] for c in counts))
+        ax.bar_label(bars, [f" {c[key]:,}" for c in counts], fontsize=10)
+    ax.set_xscale("log")
+    ax.set_yticks(y, names, fontsize=10)
+    ax.invert_yaxis()
+    ax.set_xlabel("cos/sin evaluations per token (log)")
+    ax.set_xlim(1, 8 * max(c["per_thread"] for c in counts))
+    ax.legend(fontsize=10, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False)
     fig.tight_layout()
     return projector(fig)
 

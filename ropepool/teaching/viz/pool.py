@@ -179,3 +179,41 @@ def pages(owners, page_size: int, page_tables: dict[str, list[int]] | None = Non
         table.set_fontsize(8)
         table.scale(1, 1.3)
     return projector(fig)
+
+
+def slots_vs_append(lengths: dict[str, int], reserve: int, pool_owners, batch_slots: dict[str, list[int]]) -> Figure:
+    """Why the op takes slots: one contiguous cache per request (append) against one shared pool (slots).
+
+    Left: each request's own cache of ``reserve`` rows, the ``lengths[name]`` rows it uses coloured,
+    the rest reserved and unused (hatched; gid ``"reserved <name>"``). Right: one pool, ``pool_owners``
+    (the index into ``lengths`` of each row's request, ``FREE`` where none), every row used; the text
+    under it lists the slots one call of the op writes, tokens of several requests at once
+    (``batch_slots``: request -> its rows in that call).
+    """
+    names = list(lengths)
+    owners = np.asarray(pool_owners)
+    P = len(owners)
+    cmap = _owner_cmap(len(names))
+    fig = Figure(figsize=(8.6, 3.6), dpi=100, layout="constrained")
+    ax_a, ax_s = fig.subplots(1, 2, width_ratios=[1.25, 1])
+    for y, name in enumerate(names):
+        used = lengths[name]
+        colour = cmap(1 + y)
+        ax_a.add_patch(Rectangle((0, y - 0.35), used, 0.7, color=colour, gid=f"used {name}"))
+        ax_a.add_patch(Rectangle((used, y - 0.35), reserve - used, 0.7, fill=False, hatch="///", ec="0.6",
+                                 gid=f"reserved {name}"))
+        ax_a.text(reserve + 0.3, y, f"{used} of {reserve}", va="center", fontsize=10)
+    ax_a.set(xlim=(0, reserve + 3.5), ylim=(len(names) - 0.5, -0.5), xlabel="rows of the request's own cache")
+    ax_a.set_yticks(range(len(names)), [f"request {n}" for n in names])
+    ax_a.set_title(f"append: a cache per request\n{len(names) * reserve} rows reserved", fontsize=11)
+    image = np.where(owners == FREE, 0, owners + 1)[None, :]  # [1, P]
+    ax_s.imshow(image, cmap=cmap, vmin=0, vmax=len(names), aspect="auto", extent=(-0.5, P - 0.5, 0.5, -0.5),
+                interpolation="nearest", gid="pool")
+    for r in range(P):
+        if owners[r] != FREE:
+            ax_s.text(r, 0, names[owners[r]], ha="center", va="center", fontsize=10, color="white")
+    call = ", ".join(f"{n}: {s}" for n, s in batch_slots.items())
+    ax_s.set(yticks=[], xlabel=f"pool row (slot)\none call of the op writes {call}")
+    ax_s.set_xticks(range(0, P, max(1, P // 6)))
+    ax_s.set_title(f"slots: one pool for all\n{P} rows, every one used", fontsize=11)
+    return projector(fig)

@@ -127,7 +127,8 @@ def pair_paths(head_dim: int = 8, rope_base: float = 10000.0, positions=range(0,
     """Each pair ``(x_i, x_{i+D/2})`` as a 2-D vector turning as the position grows.
 
     One panel per pair ``i`` (all D/2 by default): the vector starts at (1, 0) at position 0
-    and turns by ``theta_i = base**(-2i/D)`` radians per position; dots mark positions, the arrow
+    and turns by ``omega_i = base**(-2i/D)`` radians per position (its speed; the angle is
+    ``theta_i = position * omega_i``); dots mark positions, the arrow
     the last one. Each panel's line with ``gid="path"`` holds the dots' x and y.
     """
     positions = np.asarray(list(positions))
@@ -149,10 +150,10 @@ def pair_paths(head_dim: int = 8, rope_base: float = 10000.0, positions=range(0,
 
 
 def frequencies(head_dim: int = 128, bases=(10000.0, 500000.0), *, context: int | None = 8192) -> Figure:
-    """theta_i across pairs i (fast to slow) and each pair's wavelength, one line per base.
+    """The speed omega_i across pairs i (fast to slow) and each pair's wavelength, one line per base.
 
-    Left: ``theta_i = base**(-2i/D)`` in radians per position, log scale. Right: the wavelength
-    ``2 pi / theta_i`` in positions; pairs above the dashed ``context`` line never complete one
+    Left: ``omega_i = base**(-2i/D)`` in radians per position, log scale. Right: the wavelength
+    ``2 pi / omega_i`` in positions; pairs above the dashed ``context`` line never complete one
     turn within the context.
     """
     fig = Figure(figsize=(8, 3), dpi=90, layout="constrained")
@@ -160,9 +161,9 @@ def frequencies(head_dim: int = 128, bases=(10000.0, 500000.0), *, context: int 
     i = np.arange(head_dim // 2)
     for base in bases:
         inv = inverse_frequencies(head_dim, base)
-        ax_f.plot(i, inv, label=f"base {base:g}", gid=f"theta {base:g}")
+        ax_f.plot(i, inv, label=f"base {base:g}", gid=f"omega {base:g}")
         ax_w.plot(i, 2 * np.pi / inv, label=f"base {base:g}", gid=f"wavelength {base:g}")
-    ax_f.set(yscale="log", xlabel="pair i", ylabel="theta_i (rad / position)", title="fast to slow")
+    ax_f.set(yscale="log", xlabel="pair i", ylabel="omega_i (rad / position)", title="fast to slow")
     ax_w.set(yscale="log", xlabel="pair i", ylabel="wavelength (positions)", title="positions per full turn")
     if context:
         ax_w.axhline(context, ls="--", color="0.4", lw=1, gid="context")

@@ -89,17 +89,40 @@ def pairing_plot(head_dim: int = 16, rotary_dim: int = 8) -> Figure:
 
 def mistake_plot(positions, errors_plain, errors_fixed) -> Figure:
     """The largest error of q_rot against mlx-lm at each position: plain RoPE on a llama3 config
-    against the fixed call."""
+    against the fixed call.
+
+    A log axis cannot show 0: an error that is exactly 0 is drawn as a hollow marker on a dashed
+    floor line labelled "exactly 0" (a tenth of the smallest non-zero error), for both lines alike;
+    the lines join only the non-zero errors. Lines have gid "plain" and "fixed", the floor markers
+    "plain zero" and "fixed zero".
+    """
     fig, ax = _axes(None, (9, 3.8))
-    ax.plot(positions, errors_plain, "o-", lw=2, label="plain RoPE (rope_scaling ignored)", color="tab:red")
-    ax.plot(positions, np.maximum(errors_fixed, 1e-9), "s-", lw=2, label="rope_scaling passed", color="tab:green")
+    x = np.asarray(positions)
+    ys = {"plain": np.asarray(errors_plain, float), "fixed": np.asarray(errors_fixed, float)}
+    nonzero = np.concatenate([y[y > 0] for y in ys.values()])
+    floor = float(nonzero.min()) / 10 if nonzero.size else 1e-12
+    styles = {"plain": ("o", "tab:red", "plain RoPE (rope_scaling ignored)"),
+              "fixed": ("s", "tab:green", "rope_scaling passed")}
+    for key, y in ys.items():
+        marker, colour, label = styles[key]
+        nz = y > 0
+        ax.plot(x[nz], y[nz], marker=marker, ls="-", lw=2, label=label, color=colour, gid=key)
+        if (~nz).any():
+            ax.plot(x[~nz], np.full(int((~nz).sum()), floor), marker=marker, ls="none", ms=9, mfc="none",
+                    mew=2, color=colour, gid=f"{key} zero", clip_on=False)
+    if any((y <= 0).any() for y in ys.values()):
+        ax.axhline(floor, color="0.5", ls="--", lw=1)
+        ax.annotate("exactly 0 (hollow markers)", (1, floor), xycoords=("axes fraction", "data"), xytext=(-4, 4),
+                    textcoords="offset points", ha="right", va="bottom", fontsize=FONT, color="0.3")
     ax.set_xscale("symlog", linthresh=1)
+    ax.set_xlim(-0.6, float(x.max()) * 1.6 if x.size and x.max() > 0 else 1)  # positions are >= 0
     ax.set_yscale("log")
+    ax.set_ylim(bottom=floor / 2)
     ax.set_xlabel("position", fontsize=FONT)
     ax.set_ylabel("max |ours - mlx-lm|", fontsize=FONT)
     ax.set_title("Llama-3.1: the cost of ignoring rope_scaling", fontsize=FONT + 1)
     ax.tick_params(labelsize=FONT)
-    ax.legend(fontsize=FONT)
+    ax.legend(fontsize=FONT, loc="upper left")
     fig.tight_layout()
     return projector(fig)
 

@@ -26,7 +26,7 @@ def explorer_figure(position: int, rope_base: float, head_dim: int) -> tuple[Fig
 
     Left: every pair ``(x_i, x_{i+D/2})`` of a vector whose pairs all start at (1, 0), turned to
     ``position`` (the LineCollection with ``gid="pairs"``), coloured fast (i = 0, dark) to slow.
-    Right: the angle ``theta_i = position * base**(-2i/D)`` (``gid="angles"``) against one full
+    Right: the angle ``theta_i = position * omega_i``, ``omega_i = base**(-2i/D)`` (``gid="angles"``) against one full
     turn, 2 pi: pairs above the line have wrapped around at least once.
 
     Example
@@ -52,7 +52,7 @@ def explorer_figure(position: int, rope_base: float, head_dim: int) -> tuple[Fig
     ax_a.plot(i, np.maximum(angles, 1e-12), ".-", ms=3, lw=1, gid="angles")
     ax_a.axhline(2 * np.pi, ls="--", color="0.4", lw=1)
     ax_a.set(yscale="log", ylim=(1e-7, 1e6), yticks=10.0 ** np.arange(-6, 7, 2), xlabel="pair i",
-             ylabel="theta_i (radians)", title=f"{int((angles >= 2 * np.pi).sum())} pairs wrapped (dashed: 2 pi)")
+             ylabel="angle theta_i (radians)", title=f"{int((angles >= 2 * np.pi).sum())} pairs wrapped (dashed: 2 pi)")
     ax_a.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0e}"))  # plain text: no mathtext, faster
     ax_a.yaxis.set_minor_locator(NullLocator())
     fig.suptitle(f"base {rope_base:g}, head_dim {head_dim}", fontsize=9)
