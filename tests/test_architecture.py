@@ -1,7 +1,7 @@
 """The package's import graph: no cycle (function-level imports included), and arrows only point down.
 
 Layers, top to bottom: the command line (``ropepool.cli``) and teaching (``ropepool.teaching``: viz,
-widgets, exercises, checks) may import anything below them; the engine (``ropepool.engine``) and,
+widgets, exercises, checks, the error catalog) may import anything below them; the engine (``ropepool.engine``) and,
 beside it, the loaders of the real model (``ropepool.loaders``: fetch, GGUF, tokenizer, SmolLM2)
 import the op and never each other; the op and its contract (``op``, ``validation``, ``errors``,
 ``reference``, ``rope``, ``models``, ...), its backends and the kernels never import teaching, the
