@@ -97,7 +97,7 @@ def smollm2(args):
 
     from mlx_lm import batch_generate
 
-    from ropepool.engine.smollm2 import QUESTIONS, load_smollm2
+    from ropepool.loaders.smollm2 import QUESTIONS, load_smollm2
 
     model, tokenizer, _ = load_smollm2(pairs="gptj", **({"dequantize": False} if args.quantized else {}))
     mx.eval(model.parameters())

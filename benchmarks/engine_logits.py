@@ -51,7 +51,7 @@ def main(argv=None):
         diffs = [largest_difference(model, PROMPTS, NEW, b, POOL_ROWS) for b in backends]
         print(f"  {label:24}" + "".join(f"{d:>12.1e}" for d in diffs))
     if args.smollm2:
-        from ropepool.engine.smollm2 import QUESTIONS, load_smollm2
+        from ropepool.loaders.smollm2 import QUESTIONS, load_smollm2
 
         model, tokenizer, _ = load_smollm2(pairs="gptj")  # as shipped: GGUF rows, GPT-J pairs
         prompts = [tokenizer.apply_chat_template([{"role": "user", "content": q}]) for q in QUESTIONS]

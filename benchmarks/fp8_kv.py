@@ -62,7 +62,7 @@ def main(argv=None):
     print(f"  {'model':30}{'max |logit|':>12}{'fp8, scale 1':>22}{'fp8, calibrated':>22}{'fp8 / f16 / f32 bytes':>30}")
     rows = [(label, build(name), PROMPTS, NEW, POOL_ROWS, None) for name, (label, _, _) in ARCHS.items()]
     if args.smollm2:
-        from ropepool.engine.smollm2 import QUESTIONS, load_smollm2
+        from ropepool.loaders.smollm2 import QUESTIONS, load_smollm2
 
         model, tokenizer, _ = load_smollm2(pairs="gptj")
         prompts = [tokenizer.apply_chat_template([{"role": "user", "content": q}]) for q in QUESTIONS]

@@ -35,7 +35,7 @@ def widget_updates() -> list[tuple[str, float, float]]:
     from ropepool.teaching.widgets.gqa import GQAExplorer
     from ropepool.teaching.widgets.pool import PoolPlayground
     from ropepool.teaching.widgets.rotation import RotationExplorer
-    from ropepool.errors import CATALOG
+    from ropepool.teaching.catalog import CATALOG
 
     gqa, rot, pool, brk = GQAExplorer("llama-3-8b"), RotationExplorer(), PoolPlayground(), BreakIt()
     cases = [

@@ -34,7 +34,7 @@ def main(argv=None) -> int:
         raise SystemExit(f"needs torch and transformers (and gguf, accelerate): {err}") from None
 
     from ropepool.engine import generate
-    from ropepool.engine.smollm2 import QUESTIONS, fetch_smollm2, load_smollm2
+    from ropepool.loaders.smollm2 import QUESTIONS, fetch_smollm2, load_smollm2
 
     path = fetch_smollm2()
     model, tokenizer, _ = load_smollm2(pairs="gptj")

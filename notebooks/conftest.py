@@ -9,8 +9,8 @@ def pytest_collection_modifyitems(config, items):
     wanted = [item for item in items if item.path.name in NEEDS_MODEL]
     if not wanted:
         return
-    from ropepool.engine.fetch import ModelUnavailable
-    from ropepool.engine.smollm2 import fetch_smollm2
+    from ropepool.loaders.fetch import ModelUnavailable
+    from ropepool.loaders.smollm2 import fetch_smollm2
 
     try:
         fetch_smollm2()  # cached after `make setup`; a download otherwise

@@ -9,11 +9,12 @@ import _ropepool_blas
 _ropepool_blas.load()  # OpenBLAS before MLX on Linux x86-64, also where ropepool-blas.pth did not run
 
 from .backends import available_backends, best_backend
-from .errors import CATALOG, RopePoolError
+from .errors import RopePoolError
 from .inputs import make_inputs
 from .op import rope_pool_fused
 from .reference import rope_pool_reference
 from .shapes import Shapes
+from .teaching.catalog import CATALOG
 
 __version__ = "0.1.0"
 

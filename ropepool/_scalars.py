@@ -13,15 +13,10 @@ import numbers
 
 import numpy as np
 
+from .errors import fail
+
 #: The op's keyword arguments that are flags; its other checked scalars are sizes.
 FLAGS = ("check_values", "inplace", "is_neox")
-
-
-def fail(code: str, **kw):
-    """The catalog's error ``code`` (imported here, not at the top: :mod:`ropepool.errors` loads MLX)."""
-    from .errors import fail as catalog_fail
-
-    return catalog_fail(code, **kw)
 
 
 def is_flag(x) -> bool:

@@ -1,38 +1,38 @@
-"""Every error ``rope_pool_fused`` raises, listed once.
+"""The errors ``rope_pool_fused`` raises: one code each, its message, and the exception classes.
 
-``CATALOG`` maps each error code to an :class:`ErrorSpec`: the message (SGLang's verbatim
-where SGLang has the check), what it means, common causes, the fix, and two functions:
-``trigger()`` returns the keyword arguments of a minimal call that raises exactly that
-error, ``fixed()`` the same call with the fix applied. Tests, docs and the error-gallery
-notebook iterate this catalog; nothing lists the errors a second time.
+:data:`CODES` maps each error code to its :class:`Code`: the message (SGLang's verbatim where
+SGLang has the check; a ``str.format`` template, the error's first line) and where the check
+comes from. :func:`fail` builds the error for a code. This is the contract: what each error
+means, its causes, its fix and a call that raises it are the lesson
+(:mod:`ropepool.teaching.catalog`). Nothing here imports MLX or NumPy.
+
+>>> err = fail("head_dim_odd", expected="an even head_dim", got=7, hint="pass the model's head_dim.")
+>>> print(err)
+rope_pool_fused: head_dim must be even
+  expected an even head_dim, got 7. pass the model's head_dim.
+>>> isinstance(err, RuntimeError), CODES["k_shape"].origin
+(True, 'sglang')
 """
 
 from __future__ import annotations
 
 import textwrap
-from dataclasses import dataclass, field
-from typing import Callable
-
-import mlx.core as mx
-import numpy as np
-
-from .inputs import make_inputs
-from .shapes import Shapes
+from typing import NamedTuple
 
 
 class RopePoolError(ValueError):
     """A rejected ``rope_pool_fused`` call.
 
-    The first line of ``str(err)`` is the catalog message; the second says what was
+    The first line of ``str(err)`` is the code's message; the second says what was
     expected, what came, and the likely cause.
 
     Attributes
     ----------
-    code : str      key into ``CATALOG``
+    code : str      key into ``CODES``
     expected : str  what the op wanted, e.g. ``(4, 8, 128) = [T, Hkv, D]``
     got : str       what it was given
     hint : str      the likely cause and the fix, for this very call
-    details : dict  the values the catalog's message was formatted with (e.g. ``key`` of
+    details : dict  the values the message was formatted with (e.g. ``key`` of
                     ``rope_scaling_value``), for code that needs to know which field was at fault
     """
 
@@ -63,376 +63,65 @@ class RopePoolRuntimeError(RopePoolError, RuntimeError):
     against SGLang that catches ``RuntimeError`` there still catches them."""
 
 
-def error_class(code: str) -> type[RopePoolError]:
-    """The class raised for ``code``: :class:`RopePoolRuntimeError` for SGLang's C++-side checks."""
-    return RopePoolRuntimeError if CATALOG[code].origin == "sglang-c++" else RopePoolError
+class Code(NamedTuple):
+    """One error code's contract."""
 
-
-@dataclass(frozen=True)
-class ErrorSpec:
-    """One entry of the catalog."""
-
-    code: str
     message: str  # str.format template; the error's first line
     origin: str  # "sglang" (its Python wrapper), "sglang-c++" (its extension) or "ropepool"
-    meaning: str
-    causes: tuple[str, ...]
-    fix: str
-    trigger: Callable[[], dict] = field(repr=False)
-    fixed: Callable[[], dict] = field(repr=False)
 
 
-# The small GQA call every trigger starts from: T=3, Hq=4, Hkv=2 (G=2), D=8, P=6.
-BASE = Shapes(tokens=3, num_qo_heads=4, num_kv_heads=2, head_dim=8, pool_rows=6)
+#: Every error code, in the order the checks run.
+CODES: dict[str, Code] = {
+    "not_an_array": Code("{name} must be an mx.array or a NumPy array, got {kind}", "ropepool"),
+    "qkv_ndim": Code("rope_pool_fused expects q/k/v to be 3-D", "sglang"),
+    "index_ndim": Code("rope_pool_fused expects positions/slots to be 1-D", "sglang"),
+    "pool_ndim": Code("rope_pool_fused expects pool tensors to be 3-D", "sglang"),
+    "q_shape": Code("q shape must be [num_tokens, num_qo_heads, head_dim], got {shape}", "sglang"),
+    "k_shape": Code("k shape must be [num_tokens, num_kv_heads, head_dim], got {shape}", "sglang"),
+    "v_shape": Code("v shape must match k shape, got {shape} vs {k_shape}", "sglang"),
+    "index_len": Code("positions/slots must have one entry per token", "sglang"),
+    "k_pool_shape": Code("k_pool has incompatible shape {shape}", "sglang"),
+    "v_pool_shape": Code("v_pool shape must match k_pool shape, got {shape} vs {k_shape}", "sglang"),
+    "qkv_dtype": Code("q/k/v dtypes must match", "sglang"),
+    "pool_dtype": Code("pool dtypes must match q/k/v dtype", "sglang"),
+    "fp8_pool_dtype": Code("an FP8 cache needs both pools uint8, got k_pool {k_pool}, v_pool {v_pool}", "ropepool"),
+    "index_dtype": Code("rope_pool_fused: positions/slots must be int32", "sglang-c++"),
+    "head_dim_odd": Code("rope_pool_fused: head_dim must be even", "sglang-c++"),
+    "unsupported_dtype": Code("rope_pool_fused: unsupported dtype", "sglang-c++"),
+    "head_count": Code("num_qo_heads, num_kv_heads and head_dim must be positive, got {got}", "ropepool"),
+    "group_size": Code("num_qo_heads must be a multiple of num_kv_heads, got {got}", "ropepool"),
+    "rope_base": Code("rope_base must be a finite number > 0, got {got}", "ropepool"),
+    "rotary_dim": Code("rotary_dim must be even and in [2, head_dim], got {got}", "ropepool"),
+    "rope_type": Code("unknown rope_scaling type {got}", "ropepool"),
+    "rope_type_refused": Code("rope_scaling type {rope_type!r} cannot be computed by this op", "ropepool"),
+    "rope_factor": Code("rope_scaling type {rope_type!r} needs a factor > 0, got {got}", "ropepool"),
+    "longrope_factors": Code("longrope {which} must hold one factor per rotated pair, got {got}", "ropepool"),
+    "max_position_missing": Code("rope_scaling type {rope_type!r} needs max_position_embeddings", "ropepool"),
+    "rope_scaling_value": Code("rope_scaling type {rope_type!r} needs {key} {need}, got {got}", "ropepool"),
+    "rope_base_range": Code("rope_base gives inverse frequencies float32 cannot hold for head_dim={head_dim}, "
+                            "got {got}", "ropepool"),
+    "norm_weight_shape": Code("{name} must be one weight per head dimension, [head_dim] = [{head_dim}], got {got}",
+                              "ropepool"),
+    "norm_weight_dtype": Code("{name} must be float16, bfloat16 or float32, got {got}", "ropepool"),
+    "norm_eps": Code("norm_eps must be a finite number > 0, got {got}", "ropepool"),
+    "kv_scale": Code("{name} must be a finite number > 0, and 1.0 unless the pools are FP8, got {got}", "ropepool"),
+    "argument_type": Code("{name} must be {kind}, got {got}", "ropepool"),
+    "position_negative": Code("positions must be >= 0, got {got}", "ropepool"),
+    "position_too_large": Code("positions must be below 2**24 = 16777216, got {got}", "ropepool"),
+    "slot_out_of_range": Code("slots must be below the pool size {pool_rows}, got {got}", "ropepool"),
+    "duplicate_slot": Code("two tokens write the same pool row: {got}", "ropepool"),
+    "inplace_unsupported": Code("inplace=True cannot write these pools in place: {got}", "ropepool"),
+    "unknown_backend": Code("unknown backend {got}", "ropepool"),
+    "backend_unavailable": Code("backend {got} cannot run here", "ropepool"),
+}
 
 
-def _call(shapes: Shapes = BASE, dtype: str = "float32", **changes) -> dict:
-    kw = make_inputs(shapes, dtype, slots=[0, 2, 4][: shapes.tokens])
-    kw.update(changes)
-    return kw
-
-
-def _with(fn: Callable[[dict], dict], shapes: Shapes = BASE, dtype: str = "float32") -> Callable[[], dict]:
-    """A trigger that starts from a valid call and breaks it with ``fn``."""
-
-    def build() -> dict:
-        kw = _call(shapes, dtype)
-        kw.update(fn(kw))
-        return kw
-
-    return build
-
-
-def _inplace_call(writable: bool) -> dict:
-    """The base call with NumPy pools, inplace=True: read-only pools (the trigger) or writable ones."""
-    kw = _call()
-    for name in ("k_pool", "v_pool"):
-        kw[name] = np.array(kw[name])
-        kw[name].setflags(write=writable)
-    return {**kw, "inplace": True}
-
-
-def _fp8_call(**changes) -> dict:
-    """The base call with uint8 pools: an FP8 cache."""
-    kw = _call(**changes)
-    kw["k_pool"], kw["v_pool"] = (mx.zeros(kw[n].shape, mx.uint8) for n in ("k_pool", "v_pool"))
-    return kw
-
-
-def _longrope(n: int) -> dict:
-    """A longrope rope_scaling with ``n`` factors in each list (BASE's head of 8 has 4 pairs)."""
-    return {"rope_type": "longrope", "original_max_position_embeddings": 4096,
-            "short_factor": [1.0] * n, "long_factor": [2.0] * n}
-
-
-def _unavailable_backend() -> str:
-    """A GPU backend that cannot run on this machine: CUDA on a Mac, Metal anywhere else."""
-    return "cuda" if mx.metal.is_available() else "metal"
-
-
-_SPECS = [
-    ErrorSpec(
-        "not_an_array", "{name} must be an mx.array or a NumPy array, got {kind}", "ropepool",
-        "An argument is neither an mx.array nor a NumPy array, so it has no shape or dtype to check.",
-        ("a Python list or a torch tensor passed directly",),
-        "Wrap it: mx.array(x) or np.asarray(x).",
-        _with(lambda kw: {"q": np.array(kw["q"]).tolist()}), _call),
-    ErrorSpec(
-        "qkv_ndim", "rope_pool_fused expects q/k/v to be 3-D", "sglang",
-        "q, k and v must each be [tokens, heads, head_dim].",
-        ("the projection output passed before splitting heads: [T, H*D] instead of [T, H, D]",
-         "a leading batch axis kept: [B, T, H, D]"),
-        "Reshape: q.reshape(T, num_qo_heads, head_dim), k and v with num_kv_heads.",
-        _with(lambda kw: {"q": kw["q"].reshape(3, 32)}), _call),
-    ErrorSpec(
-        "index_ndim", "rope_pool_fused expects positions/slots to be 1-D", "sglang",
-        "positions and slots hold one integer per token: shape [T].",
-        ("a batch axis left on: [1, T]", "a column vector [T, 1]"),
-        "Flatten them: positions.reshape(-1).",
-        _with(lambda kw: {"positions": kw["positions"].reshape(1, 3)}), _call),
-    ErrorSpec(
-        "pool_ndim", "rope_pool_fused expects pool tensors to be 3-D", "sglang",
-        "Each pool is [P, num_kv_heads, head_dim]: one row per cache slot.",
-        ("a pool allocated flat as [P, Hkv*D]", "a paged pool [pages, page_size, Hkv, D] not flattened"),
-        "Allocate or view the pool as [P, num_kv_heads, head_dim].",
-        _with(lambda kw: {"k_pool": kw["k_pool"].reshape(6, 16), "v_pool": kw["v_pool"].reshape(6, 16)}), _call),
-    ErrorSpec(
-        "q_shape", "q shape must be [num_tokens, num_qo_heads, head_dim], got {shape}", "sglang",
-        "q's heads or head_dim disagree with num_qo_heads and head_dim.",
-        ("num_qo_heads and num_kv_heads swapped", "head_dim computed as hidden_size // num_attention_heads "
-         "for a model that sets head_dim explicitly (Gemma)"),
-        "Pass num_qo_heads=config.num_attention_heads and the model's head_dim.",
-        _with(lambda kw: {"num_qo_heads": 2, "num_kv_heads": 4}), _call),
-    ErrorSpec(
-        "k_shape", "k shape must be [num_tokens, num_kv_heads, head_dim], got {shape}", "sglang",
-        "k's heads or head_dim disagree with num_kv_heads and head_dim. Under grouped-query "
-        "attention k has fewer heads than q.",
-        ("num_kv_heads taken from config.num_attention_heads instead of config.num_key_value_heads",
-         "k already repeated to the query heads (repeat_kv) before the cache write",
-         "q, k, v of different token counts"),
-        "Pass num_kv_heads=config.num_key_value_heads and the un-repeated k from the K projection.",
-        _with(lambda kw: {"num_kv_heads": 4}), _call),
-    ErrorSpec(
-        "v_shape", "v shape must match k shape, got {shape} vs {k_shape}", "sglang",
-        "v is written to the pool beside k, so it must have k's shape.",
-        ("v repeated to the query heads while k was not", "v from another layer or batch"),
-        "Pass v as [T, num_kv_heads, head_dim], like k.",
-        _with(lambda kw: {"v": mx.repeat(kw["v"], 2, axis=1)}), _call),
-    ErrorSpec(
-        "index_len", "positions/slots must have one entry per token", "sglang",
-        "positions[t] and slots[t] belong to token t, so both have T entries.",
-        ("positions for the whole sequence passed in a decode step", "slots allocated for fewer tokens"),
-        "Give exactly one position and one slot per token of q.",
-        _with(lambda kw: {"positions": mx.arange(4, dtype=mx.int32)}), _call),
-    ErrorSpec(
-        "k_pool_shape", "k_pool has incompatible shape {shape}", "sglang",
-        "k_pool's rows must hold [num_kv_heads, head_dim], the shape of one token's k.",
-        ("the pool allocated with num_attention_heads instead of num_key_value_heads",
-         "a pool of another model or layer"),
-        "Allocate pools as [P, num_kv_heads, head_dim].",
-        _with(lambda kw: {"k_pool": mx.repeat(kw["k_pool"], 2, axis=1),
-                          "v_pool": mx.repeat(kw["v_pool"], 2, axis=1)}), _call),
-    ErrorSpec(
-        "v_pool_shape", "v_pool shape must match k_pool shape, got {shape} vs {k_shape}", "sglang",
-        "Token t's k and v go to the same row of two pools of one shape.",
-        ("k and v pools allocated with different sizes",),
-        "Allocate v_pool exactly like k_pool.",
-        _with(lambda kw: {"v_pool": kw["v_pool"][:5]}), _call),
-    ErrorSpec(
-        "qkv_dtype", "q/k/v dtypes must match", "sglang",
-        "q, k and v share one dtype.",
-        ("one of them cast (or not cast) after the projection",),
-        "Cast them to one dtype, the pool's.",
-        _with(lambda kw: {"k": kw["k"].astype(mx.float16)}), _call),
-    ErrorSpec(
-        "pool_dtype", "pool dtypes must match q/k/v dtype", "sglang",
-        "The pool stores k and v as they are, so it has their dtype.",
-        ("a float32 pool with float16 activations", "a quantized (fp8/int8) cache: this op does not quantize"),
-        "Allocate the pools in the activations' dtype.",
-        _with(lambda kw: {"k_pool": kw["k_pool"].astype(mx.float32), "v_pool": kw["v_pool"].astype(mx.float32)},
-              dtype="float16"),
-        lambda: _call(dtype="float16")),
-    ErrorSpec(
-        "fp8_pool_dtype", "an FP8 cache needs both pools uint8, got k_pool {k_pool}, v_pool {v_pool}", "ropepool",
-        "uint8 pools are an FP8 (e4m3) cache: every row holds the e4m3 codes of k_rot / k_scale and "
-        "v / v_scale. k and v are quantised together, so both pools hold codes.",
-        ("only k_pool allocated as uint8", "a float v_pool kept from a float cache"),
-        "Allocate both pools as uint8 [P, Hkv, D] (or both in the activations' dtype for a float cache).",
-        _with(lambda kw: {"k_pool": mx.zeros(kw["k_pool"].shape, mx.uint8)}), lambda: _fp8_call()),
-    ErrorSpec(
-        "index_dtype", "rope_pool_fused: positions/slots must be int32", "sglang-c++",
-        "The kernel reads positions and slots as 32-bit integers.",
-        ("np.arange or torch.arange default to int64",),
-        "Cast: positions.astype(mx.int32) (or np.int32).",
-        _with(lambda kw: {"positions": kw["positions"].astype(mx.int64)}), _call),
-    ErrorSpec(
-        "head_dim_odd", "rope_pool_fused: head_dim must be even", "sglang-c++",
-        "NeoX RoPE pairs dimension i with i + head_dim/2, so head_dim must split in two halves.",
-        ("head_dim computed with a rounding division", "a partial rotary dimension passed as head_dim"),
-        "Pass the model's real (even) head_dim.",
-        lambda: _call(Shapes(3, 4, 2, 7, 6)), _call),
-    ErrorSpec(
-        "unsupported_dtype", "rope_pool_fused: unsupported dtype", "sglang-c++",
-        "The kernel supports float16, bfloat16 and float32.",
-        ("NumPy arrays left in NumPy's default float64",),
-        "Cast to float16, bfloat16 or float32.",
-        lambda: {**make_inputs(BASE, "float64", kind="numpy", slots=[0, 2, 4])},
-        lambda: make_inputs(BASE, "float32", kind="numpy", slots=[0, 2, 4])),
-    ErrorSpec(
-        "head_count", "num_qo_heads, num_kv_heads and head_dim must be positive, got {got}", "ropepool",
-        "A head count or head_dim of zero or less describes no attention at all.",
-        ("a config field missing and defaulted to 0",),
-        "Read num_attention_heads, num_key_value_heads and head_dim from the model's config.",
-        lambda: _call(Shapes(3, 4, 0, 8, 6)), _call),
-    ErrorSpec(
-        "group_size", "num_qo_heads must be a multiple of num_kv_heads, got {got}", "ropepool",
-        "Under GQA each KV head serves G = num_qo_heads // num_kv_heads query heads; "
-        "G must be a whole number.",
-        ("num_kv_heads or num_qo_heads of another model or of a tensor-parallel shard",),
-        "Use the model's num_key_value_heads (it divides num_attention_heads).",
-        lambda: _call(Shapes(3, 4, 3, 8, 6)), _call),
-    ErrorSpec(
-        "rope_base", "rope_base must be a finite number > 0, got {got}", "ropepool",
-        "rope_base (config.rope_theta) sets the rotation frequencies base**(-2i/D).",
-        ("rope_theta missing from the config and passed as None or 0",),
-        "Pass config.rope_theta, or 10000.0 where the config has none.",
-        lambda: _call(rope_base=0.0), _call),
-    ErrorSpec(
-        "rotary_dim", "rotary_dim must be even and in [2, head_dim], got {got}", "ropepool",
-        "rotary_dim is how many leading dimensions of each head RoPE turns (partial rotary: "
-        "Phi-2 turns 32 of 80); they pair up, so the count is even.",
-        ("partial_rotary_factor * head_dim not rounded to an int", "rotary_dim taken from another model"),
-        "Pass int(partial_rotary_factor * head_dim), or None for the whole head.",
-        lambda: _call(rotary_dim=3), lambda: _call(rotary_dim=4)),
-    ErrorSpec(
-        "rope_type", "unknown rope_scaling type {got}", "ropepool",
-        "rope_scaling's rope_type (older configs: type) names how a model stretches its RoPE.",
-        ("a typo", "a type from a newer transformers release"),
-        "Use one of default, linear, llama3, yarn, longrope, or rope_scaling=None.",
-        lambda: _call(rope_scaling={"rope_type": "llama-3"}),
-        lambda: _call(rope_scaling={"rope_type": "llama3", "factor": 8.0})),
-    ErrorSpec(
-        "rope_type_refused", "rope_scaling type {rope_type!r} cannot be computed by this op", "ropepool",
-        "dynamic NTK scaling changes the base with the current sequence length, and mrope rotates "
-        "sections of a head by different (time, height, width) positions: neither is one "
-        "inverse-frequency table per call.",
-        ("a Qwen2-VL (mrope) or a dynamic-NTK config",),
-        "Rotate q and k with the model's own RoPE module and write the pools yourself, or use a "
-        "static type (linear, yarn) if the model allows it.",
-        lambda: _call(rope_scaling={"rope_type": "dynamic", "factor": 2.0}),
-        lambda: _call(rope_scaling={"rope_type": "linear", "factor": 2.0})),
-    ErrorSpec(
-        "rope_factor", "rope_scaling type {rope_type!r} needs a factor > 0, got {got}", "ropepool",
-        "linear, llama3 and yarn stretch the rotation by rope_scaling['factor'].",
-        ("factor missing from a hand-written rope_scaling", "factor 0 or negative"),
-        "Copy rope_scaling from the model's config.json as it is.",
-        lambda: _call(rope_scaling={"rope_type": "linear"}),
-        lambda: _call(rope_scaling={"rope_type": "linear", "factor": 2.0})),
-    ErrorSpec(
-        "longrope_factors", "longrope {which} must hold one factor per rotated pair, got {got}", "ropepool",
-        "longrope divides each pair's frequency by its own factor: rotary_dim / 2 of them.",
-        ("factor lists of another model", "head_dim or rotary_dim not the model's"),
-        "Use the config's own short_factor and long_factor with its head_dim.",
-        lambda: _call(rope_scaling=_longrope(3), max_position_embeddings=131072),
-        lambda: _call(rope_scaling=_longrope(4), max_position_embeddings=131072)),
-    ErrorSpec(
-        "max_position_missing", "rope_scaling type {rope_type!r} needs max_position_embeddings", "ropepool",
-        "longrope picks its long or short factors, and its scale, from max_position_embeddings "
-        "against original_max_position_embeddings; yarn needs the original context length.",
-        ("max_position_embeddings not passed",
-         "Phi-3's original_max_position_embeddings left at the config's top level"),
-        "Pass max_position_embeddings=config.max_position_embeddings (ropepool.models.from_config "
-        "does this for you).",
-        lambda: _call(rope_scaling=_longrope(4)),
-        lambda: _call(rope_scaling=_longrope(4), max_position_embeddings=131072)),
-    ErrorSpec(
-        "rope_scaling_value", "rope_scaling type {rope_type!r} needs {key} {need}, got {got}", "ropepool",
-        "Each scaling type reads numbers from rope_scaling (llama3: low_freq_factor, high_freq_factor, "
-        "original_max_position_embeddings; yarn: beta_fast, beta_slow, mscale, mscale_all_dim, "
-        "attention_factor; longrope: original_max_position_embeddings, attention_factor), each a finite "
-        "int or float in the range its formula needs. yarn also needs rope_base != 1: it finds where its "
-        "ramp starts by dividing by log(rope_base), and at base 1 every pair turns at 1 radian per "
-        "position, so no pair marks it (transformers and mlx-lm divide by zero there). Plain RoPE and "
-        "the other types take base 1.",
-        ("a number written as a string in a hand-written rope_scaling (\"beta_fast\": \"32\")",
-         "beta_fast or beta_slow 0 (transformers reads 0 as the default; ropepool refuses it)",
-         "longrope with original_max_position_embeddings 1: its scale divides by ln(1) = 0",
-         "high_freq_factor not above low_freq_factor", "yarn with rope_base 1.0"),
-        "Copy rope_scaling from the model's config.json as it is, with the config's rope_theta.",
-        lambda: _call(rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096,
-                                    "beta_fast": 0}),
-        lambda: _call(rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096,
-                                    "beta_fast": 32})),
-    ErrorSpec(
-        "rope_base_range", "rope_base gives inverse frequencies float32 cannot hold for head_dim={head_dim}, "
-        "got {got}", "ropepool",
-        "The kernel holds rope_base**(-2i/D) in float32 and multiplies it by positions up to 2**24: a base "
-        "so small or so large that these overflow or underflow gives NaN or constant angles.",
-        ("a scaling factor or a log-base passed as rope_base", "rope_theta read from the wrong config field"),
-        "Pass config.rope_theta as it is (10000.0, 500000.0, 1000000.0).",
-        lambda: _call(rope_base=1e-300), _call),
-    ErrorSpec(
-        "norm_weight_shape", "{name} must be one weight per head dimension, [head_dim] = [{head_dim}], got {got}",
-        "ropepool",
-        "QK-norm (Qwen3, Gemma-3) RMS-normalises each head of q and k over its head_dim and scales it by a "
-        "weight of head_dim entries, shared by all heads, before RoPE.",
-        ("the layer's input_layernorm weight (hidden_size entries) passed instead of q_norm's",
-         "the weight of another model's head_dim"),
-        "Pass attn.q_norm.weight and attn.k_norm.weight, each [head_dim].",
-        lambda: _call(q_norm_weight=mx.ones((32,))), lambda: _call(q_norm_weight=mx.ones((8,)))),
-    ErrorSpec(
-        "norm_weight_dtype", "{name} must be float16, bfloat16 or float32, got {got}", "ropepool",
-        "The norm's weight multiplies float values; the kernel reads it as float32.",
-        ("a NumPy weight left in float64", "an integer array of ones"),
-        "Cast the weight to float32 (or the model's float dtype).",
-        lambda: _call(k_norm_weight=np.ones(8)), lambda: _call(k_norm_weight=np.ones(8, np.float32))),
-    ErrorSpec(
-        "norm_eps", "norm_eps must be a finite number > 0, got {got}", "ropepool",
-        "norm_eps keeps QK-norm's 1 / sqrt(mean(x**2) + eps) finite for an all-zero head.",
-        ("rms_norm_eps missing from the config and passed as None or 0",),
-        "Pass the model's rms_norm_eps (Qwen3: 1e-6).",
-        lambda: _call(q_norm_weight=mx.ones((8,)), norm_eps=0.0),
-        lambda: _call(q_norm_weight=mx.ones((8,)), norm_eps=1e-6)),
-    ErrorSpec(
-        "kv_scale", "{name} must be a finite number > 0, and 1.0 unless the pools are FP8, got {got}", "ropepool",
-        "k_scale and v_scale are per-tensor FP8 scales, as in vLLM: an FP8 pool holds k_rot / k_scale and "
-        "v / v_scale in e4m3, whose largest value is 448. Float pools store values as they are.",
-        ("a scale of 0 (a checkpoint without calibrated scales)", "a scale passed with float pools"),
-        "Use the checkpoint's k_scale and v_scale with uint8 pools, or 1.0.",
-        lambda: _fp8_call(k_scale=0.0), lambda: _fp8_call(k_scale=2.0)),
-    ErrorSpec(
-        "argument_type", "{name} must be {kind}, got {got}", "ropepool",
-        "head_dim, num_qo_heads and num_kv_heads are ints and check_values and inplace bools, as "
-        "SGLang's binding takes them; is_neox is a bool too, max_position_embeddings an int > 0 or "
-        "None and rope_scaling the config's dict or None. Any integer type counts as an int "
-        "(np.int64 too), NumPy's bool as a bool; nothing is rounded or parsed.",
-        ("a head count computed with / instead of // (4.0)", "a config value read as a string",
-         "is_neox='False', which as a string would mean True",
-         "rope_scaling='linear' instead of the config's dict"),
-        "Pass ints (e.g. config.num_attention_heads // tp_size), True or False, and rope_scaling as "
-        "the config holds it.",
-        lambda: _call(num_qo_heads=4.0), _call),
-    ErrorSpec(
-        "position_negative", "positions must be >= 0, got {got}", "ropepool",
-        "A position counts tokens from the start of the sequence.",
-        ("a padding marker (-1) passed as a position",),
-        "Pass real positions; mark tokens to skip with slot -1 instead.",
-        lambda: _call(positions=mx.array([0, -1, 2], dtype=mx.int32)), _call),
-    ErrorSpec(
-        "position_too_large", "positions must be below 2**24 = 16777216, got {got}", "ropepool",
-        "The kernel turns positions into float32 angles; past 2**24 float32 no longer holds "
-        "every integer, so neighbouring positions would get the same rotation.",
-        ("an uninitialised or garbage positions buffer", "a slot index passed as a position"),
-        "Pass positions below 2**24 (16,777,216).",
-        lambda: _call(positions=mx.array([0, 1, 2**24], dtype=mx.int32)), _call),
-    ErrorSpec(
-        "slot_out_of_range", "slots must be below the pool size {pool_rows}, got {got}", "ropepool",
-        "A slot names a pool row. One past the end would be an out-of-bounds write in SGLang's "
-        "kernel, and MLX's own indexing does not bound-check either.",
-        ("slots from a larger pool or another layer's allocator", "an off-by-one in the allocator"),
-        "Allocate slots in [0, P), or grow the pool.",
-        lambda: _call(slots=mx.array([0, 2, 6], dtype=mx.int32)), _call),
-    ErrorSpec(
-        "duplicate_slot", "two tokens write the same pool row: {got}", "ropepool",
-        "Two tokens writing one row race in SGLang's kernel: which one lands is undefined there. With "
-        "check_values=False ropepool does not look for them, and the last of those tokens "
-        "(the highest t) wins the row, on every backend.",
-        ("the allocator handed out a slot twice", "a decode step reusing the previous step's slots"),
-        "Give every writing token its own slot (use -1 for tokens that write nothing).",
-        lambda: _call(slots=mx.array([0, 2, 2], dtype=mx.int32)), _call),
-    ErrorSpec(
-        "inplace_unsupported", "inplace=True cannot write these pools in place: {got}", "ropepool",
-        "With inplace=True the op writes k_rot and v into the pools themselves, as SGLang's kernel "
-        "does: the pools must be writable, row-contiguous, native-order host memory, two distinct buffers "
-        "that no input shares, and "
-        "the backend one that runs on the host ('cpu' or 'mlx').",
-        ("a read-only NumPy array (np.frombuffer of bytes, or setflags(write=False))",
-         "a strided view such as pool[:, :, ::2] or a transposed array",
-         "the same array passed as k_pool and v_pool",
-         "q, k, v, positions or slots a view of a pool's rows (v = k_pool[:T])",
-         "a NumPy pool in non-native byte order (dtype '>f4'), or not aligned",
-         "mx.array pools while MLX's default device is the GPU, or backend='metal'/'cuda'"),
-        "Pass writable, contiguous and distinct pools (np.ascontiguousarray makes a copy), use "
-        "backend='auto', or call without inplace=True and rebind the pools it returns.",
-        lambda: _inplace_call(writable=False), lambda: _inplace_call(writable=True)),
-    ErrorSpec(
-        "unknown_backend", "unknown backend {got}", "ropepool",
-        "backend names the implementation to run.",
-        ("a typo",),
-        "Use backend='auto' or a name from ropepool.available_backends().",
-        lambda: _call(backend="gpu"), lambda: _call(backend="auto")),
-    ErrorSpec(
-        "backend_unavailable", "backend {got} cannot run here", "ropepool",
-        "The backend exists but this machine cannot run it.",
-        ("backend='metal' on a machine without Apple Silicon", "backend='cuda' without an NVIDIA GPU and mlx[cuda13]"),
-        "Use backend='auto', which picks the best backend that runs here.",
-        lambda: _call(backend=_unavailable_backend()), lambda: _call(backend="auto")),
-]
-
-CATALOG: dict[str, ErrorSpec] = {spec.code: spec for spec in _SPECS}
+def error_class(code: str) -> type[RopePoolError]:
+    """The class raised for ``code``: :class:`RopePoolRuntimeError` for SGLang's C++-side checks."""
+    return RopePoolRuntimeError if CODES[code].origin == "sglang-c++" else RopePoolError
 
 
 def fail(code: str, *, expected, got, hint: str, **fmt) -> RopePoolError:
-    """Build the error ``code`` with the catalog's message formatted by ``fmt``."""
-    return error_class(code)(code, CATALOG[code].message.format(got=got, **fmt), expected=expected, got=got,
+    """Build the error ``code`` with its message formatted by ``fmt``."""
+    return error_class(code)(code, CODES[code].message.format(got=got, **fmt), expected=expected, got=got,
                              hint=hint, details=fmt)

@@ -51,6 +51,7 @@ from importlib import resources
 from pathlib import Path
 
 from ._scalars import finite_float, is_int
+from .errors import RopePoolError
 from .rope import READS_MAX_POSITION, Rope, rope_table, scaling_type
 from .shapes import Shapes
 
@@ -276,14 +277,6 @@ def _positive_int(config: dict, key: str, name: str, limit: int = 2**31 - 1) -> 
         shown = f"an integer of {int(value).bit_length()} bits" if value > 2**64 else repr(value)
         raise ConfigError(f"{name}: {key} must be at most {limit}, got {shown}", fields=(key,))
     return int(value)
-
-
-def _catalog_error() -> type:
-    """:class:`~ropepool.errors.RopePoolError`, imported when one is being handled: ropepool.errors
-    loads MLX, and this module loads without it."""
-    from .errors import RopePoolError
-
-    return RopePoolError
 
 
 def _first(config: dict, keys: tuple[str, ...]) -> str | None:
@@ -523,7 +516,7 @@ def from_config(config: dict, layer_type: str | None = None) -> RopeParams:
     except RecursionError:
         raise ConfigError(f"{name}: {scaling_key} is nested too deeply to be a RoPE config",
                           fields=(scaling_key,)) from None
-    except _catalog_error() as err:  # evaluated only while an error is raised
+    except RopePoolError as err:
         if err.code == "rotary_dim":
             fields = ("rotary_dim", "partial_rotary_factor")
         elif err.code == "rope_base_range":

@@ -67,7 +67,7 @@ def rope_pool_fused(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_
     Raises
     ------
     RopePoolError
-        For every problem in ``ropepool.errors.CATALOG``, before anything is written. Those SGLang
+        For every problem in ``ropepool.errors.CODES``, before anything is written. Those SGLang
         raises from C++ (``index_dtype``, ``head_dim_odd``, ``unsupported_dtype``) are also
         ``RuntimeError``, as there.
 

@@ -1,9 +1,11 @@
 """The package's import graph: no cycle (function-level imports included), and arrows only point down.
 
 Layers, top to bottom: the command line (``ropepool.cli``) and teaching (``ropepool.teaching``: viz,
-widgets, exercises, checks) may import anything below them; the engine (``ropepool.engine``) imports
-the op; the op and its contract (``op``, ``validation``, ``errors``, ``reference``, ``rope``, ``models``,
-...), its backends and the kernels never import teaching, the command line or the engine.
+widgets, exercises, checks, the error catalog) may import anything below them; the engine (``ropepool.engine``) and,
+beside it, the loaders of the real model (``ropepool.loaders``: fetch, GGUF, tokenizer, SmolLM2)
+import the op and never each other; the op and its contract (``op``, ``validation``, ``errors``,
+``reference``, ``rope``, ``models``, ...), its backends and the kernels never import teaching, the
+command line, the engine or the loaders.
 """
 
 import ast
@@ -82,11 +84,37 @@ def test_no_import_cycle():
     assert cycle is None, " -> ".join(cycle)
 
 
-UPPER = ("ropepool.teaching", "ropepool.cli", "ropepool.engine", "ropepool.__main__")
+UPPER = ("ropepool.teaching", "ropepool.cli", "ropepool.engine", "ropepool.loaders", "ropepool.__main__")
 
 
-def test_the_op_and_the_kernels_never_import_teaching_cli_or_engine():
+def test_the_op_and_the_kernels_never_import_teaching_cli_engine_or_loaders():
     g = graph()
     lower = [n for n in g if not n.startswith(UPPER) and n != "ropepool"]
     bad = {n: sorted(t for t in g[n] if t.startswith(UPPER)) for n in lower}
     assert not {n: t for n, t in bad.items() if t}
+
+
+# layer, and the layers it must not import
+APART = [
+    ("ropepool.engine", ("ropepool.loaders", "ropepool.teaching", "ropepool.cli", "ropepool.__main__")),
+    ("ropepool.loaders", ("ropepool.engine", "ropepool.teaching", "ropepool.cli", "ropepool.__main__")),
+]
+
+
+def test_the_engine_and_the_loaders_never_import_each_other_or_above():
+    g = graph()
+    bad = {n: sorted(t for t in g[n] if t.startswith(banned))
+           for layer, banned in APART for n in g if n.startswith(layer)}
+    assert not {n: t for n, t in bad.items() if t}
+
+
+def test_the_tiny_models_import_mlx_lm_only_when_built():
+    """mlx-lm is a test extra: importing ropepool.engine.tiny_models must not need it."""
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['mlx_lm'] = None; import ropepool.engine.tiny_models as t; "
+            "print(len(t.ARCHS))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         cwd=PACKAGE.parent)
+    assert out.returncode == 0 and int(out.stdout) > 0, out.stderr[-1500:]

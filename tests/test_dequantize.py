@@ -8,7 +8,7 @@ import mlx.nn as nn
 import numpy as np
 import pytest
 
-from ropepool.engine.gguf import dequantize_model
+from ropepool.loaders.gguf import dequantize_model
 from ropepool.engine.tiny_models import tiny
 
 

@@ -10,6 +10,7 @@ from helpers import for_each
 
 import ropepool
 from ropepool import CATALOG, RopePoolError, Shapes, make_inputs, rope_pool_fused
+from ropepool.teaching.catalog import BASE
 from ropepool.teaching.checks import expect_error
 
 CODES = list(CATALOG)
@@ -77,6 +78,24 @@ def test_sglang_messages_verbatim():
         assert str(err).split("\n")[0] == first_line
 
     for_each(SGLANG_FIRST_LINES, check)
+
+
+def test_every_code_has_one_lesson():
+    """The teaching catalog explains exactly the contract's codes, in the same order."""
+    from ropepool.errors import CODES
+
+    assert list(CATALOG) == list(CODES)
+
+
+def test_the_contract_loads_without_mlx_or_numpy():
+    """ropepool.errors imports only the standard library: the lower modules import it at their top."""
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse((Path(ropepool.__file__).parent / "errors.py").read_text(encoding="utf-8"))
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert imported <= {"__future__", "textwrap", "typing"}, imported
 
 
 def test_every_sglang_check_is_in_the_contract_table():
@@ -161,14 +180,14 @@ ORDER_CASES = [
 
 @pytest.mark.parametrize("name,code,change", ORDER_CASES, ids=[c[0] for c in ORDER_CASES])
 def test_check_order(name, code, change):
-    kw = make_inputs(ropepool.errors.BASE, slots=[0, 2, 4])
+    kw = make_inputs(BASE, slots=[0, 2, 4])
     kw.update(change(kw))
     expect_error(code, rope_pool_fused, **kw)
 
 
 @pytest.mark.parametrize("bad", [None, "10000", float("inf"), -5.0])
 def test_rope_base_rejected(bad):
-    kw = make_inputs(ropepool.errors.BASE, slots=[0, 2, 4], rope_base=bad)
+    kw = make_inputs(BASE, slots=[0, 2, 4], rope_base=bad)
     expect_error("rope_base", rope_pool_fused, **kw)
 
 

@@ -257,14 +257,3 @@ def test_the_fix_named_changes_the_outcome_and_the_tempting_one_does_not(name):
         tempting = raised({**broken, "num_kv_heads": bad_heads, "v": mx.zeros((3, bad_heads, p.head_dim), mx.float16)})
         assert tempting.code == "k_pool_shape"  # the error moved to the pool, as the report says
         rope_pool_fused(**{**broken, "k": kw["k"]})  # the k the fix names: passes
-
-
-def test_doctests_of_explain_and_diagnosis_run():
-    import doctest
-
-    import ropepool.cli.explain
-    import ropepool.diagnosis
-
-    for module in (ropepool.cli.explain, ropepool.diagnosis):
-        result = doctest.testmod(module)
-        assert result.attempted and not result.failed, module.__name__

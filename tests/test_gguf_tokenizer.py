@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from tokenizers import pre_tokenizers
 
-from ropepool.engine import fetch
-from ropepool.engine.gguf import GGUFError, config_from_metadata
-from ropepool.engine.smollm2 import SMOLLM2
-from ropepool.engine.tokenizer import GGUFTokenizer, TokenizerError
+from ropepool.loaders import fetch
+from ropepool.loaders.gguf import GGUFError, config_from_metadata
+from ropepool.loaders.smollm2 import SMOLLM2
+from ropepool.loaders.tokenizer import GGUFTokenizer, TokenizerError
 
 CONTROL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 # SmolLM2's ChatML template, as its GGUF holds it (tokenizer.chat_template)

@@ -676,7 +676,7 @@ CACHE_ANCESTORS = [
 @pytest.mark.parametrize("which", ["kernel", "model"])
 @pytest.mark.parametrize("label, make, reason", CACHE_ANCESTORS, ids=[c[0] for c in CACHE_ANCESTORS])
 def test_cache_under_a_folder_others_can_swap_is_refused(tmp_path, monkeypatch, label, make, reason, which):
-    from ropepool.engine import fetch
+    from ropepool.loaders import fetch
 
     path = make(tmp_path)
     monkeypatch.setenv("ROPEPOOL_KERNEL_CACHE" if which == "kernel" else "ROPEPOOL_MODEL_CACHE", str(path))

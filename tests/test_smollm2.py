@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 
 from ropepool.engine import rope_kwargs
-from ropepool.engine.fetch import ModelUnavailable
-from ropepool.engine.gguf import GGUFError, build_model, config_from_metadata, dequantize_model, head_row_order, rename
+from ropepool.loaders.fetch import ModelUnavailable
+from ropepool.loaders.gguf import GGUFError, build_model, config_from_metadata, dequantize_model, head_row_order, rename
 from ropepool.engine.mlx_lm_loop import greedy
-from ropepool.engine.smollm2 import fetch_smollm2, load_smollm2
+from ropepool.loaders.smollm2 import fetch_smollm2, load_smollm2
 from ropepool.engine.tiny_models import tiny
-from ropepool.engine.tokenizer import GGUFTokenizer, TokenizerError
+from ropepool.loaders.tokenizer import GGUFTokenizer, TokenizerError
 
 FRANCE = [{"role": "user", "content": "What is the capital of France?"}]
 

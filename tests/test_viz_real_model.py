@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from ropepool.engine.gguf import head_row_order
+from ropepool.loaders.gguf import head_row_order
 from ropepool.teaching.viz import real_model as V
 
 

@@ -7,7 +7,7 @@ import pytest
 from helpers import for_each
 
 import ropepool.teaching.widgets.errors as werr
-from ropepool.errors import CATALOG
+from ropepool.teaching.catalog import CATALOG
 from ropepool.teaching.checks import expect_error
 from ropepool.op import rope_pool_fused
 from ropepool.teaching.widgets.errors import ORIGINS, BreakIt, by_origin, changes, error_card, run_fixed

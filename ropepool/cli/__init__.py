@@ -71,8 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         return bench_main(quick=args.quick, repeats=args.repeats, out_dir=args.out, plot=not args.no_plot,
                           readme=args.readme)
     elif args.command == "fetch-model":
-        from ..engine.fetch import ChecksumMismatch, ModelCacheError, ModelUnavailable
-        from ..engine.smollm2 import fetch_smollm2
+        from ..loaders.fetch import ChecksumMismatch, ModelCacheError, ModelUnavailable
+        from ..loaders.smollm2 import fetch_smollm2
 
         try:
             print(fetch_smollm2(progress=sys.stdout))

@@ -15,7 +15,8 @@ import sys
 from typing import TextIO
 
 from ..diagnosis import case_of, read_error, read_shape
-from ..errors import CATALOG, WRAP_WIDTH, wrap
+from ..errors import WRAP_WIDTH, wrap
+from ..teaching.catalog import CATALOG
 from ..models import ConfigError, RopeParams, from_config, load_config, preset, preset_names
 
 ORIGIN = {"sglang": "SGLang's Python wrapper", "sglang-c++": "SGLang's C++ extension",

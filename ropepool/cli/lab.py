@@ -25,6 +25,7 @@ import secrets
 import shutil
 import stat
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -138,10 +139,20 @@ def lab_settings_dir(root: Path) -> Path:
 
 
 def install_lab_settings(root: Path) -> Path:
-    """Write :data:`LAB_OVERRIDES` as ``overrides.json`` into :func:`lab_settings_dir`; return that folder."""
-    folder = lab_settings_dir(root)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "overrides.json").write_text(json.dumps(LAB_OVERRIDES, indent=1) + "\n", encoding="utf-8")
+    """Write :data:`LAB_OVERRIDES` as ``overrides.json`` into :func:`lab_settings_dir`; return that folder.
+
+    The file is written new (``mkstemp``) and moved over the old one: a link there is replaced, never
+    written through; a folder that is a link is refused (ValueError)."""
+    folder = _real_folder(lab_settings_dir(root))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".overrides.", suffix=".json")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(json.dumps(LAB_OVERRIDES, indent=1) + "\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, folder / "overrides.json")
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
     return folder
 
 

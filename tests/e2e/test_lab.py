@@ -316,7 +316,7 @@ def _template_re(template: str) -> re.Pattern:
 
 def _break_it(page, lab: Lab) -> None:
     """02: pick another mistake in BreakIt's dropdown; the card shows that error's catalog text, whole."""
-    from ropepool.errors import CATALOG
+    from ropepool.teaching.catalog import CATALOG
 
     cell = _widget_cell(page, "Mistake")
     select = cell.locator(".widget-dropdown").filter(

@@ -33,7 +33,7 @@ True
 """
 
 
-from ...errors import CATALOG  # noqa: F401  (the error catalog the checkers quote)
+from ..catalog import CATALOG  # noqa: F401  (the error catalog the checkers quote)
 from .feedback import ExerciseFailed, Verdict, expect_rejection, feedback, markdown_escape  # noqa: F401
 from .heads import MHA_CONFIG, check_1, exercise_1_configs, solution_1  # noqa: F401
 from .fix_call import SMALL_CONFIG, broken_call, check_2, solution_2  # noqa: F401

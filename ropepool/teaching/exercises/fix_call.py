@@ -6,7 +6,8 @@ from typing import Callable
 
 import numpy as np
 
-from ...errors import CATALOG, RopePoolError
+from ...errors import RopePoolError
+from ..catalog import CATALOG
 from ...op import rope_pool_fused
 from ...reference import rope_pool_reference
 from ...tolerance import error_ratio

@@ -2,7 +2,7 @@
 
 The pairing itself (NeoX ``(i, i + D/2)`` against GPT-J ``(2i, 2i+1)``) is drawn by
 :func:`ropepool.teaching.viz.rotation.pairing_diagram`; the permutation is
-:func:`ropepool.engine.gguf.head_row_order` (why it exists: :mod:`ropepool.engine.gguf`).
+:func:`ropepool.loaders.gguf.head_row_order` (why it exists: :mod:`ropepool.loaders.gguf`).
 Plot functions return a :class:`matplotlib.figure.Figure` built without pyplot, whose artists
 carry a ``gid`` and hold the data they show, so tests can read them back.
 """
@@ -13,7 +13,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ..._arrays import to_numpy
-from ...engine.gguf import head_row_order
+from ...loaders.gguf import head_row_order
 from .legible import projector
 
 

