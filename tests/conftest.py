@@ -34,7 +34,7 @@ def backend(request):
     return request.param
 
 
-# Notebooks 08 and 09 run the real model for a minute or more. Collected last, one of them would end
+# Notebooks 08 and 09 run the real model, the longest notebooks (about 20 s each on a quiet machine). Collected last, one of them would end
 # the run alone on one worker while the other sat idle; started first, the short tests fill in around them.
 SLOWEST = ("08_a_real_model.ipynb", "09_why_slots.ipynb")
 

@@ -5,7 +5,7 @@ Methods timed (each call evaluated with ``mx.eval``, pools rebound so MLX can do
 ===================  ===========================================================================
 ropepool             ``rope_pool_fused(...)`` on the best backend here (``backend="auto"``), as a
                      user calls it: values checked on the host (``check_values=True``)
-ropepool-unchecked   the same with ``check_values=False`` (no host read of positions and slots)
+ropepool-unchecked   the same with ``check_values=False`` (positions not read on the host; slots still are, to plan the write)
 ropepool-inplace     the same as "ropepool" with ``inplace=True``: the rows written into the pools
                      passed, as SGLang's kernel does (:mod:`ropepool.inplace`): no MLX evaluation
 ropepool-inplace-np  the same call with NumPy arrays (inputs and pools), as a NumPy user calls it

@@ -154,10 +154,9 @@ class ModelRunner:
         q, k, v = q.reshape(T, Hq, D), k.reshape(T, Hkv, D), v.reshape(T, Hkv, D)  # [T, Hq, D], [T, Hkv, D]
         # RoPE on q and k, and k and v written to pool rows `slots`: the op this project is about.
         # Layer 0 checks the step's positions and slots by value, before any pool is written; the
-        # later layers get the same ones. The mlx backend copies a consecutive run of rows as one
-        # block only after reading the slots on the host, which that check does: it checks in every layer.
+        # later layers get the same ones and skip the checks (the write is planned the same either way).
         # Qwen3: q and k RMS-normalised per head first, in the same call (model_spec.qk_norm_kwargs).
-        check = i == 0 or self.backend == "mlx"
+        check = i == 0
         q, _, self.k_pools[i], self.v_pools[i] = rope_pool_fused(
             q, k, v, ctx.positions, ctx.slots, self.k_pools[i], self.v_pools[i], **self.rope_kwargs,
             backend=self.backend, check_values=check, **model_spec.qk_norm_kwargs(attn), **self.scales[i])

@@ -48,7 +48,7 @@ def _shows_widgets(path: Path) -> bool:
 
 IN_THE_BROWSER = [p for p in NOTEBOOKS if _shows_widgets(p)]
 DRIVEN = {"01_gqa_shapes", "02_error_gallery", "03_rotation", "04_pool_layout"}  # widgets used below
-RUN_TIMEOUT = 600  # s, one notebook's Run All: 08 (the real model) takes about 2 min on 2 busy cores, the others seconds
+RUN_TIMEOUT = 600  # s, one notebook's Run All (the browser runs the widget notebooks, seconds each; generous for busy cores)
 OPEN_TIMEOUT = 240  # s, from navigating to a notebook until its cells are on the page
 
 # A stderr output that is an exception (a traceback, or IPython's short form of a SyntaxError),
