@@ -27,10 +27,10 @@ kernels: setup
 lab: setup kernels
 	$(PY) -m ropepool lab
 
-# Unit tests, every notebook (nbmake) and the browser test, two workers.
+# Unit tests, every notebook (nbmake) and the browser test, two workers (one OpenBLAS thread each).
 # -rs prints why anything was skipped (e.g. the browser test without /usr/bin/chromium).
 test: setup kernels
-	$(PY) -m pytest -n 2 --dist loadgroup -rs --nbmake tests notebooks
+	OPENBLAS_NUM_THREADS=1 $(PY) -m pytest -n 2 --dist loadgroup -rs --nbmake tests notebooks
 
 doctor: setup
 	$(PY) -m ropepool doctor

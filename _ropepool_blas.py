@@ -19,10 +19,9 @@ started without the ``.pth`` (``-S``, or another venv with ``PYTHONPATH``).
 - Anything but Linux x86-64 is left alone (macOS: MLX uses Accelerate).
 - No ``ngsolve-openblas`` installed: MLX's own BLAS, silently (``python -m ropepool doctor`` says so).
 - A load that fails: MLX's own BLAS, and one line on stderr saying why.
-- Threads: OpenBLAS would take one per core. MLX's CPU stream runs every op on a thread of its
-  own, and an OpenBLAS worker that spins after a call takes a core from it: on a 2-core machine
-  under load, 2 OpenBLAS threads made decoding several times slower than 1. So OpenBLAS gets half
-  the cores (at least 1) unless ``OPENBLAS_NUM_THREADS`` says otherwise.
+- Threads: OpenBLAS's own default, one per core, unless ``OPENBLAS_NUM_THREADS`` says otherwise.
+  Where other processes already fill the cores (``make test`` runs two workers), set it to 1: an
+  OpenBLAS worker that spins after a call takes a core from MLX's CPU stream thread.
 
 Stdlib only, and never imports ``ropepool`` (whose ``__init__`` imports MLX).
 """
@@ -130,9 +129,6 @@ def load() -> dict:
         print(f"ropepool: OpenBLAS not loaded, MLX keeps its own BLAS ({reason}); ROPEPOOL_BLAS=off silences this",
               file=sys.stderr)
         return STATE
-    if not os.environ.get("OPENBLAS_NUM_THREADS"):
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        set_num_threads(max(1, cores // 2))
     STATE.update(status="loaded", library=library, reason="loaded before MLX" if not STATE["after_mlx"]
                  else "loaded after MLX was imported: binds only if no float32 matmul ran before")
     return STATE
