@@ -75,7 +75,16 @@ struct Extra {  // QK-norm's and FP8's arguments (null where off)
   void *k_fp8, *v_fp8;
 };
 
-// Four builds of the body: with or without the in-kernel pool write, with or without FP8 codes.
+// The plain body (no QK-norm, no FP8): what most calls run, with no run-time flag in its loop.
+RP_ROWS_TEMPLATE static inline void rope_rows_plain(RP_ROWS_PARAMS) {
+  const int Hq = FD ? FHq : run.Hq, Hkv = FD ? FHkv : run.Hkv, D = FD ? FD : run.D;
+  const int RD = FD ? FRD : run.RD;
+  const bool NEOX = FD ? FNEOX : run.NEOX != 0;
+  const Gid gid = rp_thread_index;
+#include "rope_rows.inc"
+}
+
+// Four builds of the body with QK-norm: with or without the in-kernel pool write, with or without FP8 codes.
 #define RP_QK_NORM
 RP_ROWS_TEMPLATE static inline void rope_rows(RP_ROWS_PARAMS) {
   RP_ROWS_LOCALS
@@ -165,12 +174,23 @@ static void run_tokens(const Launch& L, float* __restrict cos, float* __restrict
   const DType* v = static_cast<const DType*>(L.v);
   unsigned char* k_fp8 = static_cast<unsigned char*>(L.x.k_fp8);
   unsigned char* v_fp8 = static_cast<unsigned char*>(L.x.v_fp8);
-  for (rp_uint row = rp_uint(t0) * H; row < rp_uint(t1) * H; ++row) {
-    for (rp_uint i = 0; i < HALF; ++i) {
-      auto f = FP8 ? rope_rows_fp8<DType, FHq, FHkv, FD, FRD, FNEOX, rp_gid, TableCosSin, DType>
-                   : rope_rows<DType, FHq, FHkv, FD, FRD, FNEOX, rp_gid, TableCosSin, DType>;
-      f(rp_gid{row, i, HALF}, table, S, q, k, v, positions, nullptr, inv_freq, L.cos_sin_scale, shape, nullptr, q_rot,
-        k_rot, nullptr, nullptr, L.x.q_norm_weight, L.x.k_norm_weight, L.x.norm_eps, L.x.kv_inv_scale, k_fp8, v_fp8);
+  if (!FP8 && !S.QNORM && !S.KNORM) {  // the plain body: no QK-norm or FP8 flag tested per element
+    for (rp_uint row = rp_uint(t0) * H; row < rp_uint(t1) * H; ++row) {
+      for (rp_uint i = 0; i < HALF; ++i) {
+        rope_rows_plain<DType, FHq, FHkv, FD, FRD, FNEOX, rp_gid, TableCosSin, DType>(
+            rp_gid{row, i, HALF}, table, S, q, k, v, positions, nullptr, inv_freq, L.cos_sin_scale, shape, nullptr,
+            q_rot, k_rot, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
+      }
+    }
+  } else {
+    for (rp_uint row = rp_uint(t0) * H; row < rp_uint(t1) * H; ++row) {
+      for (rp_uint i = 0; i < HALF; ++i) {
+        auto f = FP8 ? rope_rows_fp8<DType, FHq, FHkv, FD, FRD, FNEOX, rp_gid, TableCosSin, DType>
+                     : rope_rows<DType, FHq, FHkv, FD, FRD, FNEOX, rp_gid, TableCosSin, DType>;
+        f(rp_gid{row, i, HALF}, table, S, q, k, v, positions, nullptr, inv_freq, L.cos_sin_scale, shape, nullptr,
+          q_rot, k_rot, nullptr, nullptr, L.x.q_norm_weight, L.x.k_norm_weight, L.x.norm_eps, L.x.kv_inv_scale, k_fp8,
+          v_fp8);
+      }
     }
   }
   if constexpr (WritePool) {
