@@ -298,3 +298,14 @@ def browser():
         browser.close()
     finally:
         pw.stop()
+
+
+def wait_for(what: str, predicate, timeout: float, lab: Lab, poll: float = 0.3):
+    """``predicate()``'s first truthy value within ``timeout`` s; else fail naming ``what``, with the server's log."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(poll)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{lab.log_tail(15)}")

@@ -30,7 +30,7 @@ import pytest
 
 from ropepool.cli.lab import NOTEBOOKS as NOTEBOOKS_DIR
 
-from .conftest import ROOT, SCREENSHOTS, Lab, port_open
+from .conftest import ROOT, SCREENSHOTS, Lab, port_open, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -84,16 +84,6 @@ def _session(lab: Lab, name: str) -> dict | None:
     return next((s for s in lab.api("/api/sessions") if s.get("path") == name), None)
 
 
-def _wait(what: str, predicate, timeout: float, lab: Lab, poll: float = 0.3):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(poll)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{lab.log_tail(15)}")
-
-
 def _dialogs(page) -> list[str]:
     return [t.strip() for t in page.locator(".jp-Dialog").all_inner_texts()]
 
@@ -121,7 +111,7 @@ def _open(page, lab: Lab, name: str) -> None:
         return (session is not None and session["kernel"]["execution_state"] == "idle"
                 and page.evaluate(STATUS_JS) == "idle")
 
-    _wait(f"{name}: kernel started and idle", ready, OPEN_TIMEOUT, lab)
+    wait_for(f"{name}: kernel started and idle", ready, OPEN_TIMEOUT, lab)
 
 
 def _menu(page, menu: str, command: str) -> None:
@@ -135,7 +125,7 @@ def _run_all(page, lab: Lab, name: str, code_cells: list[int]) -> list[dict]:
     # centre, where a markdown link could be).
     page.locator(".jp-NotebookPanel .jp-Notebook-cell").first.locator(".jp-InputPrompt").click()
     _menu(page, "Edit", "editmenu:clear-all")  # saved outputs must not pass for fresh ones
-    _wait(f"{name}: outputs cleared", lambda: not any(
+    wait_for(f"{name}: outputs cleared", lambda: not any(
         c["stderr"] or c["images"] or re.search(r"\d", c["prompt"]) for c in _cells(page)), 30, lab)
     _menu(page, "Run", "runmenu:run-all")
 
@@ -155,9 +145,9 @@ def _run_all(page, lab: Lab, name: str, code_cells: list[int]) -> list[dict]:
         stopped = any(ERROR_TEXT.search(t) for c in cells for t in c["stderr"])
         return cells if ran or stopped else None
 
-    _wait(f"{name}: Run All finished, kernel idle", finished, RUN_TIMEOUT, lab, poll=0.5)
+    wait_for(f"{name}: Run All finished, kernel idle", finished, RUN_TIMEOUT, lab, poll=0.5)
     time.sleep(1.0)  # let the last outputs (images decode, widget views) settle, then look again
-    return _wait(f"{name}: Run All finished, kernel idle", finished, 30, lab)
+    return wait_for(f"{name}: Run All finished, kernel idle", finished, 30, lab)
 
 
 SCREEN_SIZES = [(1280, 800), (1024, 768)]
@@ -240,7 +230,7 @@ def _gqa_dropdown(page, lab: Lab) -> None:
         return rows if k_re.search(rows.get("k", "")) and q_re.search(rows.get("q", "")) else None
 
     try:
-        after = _wait(f"shape table for {targets[0]}", updated, 30, lab)
+        after = wait_for(f"shape table for {targets[0]}", updated, 30, lab)
     except AssertionError:
         raise AssertionError(f"01_gqa_shapes: picked {targets[0]!r} (Hq={target.num_qo_heads}, "
                              f"Hkv={target.num_kv_heads}, D={target.head_dim}) but the table shows "
@@ -266,11 +256,11 @@ def _hkv_slider(page, lab: Lab) -> None:
     before = slider.locator(".widget-readout").inner_text().strip()
     slider.locator(".noUi-handle").first.focus()
     page.keyboard.press("ArrowLeft")
-    _wait("Hkv slider moved one stop", lambda: slider.locator(".widget-readout").inner_text().strip() != before,
+    wait_for("Hkv slider moved one stop", lambda: slider.locator(".widget-readout").inner_text().strip() != before,
           15, lab)
     after = slider.locator(".widget-readout").inner_text().strip()
     assert (before, after) == ("8", "7"), f"one key press moved Hkv from {before} to {after}"
-    _wait("shape table shows Hkv = 7", lambda: re.search(r"\(\d+, 7, \d+\)",
+    wait_for("shape table shows Hkv = 7", lambda: re.search(r"\(\d+, 7, \d+\)",
                                                           cell.evaluate(SHAPE_ROWS_JS).get("k", "")), 15, lab)
 
 
@@ -281,7 +271,7 @@ def _position_box(page, lab: Lab) -> None:
     box.fill("1234")
     box.press("Enter")
     readouts = cell.locator(".widget-readout")
-    _wait("position slider at the stop nearest 1234", lambda: "1,000" in readouts.all_inner_texts(), 15, lab)
+    wait_for("position slider at the stop nearest 1234", lambda: "1,000" in readouts.all_inner_texts(), 15, lab)
 
 
 # What a BreakIt card shows: its code, the error text, how that text wraps, and which words of it
@@ -330,7 +320,7 @@ def _break_it(page, lab: Lab) -> None:
     target = label.partition(":")[0]
     select.select_option(label=label)
     try:
-        card = _wait(f"BreakIt card for {target}", lambda: (c := cell.evaluate(ERROR_CARD_JS))
+        card = wait_for(f"BreakIt card for {target}", lambda: (c := cell.evaluate(ERROR_CARD_JS))
                      and c["code"] == target and c["text"] and c, 15, lab)
     except AssertionError:
         shown = cell.evaluate(ERROR_CARD_JS) or {}
@@ -367,9 +357,9 @@ def _slots_box(page, lab: Lab) -> None:
     def enter(text: str, shows: str) -> None:  # continuous_update=False: the value is sent on Enter
         box.fill(text)
         box.press("Enter")
-        _wait(f"slots {text!r}: the page shows {shows!r}", lambda: shows in output.inner_text(), 15, lab)
+        wait_for(f"slots {text!r}: the page shows {shows!r}", lambda: shows in output.inner_text(), 15, lab)
         # every message of that update has reached the page once the kernel is idle again
-        _wait("kernel idle", lambda: page.evaluate(STATUS_JS) == "idle", 15, lab)
+        wait_for("kernel idle", lambda: page.evaluate(STATUS_JS) == "idle", 15, lab)
         page.wait_for_timeout(300)  # image decode
 
     enter("5, 5", "duplicate_slot")
@@ -379,7 +369,7 @@ def _slots_box(page, lab: Lab) -> None:
     text = output.inner_text()
     assert "duplicate_slot" not in text and "RopePoolError" not in text, f"the error stays after valid slots: {text}"
     try:
-        _wait("the pool picture after valid slots", lambda: (s := cell.evaluate(SHOWN_IMAGES_JS))
+        wait_for("the pool picture after valid slots", lambda: (s := cell.evaluate(SHOWN_IMAGES_JS))
               and all(im["ok"] for im in s), 10, lab)
     except AssertionError:
         raise AssertionError(f"slots '7, 2, -1, 4': no loaded pool picture shows: {cell.evaluate(SHOWN_IMAGES_JS)}"
@@ -473,7 +463,7 @@ def test_notebook_in_jupyterlab(browser, lab: Lab, path: Path):
     assert not saved, f"{name}: the server wrote files while the test ran: {saved}"
     checkpoint_after = checkpoint.stat().st_mtime_ns if checkpoint.exists() else None
     assert checkpoint_after == checkpoint_before, f"{name}: the server wrote {checkpoint}"
-    _wait("no kernel left running", lambda: lab.api("/api/kernels") == [], 30, lab)
+    wait_for("no kernel left running", lambda: lab.api("/api/kernels") == [], 30, lab)
 
 
 def _listening(pid: int) -> set[tuple[str, int]]:
@@ -586,7 +576,7 @@ def test_saving_in_the_lab_leaves_git_status_clean(browser, lab: Lab):
         page.keyboard.press("Control+Home")
         page.keyboard.type(EDIT + "\n")
         page.keyboard.press("Control+s")
-        _wait(f"{name}: the edit saved into the learner's copy",
+        wait_for(f"{name}: the edit saved into the learner's copy",
               lambda: EDIT in (lab.root / name).read_text(), 30, lab)
     finally:
         context.close()

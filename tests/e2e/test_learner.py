@@ -9,12 +9,11 @@ opened, and run cell by cell with Run All; what the page shows is then read back
 from __future__ import annotations
 
 import re
-import time
 
 import nbformat
 import pytest
 
-from .conftest import Lab
+from .conftest import Lab, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -51,16 +50,6 @@ OUTPUT_JS = """() => [...document.querySelectorAll('.jp-NotebookPanel .jp-Notebo
   }))"""
 
 
-def _wait(what, predicate, timeout, lab: Lab, poll=0.3):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(poll)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{lab.log_tail(15)}")
-
-
 def _session(lab: Lab):
     return next((s for s in lab.api("/api/sessions") if s.get("path") == NAME), None)
 
@@ -86,7 +75,7 @@ def test_explain_stream_and_explorer_in_jupyterlab(browser, lab: Lab, scratch):
         page.goto(f"{lab.base}/lab/workspaces/e2e-learner/tree/{NAME}?token={lab.token}", wait_until="commit",
                   timeout=240_000)
         page.wait_for_selector(".jp-NotebookPanel .jp-Notebook-cell", timeout=240_000)
-        _wait("kernel idle", lambda: (_session(lab) or {}).get("kernel", {}).get("execution_state") == "idle", 240, lab)
+        wait_for("kernel idle", lambda: (_session(lab) or {}).get("kernel", {}).get("execution_state") == "idle", 240, lab)
         assert not page.locator(".jp-Notification-Toast", has_text=re.compile("news", re.I)).count(), \
             "JupyterLab's news question covers the page"
         page.locator(".jp-NotebookPanel .jp-Notebook-cell").first.locator(".jp-InputPrompt").click()
@@ -98,7 +87,7 @@ def test_explain_stream_and_explorer_in_jupyterlab(browser, lab: Lab, scratch):
             done = all(re.fullmatch(r"\[\d+\]:", c["prompt"]) for c in cells)
             return cells if done and cells[2]["images"] else None
 
-        cells = _wait("Run All finished and the explorer drawn", finished, 300, lab, poll=0.5)
+        cells = wait_for("Run All finished and the explorer drawn", finished, 300, lab, poll=0.5)
         explain_text = " ".join(cells[0]["text"].split())
         assert "check k_shape, SGLang's Python wrapper" in explain_text
         assert "case foreign_k: k has 32 heads, neither Hq = 28 nor Hkv = 4" in explain_text
@@ -116,7 +105,7 @@ def test_explain_stream_and_explorer_in_jupyterlab(browser, lab: Lab, scratch):
         before = cell.locator(".jp-OutputArea img").first.get_attribute("src")
         box.fill("5000")
         box.press("Enter")
-        _wait("the explorer redrew for position 5000",
+        wait_for("the explorer redrew for position 5000",
               lambda: cell.locator(".jp-OutputArea img").first.get_attribute("src") != before, 30, lab)
     finally:
         context.close()
