@@ -6,9 +6,17 @@ import argparse
 import sys
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser that refuses a bad option in one line on stderr (exit 2), without the usage block."""
+
+    def error(self, message: str):
+        message = message if len(message) <= 300 else message[:300] + "..."
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ropepool", description="ropepool: learn and explore rope_pool_fused")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = OneLineParser(prog="python -m ropepool", description="ropepool: learn and explore rope_pool_fused")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
 
     sub.add_parser("doctor", help="versions, and which backends run here (and why the others don't)")
     sub.add_parser("build-kernels", help="build the C++ kernel libraries ahead (the 'cpu' backend, the tests' "

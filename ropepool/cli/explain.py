@@ -1,35 +1,76 @@
-"""``python -m ropepool explain "<error text>" [--model PRESET_OR_CONFIG] [--num-kv-heads N]``.
+"""``python -m ropepool explain "<error text>" [--model PRESET | --config config.json] [--num-kv-heads N ...]``.
 
-Paste any message ``rope_pool_fused`` raises: SGLang's text alone, ropepool's two lines, or a
-traceback's last lines ("-" reads it from stdin). It names the check that failed and reads the
-numbers out of the text; with a model it compares them with the model's Hq, Hkv and D and says
-which mistake it is, with the fix that changes the outcome (:mod:`ropepool.diagnosis`).
+Paste what the framework printed: SGLang's or ropepool's message, PyTorch's (transformers'), MLX's,
+mlx-lm's, vLLM's, llama.cpp's or TensorRT-LLM's ("-" reads stdin). It names the message, reads its
+numbers, and with the model's numbers (a preset, a config.json or a folder holding one, or the
+options) says which quantity is wrong, the mistake that gives exactly those numbers and the fix that
+changes the outcome, or which mistakes the numbers fit and what to check to tell them apart.
+``--silent SYMPTOM`` prints the checklist of a failure without a message (:mod:`ropepool.diagnosis.silent`).
 
-Exit status: 0 explained; 1 the text holds no message of the op's; 2 the model could not be read.
+Exit status: 0 explained; 1 the text holds no message explain reads (or numbers no tensor has);
+2 a bad option or a model that could not be read.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from typing import TextIO
 
-from ..diagnosis import case_of, read_error, read_shape
+from ..diagnosis import CHECKLISTS, FAMILIES, SETUP, Diagnosis, Facts, Unreadable, checklist, diagnose
 from ..errors import WRAP_WIDTH, wrap
+from ..models import (MAX_HEAD_DIM, MAX_HEADS, ConfigError, RopeParams, from_config, load_config, preset,
+                      preset_names, printable)
 from ..teaching.catalog import CATALOG
-from ..models import ConfigError, RopeParams, from_config, load_config, preset, preset_names
 
-ORIGIN = {"sglang": "SGLang's Python wrapper", "sglang-c++": "SGLang's C++ extension",
-          "ropepool": "ropepool's own check (SGLang has none)"}
+PROG = "python -m ropepool explain"
+
+
+def _bounded_int(name: str, limit: int):
+    def parse(text: str) -> int:
+        shown = printable(text, 24)
+        if not text.strip().isdigit() or len(text.strip()) > 9:
+            raise argparse.ArgumentTypeError(f"{name} must be a positive integer, got {shown!r}")
+        value = int(text)
+        if not 0 < value <= limit:
+            raise argparse.ArgumentTypeError(f"{name} must be in [1, {limit}], got {shown}")
+        return value
+    return parse
+
+
+def _theta(text: str) -> float:
+    shown = printable(text, 24)
+    try:
+        value = float(text) if len(text) <= 40 else math.nan
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"--rope-theta must be a finite number > 0, got {shown!r}")
+    return value
+
+
+NUMBER_OPTIONS = (("--num-qo-heads", "num_qo_heads", MAX_HEADS, "the model's Hq (config.num_attention_heads)"),
+                  ("--num-kv-heads", "num_kv_heads", MAX_HEADS, "the model's Hkv (config.num_key_value_heads)"),
+                  ("--head-dim", "head_dim", MAX_HEAD_DIM, "the model's D (config.head_dim)"),
+                  ("--hidden-size", "hidden_size", 1 << 20, "config.hidden_size"),
+                  ("--rotary-dim", "rotary_dim", MAX_HEAD_DIM, "dimensions that rotate"),
+                  ("--passed-kv-heads", "passed_kv_heads", MAX_HEADS,
+                   "the num_kv_heads the failing call passed (not the model's)"))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``explain`` subcommand's arguments."""
-    parser.add_argument("text", metavar="ERROR_TEXT", help="the error's text (quote it), or - to read stdin")
+    parser.add_argument("text", metavar="ERROR_TEXT", nargs="?", default=None,
+                        help="the error's text (quote it), or - to read stdin; reads " + ", ".join(FAMILIES))
     parser.add_argument("--model", metavar="PRESET_OR_CONFIG", default=None,
-                        help=f"compare with this model: a config.json, a folder, or a preset: {', '.join(preset_names())}")
-    parser.add_argument("--num-kv-heads", type=int, default=None, metavar="N",
-                        help="the num_kv_heads your code passed, if the text does not say")
+                        help=f"the model: a preset ({', '.join(preset_names())}), a config.json or a folder")
+    parser.add_argument("--config", metavar="CONFIG", default=None, help="a config.json, or a folder holding one")
+    for flag, dest, limit, what in NUMBER_OPTIONS:
+        parser.add_argument(flag, dest=dest, type=_bounded_int(flag, limit), default=None, metavar="N", help=what)
+    parser.add_argument("--rope-theta", type=_theta, default=None, metavar="X", help="the model's rope_theta")
+    parser.add_argument("--silent", metavar="SYMPTOM", default=None,
+                        help="a checklist for a failure without a message: " + ", ".join(CHECKLISTS))
 
 
 def _field(label: str, text: str) -> str:
@@ -67,64 +108,133 @@ def variant_of_preset(name: str) -> str | None:
     return None
 
 
-def explain(text: str, params: RopeParams | None = None, num_kv_heads: int | None = None) -> str | None:
-    """The explanation of ``text`` (None if it holds no message of the op's), compared with ``params``."""
-    read = read_error(text, CATALOG)
-    if read is None:
-        return None
-    spec = CATALOG[read.code]
-    lines = [_field("check", f"{read.code}, {ORIGIN[spec.origin]}"), _field("message", read.line)]
-    numbers = ", ".join(f"{k} = {read_shape(v) or v}" if "shape" in k else f"{k} = {v}"
-                        for k, v in read.fields.items())
-    if read.expected:
-        numbers += ("; " if numbers else "") + f"the op expected {read.expected}"
-    if numbers:
-        lines.append(_field("read", numbers))
-    lines.append(_field("meaning", spec.meaning))
-    case = None
-    if params is not None:
-        p = params
-        lines.append(_field("model", f"{p.name}: Hq = {p.num_qo_heads}, Hkv = {p.num_kv_heads}, D = {p.head_dim} "
-                                     f"(G = {p.group_size})"))
-        got = read.fields.get("shape", "")
-        shape = read_shape(got) if got else None
-        others = others_with_heads(shape[1], shape[2], p.name) if shape and len(shape) == 3 else ()
-        case = case_of(read, num_qo_heads=p.num_qo_heads, num_kv_heads=p.num_kv_heads, head_dim=p.head_dim,
-                       passed_kv_heads=num_kv_heads, others=others)
-    if case is not None:
-        lines += [_field("case", f"{case.name}: {case.why}"), _field("fix", case.fix)]
+def _int_field(config: dict, *keys):
+    for k in keys:
+        v = config.get(k)
+        if isinstance(v, int) and not isinstance(v, bool) and 0 < v < 1 << 31:
+            return v
+    return None
+
+
+def facts_of(model, **numbers) -> Facts:
+    """The model's :class:`Facts` from a preset name, a config path, a config dict, a
+    :class:`~ropepool.models.RopeParams` or None, then ``numbers`` (``num_kv_heads=8``, ...) over them.
+
+    A config the loader refuses (e.g. heads that do not divide hidden_size) is read field by field.
+
+    Raises
+    ------
+    ConfigError
+        no such preset or file, or a file that is not a config.
+    """
+    config = load_config(model) if isinstance(model, str) else model if isinstance(model, dict) else None
+    params = model if isinstance(model, RopeParams) else None
+    hidden = _int_field(config, "hidden_size", "n_embd", "d_model") if config else None
+    if config is not None:
+        try:
+            params = from_config(config)
+        except ConfigError:
+            text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+            raw = dict(name=printable(str(config.get("_name_or_path") or "the config")),
+                       num_qo_heads=_int_field(text, "num_attention_heads", "n_head"),
+                       num_kv_heads=_int_field(text, "num_key_value_heads", "num_kv_heads"),
+                       head_dim=_int_field(text, "head_dim"))
+            return Facts.of(None, **{**raw, "hidden_size": hidden, **{k: v for k, v in numbers.items() if v is not None}})
+    return Facts.of(params, **{"hidden_size": hidden, **{k: v for k, v in numbers.items() if v is not None}})
+
+
+def explain(text: str, model=None, **numbers) -> str | None:
+    """The explanation of ``text`` (None if no family's message is in it), for ``model`` (see
+    :func:`facts_of`; a :class:`~ropepool.diagnosis.Facts` is used as is) and ``numbers``.
+
+    Raises :class:`~ropepool.diagnosis.Unreadable` for numbers no tensor has.
+    """
+    f = model if isinstance(model, Facts) else facts_of(model, **numbers)
+    d = diagnose(text, f, lambda h, dim: others_with_heads(h, dim, f.name))
+    return None if d is None else report(d, f)
+
+
+def report(d: Diagnosis, f: Facts) -> str:
+    """A diagnosis as the command line prints it: one labelled field a paragraph."""
+    spec = CATALOG.get(d.code) if d.code else None
+    if spec is not None:
+        lines = [_field("check", f"{d.code}, {d.source}")]
     else:
+        lines = [_field("family", f"{d.family}: {d.source}")]
+    lines.append(_field("message", printable(d.line, 600)))
+    if d.read:
+        lines.append(_field("read", printable(d.read, 600)))
+    if spec is not None:
+        lines.append(_field("meaning", spec.meaning))
+    if f.known:
+        lines.append(_field("model", f.describe()))
+    if d.case in ("catalog", "needs_model"):
         lines.append(_field("causes", "; ".join(spec.causes)))
         lines.append(_field("fix", spec.fix))
-        if params is None and read.code in ("k_shape", "q_shape", "v_shape", "k_pool_shape", "v_pool_shape",
-                                            "group_size"):
-            lines.append(_field("next", "add --model PRESET_OR_CONFIG to compare these numbers with the "
-                                        "model's Hq, Hkv and D and name the mistake"))
+        if d.case == "needs_model":
+            lines.append(_field("next", "add --model PRESET_OR_CONFIG (or --num-kv-heads, --head-dim, ...) to compare "
+                                        "these numbers with the model's Hq, Hkv and D and name the mistake"))
+        return "\n".join(lines)
+    lines.append(_field("case", f"{d.case} ({d.quantity}): {d.why}" if d.quantity and d.quantity != d.case else f"{d.case}: {d.why}"))
+    lines.append(_field("fix", d.fix))
+    if not f.known and not d.ambiguous and d.family not in ("transformers", "vllm", "mlx-lm"):
+        lines.append(_field("next", "add --model PRESET_OR_CONFIG (or --num-kv-heads, --head-dim, ...) to check "
+                                    "these numbers against the model's"))
+    return "\n".join(lines)
+
+
+def silent_report(symptom: str) -> str | None:
+    """The checklist of ``symptom`` as printed, or None for an unknown symptom."""
+    c = checklist(symptom)
+    if c is None:
+        return None
+    lines = [_field("symptom", c.title), _field("likely", c.likely), _field("setup", SETUP)]
+    for n, check in enumerate(c.checks, 1):
+        lines += [_field(f"check {n}", check.what), f"{'':10}>>> {check.code}"]
     return "\n".join(lines)
 
 
 def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Run ``explain`` for parsed ``args``; return the exit status (see the module docstring)."""
     out, err = out or sys.stdout, err or sys.stderr
-    prog = "python -m ropepool explain"
+    if args.silent is not None:
+        text = silent_report(args.silent)
+        if text is None:
+            print(f"{PROG}: unknown symptom {printable(args.silent, 40)!r}: choose one of "
+                  f"{', '.join(CHECKLISTS)}", file=err)
+            return 2
+        print(text, file=out)
+        return 0
+    if args.text is None:
+        print(f"{PROG}: paste the error's text (or -), or ask for a checklist with --silent "
+              f"{{{','.join(CHECKLISTS)}}}", file=err)
+        return 2
+    if args.model is not None and args.config is not None:
+        print(f"{PROG}: give --model or --config, not both", file=err)
+        return 2
+    source = args.config if args.config is not None else args.model
+    numbers = {dest: getattr(args, dest) for _, dest, _, _ in NUMBER_OPTIONS}
+    numbers["rope_theta"] = args.rope_theta
+    try:
+        f = facts_of(source, **numbers)
+    except ConfigError as e:
+        base = variant_of_preset(source) if args.config is None else None
+        if base is None:
+            print(f"{PROG}: {printable(str(e), 300)}", file=err)
+            return 2
+        print(f"{PROG}: {printable(source, 80)} read as the preset {base} (a fine-tuned variant keeps its base "
+              "model's shapes)", file=err)
+        f = facts_of(base, **numbers)
     text = sys.stdin.read() if args.text == "-" else args.text
-    params = None
-    if args.model is not None:
-        try:
-            params = from_config(load_config(args.model))
-        except ConfigError as e:
-            base = variant_of_preset(args.model)
-            if base is None:
-                print(f"{prog}: {e}", file=err)
-                return 2
-            print(f"{prog}: {args.model} read as the preset {base} (a fine-tuned variant keeps its base "
-                  "model's shapes)", file=err)
-            params = preset(base)
-    report = explain(text, params, args.num_kv_heads)
-    if report is None:
-        first = text.strip().splitlines()[0] if text.strip() else "(empty)"
-        print(f"{prog}: no message of rope_pool_fused in {first[:80]!r}; paste the error's first line "
-              "(e.g. 'k shape must be [num_tokens, num_kv_heads, head_dim], got (4, 8, 128)')", file=err)
+    try:
+        result = explain(text, f)
+    except Unreadable as e:
+        print(f"{PROG}: {e}", file=err)
         return 1
-    print(report, file=out)
+    if result is None:
+        first = text.strip().splitlines()[0] if text.strip() else "(empty)"
+        print(f"{PROG}: no message explain reads in {printable(first, 80)!r}; it reads {', '.join(FAMILIES)}: paste "
+              "the error's last line as printed", file=err)
+        return 1
+    print(result, file=out)
     return 0

@@ -1,0 +1,387 @@
+"""The op's own messages: SGLang's (verbatim) and ropepool's, read back and compared with the model.
+
+Two reasonings live here:
+
+- :func:`k_shape_case`, the op's hint for a rejected k, from the numbers the call has (T, Hq, the
+  ``num_kv_heads`` passed, D) and no model;
+- :func:`case_of`, ``explain``'s, from a message read back (:func:`read_error`: SGLang's first line
+  alone, or with ropepool's second line ``expected (...)``) and the model's :class:`Facts`.
+
+For a rejected k of shape ``[Tk, Hk, Dk]`` the op's cases are, in this order:
+
+==================  ==========================================================================
+``zero_heads``      Hk == 0: a tensor-parallel split with tp > Hkv, or an empty slice
+``tokens``          Tk differs from q's T: k was sliced or gathered differently from q
+``head_dim``        Dk differs from D
+``repeated_k``      Hk == Hq != Hkv: k built with q's head count, or after ``repeat_kv``
+``num_kv_heads``    Hk == Hkv: k is right and ``num_kv_heads`` is not (passed as Hq: the classic bug)
+``foreign_k``       Hk is neither: look at what produced k (another model's config?)
+==================  ==========================================================================
+
+Example
+-------
+>>> case = k_shape_case((6, 32, 128), num_qo_heads=28, head_dim=128, tokens=6, model_kv_heads=4)
+>>> case.name
+'foreign_k'
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ..errors import CODES
+from .base import Case, Diagnosis, Facts, ambiguous, heads
+from .heads import head_dim_from_hidden, tp_case
+from .text import WINDOW, after, ints, line_at, read_shape
+
+#: The cases of a rejected k, in the order they are tried.
+K_CASES = ("zero_heads", "tokens", "head_dim", "repeated_k", "num_kv_heads", "foreign_k")
+
+#: The catalog codes whose numbers a model can explain further.
+SHAPE_CODES = ("q_shape", "k_shape", "v_shape", "k_pool_shape", "v_pool_shape", "group_size")
+
+
+def _zero_heads(what: str = "k") -> Case:
+    return Case("zero_heads", f"{what} has 0 heads: a tensor-parallel split with tp larger than the KV head count "
+                              "leaves this rank no whole KV head (or k was sliced empty).",
+                "Give every rank whole KV heads: tp <= Hkv with Hkv % tp == 0, or replicate each KV head over "
+                "tp / Hkv ranks; k is then [T, max(1, Hkv // tp), D] on every rank, never empty.")
+
+
+def k_shape_case(k_shape, *, num_qo_heads: int, head_dim: int, tokens: int | None = None,
+                 model_kv_heads: int | None = None, passed_kv_heads: int | None = None,
+                 others: tuple[str, ...] = ()) -> Case:
+    """The case of a k of shape ``k_shape = (Tk, Hk, Dk)`` that the op rejected.
+
+    Parameters
+    ----------
+    k_shape : the rejected k's shape ``(Tk, Hk, Dk)``
+    num_qo_heads : Hq (the model's, or the one passed to the op)
+    head_dim : D (the model's, or the one passed)
+    tokens : q's T, where known
+    model_kv_heads : the model's Hkv (``config.num_key_value_heads``), where a model is known
+    passed_kv_heads : the ``num_kv_heads`` passed to the op, where known
+    others : names of other models whose head count is Hk at this head_dim (for ``foreign_k``)
+    """
+    Tk, Hk, Dk = (int(x) for x in k_shape)
+    Hq, D, N, Hkv = num_qo_heads, head_dim, passed_kv_heads, model_kv_heads
+    kv = Hkv if Hkv else (N or None)  # the KV head count k should have, as far as we know
+    if Hk == 0:
+        return _zero_heads()
+    if tokens is not None and Tk != tokens:
+        return Case("tokens", f"k has {Tk} tokens but q has {tokens}: k was sliced or gathered differently "
+                              "from q (another chunk, another batch, padding removed from one of them).",
+                    "Take q, k and v from the same tokens: all three [T, ...] with one T, and positions and "
+                    "slots with T entries.")
+    if Dk != D:
+        why = f"k's last axis is {Dk}, not head_dim={D}."
+        if kv is not None and Hk * Dk == kv * D and Hk != kv:
+            why += f" {Hk} x {Dk} = {kv} x {D}: k was reshaped with the wrong head count."
+            return Case("head_dim", why, f"Reshape k as [T, {kv}, {D}]: k_proj(x).reshape(T, {kv}, {D}).")
+        why += (" If head_dim was computed as hidden_size // num_attention_heads, the model may set "
+                "head_dim explicitly (Gemma-2: 256).")
+        return Case("head_dim", why, "Pass the model's head_dim (config.head_dim where the config sets one) "
+                                     f"and build k with it: [T, Hkv, head_dim]; k's {Dk} says which it was built with.")
+    if Hk == Hq and kv is not None and kv != Hq and N != Hq:
+        G = f"G = {Hq} // {kv}" + (f" = {Hq // kv}" if Hq % kv == 0 else "")
+        return Case("repeated_k",
+                    f"k carries as many heads as q ({Hq}): an MHA-style k under a GQA config ({G}). k was built "
+                    "with q's head count, or repeated to the query heads (repeat_kv) before the cache write.",
+                    f"Write the un-repeated k of the K projection, [T, {kv}, {D}]; repeat_kv belongs to attention, "
+                    f"after the write. num_kv_heads={kv} (config.num_key_value_heads) is right: changing it "
+                    "would only move the error to the pool's shape.")
+    if Hkv is not None and Hk == Hkv:
+        passed = (f"num_kv_heads={N} was passed" if N is not None
+                  else "num_kv_heads was passed as something else")
+        if N is None or N == Hq:
+            passed += f", likely config.num_attention_heads ({Hq}): the classic GQA bug"
+        return Case("num_kv_heads", f"k has the model's {heads(Hkv)} (config.num_key_value_heads): k is right "
+                                    f"and num_kv_heads is not; {passed}.",
+                    f"Pass num_kv_heads={Hkv} (config.num_key_value_heads), and allocate the pools as "
+                    f"[P, {Hkv}, {D}] if they were made with the same wrong count.")
+    if Hkv is None and N == Hq and Hk < Hq:
+        return Case("num_kv_heads", f"num_kv_heads equals num_qo_heads ({Hq}) but k has {heads(Hk)}: "
+                                    "num_kv_heads was likely taken from config.num_attention_heads (the classic "
+                                    "GQA bug). Under GQA it comes from the K projection, i.e. "
+                                    f"config.num_key_value_heads (here {Hk}).",
+                    f"Pass num_kv_heads={Hk} (config.num_key_value_heads), and allocate the pools as "
+                    f"[P, {Hk}, {D}].")
+    if Hkv is not None:
+        why = (f"k has {heads(Hk)}, neither Hq = {Hq} nor Hkv = {Hkv}: the fault is in what produced k, "
+               f"not in num_kv_heads ({Hkv} is config.num_key_value_heads already).")
+    elif N is not None:
+        why = (f"k has {heads(Hk)} but num_kv_heads={N} (and num_qo_heads={Hq}): k matches neither. If {N} is "
+               "your model's config.num_key_value_heads, the fault is in what produced k, not in num_kv_heads; "
+               f"if k comes straight from the model's K projection, num_kv_heads should be {Hk}.")
+    else:
+        why = f"k has {heads(Hk)}, not num_qo_heads = {Hq}."
+    if others:
+        why += f" {Hk} heads of {Dk} is a head count of {', '.join(others)}: was k built with another model's config?"
+    elif kv and kv % Hk == 0:
+        why += f" {Hk} divides {kv}: a tensor-parallel shard of k (tp = {kv // Hk})?"
+    fix = (f"Build k with this model's K projection: [T, {kv}, {D}]. Passing num_kv_heads={Hk} would only move "
+           "the error to the next check (the group size or the pool's shape)." if kv is not None else
+           "Build k with the model's K projection, [T, config.num_key_value_heads, head_dim].")
+    return Case("foreign_k", why, fix)
+
+
+# --- Reading the op's messages back ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ReadError:
+    """An error's text, read: the catalog ``code``, the message's ``fields`` as text, and from
+    ropepool's second line (if pasted) the ``expected`` shape of the failing argument (a pool's
+    ``[P, H, D]`` reads as ``(None, H, D)``)."""
+
+    code: str
+    line: str
+    fields: dict = field(default_factory=dict)
+    expected: tuple | None = None
+
+
+def _template(message: str) -> tuple[re.Pattern, str, int]:
+    """A message template as a regex (each ``{field}`` a bounded named group), its longest literal
+    piece (the anchor searched for) and its count of literal characters (its specificity)."""
+    pieces = re.split(r"\{(\w+)(?:![rs])?\}", message)
+    literals, names = pieces[0::2], pieces[1::2]
+    out = [re.escape(literals[0])]
+    for name, lit in zip(names, literals[1:]):
+        out += [f"(?P<{name}>[^\\n]{{1,300}}?)", re.escape(lit)]
+    return re.compile("".join(out) + r"\s*$"), max(literals, key=len), sum(map(len, literals))
+
+
+_TEMPLATES: dict[str, tuple] = {}
+
+
+def read_error(text: str, catalog=None) -> ReadError | None:
+    """Find which of ``catalog``'s messages (``{code: spec with .message}``; default
+    :data:`ropepool.errors.CODES`) ``text`` holds, and its numbers; None if none.
+
+    ``text`` may be SGLang's message alone, ropepool's two lines, or a traceback's last lines
+    (``RuntimeError: ...``). The most specific matching message wins, then the last in the text.
+    Time: linear in ``len(text)`` (one ``rfind`` per message, then a bounded window).
+    """
+    catalog = CODES if catalog is None else catalog
+    best = None
+    for code, spec in catalog.items():
+        if spec.message not in _TEMPLATES:
+            _TEMPLATES[spec.message] = _template(spec.message)
+        regex, anchor, literal = _TEMPLATES[spec.message]
+        i = text.rfind(anchor)
+        if i < 0:
+            continue
+        line = line_at(text, i).rstrip()
+        m = regex.search(line)
+        if m and (best is None or (literal, i) > best[:2]):
+            best = (literal, i, code, m.group(0).strip(), m.groupdict())
+    if best is None:
+        return None
+    _, i, code, line, fields = best
+    tail = after(text, i + len(line) - 1 if len(line) else i, 700)
+    exp = re.search(r"expected (\((?:-?\d+, ){2}-?\d+\)|\[P, \d+, \d+\])", tail)
+    expected = None
+    if exp:
+        nums = ints(exp.group(1))
+        expected = tuple(nums) if len(nums) == 3 else (None, *nums)
+    return ReadError(code, line, fields, expected)
+
+
+def _shape(read: ReadError, name: str) -> tuple[int, ...] | None:
+    text = read.fields.get(name)
+    shape = read_shape(text) if text else None
+    return shape if shape and len(shape) == 3 else None
+
+
+# --- With the model --------------------------------------------------------------------------------
+
+def _tensor_wrong(tensor: str, got, f: Facts, others=()) -> Case:
+    """The tensor itself differs from the model's ``[T, H, D]``: which mistake built it."""
+    _, H, Dg = got
+    Hq, Hkv, D = f.num_qo_heads, f.num_kv_heads, f.head_dim
+    want = Hq if tensor == "q" else Hkv
+    if Dg != D:
+        if f.naive_head_dim == Dg:
+            name, _, why, fix = head_dim_from_hidden(f, Dg)
+            return Case(name, f"{tensor} was built with head_dim {Dg}: " + why,
+                        f"Build {tensor} as [T, {want}, {D}]. " + fix)
+        if H * Dg == want * D:
+            return Case("head_dim", f"{tensor} is [T, {H}, {Dg}]: {H} x {Dg} = {want} x {D}, the right values "
+                                    "reshaped with the wrong head count.",
+                        f"Reshape {tensor} as [T, {want}, {D}].")
+        return Case("head_dim", f"{tensor}'s last axis is {Dg}, the model's head_dim {D}: {tensor} comes from "
+                                "another model or layer.", f"Build {tensor} as [T, {want}, {D}].")
+    if tensor in ("k", "v") and H == Hq != Hkv:
+        return Case(f"repeated_{tensor}", f"{tensor} carries q's {Hq} heads, the model has {Hkv} KV heads: {tensor} "
+                                          "was repeated to the query heads (repeat_kv) before the cache write, or "
+                                          "built with num_attention_heads.",
+                    f"Write the un-repeated {tensor} of the projection, [T, {Hkv}, {D}]; repeat_kv belongs to "
+                    f"attention, after the write. num_kv_heads={Hkv} is right: changing it would only move the error "
+                    "to the pool's shape.")
+    if tensor == "q" and H == Hkv != Hq:
+        return Case("q_as_kv", f"q has {heads(H)}, the model's KV head count: q was reshaped with "
+                               "num_key_value_heads.", f"Reshape q as [T, {Hq}, {D}].")
+    why = f"{tensor} has {heads(H)}, neither Hq = {Hq} nor Hkv = {Hkv}: the fault is in what produced {tensor}."
+    if others:
+        why += f" {H} heads of {Dg} is a head count of {', '.join(others)}: was it built with another model's config?"
+    elif want and H and want % H == 0:
+        why += f" {H} divides {want}: a tensor-parallel shard (tp = {want // H})?"
+    return Case(f"foreign_{tensor}", why, f"Build {tensor} with this model's projection: [T, {want}, {D}]. Passing "
+                                          f"a head count of {H} would only move the error to the next check.")
+
+
+def _passed_wrong(tensor: str, got, exp, f: Facts) -> Case | None:
+    """The tensor is the model's, so what was passed is not: read which from the expected line."""
+    _, H, Dg = got
+    Hq, Hkv, D = f.num_qo_heads, f.num_kv_heads, f.head_dim
+    _, He, De = exp
+    if De != Dg:
+        if f.naive_head_dim == De:
+            name, _, why, fix = head_dim_from_hidden(f, De)
+            return Case(name, f"head_dim={De} was passed. " + why, f"Pass head_dim={D}. " + fix)
+        return Case("head_dim", f"{tensor} has the model's head_dim {D} but head_dim={De} was passed.",
+                    f"Pass head_dim={D} (config.head_dim).")
+    if He != H:
+        if tensor == "q":
+            swapped = " (num_qo_heads and num_kv_heads swapped)" if He == Hkv else ""
+            return Case("num_qo_heads", f"q has the model's {heads(Hq)}: q is right and num_qo_heads={He} was "
+                                        f"passed{swapped}.",
+                        f"Pass num_qo_heads={Hq} (config.num_attention_heads) and num_kv_heads={Hkv} "
+                        "(config.num_key_value_heads).")
+        classic = f", config.num_attention_heads: the classic GQA bug" if He == Hq != Hkv else ""
+        return Case("num_kv_heads", f"k has the model's {heads(Hkv)} (config.num_key_value_heads): k is right and "
+                                    f"num_kv_heads={He} was passed{classic}.",
+                    f"Pass num_kv_heads={Hkv} (config.num_key_value_heads), and allocate the pools as "
+                    f"[P, {Hkv}, {D}] if they were made with the same count.")
+    return None
+
+
+def _alone(tensor: str, got, f: Facts) -> Case:
+    """SGLang's line alone, and the tensor is the model's: what the call passed differs, but which?"""
+    Hq, Hkv, D = f.num_qo_heads, f.num_kv_heads, f.head_dim
+    N = f.passed_kv_heads
+    if tensor == "q":
+        options = [("num_qo_heads", f"num_qo_heads was passed as something other than {Hq} (num_kv_heads={Hkv} "
+                                    "swapped in?); Pass num_qo_heads=" + str(Hq)),
+                   ("head_dim", f"head_dim was passed as something other than {D}"
+                                + (f" (hidden_size // num_attention_heads = {f.naive_head_dim}?)"
+                                   if f.naive_head_dim and f.naive_head_dim != D else "") + f"; Pass head_dim={D}")]
+        case, _, why, fix = ambiguous(options, "the num_qo_heads and head_dim your call passed")
+        return Case(case, why, fix)
+    classic = (f"num_kv_heads was passed as something other than {Hkv}, likely config.num_attention_heads "
+               f"({Hq}): the classic GQA bug; Pass num_kv_heads={Hkv}")
+    tokens = (f"k has {got[0]} tokens and q another count: k sliced or gathered differently from q; take q, k "
+              "and v from the same tokens")
+    if N is not None and N != Hkv:
+        return Case("num_kv_heads", f"k has the model's {heads(Hkv)}: k is right and num_kv_heads={N} was passed"
+                                    + (", config.num_attention_heads: the classic GQA bug" if N == Hq else "") + ".",
+                    f"Pass num_kv_heads={Hkv} (config.num_key_value_heads), and allocate the pools as [P, {Hkv}, {D}].")
+    if N is not None:
+        return Case("tokens", f"k is the model's [T, {Hkv}, {D}] and num_kv_heads={N} is right, so k's token count "
+                              f"({got[0]}) is not q's: k was sliced or gathered differently from q.",
+                    "Take q, k and v from the same tokens: all three [T, ...] with one T (check q.shape[0] == "
+                    "k.shape[0]), and positions and slots with T entries.")
+    case, _, why, fix = ambiguous([("num_kv_heads", classic), ("tokens", tokens)],
+                                  "print(num_kv_heads, q.shape[0], k.shape[0]) just before the call")
+    return Case(case, why, fix)
+
+
+def case_of(read: ReadError, facts: Facts | None = None, *, others: tuple[str, ...] = (), **numbers) -> Case | None:
+    """Which mistake an error read from text is, for the model of ``facts`` (or the numbers
+    ``num_qo_heads=``, ``num_kv_heads=``, ``head_dim=``, ``passed_kv_heads=``); None where the
+    model's numbers say nothing more than the catalog does (value checks, dtypes, RoPE options).
+    """
+    f = facts or Facts(**{k: v for k, v in numbers.items() if v is not None})
+    Hq, Hkv, D = f.num_qo_heads, f.num_kv_heads, f.head_dim
+    exp = read.expected
+    code = read.code
+    if code in ("q_shape", "k_shape"):
+        got = _shape(read, "shape")
+        if not got:
+            return None
+        tensor = code[0]
+        if got[1] == 0:
+            return _zero_heads(tensor)
+        if tensor == "k" and exp and exp[0] is not None and got[0] != exp[0]:
+            return k_shape_case(got, num_qo_heads=Hq or 0, head_dim=exp[2], tokens=exp[0])
+        if not (Hq and Hkv and D):
+            return None
+        want = Hq if tensor == "q" else Hkv
+        if (got[1], got[2]) == (want, D):
+            return _passed_wrong(tensor, got, exp, f) if exp else _alone(tensor, got, f)
+        if exp and (exp[1], exp[2]) != (want, D) and (exp[1], exp[2]) != (got[1], got[2]):
+            return Case("other_model", f"both {tensor} [T, {got[1]}, {got[2]}] and the values passed "
+                                       f"[T, {exp[1]}, {exp[2]}] differ from {f.name}'s [T, {want}, {D}].",
+                        f"Check that {f.name} is the model this code serves (--model); then build {tensor} as "
+                        f"[T, {want}, {D}] and pass its numbers.")
+        return _tensor_wrong(tensor, got, f, others)
+    if not (Hq and Hkv and D):
+        return None
+    if code == "v_shape":
+        v, k = _shape(read, "shape"), _shape(read, "k_shape")
+        if not v or not k:
+            return None
+        if v[1] == Hq != Hkv and k[1] == Hkv:
+            return Case("repeated_v", f"v has q's {heads(Hq)} while k has {Hkv}: v was repeated (repeat_kv) "
+                                      "before the cache write, k was not.",
+                        f"Write the un-repeated v, [T, {Hkv}, {D}], like k.")
+        return Case("v_differs", f"v is {v} and k is {k}: they come from different projections, layers or "
+                                 "token slices.", f"Pass v of k's shape, [T, {Hkv}, {D}], from the same tokens.")
+    if code in ("k_pool_shape", "v_pool_shape"):
+        pool = _shape(read, "shape")
+        if not pool:
+            return None
+        _, H, Dp = pool
+        if (H, Dp) == (Hkv, D):
+            passed = f" (the op expected [P, {exp[1]}, {exp[2]}])" if exp else ""
+            wrong = []
+            if not exp or exp[1] != Hkv:
+                wrong.append(f"num_kv_heads={Hkv}")
+            if not exp or exp[2] != D:
+                wrong.append(f"head_dim={D}")
+            return Case("pool_right", f"the pool's rows are the model's [{Hkv}, {D}]: the pool is right, and what "
+                                      f"was passed is not{passed}.", "Pass " + " and ".join(wrong) + ".")
+        if H == Hq != Hkv:
+            return Case("pool_with_hq", f"the pool was allocated with the query heads ({Hq}), not the KV heads "
+                                        f"({Hkv}): G = {Hq // Hkv} times the memory it needs.",
+                        f"Allocate k_pool and v_pool as [P, {Hkv}, {D}] (config.num_key_value_heads).")
+        return Case("foreign_pool", f"the pool's rows are [{H}, {Dp}], not the model's [{Hkv}, {D}]: a pool of "
+                                    "another model or layer?", f"Allocate the pools as [P, {Hkv}, {D}].")
+    if code == "group_size":
+        nums = ints(read.fields.get("got", "")[:WINDOW])
+        if len(nums) != 2:
+            return None
+        q_heads, kv_heads = nums
+        wrong = [f"num_qo_heads={q_heads} (the model's is {Hq})"] if q_heads != Hq else []
+        wrong += [f"num_kv_heads={kv_heads} (the model's is {Hkv})"] if kv_heads != Hkv else []
+        if not wrong:
+            return None
+        return Case("group_size", "passed " + " and ".join(wrong)
+                    + f": {q_heads} query heads cannot be split evenly over {kv_heads} KV heads.",
+                    f"Pass num_qo_heads={Hq} and num_kv_heads={Hkv} from one config (G = {Hq // Hkv}); with "
+                    "tensor parallelism, divide both by the same tp.")
+    return None
+
+
+def diagnose(text: str, f: Facts, others_of=None) -> Diagnosis | None:
+    """The op's message in ``text`` as a :class:`Diagnosis` (``case`` ``catalog`` where only the
+    catalog's lesson applies, ``needs_model`` where the model's numbers would name the mistake)."""
+    read = read_error(text)
+    if read is None:
+        return None
+    origin = CODES[read.code].origin
+    family = "ropepool" if origin == "ropepool" else "sglang"
+    source = {"sglang": "SGLang's Python wrapper (rope_pool_fused)", "sglang-c++": "SGLang's C++ extension",
+              "ropepool": "ropepool's own check (SGLang has none)"}[origin]
+    numbers = ", ".join(f"{k} = {read_shape(v) or v}" if "shape" in k else f"{k} = {v}" for k, v in read.fields.items())
+    if read.expected:
+        numbers += ("; " if numbers else "") + "the op expected " + str(read.expected).replace("None", "P")
+    got = _shape(read, "shape")
+    others = others_of(got[1], got[2]) if (others_of and got) else ()
+    case = case_of(read, f, others=others)
+    if case is None:
+        kind = "needs_model" if read.code in SHAPE_CODES and not f.known else "catalog"
+        return Diagnosis(family, source, read.line, numbers, kind, "", "", "", code=read.code)
+    quantity = {"tokens": "tokens", "head_dim": "head_dim", "head_dim_from_hidden": "head_dim", "zero_heads": "tp",
+                "ambiguous": "heads/tokens"}.get(case.name, "heads")
+    return Diagnosis(family, source, read.line, numbers, case.name, quantity, case.why, case.fix, code=read.code)

@@ -1,0 +1,117 @@
+"""PyTorch's messages, as transformers' attention and loaders print them.
+
+==========================================================  =================================================
+``shape '[1, 7, 32, 128]' is invalid for input of size N``  ``Tensor.view`` (aten/src/ATen/InferSize.h)
+``The size of tensor a (32) must match the size of tensor   broadcasting (aten/src/ATen/ExpandUtils.cpp):
+b (8) at non-singleton dimension 1``                        ``q @ k`` without ``repeat_kv``, ``x * cos``
+``The expanded size of the tensor (128) must match the      ``Tensor.expand`` (the same file)
+existing size (64) at non-singleton dimension 3``
+``size mismatch for ...k_proj.weight: copying a param with  ``Module.load_state_dict`` (torch/nn/modules/
+shape torch.Size([1024, 4096]) from checkpoint, the shape   module.py), what ``from_pretrained`` prints
+in current model is torch.Size([4096, 4096]).``
+==========================================================  =================================================
+"""
+
+from __future__ import annotations
+
+import re
+
+from .base import Diagnosis, Facts
+from .heads import broadcast_case, view_case, weight_case
+from .text import last, line_at, product, shapes
+
+VIEW = "PyTorch's Tensor.view (aten/src/ATen/InferSize.h), as transformers' attention calls it"
+BROADCAST = "PyTorch broadcasting (aten/src/ATen/ExpandUtils.cpp)"
+LOAD = "PyTorch's Module.load_state_dict (torch/nn/modules/module.py), as from_pretrained calls it"
+
+_PROJ = re.compile(r"(?:^|[._])(q|k|v|o)_proj\b|(query_key_value|qkv_proj|qkv|c_attn)\b|attn_(q|k|v)\b")
+
+
+def proj_of(name: str) -> str | None:
+    """``q``, ``k``, ``v``, ``o`` or ``qkv`` for a parameter name (``model.layers.0.self_attn.k_proj.weight``)."""
+    m = _PROJ.search(name)
+    if not m:
+        return None
+    return m.group(1) or m.group(3) or "qkv"
+
+
+def _view(text: str, i: int, f: Facts) -> Diagnosis | None:
+    line = line_at(text, i)
+    m = re.search(r"shape '\[([-\d, ]{1,200})\]' is invalid for input of size (\d{1,25})", line)
+    if not m:
+        return None
+    dims = [int(x) for x in m.group(1).split(",") if x.strip()]
+    numel = int(m.group(2)) if len(m.group(2)) < 20 else None
+    if len(dims) < 3 or numel is None or -1 in dims[:-2]:
+        return None
+    lead, nheads, dim = dims[:-2], dims[-2], dims[-1]
+    rows = product(lead)
+    width = numel // rows if rows and numel % rows == 0 else None
+    case, quantity, why, fix = view_case(width, None if nheads == -1 else nheads, dim, f, rows=rows, numel=numel)
+    per = f"{width} values per row" if width is not None else f"not a multiple of the {rows} rows"
+    read = f"view {dims} of a tensor of {numel} values: {per} (leading axes {lead}), viewed as " \
+           f"[{'-1' if nheads == -1 else nheads}, {dim}]"
+    return Diagnosis("pytorch", VIEW, m.group(0), read, case, quantity, why, fix)
+
+
+def _broadcast(text: str, i: int, f: Facts) -> Diagnosis | None:
+    line = line_at(text, i)
+    m = re.search(r"The size of tensor a \((\d{1,19})\) must match the size of tensor b \((\d{1,19})\) at "
+                  r"non-singleton dimension (\d{1,3})", line)
+    if m:
+        a, b, dim = (int(x) for x in m.groups())
+        case, quantity, why, fix = broadcast_case(a, b, dim, f)
+        return Diagnosis("pytorch", BROADCAST, m.group(0), f"sizes {a} and {b} meet at dimension {dim}",
+                         case, quantity, why, fix)
+    m = re.search(r"The expanded size of the tensor \((\d{1,19})\) must match the existing size \((\d{1,19})\) at "
+                  r"non-singleton dimension (\d{1,3})", line)
+    if not m:
+        return None
+    a, b, dim = (int(x) for x in m.groups())
+    found = shapes(line[m.end():])
+    ndim = len(found[0]) if found else None
+    case, quantity, why, fix = broadcast_case(a, b, dim, f, ndim)
+    return Diagnosis("pytorch", BROADCAST.replace("broadcasting", "Tensor.expand"), line.strip()[:400],
+                     f"target size {a} against existing size {b} at dimension {dim}", case, quantity, why, fix)
+
+
+_RANK = {"k": 0, "v": 1, "q": 2, "qkv": 3, "o": 4}
+
+
+def _load(text: str, f: Facts) -> Diagnosis | None:
+    best = None
+    for n, m in enumerate(re.finditer(r"size mismatch for ([\w.]{1,300}): copying a param with shape ", text)):
+        if n > 4096:
+            break
+        name, proj = m.group(1), proj_of(m.group(1))
+        if proj is None:
+            continue
+        found = shapes(text[m.end() - 2:m.end() + 300])
+        if len(found) < 2 or not found[0] or not found[1]:
+            continue
+        if best is None or _RANK[proj] < _RANK[best[1]]:
+            best = (name, proj, found[0], found[1], m)
+    if best is None:
+        return None
+    name, proj, ckpt, model, m = best
+    cols = ckpt[1] if len(ckpt) == 2 else None
+    case, quantity, why, fix = weight_case(proj, ckpt[0], model[0], f, cols=cols, where="the config")
+    line = line_at(text, m.start()).strip()[:500]
+    read = f"{name}: the checkpoint has {list(ckpt)}, the model built from the config {list(model)}"
+    return Diagnosis("transformers", LOAD, line, read, case, quantity, why, fix)
+
+
+def diagnose(text: str, f: Facts) -> tuple[int, Diagnosis] | None:
+    """The last PyTorch message in ``text``, diagnosed for ``f``; with its position."""
+    found = last(text, "is invalid for input of size", "must match the size of tensor b",
+                 "must match the existing size", "size mismatch for ")
+    if found is None:
+        return None
+    i, phrase = found
+    if phrase == "size mismatch for ":
+        d = _load(text, f)
+    elif phrase == "is invalid for input of size":
+        d = _view(text, i, f)
+    else:
+        d = _broadcast(text, i, f)
+    return (i, d) if d else None

@@ -1,0 +1,131 @@
+"""transformers' RoPE config messages, and the ``KeyError`` of any reader whose layout is not the config's.
+
+Configs changed spelling twice: ``rope_scaling: {type, factor}`` (until 4.42), ``{rope_type, ...}``
+(4.43, Llama 3.1's ``llama3``), and transformers 5's ``rope_parameters`` holding ``rope_theta`` too.
+A reader and a config from different sides of a change give these messages:
+
+=====================================================================  ==================================
+```rope_scaling` must be a dictionary with (with) two fields, `type`    transformers < 4.43 reading a
+and `factor`, got {...}``                                              ``rope_type`` config
+``Missing required keys in `rope_parameters` for 'rope_type'='llama3'  a config missing a type's fields
+: {...}``                                                              (transformers 5; 4.4x: rope_scaling)
+``'LlamaConfig' object has no attribute 'rope_theta'``                 code for transformers 4 on 5
+``KeyError: 'type'`` / ``KeyError: 'rope_type'`` (in a RoPE reader)     reader older / newer than the config
+``Unrecognized keys in `rope_scaling` for 'rope_type'='linear'``       a warning, harmless
+=====================================================================  ==================================
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from .base import Diagnosis, Facts
+from .text import WINDOW, last, line_at
+
+SOURCE = "transformers' RoPE config validation (modeling_rope_utils.py, configuration_llama.py)"
+
+
+def _dict(line: str) -> dict | None:
+    m = re.search(r"\{[^{}]{0,1500}\}", line)
+    if not m:
+        return None
+    try:
+        value = ast.literal_eval(m.group(0))
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return value if isinstance(value, (dict, set)) else None
+
+
+def _two_fields(line: str, f: Facts) -> Diagnosis:
+    got = _dict(line) or {}
+    kind = got.get("rope_type") if isinstance(got, dict) else None
+    why = ("this transformers is older than the config: it validates rope_scaling as {type, factor} "
+           "(transformers before 4.43), and the config uses the newer layout")
+    why += f" (rope_type {kind!r}" + (", Llama 3.1's scaling" if kind == "llama3" else "") + ")." if kind else "."
+    return Diagnosis("transformers", SOURCE, line.strip()[:500], f"rope_scaling = {got}" if got else "rope_scaling",
+                     "library_older_than_config", "versions", why,
+                     "Upgrade transformers (pip install -U 'transformers>=4.43'; 4.43 reads rope_type and llama3), "
+                     "and any library that pins an older one. Do not trim the config to {type, factor}: "
+                     "llama3's low/high_freq_factor and original_max_position_embeddings change the frequencies.")
+
+
+def _missing(line: str, f: Facts) -> Diagnosis:
+    m = re.search(r"for 'rope_type'='(\w{1,40})'", line)
+    kind = m.group(1) if m else "?"
+    keys = _dict(line) or set()
+    keys = sorted(keys) if isinstance(keys, (set, dict)) else []
+    known = {k: f.rope_scaling[k] for k in keys if f.rope_scaling and k in f.rope_scaling}
+    values = (" The model's values: " + ", ".join(f"{k} = {v!r}" for k, v in known.items()) + ".") if known else ""
+    return Diagnosis("transformers", SOURCE, line.strip()[:500], f"rope_type {kind!r}, missing {keys}",
+                     "scaling_fields_missing", "scaling",
+                     f"the config's {kind!r} scaling lacks {', '.join(keys)}: the dict was written by hand, "
+                     "trimmed to fit an older reader, or copied from another model.",
+                     f"Put {', '.join(keys)} back into rope_scaling / rope_parameters, from the checkpoint's own "
+                     f"config.json.{values}")
+
+
+def _no_attribute(line: str, f: Facts) -> Diagnosis:
+    m = re.search(r"'(\w{1,60})' object has no attribute '(rope_theta|rope_scaling|partial_rotary_factor)'", line)
+    cls, attr = (m.group(1), m.group(2)) if m else ("config", "rope_theta")
+    value = f" (for {f.name}: {f.rope_theta:g})" if attr == "rope_theta" and f.rope_theta else ""
+    return Diagnosis("transformers", "transformers 5's configs (rope_parameters)", line.strip()[:300],
+                     f"{cls}.{attr} read", "transformers5_rope_parameters", "versions",
+                     f"code written for transformers 4 reads config.{attr}; transformers 5 keeps {attr} inside "
+                     "config.rope_parameters (sglang #14745, vllm #28542).",
+                     f"Read it from both layouts: rope = getattr(config, 'rope_parameters', None) or {{}}; "
+                     f"value = rope.get('{attr.replace('rope_scaling', 'rope_type')}', getattr(config, '{attr}', None))"
+                     f"{value}; or pin transformers<5 until the code is updated.")
+
+
+def _key_error(text: str, i: int, key: str, f: Facts) -> Diagnosis | None:
+    context = text[max(0, i - WINDOW):i + 40]
+    if "rope" not in context:
+        return None
+    low = context.lower()
+    family = ("vllm" if "vllm" in low else "text-generation-inference" if "text_generation" in low
+              else "mlx-lm" if "mlx_lm" in low else "sglang" if "sglang" in low else "transformers")
+    line = line_at(text, i).strip()
+    if key == "type":
+        why = ("a RoPE reader looks up rope_scaling['type'] in a config that spells it 'rope_type' (the layout of "
+               "transformers >= 4.43 and Llama 3.1+): the reader is older than the config.")
+        fix = (f"Upgrade {family} to a release that reads 'rope_type'; if you cannot, add \"type\" with the same "
+               "value beside \"rope_type\" in config.json's rope_scaling.")
+    else:
+        why = ("a RoPE reader looks up rope_scaling['rope_type'] in a config that spells it 'type' (the layout "
+               "before transformers 4.43): the config is older than the reader, or the reader skips transformers' "
+               "conversion of 'type' to 'rope_type'.")
+        fix = (f"Add \"rope_type\" with the same value beside \"type\" in config.json's rope_scaling (or load the "
+               f"config through transformers, which converts it); upgrade {family} if it reads the file itself.")
+    return Diagnosis(family, f"{family}'s RoPE config reader (a Python KeyError)", line[:300],
+                     f"rope_scaling[{key!r}] looked up", "layout_skew", "versions", why, fix)
+
+
+def _unrecognized(line: str, f: Facts) -> Diagnosis:
+    return Diagnosis("transformers", SOURCE, line.strip()[:500], "a warning, not an error", "harmless_warning",
+                     "scaling", "transformers keeps both spellings of the type ('type' and 'rope_type') and warns "
+                                "that one key is not a field of that type; the scaling is read correctly.",
+                     "Nothing to fix; to silence it, remove the duplicate 'type' from rope_scaling (keep "
+                     "'rope_type').")
+
+
+def diagnose(text: str, f: Facts) -> tuple[int, Diagnosis] | None:
+    """The last transformers RoPE-config message in ``text``, diagnosed; with its position."""
+    found = last(text, "must be a dictionary with", "Missing required keys in `rope_", "has no attribute 'rope_",
+                 "has no attribute 'partial_rotary_factor'", "KeyError: 'type'", "KeyError: 'rope_type'",
+                 'KeyError: "rope_type"', "Unrecognized keys in `rope_")
+    if found is None:
+        return None
+    i, phrase = found
+    line = line_at(text, i)
+    if phrase.startswith("KeyError"):
+        d = _key_error(text, i, "type" if "'type'" in phrase else "rope_type", f)
+    elif phrase == "must be a dictionary with":
+        d = _two_fields(line, f) if "rope_scaling" in line else None
+    elif phrase.startswith("Missing"):
+        d = _missing(line, f)
+    elif phrase.startswith("Unrecognized"):
+        d = _unrecognized(line, f) if "{'type'}" in line else None
+    else:
+        d = _no_attribute(line, f)
+    return (i, d) if d else None
