@@ -88,9 +88,9 @@ def test_k_of_another_model_qwen_with_32_heads():
     text = "k shape must be [num_tokens, num_kv_heads, head_dim], got (6, 32, 128)"
     report = explain(text, preset("qwen2.5-7b"))
     flat = " ".join(report.split())
-    assert "case foreign_k: k has 32 heads, neither Hq = 28 nor Hkv = 4" in flat
+    assert "case foreign_k (heads): k has 32 heads, neither Hq = 28 nor Hkv = 4" in flat
     assert "llama-3-8b" in flat and "another model's config" in flat
-    assert "Build k with this model's K projection: [T, 4, 128]" in flat
+    assert "Build k with this model's projection: [T, 4, 128]" in flat
     assert "Pass num_kv_heads" not in flat  # the fix that changes nothing is not offered
 
 
@@ -108,7 +108,8 @@ def test_head_dim_mismatch(name):
     p, kw = model_call(name)
     kw["k"] = kw["k"][..., : p.head_dim - 2]
     case, report = case_for(name, kw)
-    assert case == "head_dim" and f"k's last axis is {p.head_dim - 2}, not head_dim={p.head_dim}" in report
+    assert case == "head_dim" and f"k's last axis is {p.head_dim - 2}, the model's head_dim {p.head_dim}" in " ".join(
+        report.split())
 
 
 def test_head_dim_mismatch_from_a_wrong_reshape():
@@ -152,7 +153,7 @@ def test_group_size_names_the_count_that_is_not_the_models():
     kw.update(num_kv_heads=3, k=kw["k"][:, :3], v=kw["v"][:, :3], k_pool=kw["k_pool"][:, :3],
               v_pool=kw["v_pool"][:, :3])
     case, report = case_for("qwen2.5-7b", kw)
-    assert case == "group_size" and "num_kv_heads=3 (the model's is 4)" in report
+    assert case == "group_size" and "num_kv_heads=3 (the model's is 4)" in " ".join(report.split())
 
 
 # --- The op's own hint reasons the same way, with the numbers it has ---------------------------
@@ -183,14 +184,21 @@ def run(capsys, *args, stdin=None, monkeypatch=None):
 
 
 def test_cli_explains_with_a_model(capsys):
-    rc, out, err = run(capsys, "k shape must be [num_tokens, num_kv_heads, head_dim], got (4, 8, 128)",
-                       "--model", "llama-3-8b")
-    assert rc == 0 and err == "" and "case      num_kv_heads" in out and "Pass num_kv_heads=8" in out
+    """SGLang's line alone: k is Llama-3-8B's own [T, 8, 128], so either the count passed or k's tokens are
+    wrong; explain says both, and what to print to tell; with ropepool's second line it names the one."""
+    line = "k shape must be [num_tokens, num_kv_heads, head_dim], got (4, 8, 128)"
+    rc, out, err = run(capsys, line, "--model", "llama-3-8b")
+    flat = " ".join(out.split())
+    assert rc == 0 and err == "" and "case ambiguous" in flat and "Pass num_kv_heads=8" in flat
+    assert "k has 4 tokens and q another count" in flat and "print(num_kv_heads, q.shape[0], k.shape[0])" in flat
+    rc, out, err = run(capsys, line + "\n  expected (4, 32, 128) = [T, Hkv, D], got (4, 8, 128).", "--model", "llama-3-8b")
+    assert rc == 0 and "case      num_kv_heads" in out and "Pass num_kv_heads=8" in out
 
 
-def test_cli_reads_stdin_and_uses_num_kv_heads(capsys, monkeypatch):
+def test_cli_reads_stdin_and_uses_the_count_passed(capsys, monkeypatch):
     text = "RuntimeError: k shape must be [num_tokens, num_kv_heads, head_dim], got (4, 8, 128)\n"
-    rc, out, _ = run(capsys, "-", "--model", "llama-3-8b", "--num-kv-heads", "16", stdin=text, monkeypatch=monkeypatch)
+    rc, out, _ = run(capsys, "-", "--model", "llama-3-8b", "--passed-kv-heads", "16", stdin=text,
+                     monkeypatch=monkeypatch)
     assert rc == 0 and "num_kv_heads=16 was passed" in " ".join(out.split())
 
 
@@ -201,7 +209,8 @@ def test_cli_without_a_model_says_how_to_get_the_case(capsys):
 
 def test_cli_text_without_a_message_exits_1(capsys):
     rc, out, err = run(capsys, "Segmentation fault")
-    assert rc == 1 and out == "" and "no message of rope_pool_fused" in err
+    assert rc == 1 and out == "" and "no message explain reads in 'Segmentation fault'" in err
+    assert err.count("\n") == 1 and "transformers" in err and "llama.cpp" in err
 
 
 def test_cli_reads_a_suffixed_checkpoint_as_its_preset(capsys):
