@@ -143,14 +143,28 @@ def facts_of(model, **numbers) -> Facts:
     return Facts.of(params, **{"hidden_size": hidden, **{k: v for k, v in numbers.items() if v is not None}})
 
 
+def diagnosis_of(text: str, model=None, **numbers) -> Diagnosis | None:
+    """The :class:`~ropepool.diagnosis.Diagnosis` of ``text`` for ``model`` (see :func:`facts_of`; a
+    :class:`~ropepool.diagnosis.Facts` is used as is) and ``numbers``, naming presets of a foreign k's
+    head count; None if no family's message is in it.
+
+    Example
+    -------
+    >>> diagnosis_of("RuntimeError: shape '[1, 7, 32, 128]' is invalid for input of size 7168", "llama-3-8b").case
+    'kv_viewed_with_hq'
+    """
+    f = model if isinstance(model, Facts) else facts_of(model, **numbers)
+    return diagnose(text, f, lambda h, dim: others_with_heads(h, dim, f.name))
+
+
 def explain(text: str, model=None, **numbers) -> str | None:
-    """The explanation of ``text`` (None if no family's message is in it), for ``model`` (see
-    :func:`facts_of`; a :class:`~ropepool.diagnosis.Facts` is used as is) and ``numbers``.
+    """The explanation of ``text`` as the command line prints it (None if no family's message is in
+    it), for ``model`` and ``numbers`` as :func:`diagnosis_of` takes them.
 
     Raises :class:`~ropepool.diagnosis.Unreadable` for numbers no tensor has.
     """
     f = model if isinstance(model, Facts) else facts_of(model, **numbers)
-    d = diagnose(text, f, lambda h, dim: others_with_heads(h, dim, f.name))
+    d = diagnosis_of(text, f)
     return None if d is None else report(d, f)
 
 

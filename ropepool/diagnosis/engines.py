@@ -39,8 +39,8 @@ def _vllm_tp(line: str, f: Facts) -> Diagnosis | None:
         note = f"; with Hkv = {kv}, these keep whole KV heads per rank (split or replicated): {good}"
     return Diagnosis("vllm", "vLLM's ModelConfig (verify_with_parallel_config)", m.group(0),
                      f"{hq} query heads over tp = {tp}", "tp_does_not_divide_heads", "tp",
-                     f"tensor parallelism gives each rank num_attention_heads / tp heads: {hq} / {tp} is not whole "
-                     f"(a model with {hq} heads, e.g. Qwen2-7B's 28, cannot run at tp = {tp}).",
+                     f"tensor parallelism gives each rank num_attention_heads / tp heads: {hq} / {tp} is not "
+                     f"whole, so a model with {hq} query heads cannot run at tp = {tp}.",
                      f"Pick --tensor-parallel-size from the divisors of {hq}: {ok}{note}; or serve the other GPUs "
                      "with pipeline parallelism (--pipeline-parallel-size) or as separate replicas.")
 

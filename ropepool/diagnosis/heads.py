@@ -104,9 +104,13 @@ def view_case(width: int | None, nheads: int | None, dim: int, f: Facts, *, rows
                     f"View k and v with num_key_value_heads: k.view(B, T, {Hkv}, {D}) ({_kv_fix(f)}); "
                     "q keeps num_attention_heads.")
         if Hq and have == Hq and nheads == Hkv and Hq != Hkv:
-            return ("q_viewed_with_hkv", "heads",
-                    f"q holds Hq x D = {Hq} x {D} = {width} values per token but was viewed with the KV head count {Hkv}.",
-                    f"View q with num_attention_heads: q.view(B, T, {Hq}, {D}).")
+            return ambiguous([("q_viewed_with_hkv", f"q (Hq x D = {Hq} x {D} = {width} values per token) was viewed "
+                                                    f"with the KV head count {Hkv}: view q with num_attention_heads"),
+                              ("kv_projected_with_hq", f"or k/v were projected with num_attention_heads ({Hq} x {D}, "
+                                                       "an MHA projection under a GQA config) and viewed with "
+                                                       f"num_key_value_heads: build k_proj and v_proj with "
+                                                       f"{Hkv} x {D} outputs")],
+                             "which tensor the failing line views (the traceback's line) and k_proj.out_features")
         if Hkv and nheads == Hkv and have < Hkv and Hkv % have == 0:
             return ("tp_shard_full_count", "tp",
                     f"this rank's k holds {heads(have)} (a tensor-parallel shard, tp = {Hkv // have}) but was viewed "

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 
 from .base import Diagnosis, Facts, ambiguous, heads
-from .heads import broadcast_case, view_case, weight_case
+from .heads import broadcast_case, head_dim_from_hidden, view_case, weight_case
 from .text import ints, last, line_at, product, shapes
 from .torch import proj_of
 
@@ -104,6 +104,10 @@ def _rope(line: str, f: Facts) -> Diagnosis | None:
     last_dim, dims = int(m.group(1)), int(m.group(2))
     read = f"dims = {dims} for an input whose last axis is {last_dim}"
     D, rd = f.head_dim, f.rotary_dim or f.head_dim
+    if D and last_dim != D and last_dim == f.naive_head_dim:
+        case, quantity, why, fix = head_dim_from_hidden(f, last_dim)
+        return Diagnosis("mlx", "mx.fast.rope", line.strip()[:300], read, case, quantity,
+                         f"the rope input was viewed with head size {last_dim}: " + why, fix)
     if D and last_dim == D:
         return Diagnosis("mlx", "mx.fast.rope", line.strip()[:300], read, "rotary_dim", "rotary_dim",
                          f"mx.fast.rope was asked to rotate {dims} dimensions of a {D}-wide head: dims is the "

@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 import re
 
-from .base import Diagnosis, Facts
+from .base import Diagnosis, Facts, ambiguous
 from .text import WINDOW, last, line_at
 
 SOURCE = "transformers' RoPE config validation (modeling_rope_utils.py, configuration_llama.py)"
@@ -69,13 +69,22 @@ def _no_attribute(line: str, f: Facts) -> Diagnosis:
     m = re.search(r"'(\w{1,60})' object has no attribute '(rope_theta|rope_scaling|partial_rotary_factor)'", line)
     cls, attr = (m.group(1), m.group(2)) if m else ("config", "rope_theta")
     value = f" (for {f.name}: {f.rope_theta:g})" if attr == "rope_theta" and f.rope_theta else ""
+    key = "rope_type" if attr == "rope_scaling" else attr
+    read = (f"getattr(config, 'rope_parameters', {{}}).get('{key}', getattr(config, '{attr}', None))")
+    if attr == "rope_theta" and "rope_parameters" not in line:
+        case, quantity, why, fix = ambiguous(
+            [("transformers5", "code written for transformers 4 reads config.rope_theta, and transformers 5 keeps "
+                               "it in config.rope_parameters (sglang #14745, vllm #28542): read " + read + value),
+             ("transformers_too_old", "or a transformers from before LlamaConfig had rope_theta (it came with Code "
+                                      "Llama, 2023): upgrade transformers")],
+            "python -c 'import transformers; print(transformers.__version__)' (5.x: A; older than 4.33: B)")
+        return Diagnosis("transformers", "transformers' configs", line.strip()[:300], f"{cls}.{attr} read", case,
+                         quantity, why, fix)
     return Diagnosis("transformers", "transformers 5's configs (rope_parameters)", line.strip()[:300],
                      f"{cls}.{attr} read", "transformers5_rope_parameters", "versions",
-                     f"code written for transformers 4 reads config.{attr}; transformers 5 keeps {attr} inside "
+                     f"code written for transformers 4 reads config.{attr}; transformers 5 keeps it inside "
                      "config.rope_parameters (sglang #14745, vllm #28542).",
-                     f"Read it from both layouts: rope = getattr(config, 'rope_parameters', None) or {{}}; "
-                     f"value = rope.get('{attr.replace('rope_scaling', 'rope_type')}', getattr(config, '{attr}', None))"
-                     f"{value}; or pin transformers<5 until the code is updated.")
+                     f"Read it from both layouts: {read}{value}; or pin transformers<5 until the code is updated.")
 
 
 def _key_error(text: str, i: int, key: str, f: Facts) -> Diagnosis | None:
@@ -84,7 +93,7 @@ def _key_error(text: str, i: int, key: str, f: Facts) -> Diagnosis | None:
         return None
     low = context.lower()
     family = ("vllm" if "vllm" in low else "text-generation-inference" if "text_generation" in low
-              else "mlx-lm" if "mlx_lm" in low else "sglang" if "sglang" in low else "transformers")
+              else "mlx-lm" if "mlx_lm" in low else "sglang" if "sglang" in low else "the reader")
     line = line_at(text, i).strip()
     if key == "type":
         why = ("a RoPE reader looks up rope_scaling['type'] in a config that spells it 'rope_type' (the layout of "
@@ -97,7 +106,9 @@ def _key_error(text: str, i: int, key: str, f: Facts) -> Diagnosis | None:
                "conversion of 'type' to 'rope_type'.")
         fix = (f"Add \"rope_type\" with the same value beside \"type\" in config.json's rope_scaling (or load the "
                f"config through transformers, which converts it); upgrade {family} if it reads the file itself.")
-    return Diagnosis(family, f"{family}'s RoPE config reader (a Python KeyError)", line[:300],
+    return Diagnosis("transformers" if family == "the reader" else family,
+                     "a RoPE config reader (a Python KeyError)" if family == "the reader" else
+                     f"{family}'s RoPE config reader (a Python KeyError)", line[:300],
                      f"rope_scaling[{key!r}] looked up", "layout_skew", "versions", why, fix)
 
 
