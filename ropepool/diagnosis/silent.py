@@ -58,7 +58,7 @@ CHECKLISTS = {
                "base**(-2/head_dim)", "rope_table(80, 10000.0, rotary_dim=32).inv_freq[1]",
                "abs(r - 10000.0 ** (-2 / 32)) < 1e-12 and abs(r - 10000.0 ** (-2 / 80)) > 1e-3"),
          Check("what the loader reads from the config (for yours: from_config(load_config('config.json')))",
-               "preset('phi-2').rotary_dim, preset('qwen2.5-7b-yarn').rope_scaling['rope_type']",
+               "preset('phi-2').rotary_dim, preset('qwen2.5-7b-yarn').rope().rope_type",
                "r == (32, 'yarn')"),
          Check("transformers 5 keeps rope_theta inside rope_parameters: a reader of the top level alone gets 10000",
                "from_config({'num_attention_heads': 32, 'num_key_value_heads': 8, 'hidden_size': 4096, "
