@@ -112,3 +112,22 @@ def test_cli_prints_the_checklist(capsys, symptom, alias):
     assert rc == 0 and err == "" and CHECKLISTS[symptom].title in out
     for check in CHECKLISTS[symptom].checks:
         assert check.code in out
+
+
+def test_readme_shows_explain_on_a_transformers_error_as_it_prints(capsys):
+    """The README's first screen: the families explain reads, and its transformers example with the output
+    it really prints."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    from ropepool.diagnosis import FAMILIES
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    first_screen = readme[:readme.index("## ")]
+    for family in ("SGLang", "transformers", "PyTorch", "MLX", "mlx-lm", "vLLM", "llama.cpp", "TensorRT-LLM"):
+        assert family in first_screen and any(family in f for f in FAMILIES)
+    command, printed = re.search(r"```sh\n(python -m ropepool explain .*)\n```\n```\n(.*?)```", first_screen,
+                                 re.S).groups()
+    rc, out, err = run(capsys, *shlex.split(command)[4:])
+    assert rc == 0 and printed in out
