@@ -37,13 +37,15 @@ CORPUS = [
          source="https://github.com/HazyResearch/zoology/issues/20",
          expect="ambiguous", says=("k/v were projected with num_attention_heads", "q (Hq x D")),
     dict(id="hf-attention-without-repeat-kv", model="llama-3-8b",
-         text="RuntimeError: The size of tensor a (32) must match the size of tensor b (8) at non-singleton dimension 1",
+         text="RuntimeError: The size of tensor a (32) must match the size of tensor b (8) at non-singleton "
+              "dimension 1",
          cause="eager attention on GQA tensors without repeat_kv: q has 32 heads, k 8",
          source="PyTorch aten/src/ATen/ExpandUtils.cpp: \"The size of tensor a (\", sizeA, \") must match the size of "
                 "tensor b (\", sizeB, \") at non-singleton dimension \", i",
          expect="missing_repeat_kv", says=("repeat_kv(k, 4)", "enable_gqa=True")),
     dict(id="hf-attention-without-repeat-kv-no-model", model=None,
-         text="RuntimeError: The size of tensor a (32) must match the size of tensor b (8) at non-singleton dimension 1",
+         text="RuntimeError: The size of tensor a (32) must match the size of tensor b (8) at non-singleton "
+              "dimension 1",
          cause="as above, pasted without the model",
          source="PyTorch aten/src/ATen/ExpandUtils.cpp (format as above)",
          expect="ambiguous", says=("repeat_kv missing (G = 4)", "tokens")),
@@ -122,7 +124,8 @@ CORPUS = [
          source="https://github.com/alipay/PainlessInferenceAcceleration/issues/16",
          expect="ambiguous", says=("from before LlamaConfig had rope_theta",)),
     dict(id="vllm-055-keyerror-type", model="llama-3.1-8b",
-         text='llama3.1 70B load error: if rope_scaling is not None and rope_scaling["type"] != "su": KeyError: \'type\'',
+         text='llama3.1 70B load error: if rope_scaling is not None and rope_scaling["type"] != "su": '
+              'KeyError: \'type\'',
          cause="vLLM 0.5.5 code reading rope_scaling['type'] of a Llama 3.1 config that has rope_type",
          source="https://github.com/vllm-project/vllm/issues/9481",
          expect="layout_skew", says=("'rope_type'", "add \"type\"")),

@@ -191,7 +191,8 @@ def test_cli_explains_with_a_model(capsys):
     flat = " ".join(out.split())
     assert rc == 0 and err == "" and "case ambiguous" in flat and "Pass num_kv_heads=8" in flat
     assert "k has 4 tokens and q another count" in flat and "print(num_kv_heads, q.shape[0], k.shape[0])" in flat
-    rc, out, err = run(capsys, line + "\n  expected (4, 32, 128) = [T, Hkv, D], got (4, 8, 128).", "--model", "llama-3-8b")
+    second = "\n  expected (4, 32, 128) = [T, Hkv, D], got (4, 8, 128)."
+    rc, out, err = run(capsys, line + second, "--model", "llama-3-8b")
     assert rc == 0 and "case      num_kv_heads" in out and "Pass num_kv_heads=8" in out
 
 

@@ -139,7 +139,8 @@ def facts_of(model, **numbers) -> Facts:
                        num_qo_heads=_int_field(text, "num_attention_heads", "n_head"),
                        num_kv_heads=_int_field(text, "num_key_value_heads", "num_kv_heads"),
                        head_dim=_int_field(text, "head_dim"))
-            return Facts.of(None, **{**raw, "hidden_size": hidden, **{k: v for k, v in numbers.items() if v is not None}})
+            given = {k: v for k, v in numbers.items() if v is not None}
+            return Facts.of(None, **{**raw, "hidden_size": hidden, **given})
     return Facts.of(params, **{"hidden_size": hidden, **{k: v for k, v in numbers.items() if v is not None}})
 
 
@@ -189,7 +190,8 @@ def report(d: Diagnosis, f: Facts) -> str:
             lines.append(_field("next", "add --model PRESET_OR_CONFIG (or --num-kv-heads, --head-dim, ...) to compare "
                                         "these numbers with the model's Hq, Hkv and D and name the mistake"))
         return "\n".join(lines)
-    lines.append(_field("case", f"{d.case} ({d.quantity}): {d.why}" if d.quantity and d.quantity != d.case else f"{d.case}: {d.why}"))
+    named = f"{d.case} ({d.quantity})" if d.quantity and d.quantity != d.case else d.case
+    lines.append(_field("case", f"{named}: {d.why}"))
     lines.append(_field("fix", d.fix))
     if not f.known and not d.ambiguous and d.family not in ("transformers", "vllm", "mlx-lm"):
         lines.append(_field("next", "add --model PRESET_OR_CONFIG (or --num-kv-heads, --head-dim, ...) to check "

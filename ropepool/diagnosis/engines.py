@@ -79,8 +79,8 @@ def _llama_cpp(line: str, f: Facts) -> Diagnosis | None:
 
 
 def _tensorrt(line: str, f: Facts) -> Diagnosis | None:
-    m = re.search(r"Parameter ([\w.]{1,200}) has invalid shape (.{1,80}?) compared with expected shape (\([\d, ]{1,60}\))",
-                  line)
+    m = re.search(r"Parameter ([\w.]{1,200}) has invalid shape (.{1,80}?) compared with expected shape "
+                  r"(\([\d, ]{1,60}\))", line)
     if not m:
         return None
     name = m.group(1)

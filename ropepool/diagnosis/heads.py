@@ -58,9 +58,9 @@ def view_case(width: int | None, nheads: int | None, dim: int, f: Facts, *, rows
                 f"hidden_size = {f.hidden_size} is not a multiple of num_attention_heads = {Hq}: head_dim = "
                 f"{f.hidden_size} // {Hq} = {f.hidden_size // Hq} drops {f.hidden_size - Hq * (f.hidden_size // Hq)} "
                 "columns, and no view of whole heads matches the projection.",
-                f"The config is wrong for these weights: num_attention_heads must divide hidden_size (or the config "
-                f"must set head_dim); take the value from the checkpoint's own config.json "
-                f"(transformers now refuses such a config).")
+                "The config is wrong for these weights: num_attention_heads must divide hidden_size (or the config "
+                "must set head_dim); take the value from the checkpoint's own config.json "
+                "(transformers now refuses such a config).")
     if width is None:
         return ("tokens", "tokens",
                 f"{numel} values are not a whole number of rows of {rows}: the view's leading axes (batch, "
@@ -114,7 +114,8 @@ def view_case(width: int | None, nheads: int | None, dim: int, f: Facts, *, rows
         if Hkv and nheads == Hkv and have < Hkv and Hkv % have == 0:
             return ("tp_shard_full_count", "tp",
                     f"this rank's k holds {heads(have)} (a tensor-parallel shard, tp = {Hkv // have}) but was viewed "
-                    f"with the full {Hkv}.", f"View with the per-rank count, {Hkv} // tp = {have}, or view(..., -1, {D}).")
+                    f"with the full {Hkv}.",
+                    f"View with the per-rank count, {Hkv} // tp = {have}, or view(..., -1, {D}).")
         return ("foreign", "heads",
                 f"the tensor holds {heads(have)} of {D} and was viewed with {nheads}; the model has Hq = {Hq}, "
                 f"Hkv = {Hkv}: it comes from another model's projection or config.",
@@ -211,7 +212,8 @@ def broadcast_case(a: int, b: int, dim: int | None, f: Facts, ndim: int | None =
         options.append(("tokens", f"two sequence lengths ({a} and {b}): a mask, positions or cache of another "
                                   "length"))
         return ambiguous(options, "q.shape, k.shape and cos.shape just before the failing line (or add --model)")
-    return ("foreign", "heads",
+    sizes = {Hq, Hkv, D, rd} - {None}
+    return ("foreign", "heads" if pair & sizes else "tokens",
             f"{a} against {b}{at} is none of the model's pairs (Hq = {Hq}, Hkv = {Hkv}, D = {D}"
             + (f", rotary_dim = {rd}" if rd else "") + "): a mask, positions or a cache of another length?",
             "Print both operands' shapes just before the failing line; the one that is not [B, H, T, D] of this "

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from ..errors import CODES
 from .base import Case, Diagnosis, Facts, ambiguous, heads
-from .heads import head_dim_from_hidden, tp_case
+from .heads import head_dim_from_hidden
 from .text import WINDOW, after, ints, line_at, read_shape
 
 #: The cases of a rejected k, in the order they are tried.
@@ -248,7 +248,7 @@ def _passed_wrong(tensor: str, got, exp, f: Facts) -> Case | None:
                                         f"passed{swapped}.",
                         f"Pass num_qo_heads={Hq} (config.num_attention_heads) and num_kv_heads={Hkv} "
                         "(config.num_key_value_heads).")
-        classic = f", config.num_attention_heads: the classic GQA bug" if He == Hq != Hkv else ""
+        classic = ", config.num_attention_heads: the classic GQA bug" if He == Hq != Hkv else ""
         return Case("num_kv_heads", f"k has the model's {heads(Hkv)} (config.num_key_value_heads): k is right and "
                                     f"num_kv_heads={He} was passed{classic}.",
                     f"Pass num_kv_heads={Hkv} (config.num_key_value_heads), and allocate the pools as "

@@ -26,7 +26,8 @@ class Checklist:
 
 
 #: The imports and example values every check line runs after.
-SETUP = ("import numpy as np, mlx.core as mx; from ropepool.rope import rope_table; from ropepool.reference import rotate; "
+SETUP = ("import numpy as np, mlx.core as mx; from ropepool.rope import rope_table; "
+         "from ropepool.reference import rotate; "
          "from ropepool.loaders.gguf import head_row_order; from ropepool.models import preset, from_config; "
          "from ropepool.fp8 import decode_table, encode; D, base = 8, 10000.0; "
          "x = np.random.default_rng(0).standard_normal((3, 1, D)); pos = np.arange(3); "
