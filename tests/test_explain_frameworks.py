@@ -1,0 +1,83 @@
+"""``explain`` on framework messages generated here, for every preset: the same mistakes made with MLX
+and mlx's ``load_weights``, whose messages (mlx 0.32) are the ones engineers paste; and configs in
+transformers 4 and 5 layouts given with ``--config``."""
+
+import json
+
+import mlx.core as mx
+import mlx.nn as nn
+import pytest
+
+from ropepool.__main__ import main
+from ropepool.cli.explain import diagnosis_of
+from ropepool.models import load_preset, preset, preset_names
+
+GQA = [n for n in preset_names() if preset(n).group_size > 1]
+
+
+def mlx_error(call) -> str:
+    with pytest.raises(ValueError) as e:
+        call()
+    return f"ValueError: {e.value}"
+
+
+@pytest.mark.parametrize("name", GQA)
+def test_k_reshaped_with_the_query_heads(name):
+    p = preset(name)
+    k = mx.zeros((1, 5, p.num_kv_heads * p.head_dim))  # k_proj's output [B, T, Hkv * D]
+    d = diagnosis_of(mlx_error(lambda: k.reshape(1, 5, p.num_qo_heads, p.head_dim)), name)
+    assert d.case == "kv_viewed_with_hq" and f"k.view(B, T, {p.num_kv_heads}, {p.head_dim})" in d.fix
+
+
+@pytest.mark.parametrize("name", [n for n in GQA if preset(n).num_kv_heads > 1])
+def test_attention_without_repeat_kv(name):
+    """(MQA's one KV head broadcasts: Falcon-7B's q @ k works without repeat_kv and raises nothing.)"""
+    p = preset(name)
+    q, k = mx.zeros((1, p.num_qo_heads, 5, p.head_dim)), mx.zeros((1, p.num_kv_heads, p.head_dim, 5))
+    d = diagnosis_of(mlx_error(lambda: q @ k), name)
+    assert d.case == "missing_repeat_kv" and f"repeat_kv(k, {p.group_size})" in d.fix
+
+
+@pytest.mark.parametrize("name", GQA)
+def test_weights_for_a_config_without_num_key_value_heads(name):
+    """A config.json without num_key_value_heads builds k_proj [Hq * D, hidden]; the GQA weights are [Hkv * D, hidden]."""
+    p = preset(name)
+    hidden = load_preset(name)["hidden_size"]
+    layer = nn.Linear(hidden, p.num_qo_heads * p.head_dim, bias=False)
+    text = mlx_error(lambda: layer.load_weights([("weight", mx.zeros((p.num_kv_heads * p.head_dim, hidden)))]))
+    text = text.replace("parameter weight", "parameter model.layers.0.self_attn.k_proj.weight")
+    d = diagnosis_of(text, name)
+    if p.num_qo_heads * p.head_dim == hidden:
+        assert d.case == "config_without_kv_heads" and f"num_key_value_heads = {p.num_kv_heads}" in d.fix
+    else:  # Gemma-2: q is not hidden_size wide, so the MHA guess is not the only reading
+        assert d.case in ("config_without_kv_heads", "weights_of_another_model")
+
+
+@pytest.mark.parametrize("name", preset_names())
+def test_mlx_rope_of_the_wrong_width(name):
+    p = preset(name)
+    rd = p.rotary_dim or p.head_dim
+    x = mx.zeros((1, p.num_kv_heads, 5, p.head_dim))
+    d = diagnosis_of(mlx_error(lambda: mx.fast.rope(x, p.head_dim + 2, traditional=False, base=1e4, scale=1.0,
+                                                    offset=0)), name)
+    assert d.case == "rotary_dim" and f"dims = {rd}" in d.fix
+
+
+LAYOUTS = {  # Llama-3-8B's fields, as transformers 4 and 5 save them
+    "transformers 4": {"num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096,
+                       "rope_theta": 500000.0},
+    "transformers 5": {"num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096,
+                       "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}},
+}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_config_folder_in_either_layout(tmp_path, capsys, layout):
+    (tmp_path / "config.json").write_text(json.dumps(LAYOUTS[layout]))
+    rc = main(["explain", "AttributeError: 'LlamaConfig' object has no attribute 'rope_theta'", "--config",
+               str(tmp_path)])
+    out = " ".join(capsys.readouterr().out.split())
+    assert rc == 0 and "Hq = 32, Hkv = 8, D = 128" in out and "rope_theta = 500000" in out and "(for config: 500000)" in out
+    rc = main(["explain", "RuntimeError: shape '[1, 7, 32, 128]' is invalid for input of size 7168", "--config",
+               str(tmp_path / "config.json"), "--num-kv-heads", "8"])
+    assert rc == 0 and "kv_viewed_with_hq" in capsys.readouterr().out
