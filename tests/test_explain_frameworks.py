@@ -77,7 +77,7 @@ def test_config_folder_in_either_layout(tmp_path, capsys, layout):
     rc = main(["explain", "AttributeError: 'LlamaConfig' object has no attribute 'rope_theta'", "--config",
                str(tmp_path)])
     out = " ".join(capsys.readouterr().out.split())
-    assert rc == 0 and "Hq = 32, Hkv = 8, D = 128" in out and "rope_theta = 500000" in out and "(for config: 500000)" in out
+    assert rc == 0 and "Hq = 32, Hkv = 8, D = 128" in out and "rope_theta = 500000" in out and "(here 500000)" in out
     rc = main(["explain", "RuntimeError: shape '[1, 7, 32, 128]' is invalid for input of size 7168", "--config",
                str(tmp_path / "config.json"), "--num-kv-heads", "8"])
     assert rc == 0 and "kv_viewed_with_hq" in capsys.readouterr().out

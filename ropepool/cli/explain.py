@@ -187,8 +187,9 @@ def report(d: Diagnosis, f: Facts) -> str:
         lines.append(_field("causes", "; ".join(spec.causes)))
         lines.append(_field("fix", spec.fix))
         if d.case == "needs_model":
-            lines.append(_field("next", "add --model PRESET_OR_CONFIG (or --num-kv-heads, --head-dim, ...) to compare "
-                                        "these numbers with the model's Hq, Hkv and D and name the mistake"))
+            lines.append(_field("next", "add --model PRESET_OR_CONFIG (or all of --num-qo-heads, --num-kv-heads and "
+                                        "--head-dim) to compare these numbers with the model's Hq, Hkv and D and "
+                                        "name the mistake"))
         return "\n".join(lines)
     named = f"{d.case} ({d.quantity})" if d.quantity and d.quantity != d.case else d.case
     lines.append(_field("case", f"{named}: {d.why}"))

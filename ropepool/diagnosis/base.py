@@ -80,7 +80,7 @@ class Facts:
             parts.append(f"rope_theta = {self.rope_theta:g}")
         if self.rope_scaling:
             parts.append(f"scaling {self.rope_scaling.get('rope_type', self.rope_scaling.get('type'))!r}")
-        return f"{self.name}: " + ", ".join(parts)
+        return ("given" if self.name == "the model" else self.name) + ": " + ", ".join(parts)
 
 
 @dataclass(frozen=True)

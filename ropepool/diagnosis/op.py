@@ -380,8 +380,9 @@ def diagnose(text: str, f: Facts, others_of=None) -> Diagnosis | None:
     others = others_of(got[1], got[2]) if (others_of and got) else ()
     case = case_of(read, f, others=others)
     if case is None:
-        kind = "needs_model" if read.code in SHAPE_CODES and not f.known else "catalog"
+        kind = "needs_model" if read.code in SHAPE_CODES and not (f.num_qo_heads and f.num_kv_heads and f.head_dim) \
+            else "catalog"
         return Diagnosis(family, source, read.line, numbers, kind, "", "", "", code=read.code)
     quantity = {"tokens": "tokens", "head_dim": "head_dim", "head_dim_from_hidden": "head_dim", "zero_heads": "tp",
-                "ambiguous": "heads/tokens"}.get(case.name, "heads")
+                "ambiguous": "heads/head_dim" if read.code == "q_shape" else "heads/tokens"}.get(case.name, "heads")
     return Diagnosis(family, source, read.line, numbers, case.name, quantity, case.why, case.fix, code=read.code)

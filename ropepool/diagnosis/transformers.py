@@ -68,7 +68,7 @@ def _missing(line: str, f: Facts) -> Diagnosis:
 def _no_attribute(line: str, f: Facts) -> Diagnosis:
     m = re.search(r"'(\w{1,60})' object has no attribute '(rope_theta|rope_scaling|partial_rotary_factor)'", line)
     cls, attr = (m.group(1), m.group(2)) if m else ("config", "rope_theta")
-    value = f" (for {f.name}: {f.rope_theta:g})" if attr == "rope_theta" and f.rope_theta else ""
+    value = f" (here {f.rope_theta:g})" if attr == "rope_theta" and f.rope_theta else ""
     key = "rope_type" if attr == "rope_scaling" else attr
     read = (f"getattr(config, 'rope_parameters', {{}}).get('{key}', getattr(config, '{attr}', None))")
     if attr == "rope_theta" and "rope_parameters" not in line:
