@@ -183,7 +183,7 @@ def report(d: Diagnosis, f: Facts) -> str:
         lines.append(_field("meaning", spec.meaning))
     if f.known:
         lines.append(_field("model", f.describe()))
-    if d.case in ("catalog", "needs_model"):
+    if d.case in ("catalog", "needs_model") and spec is not None:
         lines.append(_field("causes", "; ".join(spec.causes)))
         lines.append(_field("fix", spec.fix))
         if d.case == "needs_model":

@@ -43,8 +43,8 @@ SHAPE_CODES = ("q_shape", "k_shape", "v_shape", "k_pool_shape", "v_pool_shape", 
 
 
 def _zero_heads(what: str = "k") -> Case:
-    return Case("zero_heads", f"{what} has 0 heads: a tensor-parallel split with tp larger than the KV head count "
-                              "leaves this rank no whole KV head (or k was sliced empty).",
+    return Case("zero_heads", f"{what} has no head at all, what a tensor-parallel split with more ranks than KV "
+                              f"heads (tp > Hkv) leaves a rank; or {what} was sliced empty.",
                 "Give every rank whole KV heads: tp <= Hkv with Hkv % tp == 0, or replicate each KV head over "
                 "tp / Hkv ranks; k is then [T, max(1, Hkv // tp), D] on every rank, never empty.")
 
