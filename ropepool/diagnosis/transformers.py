@@ -124,7 +124,7 @@ def diagnose(text: str, f: Facts) -> tuple[int, Diagnosis] | None:
     """The last transformers RoPE-config message in ``text``, diagnosed; with its position."""
     found = last(text, "must be a dictionary with", "Missing required keys in `rope_", "has no attribute 'rope_",
                  "has no attribute 'partial_rotary_factor'", "KeyError: 'type'", "KeyError: 'rope_type'",
-                 'KeyError: "rope_type"', "Unrecognized keys in `rope_")
+                 'KeyError: "rope_type"', 'KeyError "rope_type"', "Unrecognized keys in `rope_")
     if found is None:
         return None
     i, phrase = found
