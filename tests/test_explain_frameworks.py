@@ -81,3 +81,38 @@ def test_config_folder_in_either_layout(tmp_path, capsys, layout):
     rc = main(["explain", "RuntimeError: shape '[1, 7, 32, 128]' is invalid for input of size 7168", "--config",
                str(tmp_path / "config.json"), "--num-kv-heads", "8"])
     assert rc == 0 and "kv_viewed_with_hq" in capsys.readouterr().out
+
+
+# Held out of the corpus: messages of the same families whose numbers allow more than one reading, and
+# messages of other causes. Right or honestly ambiguous; never a single fix for the wrong mistake.
+HELD_OUT = [
+    ("head counts on the tokens axis", "llama-3-8b",
+     "The size of tensor a (32) must match the size of tensor b (8) at non-singleton dimension 2", {"ambiguous"}),
+    ("two sequence lengths", "llama-3-8b",
+     "The size of tensor a (17) must match the size of tensor b (16) at non-singleton dimension 2", {"foreign"}),
+    ("a view with the wrong batch", "llama-3-8b",
+     "ValueError: [reshape] Cannot reshape array of size 10 into shape (1,7,32,128).", {"tokens"}),
+    ("no model: a head count viewed", None, "shape '[2, 16, 32, 128]' is invalid for input of size 32768",
+     {"ambiguous"}),
+    ("no model: SDPA head counts", None, "[scaled_dot_product_attention] n_heads must be a multiple of n_kv_heads, "
+                                         "found n_heads 32 for n_kv_heads 6.", {"ambiguous"}),
+    ("no model: rope dims", None, "[rope] dims must not exceed the input's last dimension (64) but got 128.",
+     {"ambiguous"}),
+    ("an MLP weight", "qwen2.5-7b", "size mismatch for model.layers.0.mlp.up_proj.weight: copying a param with "
+                                    "shape torch.Size([512, 10]) from checkpoint, the shape in current model is "
+                                    "torch.Size([3584, 10]).", None),
+    ("vocabulary, not attention", None, "llama_model_load: error loading model: check_tensor_dims: tensor "
+                                        "'token_embd.weight' has wrong shape; expected  4096, 128256, got  4096, "
+                                        "128258,     1,     1", {"not_attention"}),
+    ("a KeyError of another dict", None, "KeyError: 'type'", None),
+    ("the op's value check", "llama-3-8b", "rope_base must be a finite number > 0, got nan", {"catalog"}),
+]
+
+
+@pytest.mark.parametrize("what, model, text, cases", HELD_OUT, ids=[h[0] for h in HELD_OUT])
+def test_held_out_messages_are_right_or_honestly_ambiguous(what, model, text, cases):
+    d = diagnosis_of(text, model)
+    if cases is None:
+        assert d is None, f"{what}: read as {d.case}"
+    else:
+        assert d is not None and d.case in cases, f"{what}: {d and d.case}: {d and d.why}"

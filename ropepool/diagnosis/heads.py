@@ -184,6 +184,12 @@ def broadcast_case(a: int, b: int, dim: int | None, f: Facts, ndim: int | None =
     """Sizes ``a`` and ``b`` that must match on axis ``dim`` (of ``ndim`` axes, where known)."""
     Hq, Hkv, D, rd = f.num_qo_heads, f.num_kv_heads, f.head_dim, f.rotary_dim
     pair = {a, b}
+    heads_axis = dim is None or dim <= 1 or (ndim is not None and dim == ndim - 3)
+    if Hq and Hkv and Hq != Hkv and pair == {Hq, Hkv} and not heads_axis:
+        return ambiguous([("heads", f"q's {Hq} heads against k/v's {Hkv} on a [B, T, H, D] layout: repeat_kv missing "
+                                    f"(G = {Hq // Hkv})"),
+                          ("tokens", f"or {a} and {b} are two sequence lengths that happen to be the head counts")],
+                         "q.shape and k.shape just before the failing line")
     if Hq and Hkv and Hq != Hkv and pair == {Hq, Hkv}:
         return ("missing_repeat_kv", "heads",
                 f"q's {Hq} query heads met k/v's {Hkv} KV heads: attention written for MHA got GQA tensors, and "
