@@ -40,7 +40,7 @@ def test_attention_without_repeat_kv(name):
 
 @pytest.mark.parametrize("name", GQA)
 def test_weights_for_a_config_without_num_key_value_heads(name):
-    """A config.json without num_key_value_heads builds k_proj [Hq * D, hidden]; the GQA weights are [Hkv * D, hidden]."""
+    """A config.json without num_key_value_heads builds k_proj [Hq * D, hidden]; GQA weights are [Hkv * D, hidden]."""
     p = preset(name)
     hidden = load_preset(name)["hidden_size"]
     layer = nn.Linear(hidden, p.num_qo_heads * p.head_dim, bias=False)

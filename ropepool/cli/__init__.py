@@ -37,9 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     from .explain import add_arguments as explain_arguments
 
     explain_arguments(sub.add_parser("explain", help="paste a RoPE, GQA or KV-cache error (SGLang, ropepool, "
-                                                     "transformers/PyTorch, MLX, mlx-lm, vLLM, llama.cpp, TensorRT-LLM): "
-                                                     "its numbers, and with --model the mistake and the fix; "
-                                                     "--silent for failures without a message"))
+                                                     "transformers/PyTorch, MLX, mlx-lm, vLLM, llama.cpp, "
+                                                     "TensorRT-LLM): its numbers, and with --model the mistake and "
+                                                     "the fix; --silent for failures without a message"))
 
     bench = sub.add_parser("bench", help="time ropepool against mx.fast.rope + scatter, NumPy and a copy; "
                                          "tables and artifacts/bench.png (targets: benchmarks/op_bench.py)")
