@@ -5,9 +5,9 @@ One recogniser per family of messages, each reading its numbers out of the text 
 
 ==================  ==============================================================================
 :mod:`.op`          the op's own: SGLang's messages (verbatim) and ropepool's; also the op's hint
-:mod:`.torch`       PyTorch: ``view``, broadcasting, ``expand``, ``load_state_dict`` (what transformers prints)
-:mod:`.transformers`  transformers' RoPE config checks; a reader's ``KeyError: 'type'`` / ``'rope_type'``
-:mod:`.mlx`         MLX (reshape, broadcast, SDPA, rope) and mlx-lm (weights, RoPE config)
+:mod:`.pytorch`     PyTorch: ``view``, broadcasting, ``expand``, ``load_state_dict`` (what transformers prints)
+:mod:`.hf_config`   transformers' RoPE config checks; a reader's ``KeyError: 'type'`` / ``'rope_type'``
+:mod:`.apple_mlx`   MLX (reshape, broadcast, SDPA, rope) and mlx-lm (weights, RoPE config)
 :mod:`.engines`     vLLM (tp, rope_type), llama.cpp (GGUF tensors), TensorRT-LLM (weights)
 :mod:`.silent`      checklists for failures with no message (GGUF pairs, long context, FP8 2x)
 ==================  ==============================================================================
@@ -24,7 +24,7 @@ Example
 
 from __future__ import annotations
 
-from . import engines, mlx, op, torch, transformers
+from . import apple_mlx, engines, hf_config, op, pytorch
 from .base import Case, Diagnosis, Facts
 from .op import K_CASES, SHAPE_CODES, ReadError, case_of, k_shape_case, read_error
 from .silent import CHECKLISTS, SETUP, checklist
@@ -37,7 +37,7 @@ __all__ = ["Case", "Diagnosis", "Facts", "K_CASES", "SHAPE_CODES", "ReadError", 
 FAMILIES = ("SGLang", "ropepool", "PyTorch (view, broadcasting, expand, load_state_dict)", "transformers",
             "MLX", "mlx-lm", "vLLM", "llama.cpp", "TensorRT-LLM")
 
-_RECOGNISERS = (torch.diagnose, transformers.diagnose, mlx.diagnose, engines.diagnose)
+_RECOGNISERS = (pytorch.diagnose, hf_config.diagnose, apple_mlx.diagnose, engines.diagnose)
 
 
 def diagnose(text: str, facts: Facts | None = None, others_of=None) -> Diagnosis | None:

@@ -18,7 +18,7 @@ import re
 from .base import Diagnosis, Facts, ambiguous
 from .heads import weight_case
 from .text import ints, last, line_at, shapes
-from .torch import proj_of
+from .pytorch import proj_of
 
 
 def _divisors(n: int) -> list[int]:

@@ -19,7 +19,7 @@ import re
 from .base import Diagnosis, Facts, ambiguous, heads
 from .heads import broadcast_case, head_dim_from_hidden, view_case, weight_case
 from .text import ints, last, line_at, product, shapes
-from .torch import proj_of
+from .pytorch import proj_of
 
 MLX = "MLX (mlx/ops.cpp)"
 MLX_LM = "mlx-lm (mlx_lm/models/*.py, rope_utils.py)"
