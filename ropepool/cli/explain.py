@@ -16,7 +16,7 @@ from typing import TextIO
 
 from ..diagnosis import case_of, read_error, read_shape
 from ..errors import WRAP_WIDTH, wrap
-from ..teaching.catalog import CATALOG
+from ..teaching.catalog import CATALOG, MLA_CATALOG
 from ..models import ConfigError, RopeParams, from_config, load_config, preset, preset_names
 
 ORIGIN = {"sglang": "SGLang's Python wrapper", "sglang-c++": "SGLang's C++ extension",
@@ -69,10 +69,11 @@ def variant_of_preset(name: str) -> str | None:
 
 def explain(text: str, params: RopeParams | None = None, num_kv_heads: int | None = None) -> str | None:
     """The explanation of ``text`` (None if it holds no message of the op's), compared with ``params``."""
-    read = read_error(text, CATALOG)
+    catalog = {**CATALOG, **MLA_CATALOG}  # rope_pool_fused's messages and rope_pool_fused_mla's own
+    read = read_error(text, catalog)
     if read is None:
         return None
-    spec = CATALOG[read.code]
+    spec = catalog[read.code]
     lines = [_field("check", f"{read.code}, {ORIGIN[spec.origin]}"), _field("message", read.line)]
     numbers = ", ".join(f"{k} = {read_shape(v) or v}" if "shape" in k else f"{k} = {v}"
                         for k, v in read.fields.items())
