@@ -27,7 +27,8 @@ transformers 5, ``rope_local_base_freq``): one call of the op rotates one way, s
 layers' parameters come with a warning naming the others (:attr:`RopeParams.warnings`).
 
 :func:`from_config` refuses what this op cannot compute: multi-head latent attention
-(DeepSeek-V2/V3), ALiBi, and the scaling types :mod:`ropepool.rope` refuses (dynamic, mrope).
+(DeepSeek-V2/V3: :mod:`ropepool.mla` is its op), ALiBi, and the scaling type :mod:`ropepool.rope` refuses
+(dynamic). mrope (Qwen2-VL) is read as the op computes it: positions ``[3, T]``.
 Presets ship the relevant fields of real configs (:func:`preset_names`), each naming the model
 and the file its numbers come from.
 
@@ -358,7 +359,7 @@ def from_config(config: dict, layer_type: str | None = None) -> RopeParams:
         KV-head count disagree; ``rope_theta`` is not a finite number > 0; the rotated part
         (``partial_rotary_factor``, ``rotary_pct``, ``rotary_dim``) is not an even number of
         dimensions within the head; ``rope_scaling`` is not a dict, names a type the op cannot
-        compute (dynamic, mrope) or holds a bad value; the model uses multi-head latent attention
+        compute (dynamic) or holds a bad value; the model uses multi-head latent attention
         (``kv_lora_rank``, ...) or ALiBi; ``layer_type`` is not one the config has; a size is past
         :data:`MAX_HEAD_DIM` or :data:`MAX_HEADS`.
 

@@ -8,7 +8,8 @@ from ._arrays import native, to_mx, to_numpy
 from .backends import resolve
 from .inplace import INPLACE_BACKENDS
 from .pool_write import write, write_in_place
-from .rope import rope_table
+from .mrope import rotate_mrope
+from .rope import position_rows, rope_table
 from .validation import validate
 
 
@@ -27,7 +28,8 @@ def rope_pool_fused(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_
     ----------
     q : mx.array or np.ndarray ``[T, Hq, D]``
     k, v : ``[T, Hkv, D]``, q's dtype (float16, bfloat16 or float32)
-    positions : int32 ``[T]``, each in ``[0, 2**24)``
+    positions : int32 ``[T]``, each in ``[0, 2**24)``; with an mrope ``rope_scaling`` also ``[3, T]``
+        (time, height, width: :mod:`ropepool.rope`, :mod:`ropepool.mrope`)
     slots : int32 ``[T]``; token t writes pool row ``slots[t]``; ``slots[t] < 0`` writes nothing
     k_pool, v_pool : ``[P, Hkv, D]``, q's dtype; or both uint8: an FP8 e4m3 cache (see below)
     head_dim, num_qo_heads, num_kv_heads : int, D, Hq and Hkv (Hq a multiple of Hkv)
@@ -35,7 +37,7 @@ def rope_pool_fused(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_
     rotary_dim : int or None, the leading dimensions of each head that turn (None: all D);
         the others are copied bit for bit
     is_neox : bool, NeoX pairs ``(i, i + rotary_dim/2)``; False: GPT-J pairs ``(2i, 2i + 1)``
-    rope_scaling : dict or None, the config's ``rope_scaling`` (linear, llama3, yarn, longrope)
+    rope_scaling : dict or None, the config's ``rope_scaling`` (linear, llama3, yarn, longrope, mrope)
     max_position_embeddings : int or None, the config's (longrope and some yarn configs need it)
     backend : "auto", "metal", "cuda", "cpu" or "mlx" (see :func:`ropepool.available_backends`)
     check_values : bool, also check positions and slots by value (range, duplicate slots).
@@ -83,7 +85,8 @@ def rope_pool_fused(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_
     plan, fusion = validate(q, k, v, positions, slots, k_pool, v_pool, head_dim=head_dim,
                             num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads, rope_base=rope_base,
                             check_values=check_values, inplace=inplace, q_norm_weight=q_norm_weight,
-                            k_norm_weight=k_norm_weight, norm_eps=norm_eps, k_scale=k_scale, v_scale=v_scale)
+                            k_norm_weight=k_norm_weight, norm_eps=norm_eps, k_scale=k_scale, v_scale=v_scale,
+                            position_rows=position_rows(rope_scaling))
     rope = rope_table(head_dim, rope_base, rotary_dim=rotary_dim, is_neox=is_neox, rope_scaling=rope_scaling,
                       max_position_embeddings=max_position_embeddings)
     name, rotate = resolve(backend, inplace)  # after the inputs: every check runs in the catalog's order
@@ -93,7 +96,10 @@ def rope_pool_fused(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_
     q, k, v, positions = (native(x) for x in (q, k, v, positions))  # any NumPy layout or byte order
     if name != "cpu":  # the cpu backend reads NumPy and MLX memory alike
         q, k, v, positions = (to_mx(x) for x in (q, k, v, positions))
-    q_rot, k_rot, k_rows, v_rows = rotate(q, k, v, positions, rope=rope, fusion=fusion)
+    if rope.mrope_section:  # [3, T] positions: one pass per run of pairs (ropepool.mrope)
+        q_rot, k_rot, k_rows, v_rows = rotate_mrope(rotate, q, k, v, positions, rope=rope, fusion=fusion)
+    else:
+        q_rot, k_rot, k_rows, v_rows = rotate(q, k, v, positions, rope=rope, fusion=fusion)
     if host_write:
         if not inplace:
             k_pool, v_pool = _fresh_copy(k_pool), _fresh_copy(v_pool)

@@ -27,7 +27,7 @@ def inverse_frequencies(head_dim: int, rope_base: float) -> np.ndarray:
 
 
 def rotate(x, positions, rope: Rope) -> np.ndarray:
-    """Rotate ``x [T, H, D]`` at ``positions [T]`` as ``rope`` says, in float64.
+    """Rotate ``x [T, H, D]`` at ``positions [T]`` (mrope: ``[3, T]`` too) as ``rope`` says, in float64.
 
     Pair ``(a, b)`` of :meth:`Rope.pairs` turns by ``theta = position * inv_freq[i]`` and is
     multiplied by ``rope.scale``; dimensions past ``rope.rotary_dim`` are copied.
@@ -35,7 +35,10 @@ def rotate(x, positions, rope: Rope) -> np.ndarray:
     x = to_numpy(x, np.float64)
     out = x.copy()
     pos = to_numpy(positions, np.float64)
-    theta = pos[:, None] * np.asarray(rope.inv_freq)[None, :]  # [T, rd/2]
+    if pos.ndim == 2:  # mrope's [3, T]: pair i reads the row of its section
+        theta = pos[rope.pair_axes()].T * np.asarray(rope.inv_freq)[None, :]  # [T, rd/2]
+    else:
+        theta = pos[:, None] * np.asarray(rope.inv_freq)[None, :]  # [T, rd/2]
     cos = np.cos(theta)[:, None, :] * rope.scale  # [T, 1, rd/2]
     sin = np.sin(theta)[:, None, :] * rope.scale
     a, b = rope.pairs().T  # [rd/2] each

@@ -236,10 +236,9 @@ _SPECS = [
         lambda: _call(rope_scaling={"rope_type": "llama3", "factor": 8.0})),
     ErrorSpec(
         "rope_type_refused",
-        "dynamic NTK scaling changes the base with the current sequence length, and mrope rotates "
-        "sections of a head by different (time, height, width) positions: neither is one "
-        "inverse-frequency table per call.",
-        ("a Qwen2-VL (mrope) or a dynamic-NTK config",),
+        "dynamic NTK scaling changes the base with the current sequence length: it is not one "
+        "inverse-frequency table per call (and mrope, which the op computes, refuses QK-norm).",
+        ("a dynamic-NTK config", "rope_scaling type mrope with q_norm_weight or k_norm_weight"),
         "Rotate q and k with the model's own RoPE module and write the pools yourself, or use a "
         "static type (linear, yarn) if the model allows it.",
         lambda: _call(rope_scaling={"rope_type": "dynamic", "factor": 2.0}),
