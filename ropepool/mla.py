@@ -169,7 +169,7 @@ def validate_mla(q_pe, k_pe, c_kv, positions, slots, latent_pool, *, num_qo_head
     dt = {name: dtype_name(x) for name, x in named.items()}
     pool_dt = dt["latent_pool"]
     if not (dt["q_pe"] == dt["k_pe"] == dt["c_kv"] and pool_dt in (dt["q_pe"], "uint8")):
-        raise fail("mla_dtype", expected=f"q_pe, k_pe, c_kv in one dtype, latent_pool in it or uint8",
+        raise fail("mla_dtype", expected="q_pe, k_pe, c_kv in one dtype, latent_pool in it or uint8",
                    got=f"q_pe {dt['q_pe']}, k_pe {dt['k_pe']}, c_kv {dt['c_kv']}, latent_pool {pool_dt}",
                    hint=f"cast k_pe and c_kv to {dt['q_pe']}; allocate the pool in that dtype (or uint8 for FP8).")
     if dt["positions"] != "int32" or dt["slots"] != "int32":

@@ -78,7 +78,8 @@ def test_fp8_pool_from_the_final_rotation_and_qk_norm_refused():
     from ropepool.reference import quantize_rows
 
     kw = make_inputs(Shapes(5, 2, 1, 16, 6), "float16")
-    kw.update(positions=mx.array(POSITIONS3), k_pool=mx.zeros((6, 1, 16), mx.uint8), v_pool=mx.zeros((6, 1, 16), mx.uint8))
+    pools = {n: mx.zeros((6, 1, 16), mx.uint8) for n in ("k_pool", "v_pool")}
+    kw.update(positions=mx.array(POSITIONS3), **pools)
     _, k_rot, k_pool, v_pool = rope_pool_fused(**kw, rope_scaling=QWEN2_VL, k_scale=0.5)
     slots = np.array(kw["slots"])
     np.testing.assert_array_equal(np.array(k_pool)[slots], quantize_rows(np.array(k_rot), 0.5))
