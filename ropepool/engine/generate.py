@@ -14,6 +14,7 @@ from .allocator import MAX_POOL_ROWS, Allocator
 from .arguments import check_int, check_token_ids
 from .errors import EngineArgumentError, WrongThreadError
 from .journal import HeldInterrupts, Journal
+from .layered import make_runner
 from .protocols import AllocatorFactory, CacheFactory, SchedulerFactory
 from .radix import NoCache, RadixCache
 from .request import Request
@@ -79,7 +80,7 @@ class Engine:
                 raise EngineArgumentError(f"{name} must be a class or factory (see ropepool.engine.protocols), "
                                           f"got {factory!r:.60}")
         max_step_tokens = check_int("max_step_tokens", max_step_tokens, 1)
-        self.runner = ModelRunner(model, pool_rows, backend, kv_dtype, kv_scales)  # the pools are lazy: nothing allocated yet
+        self.runner = make_runner(model, pool_rows, backend, kv_dtype, kv_scales)  # the pools are lazy: nothing allocated yet
         check_pool_memory(self.runner, pool_rows)
         self.allocator = allocator(pool_rows, page_size)
         if isinstance(prefix_cache, bool):
