@@ -80,7 +80,8 @@ class Engine:
                 raise EngineArgumentError(f"{name} must be a class or factory (see ropepool.engine.protocols), "
                                           f"got {factory!r:.60}")
         max_step_tokens = check_int("max_step_tokens", max_step_tokens, 1)
-        self.runner = make_runner(model, pool_rows, backend, kv_dtype, kv_scales)  # the pools are lazy: nothing allocated yet
+        # Without a prefix cache, sliding-window layers keep only their window's rows (engine.window)
+        self.runner = make_runner(model, pool_rows, backend, kv_dtype, kv_scales, ring=prefix_cache is False)  # the pools are lazy: nothing allocated yet
         check_pool_memory(self.runner, pool_rows)
         self.allocator = allocator(pool_rows, page_size)
         if isinstance(prefix_cache, bool):
@@ -89,6 +90,8 @@ class Engine:
         self.scheduler = scheduler(self.allocator, cache, max_step_tokens=max_step_tokens)
         self.journal = Journal()  # the step's undo log, shared by the parts that keep one (:mod:`.protocols`)
         self._unjournaled = []  # parts without a journal: copied at each step instead
+        if hasattr(self.runner, "journal"):  # the runner's own rows (a sliding window's ring) are undone too
+            self.runner.journal = self.journal
         for part in (self.allocator, cache, self.scheduler):
             if hasattr(part, "journal"):
                 part.journal = self.journal
@@ -175,6 +178,8 @@ class Engine:
             logits = self.runner.run(batch)  # [len(batch.requests), vocab]
             mx.eval(logits)  # the lazy pass runs here, inside the try
             self.scheduler.postprocess(batch, logits, keep_logits=self.keep_logits)
+            if hasattr(self.runner, "release"):  # rows the runner keeps per request (a sliding window's ring)
+                self.runner.release(batch.finished)
             hold.start()  # the step is done: from here on a Ctrl-C is held, not raised
         except BaseException as error:
             hold.stop()

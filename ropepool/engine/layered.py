@@ -21,8 +21,10 @@ gpt_oss        k, v ``[P, Hkv, D]``                      every other layer slide
                                                          per head joins every softmax
 =============  ========================================  =================================================
 
-A sliding layer here keeps the rows of every position, as the full layers do, and masks those older
-than its window (a row is one slot in every layer's pool, so the rows are shared).
+With ``ring=True`` (the engine's ``prefix_cache=False``) the sliding layers keep only ``window`` rows
+per request, as a ring (:mod:`.window`); otherwise they keep the rows of every position, as the full
+layers do, and mask those older than the window (so that a cached prefix's window is there for
+whoever shares it).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from ..backends import resolve
 from . import model_spec
 from .runner import ModelRunner, StepContext
 from .scheduler import Batch
+from .window import Rings
 
 LAYERED = model_spec.LAYERED  # the mlx-lm modules served here
 
@@ -97,7 +100,7 @@ class EngineAttention(nn.Module):
 class LayeredRunner:
     """The model, its per-layer pools and the forward pass over a Batch, for :data:`LAYERED` models."""
 
-    def __init__(self, model, pool_rows: int, backend: str, arch: str):
+    def __init__(self, model, pool_rows: int, backend: str, arch: str, ring: bool = False):
         self.model, self.arch, self.backend = model, arch, backend
         self.inner = model.model
         args = self.args = model.args
@@ -112,8 +115,14 @@ class LayeredRunner:
             Hkv, D = args.num_key_value_heads, args.head_dim
             self.pools = [[mx.zeros((pool_rows, Hkv, D), dtype), mx.zeros((pool_rows, Hkv, D), dtype)]
                           for _ in self.inner.layers]  # k, v [P, Hkv, D] each
-        self.ctx = None
-        self.window_mask = None
+        self.rings = Rings(self.window, max(self.window, min(pool_rows, 4 * self.window))) if (
+            ring and self.window) else None
+        if self.rings is not None:  # the sliding layer group's pools: ring rows, not slots
+            for i in np.flatnonzero(self.sliding):
+                self.pools[i] = [mx.zeros((self.rings.capacity, *p.shape[1:]), p.dtype) for p in self.pools[i]]
+        self.ring_layers = [bool(s and self.rings is not None) for s in self.sliding]
+        self.journal = None  # the engine's undo log (set by the Engine)
+        self.ctx = self.window_mask = self.wstep = None
 
     @property
     def k_pools(self) -> list:
@@ -128,6 +137,11 @@ class LayeredRunner:
         """The float32 logits ``[len(batch.requests), vocab]`` at each request's last new token."""
         ctx = self.ctx = StepContext.of(batch)
         self.window_mask = window_mask(batch, self.window) if self.window else None
+        if self.rings is not None:
+            self.rings.journal = self.journal
+            self.wstep = self.rings.plan(batch)
+            self._fit_ring_pools()
+            self._save_ring_rows(self.wstep.slots)
         layers = self.inner.layers
         originals = [layer.self_attn for layer in layers]
         try:
@@ -137,7 +151,7 @@ class LayeredRunner:
         finally:
             for layer, attn in zip(layers, originals):
                 layer.self_attn = attn
-            self.ctx = self.window_mask = None
+            self.ctx = self.window_mask = self.wstep = None
         return logits[ctx.last].astype(mx.float32)  # [R, vocab]
 
     def gqa(self, i: int, attn, x, ctx: StepContext):
@@ -149,15 +163,23 @@ class LayeredRunner:
         if hasattr(attn, "q_norm"):  # Gemma's RMSNorm scales by (1 + w)
             norm = dict(q_norm_weight=1.0 + attn.q_norm.weight, k_norm_weight=1.0 + attn.k_norm.weight,
                         norm_eps=float(attn.q_norm.eps))
-        k_pool, v_pool = self.pools[i]
-        q, _, k_pool, v_pool = rope_pool_fused(q, k, v, ctx.positions, ctx.slots, k_pool, v_pool, head_dim=D,
-                                               num_qo_heads=Hq, num_kv_heads=Hkv, **self.rope[i], **norm,
-                                               backend=self.backend, check_values=i == 0)
+        old_k, old_v = self.pools[i]
+        ring = self.ring_layers[i]
+        slots = self.wstep.slots if ring else ctx.slots
+        q, k_rot, k_pool, v_pool = rope_pool_fused(q, k, v, ctx.positions, slots, old_k, old_v, head_dim=D,
+                                                   num_qo_heads=Hq, num_kv_heads=Hkv, **self.rope[i], **norm,
+                                                   backend=self.backend, check_values=i == self.first_check(ring))
         self.pools[i] = [k_pool, v_pool]
         q = q[:, None] if ctx.queries is None else q[ctx.queries]  # [R, N, Hq, D]
-        keys = k_pool[ctx.rows].transpose(0, 2, 1, 3)  # [R, Hkv, L, D]
-        values = v_pool[ctx.rows].transpose(0, 2, 1, 3)
-        mask = self.window_mask if self.sliding[i] else ctx.mask
+        if ring:  # the ring before this step's write (old positions), then this step's own k and v
+            ws = self.wstep
+            keys = mx.concatenate([old_k[ws.old], k_rot[ws.new]], axis=1)  # [R, W - 1 + N, Hkv, D]
+            values = mx.concatenate([old_v[ws.old], v[ws.new]], axis=1)
+            mask = ws.mask
+        else:
+            keys, values = k_pool[ctx.rows], v_pool[ctx.rows]  # [R, L, Hkv, D]
+            mask = self.window_mask if self.sliding[i] else ctx.mask
+        keys, values = keys.transpose(0, 2, 1, 3), values.transpose(0, 2, 1, 3)  # [R, Hkv, L, D]
         scale = getattr(attn, "scale", None) or attn.sm_scale
         o = mx.fast.scaled_dot_product_attention(q.transpose(0, 2, 1, 3), keys, values, scale=scale, mask=mask,
                                                  sinks=getattr(attn, "sinks", None))  # [R, Hq, N, D]
@@ -189,31 +211,62 @@ class LayeredRunner:
         o = attn.unembed_out(o).transpose(0, 2, 1, 3).reshape(-1, Hq * a.v_head_dim)  # [R_req * N, Hq*v]
         return attn.o_proj(o if ctx.outputs is None else o[ctx.outputs])  # [T, hidden]
 
-    def save_rows(self, rows: list[int]) -> list[list[mx.array]]:
-        """Every layer's pools at ``rows``, copied (evaluated now)."""
+    def release(self, finished) -> None:
+        """Give back the rings of the requests that finished this step."""
+        if self.rings is not None:
+            self.rings.release(finished)
+
+    def first_check(self, ring: bool) -> int:
+        """The layer that checks the step's slots by value: layer 0, and the ring group's first layer."""
+        return self.ring_layers.index(True) if ring else 0
+
+    def slot_layers(self) -> list[int]:
+        """The layers whose pools the engine's slots index (every layer but the ring group's)."""
+        return [i for i, r in enumerate(self.ring_layers) if not r]
+
+    def save_rows(self, rows: list[int], layers=None) -> list[list[mx.array]]:
+        """The pools of ``layers`` (default: :meth:`slot_layers`) at ``rows``, copied (evaluated now)."""
         index = mx.array(rows, mx.int32)
-        saved = [[p[index] for p in layer] for layer in self.pools]
+        saved = [[p[index] for p in self.pools[i]] for i in (self.slot_layers() if layers is None else layers)]
         mx.eval(saved)
         return saved
 
-    def restore_rows(self, rows: list[int], saved) -> None:
+    def restore_rows(self, rows: list[int], saved, layers=None) -> None:
         """Write :meth:`save_rows`' copies back into pool ``rows``, through the one pool writer."""
         from .. import pool_write
 
-        p = pool_write.plan(np.array(rows, np.int64), self.pools[0][0].shape[0], checked=True)
-        for i, layer in enumerate(saved):
+        layers = self.slot_layers() if layers is None else layers
+        p = pool_write.plan(np.array(rows, np.int64), self.pools[layers[0]][0].shape[0], checked=True)
+        for i, layer in zip(layers, saved):
             self.pools[i] = [pool_write.write_one(p, pool, rows_) for pool, rows_ in zip(self.pools[i], layer)]
         mx.eval(self.pools)
 
+    def _fit_ring_pools(self) -> None:
+        """Grow the ring group's pools to the rings' capacity (rows kept, new rows zero)."""
+        for i in np.flatnonzero(self.ring_layers):
+            self.pools[i] = [p if p.shape[0] == self.rings.capacity else mx.concatenate(
+                [p, mx.zeros((self.rings.capacity - p.shape[0], *p.shape[1:]), p.dtype)]) for p in self.pools[i]]
+
+    def _save_ring_rows(self, slots: mx.array) -> None:
+        """The ring rows this step writes, copied into the undo log (their old k and v matter again if the
+        step is undone)."""
+        if self.journal is None or not self.journal.active:
+            return
+        rows = sorted(set(np.array(slots).tolist()) - {-1})
+        if rows:
+            layers = [int(i) for i in np.flatnonzero(self.ring_layers)]
+            self.journal.record(self.restore_rows, rows, self.save_rows(rows, layers), layers)
 
 
-def make_runner(model, pool_rows: int, backend: str = "auto", kv_dtype: str | None = None, kv_scales=None):
-    """The runner of ``model``: :class:`LayeredRunner` for :data:`LAYERED` models, else
-    :class:`~ropepool.engine.runner.ModelRunner`."""
+
+def make_runner(model, pool_rows: int, backend: str = "auto", kv_dtype: str | None = None, kv_scales=None,
+                ring: bool = False):
+    """The runner of ``model``: :class:`LayeredRunner` for :data:`LAYERED` models (sliding layers on rings
+    with ``ring``), else :class:`~ropepool.engine.runner.ModelRunner`."""
     arch = model_spec.architecture(model)
     if arch not in LAYERED:
         return ModelRunner(model, pool_rows, backend, kv_dtype, kv_scales)
     if kv_dtype is not None or kv_scales is not None:
         raise ValueError(f"kv_dtype='fp8' is served for {', '.join(model_spec.SUPPORTED)} models, not {arch}")
     name, _ = resolve(backend)  # an unknown or unavailable backend fails here, not mid-run
-    return LayeredRunner(model, pool_rows, "mlx" if backend == "auto" and name == "cpu" else name, arch)
+    return LayeredRunner(model, pool_rows, "mlx" if backend == "auto" and name == "cpu" else name, arch, ring)
