@@ -14,9 +14,9 @@ from ropepool.engine.tiny_models import build
 from ropepool.tolerance import ENGINE_LOGITS_FLOAT32
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_engine import check_against_mlx_lm  # noqa: E402
-from test_engine_sharing import results  # noqa: E402
-from test_engine_steps import Patch  # noqa: E402
+from test_engine import check_against_mlx_lm
+from test_engine_sharing import results
+from test_engine_steps import Patch
 
 BENCH = runpy.run_path(str(Path(__file__).parent.parent / "benchmarks" / "sliding_rows.py"))
 
@@ -57,7 +57,7 @@ def test_an_interrupted_ring_step_is_undone():
         return reqs, failures, engine
 
     want, _, plain = run(False)
-    got, failures, engine = run(True)
+    got, failures, _ = run(True)
     assert failures == plain.steps and plain.stats.preemptions > 0
     for r, w in zip(got, want):
         assert r.tokens == w.tokens

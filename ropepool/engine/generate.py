@@ -39,7 +39,9 @@ class Engine:
 
     Parameters
     ----------
-    model : an mlx-lm model of ``llama`` (Llama, Mistral), ``qwen2`` or ``phi3``
+    model : an mlx-lm model of ``llama`` (Llama, Mistral), ``qwen2``, ``phi3``, ``qwen3``, or through its own
+        decoder layers ``deepseek_v3`` (MLA), ``gemma3_text`` or ``gpt_oss`` (sliding windows; with
+        ``prefix_cache=False`` their sliding layers keep a ring of ``window`` rows per request)
     pool_rows : int, P, the rows of each layer's KV pool, at most ``2**31 - 1`` (slots are int32)
     backend : the ``rope_pool_fused`` backend ("auto", "cpu", "mlx", "metal", "cuda")
     stop : a token id (e.g. a chat model's end-of-turn) that finishes a request as soon as it is
@@ -81,7 +83,8 @@ class Engine:
                                           f"got {factory!r:.60}")
         max_step_tokens = check_int("max_step_tokens", max_step_tokens, 1)
         # Without a prefix cache, sliding-window layers keep only their window's rows (engine.window)
-        self.runner = make_runner(model, pool_rows, backend, kv_dtype, kv_scales, ring=prefix_cache is False)  # the pools are lazy: nothing allocated yet
+        self.runner = make_runner(model, pool_rows, backend, kv_dtype, kv_scales,
+                                  ring=prefix_cache is False)  # the pools are lazy: nothing allocated yet
         check_pool_memory(self.runner, pool_rows)
         self.allocator = allocator(pool_rows, page_size)
         if isinstance(prefix_cache, bool):

@@ -66,7 +66,8 @@ def _rope(arch: str, args, sliding: bool) -> dict:
     if arch == "gemma3_text" and sliding:
         config["rope_theta"] = float(args.rope_local_base_freq)
     elif getattr(args, "rope_scaling", None):
-        config.update(rope_scaling=args.rope_scaling, max_position_embeddings=getattr(args, "max_position_embeddings", None))
+        config.update(rope_scaling=args.rope_scaling,
+                      max_position_embeddings=getattr(args, "max_position_embeddings", None))
     kw = from_config(config).op_kwargs()
     return {k: v for k, v in kw.items() if k not in ("head_dim", "num_qo_heads", "num_kv_heads")}
 
