@@ -4,7 +4,8 @@ and sliding windows with attention sinks (``gpt_oss``).
 These models differ from Llama in more than attention: Gemma-3 scales its embedding and norms around
 each block, GPT-OSS routes its MLP to experts. So :class:`LayeredRunner` keeps the whole model, its
 own ``__call__`` included, and for one forward pass puts an :class:`EngineAttention` in place of each
-layer's ``self_attn``: the model's projections, then the op (:func:`ropepool.rope_pool_fused`, or
+layer's ``self_attn``: the model's projections, then the op (the layer half of :func:`ropepool.rope_pool_fused`,
+:func:`ropepool.op.apply_plan`, with the step's plan; or
 :func:`ropepool.rope_pool_fused_mla` for MLA's latent pool) and one attention call over the pool rows
 of every request's slot table. The step's context (:class:`~ropepool.engine.runner.StepContext`) is
 built once, and the window masks once per window size.
@@ -35,7 +36,9 @@ import numpy as np
 
 from ..mla import rope_pool_fused_mla
 from ..models import from_config
-from ..op import rope_pool_fused
+from ..op import apply_plan, plan_step
+from ..rope import rope_table
+from ..validation import fusion_settings
 from ..backends import resolve
 from . import model_spec
 from .runner import ModelRunner, StepContext
@@ -70,6 +73,14 @@ def _rope(arch: str, args, sliding: bool) -> dict:
                       max_position_embeddings=getattr(args, "max_position_embeddings", None))
     kw = from_config(config).op_kwargs()
     return {k: v for k, v in kw.items() if k not in ("head_dim", "num_qo_heads", "num_kv_heads")}
+
+
+def _qk_norm(attn) -> dict:
+    """Gemma-3's QK-norm as the op takes it: its RMSNorm scales by ``(1 + w)``; ``{}`` without one."""
+    if not hasattr(attn, "q_norm"):
+        return {}
+    return dict(q_norm_weight=1.0 + attn.q_norm.weight, k_norm_weight=1.0 + attn.k_norm.weight,
+                norm_eps=float(attn.q_norm.eps))
 
 
 def window_mask(batch: Batch, window: int) -> mx.array:
@@ -122,8 +133,12 @@ class LayeredRunner:
             for i in np.flatnonzero(self.sliding):
                 self.pools[i] = [mx.zeros((self.rings.capacity, *p.shape[1:]), p.dtype) for p in self.pools[i]]
         self.ring_layers = [bool(s and self.rings is not None) for s in self.sliding]
+        if arch != "deepseek_v3":  # each layer's RoPE table and QK-norm, made once (the plan is the step's)
+            self.ropes = [rope_table(args.head_dim, **kw) for kw in self.rope]
+            self.fusions = [fusion_settings(head_dim=args.head_dim, fp8=False, **_qk_norm(layer.self_attn))
+                            for layer in self.inner.layers]
         self.journal = None  # the engine's undo log (set by the Engine)
-        self.ctx = self.window_mask = self.wstep = None
+        self.ctx = self.window_mask = self.wstep = self.ring_plan = None
 
     @property
     def k_pools(self) -> list:
@@ -136,13 +151,15 @@ class LayeredRunner:
 
     def run(self, batch: Batch) -> mx.array:
         """The float32 logits ``[len(batch.requests), vocab]`` at each request's last new token."""
-        ctx = self.ctx = StepContext.of(batch)
+        slot_layer = self.slot_layers()[0]
+        ctx = self.ctx = StepContext.of(batch, self.pools[slot_layer][0].shape[0])  # the op's plan, checked once
         self.window_mask = window_mask(batch, self.window) if self.window else None
         if self.rings is not None:
             self.rings.journal = self.journal
             self.wstep = self.rings.plan(batch)
             self._fit_ring_pools()
             self._save_ring_rows(self.wstep.slots)
+            self.ring_plan = plan_step(ctx.positions, self.wstep.slots, self.rings.capacity)
         layers = self.inner.layers
         originals = [layer.self_attn for layer in layers]
         try:
@@ -152,7 +169,7 @@ class LayeredRunner:
         finally:
             for layer, attn in zip(layers, originals):
                 layer.self_attn = attn
-            self.ctx = self.window_mask = self.wstep = None
+            self.ctx = self.window_mask = self.wstep = self.ring_plan = None
         return logits[ctx.last].astype(mx.float32)  # [R, vocab]
 
     def gqa(self, i: int, attn, x, ctx: StepContext):
@@ -160,16 +177,11 @@ class LayeredRunner:
         T, Hq, Hkv, D = x.shape[0], self.args.num_attention_heads, self.args.num_key_value_heads, self.args.head_dim
         q = attn.q_proj(x).reshape(T, Hq, D)
         k, v = attn.k_proj(x).reshape(T, Hkv, D), attn.v_proj(x).reshape(T, Hkv, D)
-        norm = {}
-        if hasattr(attn, "q_norm"):  # Gemma's RMSNorm scales by (1 + w)
-            norm = dict(q_norm_weight=1.0 + attn.q_norm.weight, k_norm_weight=1.0 + attn.k_norm.weight,
-                        norm_eps=float(attn.q_norm.eps))
         old_k, old_v = self.pools[i]
         ring = self.ring_layers[i]
-        slots = self.wstep.slots if ring else ctx.slots
-        q, k_rot, k_pool, v_pool = rope_pool_fused(q, k, v, ctx.positions, slots, old_k, old_v, head_dim=D,
-                                                   num_qo_heads=Hq, num_kv_heads=Hkv, **self.rope[i], **norm,
-                                                   backend=self.backend, check_values=i == self.first_check(ring))
+        # RoPE (after QK-norm) and the pool write: the step's plan, this layer's table (the ring's plan for its group)
+        q, k_rot, k_pool, v_pool = apply_plan(q, k, v, old_k, old_v, self.ring_plan if ring else ctx.plan,
+                                              rope=self.ropes[i], fusion=self.fusions[i], backend=self.backend)
         self.pools[i] = [k_pool, v_pool]
         q = q[:, None] if ctx.queries is None else q[ctx.queries]  # [R, N, Hq, D]
         if ring:  # the ring before this step's write (old positions), then this step's own k and v
@@ -197,7 +209,8 @@ class LayeredRunner:
         c_kv = attn.kv_a_layernorm(c_kv)
         q_pe, _, pool = rope_pool_fused_mla(q_pe, k_pe.reshape(T, 1, rd), c_kv, ctx.positions, ctx.slots,
                                             self.pools[i][0], num_qo_heads=Hq, kv_lora_rank=R, rope_dim=rd,
-                                            **self.rope[i], backend=self.backend, check_values=i == 0)
+                                            **self.rope[i], backend=self.backend,
+                                            check_values=False)  # the step's plan checked the values
         self.pools[i] = [pool]
         rows = pool[ctx.rows][:, :, 0]  # [R_req, L, R + rd]
         latent, k_rot = rows[..., None, :, :R], rows[..., None, :, R:]  # [R_req, 1, L, R], [R_req, 1, L, rd]
@@ -216,10 +229,6 @@ class LayeredRunner:
         """Give back the rings of the requests that finished this step."""
         if self.rings is not None:
             self.rings.release(finished)
-
-    def first_check(self, ring: bool) -> int:
-        """The layer that checks the step's slots by value: layer 0, and the ring group's first layer."""
-        return self.ring_layers.index(True) if ring else 0
 
     def slot_layers(self) -> list[int]:
         """The layers whose pools the engine's slots index (every layer but the ring group's)."""
