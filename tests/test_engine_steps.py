@@ -465,8 +465,8 @@ def test_a_part_without_an_undo_log_is_copied_each_step_and_steps_stay_transacti
     failures = 0
     def state():
         s, a = engine.scheduler, engine.allocator
-        reqs = [(r.rid, r.status, list(r.slot_table), r.num_cached, list(r.tokens)) for r in reqs]
-        return reqs, [[r.rid for r in q] for q in (s.waiting, s.running)], list(a.free_pages), list(a.refs)
+        books = [(r.rid, r.status, list(r.slot_table), r.num_cached, list(r.tokens)) for r in reqs]
+        return books, [[r.rid for r in q] for q in (s.waiting, s.running)], list(a.free_pages), list(a.refs)
 
     while not engine.done:
         before = state()

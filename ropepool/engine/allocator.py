@@ -77,7 +77,10 @@ class Allocator:
 
     def rows(self, pages) -> list[int]:
         """The pool rows of ``pages``, page after page."""
-        return [p * self.page_size + o for p in pages for o in range(self.page_size)]
+        s = self.page_size
+        if s == 1:
+            return list(pages)
+        return [p * s + o for p in pages for o in range(s)]
 
     def allocate(self, n: int) -> list[int]:
         """``n`` free pages, taken off the free list, each held once.
@@ -145,10 +148,11 @@ class Allocator:
         self._add(pages, 1)
 
     def _check_held(self, pages, what: str) -> None:
-        refs, n = self.refs, self.num_pages
-        if all(type(p) is int and 0 <= p < n and refs[p] for p in pages) and (
-                what == "retain" or len(set(pages)) == len(pages)):
-            return  # the common call: each page held, none twice (O(pages), no dict)
+        if not pages:
+            return
+        if set(map(type, pages)) == {int} and 0 <= min(pages) and max(pages) < self.num_pages and all(
+                map(self.refs.__getitem__, pages)) and (what == "retain" or len(set(pages)) == len(pages)):
+            return  # the common call: each page held, none twice (O(pages) at C speed, no dict)
         counts: dict[int, int] = {}
         for p in pages:
             if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < self.num_pages or self.refs[p] == 0:
