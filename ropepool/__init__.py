@@ -11,6 +11,7 @@ _ropepool_blas.load()  # OpenBLAS before MLX on Linux x86-64, also where ropepoo
 from .backends import available_backends, best_backend
 from .errors import RopePoolError
 from .inputs import make_inputs
+from .mla import rope_pool_fused_mla
 from .op import rope_pool_fused
 from .reference import rope_pool_reference
 from .shapes import Shapes
@@ -26,5 +27,6 @@ __all__ = [
     "best_backend",
     "make_inputs",
     "rope_pool_fused",
+    "rope_pool_fused_mla",
     "rope_pool_reference",
 ]

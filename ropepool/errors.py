@@ -116,12 +116,28 @@ CODES: dict[str, Code] = {
 }
 
 
+#: The codes only ``rope_pool_fused_mla`` raises (:mod:`ropepool.mla`), in the order its checks run.
+#: Its other checks (arrays, index dtypes and lengths, values, scales, backends) raise the codes above.
+MLA_CODES: dict[str, Code] = {
+    "mla_ndim": Code("rope_pool_fused_mla expects q_pe/k_pe 3-D, c_kv 2-D and latent_pool 3-D", "ropepool"),
+    "mla_sizes": Code("num_qo_heads, kv_lora_rank and rope_dim must be positive, rope_dim even, got {got}",
+                      "ropepool"),
+    "q_pe_shape": Code("q_pe shape must be [num_tokens, num_qo_heads, rope_dim], got {shape}", "ropepool"),
+    "k_pe_shape": Code("k_pe shape must be [num_tokens, 1, rope_dim], got {shape}", "ropepool"),
+    "c_kv_shape": Code("c_kv shape must be [num_tokens, kv_lora_rank], got {shape}", "ropepool"),
+    "latent_pool_shape": Code("latent_pool shape must be [P, 1, kv_lora_rank + rope_dim], got {shape}", "ropepool"),
+    "mla_dtype": Code("q_pe/k_pe/c_kv dtypes must match and latent_pool be theirs or uint8, got {got}", "ropepool"),
+}
+
+_ALL_CODES = {**CODES, **MLA_CODES}
+
+
 def error_class(code: str) -> type[RopePoolError]:
     """The class raised for ``code``: :class:`RopePoolRuntimeError` for SGLang's C++-side checks."""
-    return RopePoolRuntimeError if CODES[code].origin == "sglang-c++" else RopePoolError
+    return RopePoolRuntimeError if _ALL_CODES[code].origin == "sglang-c++" else RopePoolError
 
 
 def fail(code: str, *, expected, got, hint: str, **fmt) -> RopePoolError:
     """Build the error ``code`` with its message formatted by ``fmt``."""
-    return error_class(code)(code, CODES[code].message.format(got=got, **fmt), expected=expected, got=got,
+    return error_class(code)(code, _ALL_CODES[code].message.format(got=got, **fmt), expected=expected, got=got,
                              hint=hint, details=fmt)

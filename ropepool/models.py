@@ -27,7 +27,8 @@ transformers 5, ``rope_local_base_freq``): one call of the op rotates one way, s
 layers' parameters come with a warning naming the others (:attr:`RopeParams.warnings`).
 
 :func:`from_config` refuses what this op cannot compute: multi-head latent attention
-(DeepSeek-V2/V3), ALiBi, and the scaling types :mod:`ropepool.rope` refuses (dynamic, mrope).
+(DeepSeek-V2/V3: :mod:`ropepool.mla` is its op), ALiBi, and the scaling type :mod:`ropepool.rope` refuses
+(dynamic). mrope (Qwen2-VL) is read as the op computes it: positions ``[3, T]``.
 Presets ship the relevant fields of real configs (:func:`preset_names`), each naming the model
 and the file its numbers come from.
 
@@ -57,6 +58,11 @@ from .shapes import Shapes
 
 _PRESETS = ("llama-3-8b", "llama-3-70b", "mistral-7b", "qwen2.5-7b", "gemma-2-9b", "phi-3-mini", "falcon-7b",
             "llama-3.1-8b", "qwen2.5-7b-yarn", "phi-3.5-mini", "phi-2")
+
+#: Presets of the models beyond GQA (:mod:`ropepool.kv_layout`, notebook 11): MHA, MLA (which
+#: ``from_config`` refuses: :mod:`ropepool.mla` is its op), sliding windows, mrope. Loaded like the others;
+#: not in :func:`preset_names`, the GQA presets the lessons and widgets walk through.
+_BEYOND_PRESETS = ("llama-2-7b", "deepseek-v3", "gemma-3-27b", "gpt-oss-20b", "qwen2-vl-7b")
 
 #: model_type values whose RoPE pairs neighbouring dimensions (GPT-J's interleaved convention).
 _GPTJ_PAIRS = ("gptj", "codegen")
@@ -144,8 +150,13 @@ class RopeParams:
 
 
 def preset_names() -> list[str]:
-    """The shipped presets, in a fixed order."""
+    """The GQA presets, in a fixed order (the lessons and widgets walk through these)."""
     return list(_PRESETS)
+
+
+def beyond_preset_names() -> list[str]:
+    """The presets beyond GQA (MHA, MLA, sliding windows, mrope), in a fixed order; :func:`load_preset` reads them."""
+    return list(_BEYOND_PRESETS)
 
 
 #: Suffixes of a checkpoint's name that do not change its shapes (qwen2.5-7b-instruct is qwen2.5-7b).
@@ -176,10 +187,10 @@ def load_preset(name: str) -> dict:
     ConfigError
         ``name`` is not one of :func:`preset_names`.
     """
-    if name not in _PRESETS:
+    if name not in _PRESETS + _BEYOND_PRESETS:
         close = closest_preset(str(name))
         maybe = f" (did you mean {close!r}?)" if close else ""
-        raise ConfigError(f"unknown preset {name!r}{maybe}: choose one of {', '.join(_PRESETS)}")
+        raise ConfigError(f"unknown preset {name!r}{maybe}: choose one of {', '.join(_PRESETS + _BEYOND_PRESETS)}")
     text = resources.files("ropepool").joinpath("presets", f"{name}.json").read_text(encoding="utf-8")
     return json.loads(text)
 
@@ -200,8 +211,8 @@ def load_config(source: str | Path) -> dict:
     """
     source = str(source)
     path = Path(source)
-    by_lower = {name.lower(): name for name in _PRESETS}
-    if source in _PRESETS or (source.lower() in by_lower and not path.exists()):
+    by_lower = {name.lower(): name for name in _PRESETS + _BEYOND_PRESETS}
+    if source in _PRESETS + _BEYOND_PRESETS or (source.lower() in by_lower and not path.exists()):
         return load_preset(by_lower[source.lower()])
     if path.is_dir():
         if not (path / "config.json").exists():
@@ -358,7 +369,7 @@ def from_config(config: dict, layer_type: str | None = None) -> RopeParams:
         KV-head count disagree; ``rope_theta`` is not a finite number > 0; the rotated part
         (``partial_rotary_factor``, ``rotary_pct``, ``rotary_dim``) is not an even number of
         dimensions within the head; ``rope_scaling`` is not a dict, names a type the op cannot
-        compute (dynamic, mrope) or holds a bad value; the model uses multi-head latent attention
+        compute (dynamic) or holds a bad value; the model uses multi-head latent attention
         (``kv_lora_rank``, ...) or ALiBi; ``layer_type`` is not one the config has; a size is past
         :data:`MAX_HEAD_DIM` or :data:`MAX_HEADS`.
 
@@ -384,7 +395,8 @@ def from_config(config: dict, layer_type: str | None = None) -> RopeParams:
         raise ConfigError(
             f"{name} uses multi-head latent attention ({got}): its cache holds a compressed latent per "
             "token plus one shared RoPE key, not per-head k and v, and RoPE covers only qk_rope_head_dim "
-            "of each head; rope_pool_fused does not fit this model", fields=tuple(mla))
+            "of each head; rope_pool_fused does not fit this model: ropepool.rope_pool_fused_mla does "
+            "(ropepool.kv_layout.mla_op_kwargs reads its arguments)", fields=tuple(mla))
     if config.get("alibi") is True:
         raise ConfigError(f"{name} uses ALiBi (alibi: true), not rotary embeddings: rope_pool_fused does not "
                           "fit this model", fields=("alibi",))

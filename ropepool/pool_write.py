@@ -147,10 +147,49 @@ def write_in_place(p: Plan, k_pool, v_pool, k_rows, v_rows) -> None:
     if isinstance(k_pool, mx.array) or isinstance(v_pool, mx.array):
         mx.synchronize()  # queued MLX work that reads a pool finishes before its rows change
     for pool, src in zip((k_pool, v_pool), sources):
-        target = _host_rows(pool)  # a writable view of the pool, [P, words]
-        if p.tokens is not None:
-            src = src[p.tokens]
-        if p.start is not None:
-            target[p.start:p.start + src.shape[0]] = src
-        else:
-            target[p.rows] = src
+        _copy_host_rows(p, pool, src)
+
+
+def _copy_host_rows(p: Plan, pool, src: np.ndarray) -> None:
+    target = _host_rows(pool)  # a writable view of the pool, [P, words]
+    if p.tokens is not None:
+        src = src[p.tokens]
+    if p.start is not None:
+        target[p.start:p.start + src.shape[0]] = src
+    else:
+        target[p.rows] = src
+
+
+# One pool: MLA's latent pool [P, 1, kv_lora_rank + rope_dim] (:mod:`ropepool.mla`), same plan, same rules.
+
+
+def write_one(p: Plan, pool: mx.array, rows) -> mx.array:
+    """A new pool ``[P, H, W]``: ``pool`` with ``rows [T, H, W]`` placed as ``p`` says (rebind it for O(T))."""
+    if p.rows.size == 0:
+        return mx.array(pool)
+    rows = to_mx(rows)
+    if p.tokens is not None:
+        rows = rows[mx.array(p.tokens)]  # [W, H, W]
+    if p.start is not None:
+        return _write_block_one(pool, rows, mx.array([p.start], dtype=mx.int32))
+    return _write_one(pool, rows, mx.array(p.rows))
+
+
+@mx.compile
+def _write_one(pool, rows, slots):
+    return _scatter(pool, rows, slots)
+
+
+@mx.compile
+def _write_block_one(pool, rows, start):
+    return _copy_block(pool, rows, start)
+
+
+def write_one_in_place(p: Plan, pool, rows) -> None:
+    """Copy ``rows [T, H, W]`` into ``pool``'s own memory as ``p`` says (:func:`write_in_place`'s rules)."""
+    if p.rows.size == 0:
+        return
+    src = _host_rows(rows)
+    if isinstance(pool, mx.array):
+        mx.synchronize()
+    _copy_host_rows(p, pool, src)

@@ -27,7 +27,7 @@ def inverse_frequencies(head_dim: int, rope_base: float) -> np.ndarray:
 
 
 def rotate(x, positions, rope: Rope) -> np.ndarray:
-    """Rotate ``x [T, H, D]`` at ``positions [T]`` as ``rope`` says, in float64.
+    """Rotate ``x [T, H, D]`` at ``positions [T]`` (mrope: ``[3, T]`` too) as ``rope`` says, in float64.
 
     Pair ``(a, b)`` of :meth:`Rope.pairs` turns by ``theta = position * inv_freq[i]`` and is
     multiplied by ``rope.scale``; dimensions past ``rope.rotary_dim`` are copied.
@@ -35,7 +35,10 @@ def rotate(x, positions, rope: Rope) -> np.ndarray:
     x = to_numpy(x, np.float64)
     out = x.copy()
     pos = to_numpy(positions, np.float64)
-    theta = pos[:, None] * np.asarray(rope.inv_freq)[None, :]  # [T, rd/2]
+    if pos.ndim == 2:  # mrope's [3, T]: pair i reads the row of its section
+        theta = pos[rope.pair_axes()].T * np.asarray(rope.inv_freq)[None, :]  # [T, rd/2]
+    else:
+        theta = pos[:, None] * np.asarray(rope.inv_freq)[None, :]  # [T, rd/2]
     cos = np.cos(theta)[:, None, :] * rope.scale  # [T, 1, rd/2]
     sin = np.sin(theta)[:, None, :] * rope.scale
     a, b = rope.pairs().T  # [rd/2] each
@@ -168,3 +171,21 @@ def rope_pool_reference(q, k, v, positions, slots, k_pool, v_pool, *, rope_base:
     k_pool_new = write_rows(to_numpy(k_pool, np.float64), k_rot, slots)  # [P, Hkv, D]
     v_pool_new = write_rows(to_numpy(v_pool, np.float64), to_numpy(v, np.float64), slots)
     return q_rot, k_rot, k_pool_new, v_pool_new
+
+
+def rope_pool_mla_reference(q_pe, k_pe, c_kv, positions, slots, latent_pool, *, rope_base, kv_scale=1.0,
+                            **variant):
+    """Float64 reference of :func:`rope_pool_fused_mla` (no validation): ``(q_pe_rot, k_pe_rot, pool)``.
+
+    ``variant``: ``is_neox``, ``rope_scaling``, ``max_position_embeddings``. A float pool comes back
+    float64; a uint8 pool as the e4m3 codes of ``[c_kv ‖ k_pe_rot rounded to q_pe's dtype] / kv_scale``.
+    """
+    rope = rope_table(np.shape(q_pe)[-1], rope_base, **variant)
+    q_rot, k_rot = rotate(q_pe, positions, rope), rotate(k_pe, positions, rope)  # [T, Hq, rd], [T, 1, rd]
+    c = to_numpy(c_kv, np.float64)[:, None, :]  # [T, 1, R]
+    if dtype_name(latent_pool) == "uint8":
+        k32 = _rounded(k_rot, dtype_name(q_pe))
+        rows = np.concatenate([c.astype(np.float32), k32], axis=-1) * np.float32(1.0 / kv_scale)
+        return q_rot, k_rot, write_rows(to_numpy(latent_pool), encode_e4m3(rows), slots)
+    rows = np.concatenate([c, k_rot], axis=-1)  # [T, 1, R + rd]
+    return q_rot, k_rot, write_rows(to_numpy(latent_pool, np.float64), rows, slots)

@@ -50,8 +50,14 @@ a ``rope_base`` below 1 or a scaling factor below 1): the kernels hold ``positio
 float32, and angles that grow faster than positions lose more to rounding than the tolerance
 allows. Such a table is refused, naming the field that made it.
 
-``dynamic`` (its base depends on the current sequence length) and ``mrope`` (multimodal position
-sections) are refused: one table per call cannot express them.
+``mrope`` (Qwen2-VL, Qwen2.5-VL): multimodal RoPE. Positions are ``[3, T]`` (time, height, width)
+and the NeoX pairs are split into three runs, ``rope_scaling["mrope_section"]`` (Qwen2-VL-7B:
+``[16, 24, 24]`` of 64 pairs): pair ``i`` of run ``j`` turns by ``positions[j, t] * inv_freq[i]``
+with the default table, as transformers' ``Qwen2VLRotaryEmbedding`` recomposes its cos and sin. A
+text token has the same position on all three axes, so plain RoPE is mrope with ``[T]`` positions.
+
+``dynamic`` (its base depends on the current sequence length) is refused: one table per call
+cannot express it.
 
 Everything here is float64; the kernels read ``inv_freq`` rounded once to float32.
 
@@ -76,7 +82,7 @@ from ._scalars import check_types, fail, finite_float, is_int
 
 
 #: The scaling types ropepool computes.
-KNOWN_TYPES = ("default", "linear", "llama3", "yarn", "longrope")
+KNOWN_TYPES = ("default", "linear", "llama3", "yarn", "longrope", "mrope")
 
 #: Older names of the same types (Phi-3's first configs said "su" for longrope).
 ALIASES = {"su": "longrope"}
@@ -88,8 +94,6 @@ READS_MAX_POSITION = ("yarn", "longrope")
 REFUSED_TYPES = {
     "dynamic": "dynamic NTK scaling changes rope_theta with the current sequence length, so one "
                "call's rotation depends on tokens it does not see",
-    "mrope": "multimodal RoPE splits each head into sections driven by separate (time, height, "
-             "width) positions, not one position per token",
 }
 
 
@@ -105,6 +109,7 @@ class Rope:
     inv_freq : tuple         ``[rotary_dim/2]`` float64, radians per position of pair i
     scale : float            multiplies cos and sin (yarn, longrope); 1.0 otherwise
     rope_type : str          the scaling type it came from
+    mrope_section : tuple    mrope's three runs of pairs (time, height, width); () for one position per token
     """
 
     head_dim: int
@@ -113,6 +118,20 @@ class Rope:
     inv_freq: tuple
     scale: float
     rope_type: str = "default"
+    mrope_section: tuple = ()
+
+    def pair_axes(self) -> np.ndarray:
+        """Which row of mrope's ``[3, T]`` positions drives each pair, int ``[rotary_dim/2]`` (all 0 without mrope)."""
+        if not self.mrope_section:
+            return np.zeros(self.rotary_dim // 2, np.int64)
+        return np.repeat(np.arange(3), self.mrope_section)
+
+    def section(self, axis: int) -> "Rope":
+        """This rotation with only mrope's run ``axis`` turning: every other pair's inverse frequency is 0,
+        so it keeps its values bit for bit (cos 0 = 1, sin 0 = 0)."""
+        inv = np.where(self.pair_axes() == axis, np.asarray(self.inv_freq), 0.0)
+        return Rope(self.head_dim, self.rotary_dim, self.is_neox, tuple(inv.tolist()), self.scale,
+                    f"{self.rope_type}-section-{axis}")
 
     @property
     def is_plain(self) -> bool:
@@ -277,7 +296,8 @@ def _rope_table(head_dim, rope_base, rd, is_neox, frozen_scaling, max_position_e
                    hint="attention_factor and mscale are small numbers near 1 in real configs: copy rope_scaling "
                         "from the model's config.json as it is.")
     table = np.asarray(inv_freq, np.float64)
-    return Rope(head_dim, rd, is_neox, tuple(table.tolist()), float(scale), rope_type)
+    section = _mrope_section(scaling, rd) if rope_type == "mrope" else ()
+    return Rope(head_dim, rd, is_neox, tuple(table.tolist()), float(scale), rope_type, section)
 
 
 #: Positions at or above this lose integer exactness in float32 (24-bit significand); angles reach this times inv_freq.
@@ -359,6 +379,24 @@ def _factor(scaling: dict, rope_type: str) -> float:
 
 def _default(base, scaling, rd, rope_base, max_pos):
     return base, 1.0
+
+
+def position_rows(rope_scaling) -> int:
+    """Rows of positions a call takes: 3 (``[3, T]`` or ``[T]``) for an mrope ``rope_scaling``, else 1."""
+    return 3 if isinstance(rope_scaling, Mapping) and scaling_type(rope_scaling) == "mrope" else 1
+
+
+def _mrope_section(scaling: dict, rd: int) -> tuple:
+    """``rope_scaling["mrope_section"]``: three ints >= 0 summing to rotary_dim / 2, or the catalog's error."""
+    section = scaling.get("mrope_section")
+    ok = isinstance(section, tuple) and len(section) == 3 and all(is_int(n) and n >= 0 for n in section)
+    if not ok or sum(section) != rd // 2:
+        raise fail("rope_scaling_value", rope_type="mrope", key="mrope_section",
+                   need=f"three ints summing to rotary_dim / 2 = {rd // 2}",
+                   expected=f"mrope_section [time, height, width] pairs summing to {rd // 2}", got=repr(section),
+                   hint="copy rope_scaling from the model's config.json as it is (Qwen2-VL-7B: [16, 24, 24] for "
+                        "head_dim 128).")
+    return tuple(int(n) for n in section)
 
 
 def _linear(base, scaling, rd, rope_base, max_pos):
@@ -469,4 +507,5 @@ def _longrope(base, scaling, rd, rope_base, max_pos):
     return _check_scaled(base / np.asarray(values, np.float64), "longrope", which, min(values)), scale
 
 
-_SCALERS = {"default": _default, "linear": _linear, "llama3": _llama3, "yarn": _yarn, "longrope": _longrope}
+_SCALERS = {"default": _default, "linear": _linear, "llama3": _llama3, "yarn": _yarn, "longrope": _longrope,
+            "mrope": _default}

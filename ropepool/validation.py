@@ -33,7 +33,7 @@ def _k_shape_hint(k_shape, T, num_qo_heads, num_kv_heads, head_dim) -> str:
 
 def validate(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_heads, num_kv_heads,
              rope_base, check_values=True, inplace=False, q_norm_weight=None, k_norm_weight=None,
-             norm_eps=1e-6, k_scale=1.0, v_scale=1.0) -> tuple[Plan, Fusion]:
+             norm_eps=1e-6, k_scale=1.0, v_scale=1.0, position_rows=1) -> tuple[Plan, Fusion]:
     """Raise :class:`RopePoolError` for the first problem found; else ``(plan, fusion)``.
 
     The slots are read on the host (a synchronisation for lazy MLX arrays) and ``plan`` says which
@@ -42,6 +42,7 @@ def validate(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_head
     writes nothing and of tokens naming one row the last wins.
     With ``inplace`` the pools must be writable in place (:mod:`ropepool.inplace`).
     ``fusion`` holds the call's QK-norm and FP8 settings (:mod:`ropepool.fusion`).
+    ``position_rows`` 3 (mrope) also takes positions ``[3, T]``.
     """
     named = dict(q=q, k=k, v=v, positions=positions, slots=slots, k_pool=k_pool, v_pool=v_pool)
     for name, x in named.items():
@@ -57,8 +58,10 @@ def validate(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_head
                    got=f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}",
                    hint="a 2-D [T, H*D] array is a projection output whose heads were not split yet: "
                         "reshape it to [T, H, D].")
-    if positions.ndim != 1 or slots.ndim != 1:
-        raise fail("index_ndim", expected="positions [T] and slots [T]",
+    rows3 = position_rows == 3 and positions.ndim == 2  # mrope's (time, height, width) positions
+    if (positions.ndim != 1 and not rows3) or slots.ndim != 1:
+        raise fail("index_ndim", expected="positions [T] and slots [T]" + (" (mrope: positions [3, T] too)"
+                                                                            if position_rows == 3 else ""),
                    got=f"positions {tuple(positions.shape)}, slots {tuple(slots.shape)}",
                    hint="flatten them with .reshape(-1).")
     if k_pool.ndim != 3 or v_pool.ndim != 3:
@@ -80,9 +83,10 @@ def validate(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_head
     if tuple(v.shape) != tuple(k.shape):
         raise fail("v_shape", shape=tuple(v.shape), k_shape=tuple(k.shape), expected=f"{tuple(k.shape)} like k",
                    got=tuple(v.shape), hint="v must be [T, Hkv, D] exactly like k; do not repeat its heads.")
-    if positions.shape[0] != T or slots.shape[0] != T:
-        raise fail("index_len", expected=f"{T} positions and {T} slots (one per token)",
-                   got=f"{positions.shape[0]} positions, {slots.shape[0]} slots",
+    if positions.shape[-1] != T or slots.shape[0] != T or (rows3 and positions.shape[0] != 3):
+        raise fail("index_len", expected=f"{T} positions and {T} slots (one per token)"
+                                         + (f"; mrope positions [3, {T}]" if rows3 else ""),
+                   got=f"{tuple(positions.shape) if rows3 else positions.shape[0]} positions, {slots.shape[0]} slots",
                    hint="in a decode step pass only the new tokens' positions and slots.")
     if tuple(k_pool.shape[1:]) != (num_kv_heads, head_dim):
         hint = f"each pool row must hold one token's k: [{num_kv_heads}, {head_dim}]."
@@ -135,13 +139,60 @@ def validate(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_head
                    hint="pass config.rope_theta (10000.0 where the config has none).")
     _validate_frequencies(head_dim, base)
     fusion = _validate_fusion(q_norm_weight, k_norm_weight, norm_eps, k_scale, v_scale, head_dim, fp8)
-    host_slots = to_numpy(slots, np.int64)  # [T]
-    if check_values:
-        _validate_values(to_numpy(positions, np.int64), host_slots, k_pool.shape[0])
+    write = plan_values(positions, slots, k_pool.shape[0], check_values)
     if inplace:
         _validate_inplace(k_pool, v_pool)
         _validate_inplace_inputs(named)
-    return plan(host_slots, k_pool.shape[0], checked=check_values), fusion
+    return write, fusion
+
+
+def read_slots(slots) -> np.ndarray:
+    """The slots ``[T]`` on the host, int64: the one read of them a call (or an engine step) makes.
+
+    For device arrays (Metal, CUDA) this is a synchronisation: a step plans once
+    (:func:`ropepool.op.plan_step`), not once per layer.
+    """
+    return to_numpy(slots, np.int64)
+
+
+def plan_values(positions, slots, pool_rows: int, check_values: bool) -> Plan:
+    """The write of ``slots`` into a pool of ``pool_rows`` rows, their values (and the positions') checked
+    first when ``check_values``: the value half of :func:`validate`, which :func:`validate_indices` precedes."""
+    host_slots = read_slots(slots)  # [T]
+    if check_values:
+        pos = to_numpy(positions, np.int64)
+        if pos.ndim == 2:  # mrope's [3, T]: each token's worst row (its smallest if negative, else its largest)
+            pos = np.where((pos < 0).any(axis=0), pos.min(axis=0, initial=0), pos.max(axis=0, initial=0))
+        _validate_values(pos, host_slots, pool_rows)
+    return plan(host_slots, pool_rows, checked=check_values)
+
+
+def validate_indices(positions, slots, *, check_values=True) -> None:
+    """The checks of :func:`validate` that concern positions and slots alone, in its order and words."""
+    for name, x in (("positions", positions), ("slots", slots)):
+        if not is_array(x):
+            raise fail("not_an_array", name=name, kind=type(x).__name__, expected="mx.array or np.ndarray",
+                       got=type(x).__name__, hint=f"wrap {name} with mx.array(...) or np.asarray(...).")
+    check_types(check_values=check_values)
+    if positions.ndim != 1 or slots.ndim != 1:
+        raise fail("index_ndim", expected="positions [T] and slots [T]",
+                   got=f"positions {tuple(positions.shape)}, slots {tuple(slots.shape)}",
+                   hint="flatten them with .reshape(-1).")
+    if positions.shape[0] != slots.shape[0]:
+        T = positions.shape[0]
+        raise fail("index_len", expected=f"{T} positions and {T} slots (one per token)",
+                   got=f"{positions.shape[0]} positions, {slots.shape[0]} slots",
+                   hint="in a decode step pass only the new tokens' positions and slots.")
+    if dtype_name(positions) != "int32" or dtype_name(slots) != "int32":
+        raise fail("index_dtype", expected="int32 positions and slots",
+                   got=f"positions {dtype_name(positions)}, slots {dtype_name(slots)}",
+                   hint="arange defaults to int64: cast with .astype(np.int32) or .astype(mx.int32).")
+
+
+def fusion_settings(*, head_dim: int, fp8: bool, q_norm_weight=None, k_norm_weight=None, norm_eps=1e-6,
+                    k_scale=1.0, v_scale=1.0) -> Fusion:
+    """A layer's QK-norm and FP8 settings, checked as :func:`validate` checks them."""
+    return _validate_fusion(q_norm_weight, k_norm_weight, norm_eps, k_scale, v_scale, head_dim, fp8)
 
 
 def _validate_fusion(q_norm_weight, k_norm_weight, norm_eps, k_scale, v_scale, head_dim: int, fp8: bool) -> Fusion:

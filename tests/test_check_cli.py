@@ -130,7 +130,7 @@ FAILURES = [
     ("missing-file", ["{tmp}/nope.json"], 2, "nope.json: no such file"),
     ("malformed-json", ["{tmp}/bad.json"], 2, "bad.json: malformed JSON at line 2 column 1"),
     ("json-list", ["{tmp}/list.json"], 2, "list.json: expected a JSON object"),
-    ("mla-model", ["{tmp}/mla.json"], 1, "uses multi-head latent attention"),
+    ("mla-model-without-rope-dim", ["{tmp}/mla.json"], 1, "qk_rope_head_dim must be a positive int, got None"),
     ("too-many-tokens", ["llama-3-8b", "--tokens", "9", "--pool", "4"], 2,
      "need 0 <= --tokens <= --pool (each token writes its own row), got --tokens 9 --pool 4"),
     ("zero-kv-heads", ["llama-3-8b", "--num-kv-heads", "0"], 2, "--num-kv-heads must be > 0, got 0"),
@@ -142,7 +142,7 @@ def files(tmp_path):
     (tmp_path / "bad.json").write_text('{"num_attention_heads": 32,\n}')
     (tmp_path / "list.json").write_text("[]")
     (tmp_path / "mla.json").write_text(json.dumps({"num_attention_heads": 16, "hidden_size": 2048,
-                                                   "kv_lora_rank": 512, "qk_rope_head_dim": 64}))
+                                                   "kv_lora_rank": 512}))
     return tmp_path
 
 
@@ -228,3 +228,22 @@ def test_a_hostile_name_in_a_good_config_is_shown_escaped(tmp_path, name_or_path
                          capture_output=True, text=True, timeout=60, encoding="utf-8", errors="replace")
     assert run.returncode == 0, run.stderr[-1500:]
     assert f"model       {shown}\n" in run.stdout and "\x1b" not in run.stdout
+
+
+# preset, lines the report must hold: the new pool shapes and what the layers keep
+BEYOND = [
+    ("deepseek-v3", ["latent_pool [P, 1, R + rd]  (64, 1, 576)", "cache layout (MLA)",
+                     "latent_pool   [P, 1, 576] = (64, 1, 576) per layer", "ran rope_pool_fused_mla once"]),
+    ("gemma-3-27b", ["k_pool        [P, 16, 128]", "62: 10 full, 52 sliding (window 1024"]),
+    ("gpt-oss-20b", ["k_pool        [P, 8, 64]", "24: 12 full, 12 sliding (window 128", "attention-sink"]),
+    ("llama-2-7b", ["cache layout (MHA)", "k_pool        [P, 32, 128]", "32, every one keeps every token"]),
+    ("qwen2-vl-7b", ["scaling       mrope", "k_pool        [P, 4, 128]", "28, every one keeps every token"]),
+]
+
+
+@pytest.mark.parametrize("name, lines", BEYOND, ids=[b[0] for b in BEYOND])
+def test_check_prints_the_pool_shapes_beyond_gqa(capsys, name, lines):
+    rc, out, err = check(capsys, name)
+    assert rc == 0 and err == "", err
+    for line in lines:
+        assert line in out, line

@@ -190,7 +190,7 @@ def test_a_bad_page_size_is_refused(rows, size, message):
 
 def test_unsupported_model_is_refused():
     model = tiny("gemma", num_attention_heads=4, num_key_value_heads=1, head_dim=16)
-    message = r"serves mlx-lm models of llama, qwen2, phi3, qwen3 .* from mlx_lm\.models\.gemma"
+    message = r"serves mlx-lm models of llama, qwen2, phi3, qwen3, deepseek_v3, gemma3_text, gpt_oss .* from mlx_lm\.models\.gemma"
     with pytest.raises(UnsupportedModelError, match=message):
         generate(model, [[1, 2]], 2, pool_rows=8)
 

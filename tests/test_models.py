@@ -153,10 +153,10 @@ def test_partial_rotary_and_gptj_pairs_go_to_the_op(name, config, rotary_dim, is
 
 @pytest.mark.parametrize("scaling,phrase", [
     ({"rope_type": "dynamic", "factor": 2.0}, "cannot be computed by this op"),
-    ({"rope_type": "mrope", "mrope_section": [16, 24, 24]}, "cannot be computed by this op"),
+    ({"rope_type": "mrope", "mrope_section": [16, 24]}, "needs mrope_section three ints"),
     ({"rope_type": "brand-new"}, "unknown rope_scaling type"),
     ({"rope_type": "linear"}, "needs a factor > 0"),
-], ids=["dynamic", "mrope", "unknown", "no-factor"])
+], ids=["dynamic", "mrope-bad-section", "unknown", "no-factor"])
 def test_scaling_the_op_cannot_compute_is_refused(scaling, phrase):
     with pytest.raises(ConfigError) as e:
         from_config(dict(LLAMA, rope_scaling=scaling))

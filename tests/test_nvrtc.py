@@ -28,7 +28,8 @@ VARIANTS = {"mlx": False, "pool": True}  # the text MLX compiles; the guarded in
 # pairs, and the awkward corner.
 CASES = [(n, p.num_qo_heads, p.num_kv_heads, p.head_dim, p.rope().rotary_dim, p.rope().is_neox)
          for n, p in ((n, models.preset(n)) for n in models.preset_names())]
-CASES += [("gpt-j-6b", 16, 16, 256, 64, False), ("mqa-d2", 2, 1, 2, 2, True)]
+CASES += [("gpt-j-6b", 16, 16, 256, 64, False), ("mqa-d2", 2, 1, 2, 2, True),
+          ("deepseek-v3-mla", 128, 1, 64, 64, False)]  # rope_pool_fused_mla: q_pe [T, 128, 64], k_pe [T, 1, 64]
 SPECS = tuple(sorted({(dt, *case[1:], wp) for dt in DTYPES for case in CASES for wp in VARIANTS.values()}))
 ALONE = ("bfloat16", 32, 8, 128, "sm_80")  # also compiled alone: the exact text MLX compiles, nothing else
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"

@@ -20,7 +20,8 @@ from typing import TextIO
 
 import numpy as np
 
-from ..models import ConfigError, RopeParams, from_config, load_config, preset_names, printable
+from ..kv_layout import POOL_BYTES, layout_from_config, mla_op_kwargs
+from ..models import ConfigError, RopeParams, beyond_preset_names, from_config, load_config, preset_names, printable
 from ..rope import rope_table
 from ..shapes import DTYPE_BYTES, Shapes
 from ..tolerance import error_ratio
@@ -30,7 +31,8 @@ from ..tolerance import error_ratio
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``check`` subcommand's arguments."""
     parser.add_argument("source", metavar="CONFIG_OR_PRESET",
-                        help=f"a config.json (or a folder holding one), or a preset: {', '.join(preset_names())}")
+                        help="a config.json (or a folder holding one), or a preset: "
+                             f"{', '.join(preset_names() + beyond_preset_names())}")
     parser.add_argument("--tokens", type=int, default=8, help="T, tokens in the call (default 8)")
     parser.add_argument("--pool", type=int, default=64, help="P, rows in each pool (default 64)")
     parser.add_argument("--dtype", choices=sorted(DTYPE_BYTES), default="float16", help="default float16")
@@ -94,7 +96,92 @@ def describe(p: RopeParams, config: dict, s: Shapes, dtype: str) -> str:
     if isinstance(context, int) and context > 0:
         lines.append(f"  one sequence of max_position_embeddings = {context} tokens: "
                      f"{human_bytes(context * per_token)} per layer")
-    return "\n".join(lines)
+    return "\n".join(lines + layout_lines(config, s.pool_rows, dtype))
+
+
+#: The workload the cache-layout lines size: 8 requests of 32k tokens.
+REQUESTS, CONTEXT = 8, 32768
+
+
+def layout_lines(config: dict, rows: int, dtype: str) -> list[str]:
+    """The cache layout (:mod:`ropepool.kv_layout`): pool shapes per layer, sliding layers, bytes; [] without
+    ``num_hidden_layers``."""
+    try:
+        lay = layout_from_config(config)
+    except ConfigError:
+        return []
+    lines = ["", f"cache layout ({lay.kind})"]
+    lines += [f"  {name:<14}[P, {', '.join(map(str, shape[1:]))}] = {shape} per layer"
+              for name, shape in lay.pool_shapes(rows)]
+    if lay.sliding_layers:
+        lines.append(f"  layers        {lay.num_layers}: {lay.full_layers} full, {lay.sliding_layers} sliding "
+                     f"(window {lay.window}: at most {lay.window} rows per request each)")
+    else:
+        lines.append(f"  layers        {lay.num_layers}, every one keeps every token")
+    if lay.sinks:
+        lines.append("  sinks         one learned attention-sink logit per head (no pool row)")
+    lines.append(f"  per token     {human_bytes(lay.bytes_per_token(dtype))} over all layers "
+                 f"(FP8: {human_bytes(lay.bytes_per_token('fp8'))})")
+    lines.append(f"  {REQUESTS} x {CONTEXT} tokens {human_bytes(lay.cache_bytes(REQUESTS, CONTEXT, dtype))} "
+                 f"(FP8: {human_bytes(lay.cache_bytes(REQUESTS, CONTEXT, 'fp8'))}), windows applied")
+    return lines
+
+
+def describe_mla(config: dict, tokens: int, rows: int, dtype: str) -> str:
+    """An MLA model's report: rope_pool_fused_mla's parameters, shapes and the latent pool's memory."""
+    kw = mla_op_kwargs(config)
+    Hq, R, rd = kw["num_qo_heads"], kw["kv_lora_rank"], kw["rope_dim"]
+    lines = [f"model       {printable(str(config.get('_name_or_path') or 'config'))}"]
+    if config.get("_source"):
+        lines.append(f"source      {printable(str(config['_source']), 1000)}")
+    scaling = kw.get("rope_scaling") or {}
+    b = POOL_BYTES[dtype]
+    lines += ["", "parameters (multi-head latent attention: ropepool.rope_pool_fused_mla)",
+              f"  num_qo_heads  Hq = {Hq}", f"  kv_lora_rank  R  = {R}",
+              f"  rope_dim      rd = {rd} (qk_rope_head_dim)",
+              f"  rope_base        = {kw['rope_base']}, GPT-J pairs, scaling "
+              f"{scaling.get('type') or scaling.get('rope_type') or 'none'}",
+              "", f"shapes (T = {tokens}, P = {rows}, {dtype})"]
+    table = [("q_pe", "[T, Hq, rd]", (tokens, Hq, rd)), ("k_pe", "[T, 1, rd]", (tokens, 1, rd)),
+             ("c_kv", "[T, R]", (tokens, R)), ("latent_pool", "[P, 1, R + rd]", (rows, 1, R + rd))]
+    lines += [f"  {name:<12}{sym:<16}{shape}" for name, sym, shape in table]
+    lines += ["", f"pool memory per layer (latent_pool, {dtype})",
+              f"  per token     (R + rd) x {b} B = {R + rd} x {b} B = {human_bytes((R + rd) * b)}"]
+    return "\n".join(lines + layout_lines(config, rows, dtype))
+
+
+def run_mla_once(config: dict, tokens: int, rows: int, dtype: str) -> str:
+    """Run rope_pool_fused_mla once on random data on the best backend; check it against the reference."""
+    from .._arrays import to_numpy
+    from ..backends import available_backends, best_backend
+    from ..inputs import mla_inputs
+    from ..mla import rope_pool_fused_mla
+    from ..reference import rope_pool_mla_reference
+
+    op = mla_op_kwargs(config)
+    sizes = {k: op[k] for k in ("num_qo_heads", "kv_lora_rank", "rope_dim")}
+    kw = mla_inputs(tokens, *sizes.values(), rows, dtype)
+    variant = {k: v for k, v in op.items() if k not in sizes and k != "rope_base"}
+    backend = best_backend()
+    q_rot, k_rot, pool = rope_pool_fused_mla(**kw, **variant, backend=backend)
+    arrays = {k: v for k, v in kw.items() if k not in sizes}
+    ref = rope_pool_mla_reference(**arrays, **variant)
+    slots = to_numpy(kw["slots"])
+    got = to_numpy(pool, np.float64)
+    R = sizes["kv_lora_rank"]
+    if not (np.array_equal(got[slots, 0, :R], to_numpy(kw["c_kv"], np.float64))
+            and np.array_equal(got[slots, :, R:], to_numpy(k_rot, np.float64))):
+        raise RuntimeError("the written latent rows are not [c_kv ‖ k_pe_rot] bit for bit")
+    rope = rope_table(sizes["rope_dim"], op["rope_base"], is_neox=False, rope_scaling=op.get("rope_scaling"),
+                      max_position_embeddings=op.get("max_position_embeddings"))
+    pos = to_numpy(kw["positions"])
+    worst = max(error_ratio(to_numpy(o, np.float64), r, to_numpy(kw[n], np.float64), pos, dtype, rope)
+                for o, r, n in ((q_rot, ref[0], "q_pe"), (k_rot, ref[1], "k_pe")))
+    if worst > 1:
+        raise RuntimeError(f"q_pe_rot or k_pe_rot is {worst:.2f} x the tolerance bound from the reference")
+    return (f"ran rope_pool_fused_mla once on backend {backend!r} ({available_backends()[backend].reason}): ok\n"
+            f"  {tokens} tokens written to {len(slots)} of {rows} latent rows as [c_kv ‖ k_pe_rot], bit for bit; "
+            f"q_pe_rot and k_pe_rot within {worst:.2f} of the tolerance bound (ropepool.tolerance)")
 
 
 def rotation_lines(p: RopeParams, shown: int = 6) -> list[str]:
@@ -211,8 +298,10 @@ def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None
     try:
         params = from_config(config)
     except ConfigError as e:
-        print(f"{prog}: {printable(str(e), 2000)}", file=err)
-        return 1
+        if "kv_lora_rank" not in e.fields:
+            print(f"{prog}: {printable(str(e), 2000)}", file=err)
+            return 1
+        return _check_mla(prog, config, args, out, err)
     shapes = params.shapes(args.tokens, args.pool)
     print(describe(params, config, shapes, args.dtype), file=out)
     print(file=out)
@@ -223,5 +312,17 @@ def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None
         print(run_once(params, shapes, args.dtype), file=out)
     except Exception as e:  # the op or its check failed: say so on one line, no traceback
         print(f"{prog}: the call failed: {type(e).__name__}: {str(e).splitlines()[0]}", file=err)
+        return 1
+    return 0
+
+
+def _check_mla(prog: str, config: dict, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """``check`` of an MLA config: its own op, shapes and latent pool, then one call."""
+    try:
+        print(describe_mla(config, args.tokens, args.pool, args.dtype), file=out)
+        print(file=out)
+        print(run_mla_once(config, args.tokens, args.pool, args.dtype), file=out)
+    except Exception as e:  # a bad size, or the op or its check failed: one line, no traceback
+        print(f"{prog}: {type(e).__name__}: {printable(str(e).splitlines()[0], 2000)}", file=err)
         return 1
     return 0

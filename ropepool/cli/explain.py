@@ -22,7 +22,7 @@ from ..diagnosis import CHECKLISTS, FAMILIES, SETUP, Diagnosis, Facts, Unreadabl
 from ..errors import WRAP_WIDTH, wrap
 from ..models import (MAX_HEAD_DIM, MAX_HEADS, ConfigError, RopeParams, from_config, load_config, preset,
                       preset_names, printable)
-from ..teaching.catalog import CATALOG
+from ..teaching.catalog import CATALOG, MLA_CATALOG
 
 PROG = "python -m ropepool explain"
 
@@ -171,7 +171,7 @@ def explain(text: str, model=None, **numbers) -> str | None:
 
 def report(d: Diagnosis, f: Facts) -> str:
     """A diagnosis as the command line prints it: one labelled field a paragraph."""
-    spec = CATALOG.get(d.code) if d.code else None
+    spec = (CATALOG.get(d.code) or MLA_CATALOG.get(d.code)) if d.code else None
     if spec is not None:
         lines = [_field("check", f"{d.code}, {d.source}")]
     else:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..errors import CODES
+from ..errors import CODES, MLA_CODES
 from .base import Case, Diagnosis, Facts, ambiguous, heads
 from .heads import head_dim_from_hidden
 from .text import WINDOW, after, ints, line_at, read_shape
@@ -152,17 +152,18 @@ def _template(message: str) -> tuple[re.Pattern, str, int]:
 
 
 _TEMPLATES: dict[str, tuple] = {}
+ALL_CODES = {**CODES, **MLA_CODES}  # rope_pool_fused's messages and rope_pool_fused_mla's own
 
 
 def read_error(text: str, catalog=None) -> ReadError | None:
     """Find which of ``catalog``'s messages (``{code: spec with .message}``; default
-    :data:`ropepool.errors.CODES`) ``text`` holds, and its numbers; None if none.
+    :data:`ropepool.errors.CODES` and ``MLA_CODES``) ``text`` holds, and its numbers; None if none.
 
     ``text`` may be SGLang's message alone, ropepool's two lines, or a traceback's last lines
     (``RuntimeError: ...``). The most specific matching message wins, then the last in the text.
     Time: linear in ``len(text)`` (one ``rfind`` per message, then a bounded window).
     """
-    catalog = CODES if catalog is None else catalog
+    catalog = ALL_CODES if catalog is None else catalog
     best = None
     for code, spec in catalog.items():
         if spec.message not in _TEMPLATES:
@@ -369,7 +370,7 @@ def diagnose(text: str, f: Facts, others_of=None) -> Diagnosis | None:
     read = read_error(text)
     if read is None:
         return None
-    origin = CODES[read.code].origin
+    origin = (CODES.get(read.code) or MLA_CODES[read.code]).origin
     family = "ropepool" if origin == "ropepool" else "sglang"
     source = {"sglang": "SGLang's Python wrapper (rope_pool_fused)", "sglang-c++": "SGLang's C++ extension",
               "ropepool": "ropepool's own check (SGLang has none)"}[origin]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import threading
 import weakref
@@ -12,6 +13,10 @@ import mlx.core as mx
 from .allocator import MAX_POOL_ROWS, Allocator
 from .arguments import check_int, check_token_ids
 from .errors import EngineArgumentError, WrongThreadError
+from .journal import HeldInterrupts, Journal
+from .layered import make_runner
+from .protocols import AllocatorFactory, CacheFactory, SchedulerFactory
+from .radix import NoCache, RadixCache
 from .request import Request
 from .runner import ModelRunner
 from .scheduler import Batch, Scheduler, Stats
@@ -34,17 +39,23 @@ class Engine:
 
     Parameters
     ----------
-    model : an mlx-lm model of ``llama`` (Llama, Mistral), ``qwen2`` or ``phi3``
+    model : an mlx-lm model of ``llama`` (Llama, Mistral), ``qwen2``, ``phi3``, ``qwen3``, or through its own
+        decoder layers ``deepseek_v3`` (MLA), ``gemma3_text`` or ``gpt_oss`` (sliding windows; with
+        ``prefix_cache=False`` their sliding layers keep a ring of ``window`` rows per request)
     pool_rows : int, P, the rows of each layer's KV pool, at most ``2**31 - 1`` (slots are int32)
     backend : the ``rope_pool_fused`` backend ("auto", "cpu", "mlx", "metal", "cuda")
     stop : a token id (e.g. a chat model's end-of-turn) that finishes a request as soon as it is
         chosen; its rows are given back in that same step
     prefix_cache : keep written rows in a radix tree over token ids, so that a prompt starting with
-        tokens already in the pool reuses their rows (:mod:`.radix`); False: every prompt is computed whole
+        tokens already in the pool reuses their rows (:mod:`.radix`); False: every prompt is computed
+        whole; or a factory ``(allocator) -> cache`` of your own (:mod:`.protocols`)
     max_step_tokens : the most new tokens one step runs; a longer prompt is prefilled in chunks
     page_size : rows per page the allocator hands out (1: SGLang's; 16: vLLM's); must divide ``pool_rows``
     keep_logits : keep each new token's ``[vocab]`` logits in ``Request.logits`` (off: a long-lived
         engine would hold them all)
+    allocator, scheduler : factories of the engine's parts, ``(pool_rows, page_size) -> allocator`` and
+        ``(allocator, cache, max_step_tokens=...) -> scheduler``; the engine's own by default. A part of
+        your own plugs in through the interfaces of :mod:`.protocols`
 
     The engine holds only the requests it is serving: a finished request goes out in the step's
     ``Batch.finished`` and is the caller's (:attr:`requests` lists those someone still holds).
@@ -54,20 +65,42 @@ class Engine:
     """
 
     def __init__(self, model, *, pool_rows: int, backend: str = "auto", stop: int | None = None,
-                 prefix_cache: bool = True, max_step_tokens: int = 256, page_size: int = 1,
-                 keep_logits: bool = False, kv_dtype: str | None = None, kv_scales=None):
+                 prefix_cache: bool | CacheFactory = True, max_step_tokens: int = 256, page_size: int = 1,
+                 keep_logits: bool = False, kv_dtype: str | None = None, kv_scales=None,
+                 allocator: AllocatorFactory = Allocator, scheduler: SchedulerFactory = Scheduler):
         vocab = model.args.vocab_size
         pool_rows = check_int("pool_rows", pool_rows, 1, MAX_POOL_ROWS)
         if stop is not None:
             stop = check_int("stop", stop, 0, vocab - 1)
-        for name, flag in (("prefix_cache", prefix_cache), ("keep_logits", keep_logits)):
-            if not isinstance(flag, bool):
-                raise EngineArgumentError(f"{name} must be True or False, got {flag!r:.60}")
+        if not isinstance(keep_logits, bool):
+            raise EngineArgumentError(f"keep_logits must be True or False, got {keep_logits!r:.60}")
+        if not (isinstance(prefix_cache, bool) or callable(prefix_cache)):
+            raise EngineArgumentError(f"prefix_cache must be True or False, got {prefix_cache!r:.60} (or a factory: "
+                                      "allocator -> cache, see ropepool.engine.protocols)")
+        for name, factory in (("allocator", allocator), ("scheduler", scheduler)):
+            if not callable(factory):
+                raise EngineArgumentError(f"{name} must be a class or factory (see ropepool.engine.protocols), "
+                                          f"got {factory!r:.60}")
         max_step_tokens = check_int("max_step_tokens", max_step_tokens, 1)
-        self.runner = ModelRunner(model, pool_rows, backend, kv_dtype, kv_scales)  # the pools are lazy: nothing allocated yet
+        # Without a prefix cache, sliding-window layers keep only their window's rows (engine.window)
+        self.runner = make_runner(model, pool_rows, backend, kv_dtype, kv_scales,
+                                  ring=prefix_cache is False)  # the pools are lazy: nothing allocated yet
         check_pool_memory(self.runner, pool_rows)
-        self.allocator = Allocator(pool_rows, page_size)
-        self.scheduler = Scheduler(self.allocator, prefix_cache=prefix_cache, max_step_tokens=max_step_tokens)
+        self.allocator = allocator(pool_rows, page_size)
+        if isinstance(prefix_cache, bool):
+            prefix_cache = RadixCache if prefix_cache else NoCache
+        cache = prefix_cache(self.allocator)
+        self.scheduler = scheduler(self.allocator, cache, max_step_tokens=max_step_tokens)
+        self.journal = Journal()  # the step's undo log, shared by the parts that keep one (:mod:`.protocols`)
+        self._unjournaled = []  # parts without a journal: copied at each step instead
+        if hasattr(self.runner, "journal"):  # the runner's own rows (a sliding window's ring) are undone too
+            self.runner.journal = self.journal
+        for part in (self.allocator, cache, self.scheduler):
+            if hasattr(part, "journal"):
+                part.journal = self.journal
+            else:
+                self._unjournaled.append(part)
+        self.held_interrupt = False  # a Ctrl-C that landed after a step committed, raised by the next step
         self.vocab_size = vocab
         self.stop = stop
         self.keep_logits = keep_logits
@@ -115,6 +148,11 @@ class Engine:
         The step is one transaction: if anything in it raises (an error, or a KeyboardInterrupt in the
         scheduling, the forward pass or the bookkeeping after it), the engine is left as it was before
         the step, pool rows included, and the exception is raised again: stepping on loses nothing.
+        The parts record each change in an undo log (:mod:`.journal`), undone newest first: a step
+        costs what it changes, not a copy of the pool's books. A Ctrl-C during that rollback is held
+        until it ends, then raised. Once the step has committed, it returns its batch (finished
+        requests included): a Ctrl-C landing after the commit is held, and raised by the next
+        :meth:`step` before it changes anything.
 
         Raises
         ------
@@ -122,45 +160,60 @@ class Engine:
             Called from another thread than the one that made the engine.
         RuntimeError
             Nothing to run (no request waiting or running).
+        KeyboardInterrupt
+            Held from the end of the last step (nothing has changed).
         """
         if threading.get_ident() != self.thread:
             raise WrongThreadError(
                 f"step: this engine was made in thread {self.thread} and is stepped from thread "
                 f"{threading.get_ident()}; MLX's streams are per thread: make and step an engine in one thread")
+        if self.held_interrupt:
+            self.held_interrupt = False
+            raise KeyboardInterrupt("held from the end of the last step, which committed")
         if self.done:
             raise RuntimeError("step: nothing to run (no request waiting or running)")
-        checkpoint, saved = self.scheduler.checkpoint(), None
+        hold = HeldInterrupts()
+        self.journal.begin()
         try:
+            self._snapshot_unjournaled()
             batch = self.scheduler.schedule()
-            saved = self._save_rows(batch)
+            self._save_rows(batch)
             logits = self.runner.run(batch)  # [len(batch.requests), vocab]
             mx.eval(logits)  # the lazy pass runs here, inside the try
             self.scheduler.postprocess(batch, logits, keep_logits=self.keep_logits)
-        except BaseException:
-            self.scheduler.restore(checkpoint)
-            self._restore_rows(saved)
+            if hasattr(self.runner, "release"):  # rows the runner keeps per request (a sliding window's ring)
+                self.runner.release(batch.finished)
+            hold.start()  # the step is done: from here on a Ctrl-C is held, not raised
+        except BaseException as error:
+            hold.stop()
+            if self.journal.rollback() and not isinstance(error, KeyboardInterrupt):
+                raise KeyboardInterrupt("during the rollback of a failed step") from error
             raise
-        return batch
+        try:  # committed: a Ctrl-C from here to the return is held (the batch, finished requests included, is out)
+            self.journal.commit()
+            return batch
+        finally:
+            self.held_interrupt = hold.stop() > 0
 
-    def _save_rows(self, batch: Batch):
-        """Rows this step writes that held k and v before it (taken from the cache or a preempted request), copied."""
+    def _snapshot_unjournaled(self) -> None:
+        """The fallback of :mod:`.protocols` for parts that keep no undo log: copy them now, put back on rollback."""
+        s = self.scheduler
+        keep = {id(x): x for x in (self.allocator, s.cache, s, self.journal)}
+        for part in self._unjournaled:
+            keep.update((id(r), r) for r in (*s.waiting, *s.running))
+            saved = copy.deepcopy(vars(part), dict(keep))
+            self.journal.record(vars(part).update, saved)
+        if s in self._unjournaled:
+            for req in (*s.waiting, *s.running):
+                self.journal.record(req.set_state, req.state())
+
+    def _save_rows(self, batch: Batch) -> None:
+        """Rows this step writes that held k and v before it (taken from the cache or a preempted request):
+        copied now, written back through the one pool writer if the step is undone."""
         reclaimed = set(batch.reclaimed)
         rows = sorted({s for s in batch.slots if s in reclaimed})
-        if not rows:
-            return None
-        index = mx.array(rows, mx.int32)
-        saved = [(k[index], v[index]) for k, v in zip(self.runner.k_pools, self.runner.v_pools)]  # [n, Hkv, D] each
-        mx.eval(saved)
-        return index, saved
-
-    def _restore_rows(self, saved) -> None:
-        if saved is None:
-            return
-        index, rows = saved
-        for i, (k, v) in enumerate(rows):
-            self.runner.k_pools[i][index] = k
-            self.runner.v_pools[i][index] = v
-        mx.eval(self.runner.k_pools, self.runner.v_pools)
+        if rows:
+            self.journal.record(self.runner.restore_rows, rows, self.runner.save_rows(rows))
 
     @property
     def done(self) -> bool:

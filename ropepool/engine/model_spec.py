@@ -12,6 +12,8 @@ from .errors import UnsupportedModelError
 
 #: mlx-lm model modules the engine serves (Mistral configs load as ``llama``).
 SUPPORTED = ("llama", "qwen2", "phi3", "qwen3")
+#: Served through their own decoder layers (:mod:`.layered`): MLA, sliding windows, sinks.
+LAYERED = ("deepseek_v3", "gemma3_text", "gpt_oss")
 
 
 def architecture(model) -> str:
@@ -24,10 +26,12 @@ def architecture(model) -> str:
     """
     module = type(model).__module__
     arch = module.rsplit(".", 1)[-1]
+    if module.startswith("mlx_lm.models.") and arch in LAYERED:
+        return arch
     if not module.startswith("mlx_lm.models.") or arch not in SUPPORTED:
         raise UnsupportedModelError(
-            f"the engine serves mlx-lm models of {', '.join(SUPPORTED)} (Llama-2/3/3.1, Mistral, Qwen2, Phi-3, "
-            "Qwen3); "
+            f"the engine serves mlx-lm models of {', '.join(SUPPORTED + LAYERED)} (Llama-2/3/3.1, Mistral, Qwen2, "
+            "Phi-3, Qwen3, DeepSeek-V3, Gemma-3, GPT-OSS); "
             f"got {type(model).__name__} from {module}")
     if any(t != "full_attention" for t in (getattr(model.args, "layer_types", None) or [])):
         raise UnsupportedModelError(f"{module}: sliding-window layers (layer_types) are not supported")

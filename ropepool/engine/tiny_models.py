@@ -14,7 +14,7 @@ import mlx.core as mx
 import mlx.nn as nn
 
 #: The mlx-lm model modules (``mlx_lm.models.<name>``) the tiny models are built with.
-MODULES = ("llama", "qwen2", "phi3", "gemma", "qwen3")
+MODULES = ("llama", "qwen2", "phi3", "gemma", "qwen3", "deepseek_v3", "gemma3_text", "gpt_oss")
 TINY = dict(hidden_size=64, num_hidden_layers=2, intermediate_size=128, rms_norm_eps=1e-5, vocab_size=160)
 
 # Llama-3.1's rope_scaling, as in its config.json (ropepool/presets/llama-3.1-8b.json).
@@ -47,6 +47,23 @@ ARCHS: dict[str, tuple[str, str, dict]] = {
     "qwen3": ("Qwen3 (QK-norm, head_dim 32)", "qwen3", dict(num_attention_heads=4, num_key_value_heads=2, head_dim=32,
                                                              max_position_embeddings=40960, rope_theta=1e6,
                                                              rms_norm_eps=1e-6, tie_word_embeddings=True)),
+    # Beyond GQA (ropepool.engine.layered): MLA's latent pool, sliding windows of 4 (so that the tests'
+    # prompts and generations cross them), GPT-OSS's sinks.
+    "deepseek-v3": ("DeepSeek-V3 MLA (latent pool 16 + 8, yarn)", "deepseek_v3", dict(
+        num_attention_heads=4, num_key_value_heads=4, kv_lora_rank=16, q_lora_rank=32, qk_rope_head_dim=8,
+        qk_nope_head_dim=16, v_head_dim=16, n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=1,
+        moe_intermediate_size=32, first_k_dense_replace=1, max_position_embeddings=4096,
+        rope_scaling={"type": "yarn", "factor": 4.0, "beta_fast": 32, "beta_slow": 1, "mscale": 1.0,
+                      "mscale_all_dim": 1.0, "original_max_position_embeddings": 1024})),
+    "gemma3": ("Gemma-3 (window 4 on 1 of 2 layers, QK-norm)", "gemma3_text", dict(
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, sliding_window=4, sliding_window_pattern=2,
+        query_pre_attn_scalar=16, rope_theta=1e6, rope_local_base_freq=10000.0,
+        rope_scaling={"rope_type": "linear", "factor": 8.0})),
+    "gpt-oss": ("GPT-OSS (window 4 on 1 of 2 layers, sinks)", "gpt_oss", dict(
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, sliding_window=4, num_local_experts=4,
+        num_experts_per_tok=2, rope_theta=150000.0,
+        rope_scaling={"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                      "original_max_position_embeddings": 4096})),  # no "truncate": mlx-lm ignores it
 }
 
 
@@ -61,6 +78,8 @@ def tiny(module: str = "llama", seed: int = 0, **fields) -> nn.Module:
         for norm in (getattr(layer.self_attn, n, None) for n in ("q_norm", "k_norm")):
             if norm is not None:
                 norm.weight = mx.random.uniform(0.5, 1.5, norm.weight.shape)
+        if hasattr(layer.self_attn, "sinks"):  # GPT-OSS's sink logits start at zero: random ones
+            layer.self_attn.sinks = mx.random.normal(layer.self_attn.sinks.shape)
     mx.eval(model.parameters())
     return model
 

@@ -19,8 +19,8 @@ from typing import Callable
 import mlx.core as mx
 import numpy as np
 
-from ..errors import CODES
-from ..inputs import make_inputs
+from ..errors import CODES, MLA_CODES
+from ..inputs import make_inputs, mla_inputs
 from ..shapes import Shapes
 
 
@@ -38,12 +38,12 @@ class ErrorSpec:
     @property
     def message(self) -> str:
         """The error's first line, a ``str.format`` template (the contract's)."""
-        return CODES[self.code].message
+        return (CODES.get(self.code) or MLA_CODES[self.code]).message
 
     @property
     def origin(self) -> str:
         """Where the check comes from: "sglang" (its Python wrapper), "sglang-c++" (its extension) or "ropepool"."""
-        return CODES[self.code].origin
+        return (CODES.get(self.code) or MLA_CODES[self.code]).origin
 
 
 # The small GQA call every trigger starts from: T=3, Hq=4, Hkv=2 (G=2), D=8, P=6.
@@ -236,10 +236,9 @@ _SPECS = [
         lambda: _call(rope_scaling={"rope_type": "llama3", "factor": 8.0})),
     ErrorSpec(
         "rope_type_refused",
-        "dynamic NTK scaling changes the base with the current sequence length, and mrope rotates "
-        "sections of a head by different (time, height, width) positions: neither is one "
-        "inverse-frequency table per call.",
-        ("a Qwen2-VL (mrope) or a dynamic-NTK config",),
+        "dynamic NTK scaling changes the base with the current sequence length: it is not one "
+        "inverse-frequency table per call (and mrope, which the op computes, refuses QK-norm).",
+        ("a dynamic-NTK config", "rope_scaling type mrope with q_norm_weight or k_norm_weight"),
         "Rotate q and k with the model's own RoPE module and write the pools yourself, or use a "
         "static type (linear, yarn) if the model allows it.",
         lambda: _call(rope_scaling={"rope_type": "dynamic", "factor": 2.0}),
@@ -391,3 +390,75 @@ _SPECS = [
 ]
 
 CATALOG: dict[str, ErrorSpec] = {spec.code: spec for spec in _SPECS}
+
+
+# --- rope_pool_fused_mla's own shape errors (ropepool.errors.MLA_CODES) ---------------------------------
+
+# The small MLA call every MLA trigger starts from: T=3, Hq=4, kv_lora_rank=8, rope_dim=4, P=6.
+MLA_BASE = dict(tokens=3, num_qo_heads=4, kv_lora_rank=8, rope_dim=4, pool_rows=6)
+
+
+def _mla_call(**changes) -> dict:
+    kw = mla_inputs(**MLA_BASE, slots=[0, 2, 4])
+    kw.update(changes)
+    return kw
+
+
+def _mla_with(fn: Callable[[dict], dict]) -> Callable[[], dict]:
+    def build() -> dict:
+        kw = _mla_call()
+        kw.update(fn(kw))
+        return kw
+
+    return build
+
+
+_MLA_SPECS = [
+    ErrorSpec(
+        "mla_ndim",
+        "MLA's arrays: q_pe [T, Hq, rope_dim], k_pe [T, 1, rope_dim], c_kv [T, kv_lora_rank] (no head axis), "
+        "latent_pool [P, 1, kv_lora_rank + rope_dim].",
+        ("c_kv given a head axis [T, 1, R]", "the latent pool allocated flat as [P, R + rope_dim]"),
+        "Reshape: c_kv to [T, kv_lora_rank], the pool to [P, 1, kv_lora_rank + rope_dim].",
+        _mla_with(lambda kw: {"c_kv": kw["c_kv"][:, None, :]}), _mla_call),
+    ErrorSpec(
+        "mla_sizes",
+        "num_qo_heads, kv_lora_rank and rope_dim size the arrays; rope_dim holds whole rotated pairs.",
+        ("rope_dim read from qk_nope_head_dim (128 for DeepSeek-V3) instead of qk_rope_head_dim, or a size 0",),
+        "Read num_attention_heads, kv_lora_rank and qk_rope_head_dim from the config.",
+        lambda: _mla_call(rope_dim=0), _mla_call),
+    ErrorSpec(
+        "q_pe_shape",
+        "q_pe is the RoPE part of every query head: [T, Hq, rope_dim].",
+        ("the whole q head [T, Hq, qk_nope_head_dim + rope_dim] passed", "num_qo_heads from another model"),
+        "Split q first: q_nope, q_pe = mx.split(q, [qk_nope_head_dim], axis=-1); pass q_pe.",
+        _mla_with(lambda kw: {"q_pe": mx.concatenate([kw["q_pe"], kw["q_pe"]], axis=-1)}), _mla_call),
+    ErrorSpec(
+        "k_pe_shape",
+        "MLA has one RoPE key per token, shared by every head: k_pe is [T, 1, rope_dim].",
+        ("k_pe repeated over the query heads", "k_pe left [T, rope_dim] without its head axis of 1"),
+        "Pass k_pe once per token: k_pe.reshape(T, 1, rope_dim).",
+        _mla_with(lambda kw: {"k_pe": mx.repeat(kw["k_pe"], 4, axis=1)}), _mla_call),
+    ErrorSpec(
+        "c_kv_shape",
+        "c_kv is the latent the pool keeps: [T, kv_lora_rank], kv_a_proj_with_mqa's first kv_lora_rank outputs "
+        "after kv_a_layernorm.",
+        ("kv_a_proj_with_mqa's whole output [T, kv_lora_rank + rope_dim] passed, k_pe still in it",),
+        "Split it: c_kv, k_pe = mx.split(x, [kv_lora_rank], axis=-1), then normalise c_kv.",
+        _mla_with(lambda kw: {"c_kv": mx.zeros((3, 12))}), _mla_call),
+    ErrorSpec(
+        "latent_pool_shape",
+        "The latent pool holds one row per token of kv_lora_rank + rope_dim values, as one 'head'.",
+        ("a pool of only kv_lora_rank (the k_pe part forgotten)", "a GQA-shaped pool [P, Hkv, D]"),
+        "Allocate the pool as [P, 1, kv_lora_rank + rope_dim] (576 for DeepSeek-V3).",
+        _mla_with(lambda kw: {"latent_pool": kw["latent_pool"][..., :8]}), _mla_call),
+    ErrorSpec(
+        "mla_dtype",
+        "q_pe, k_pe and c_kv share a dtype; the pool is in it, or uint8 for an FP8 latent cache.",
+        ("c_kv kept in float32 after its norm while q_pe is bfloat16", "a float32 pool with float16 activations"),
+        "Cast c_kv and k_pe to q_pe's dtype; allocate the pool in it (or uint8).",
+        _mla_with(lambda kw: {"c_kv": kw["c_kv"].astype(mx.float16)}), _mla_call),
+]
+
+#: The lessons of :data:`ropepool.errors.MLA_CODES`, in their order; triggers call ``rope_pool_fused_mla``.
+MLA_CATALOG: dict[str, ErrorSpec] = {spec.code: spec for spec in _MLA_SPECS}

@@ -1,0 +1,95 @@
+"""The engine beyond GQA: sliding-window layers on rings of ``window`` rows (peak rows, preemption, an
+interrupted step undone), and MLA's latent pool holding ``[c_kv ‖ rope(k_pe)]``."""
+
+import runpy
+import sys
+from pathlib import Path
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+from ropepool.engine import Engine, generate
+from ropepool.engine.tiny_models import build
+from ropepool.tolerance import ENGINE_LOGITS_FLOAT32
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_engine import check_against_mlx_lm
+from test_engine_sharing import results
+from test_engine_steps import Patch
+
+BENCH = runpy.run_path(str(Path(__file__).parent.parent / "benchmarks" / "sliding_rows.py"))
+
+
+@pytest.mark.parametrize("name", ["gemma3", "gpt-oss"])
+def test_sliding_layers_keep_a_window_of_rows_with_mlx_lm_logits(name):
+    """4 x window new tokens per request, chunked prefill, preemptions: every logit is mlx-lm's (its
+    RotatingKVCache), and the sliding group never holds more than (window + a page) per running request."""
+    model, engine, reqs, running = BENCH["serve"](name)
+    W = model.args.sliding_window
+    assert engine.stats.preemptions > 0 and running == 4
+    assert engine.runner.rings.peak <= (W + BENCH["PAGE"]) * running < engine.stats.peak_rows
+    assert engine.runner.rings.rows_in_use == 0  # every ring given back
+    check_against_mlx_lm(model, [r.prompt for r in reqs], [len(r.tokens) for r in reqs], results(reqs))
+
+
+def test_the_bench_prints_each_peak_within_its_bound(capsys):
+    rows = BENCH["main"]([])
+    out = capsys.readouterr().out
+    for row in rows:
+        assert row["sliding"] <= row["bound"] and row["diff"] <= ENGINE_LOGITS_FLOAT32["atol"]
+        assert f"{row['name']:<10}" in out
+
+
+def test_an_interrupted_ring_step_is_undone():
+    """Every step's first attempt fails after every pool (rings included) was written; the engine undoes it,
+    and the run ends with the tokens and logits of an undisturbed one, bit for bit."""
+    def run(inject):
+        engine = Engine(build("gpt-oss"), pool_rows=24, keep_logits=True, prefix_cache=False, max_step_tokens=5)
+        reqs = [engine.add_request(p, 9) for p in ([1, 5, 9, 3, 7, 2, 8, 8], [2, 4], [3])]
+        failures = 0
+        while not engine.done:
+            if inject:
+                with Patch(engine.runner, "run", lambda *a: True), pytest.raises(KeyboardInterrupt):
+                    engine.step()
+                failures += 1
+            engine.step()
+        return reqs, failures, engine
+
+    want, _, plain = run(False)
+    got, failures, _ = run(True)
+    assert failures == plain.steps and plain.stats.preemptions > 0
+    for r, w in zip(got, want):
+        assert r.tokens == w.tokens
+        np.testing.assert_array_equal(np.array(mx.stack(r.logits)), np.array(mx.stack(w.logits)))
+
+
+def test_with_the_prefix_cache_sliding_layers_keep_every_row():
+    engine = Engine(build("gemma3"), pool_rows=32)
+    assert engine.runner.rings is None and engine.runner.pools[0][0].shape[0] == 32
+
+
+def test_mla_latent_pool_rows_are_c_kv_then_rotated_k_pe():
+    """DeepSeek-V3's layer-0 pool rows of a prompt: the first kv_lora_rank values are kv_a_layernorm's
+    latent, the rest the rotated k_pe; the pool is one head of kv_lora_rank + qk_rope_head_dim."""
+    model = build("deepseek-v3")
+    a = model.args
+    engine = Engine(model, pool_rows=16)
+    prompt = [3, 1, 4, 1, 5]
+    req = engine.add_request(prompt, 1)
+    while not engine.done:
+        engine.step()
+    pool = np.array(engine.runner.pools[0][0])
+    assert pool.shape == (16, 1, a.kv_lora_rank + a.qk_rope_head_dim)
+    layer = model.model.layers[0]
+    x = layer.input_layernorm(model.model.embed_tokens(mx.array(prompt)))  # [T, hidden]
+    c_kv, k_pe = mx.split(layer.self_attn.kv_a_proj_with_mqa(x), [a.kv_lora_rank], axis=-1)
+    rows = pool[req.slot_table[:5], 0]
+    np.testing.assert_allclose(rows[:, :a.kv_lora_rank], np.array(layer.self_attn.kv_a_layernorm(c_kv)), atol=1e-6)
+    want = layer.self_attn.rope(k_pe[None, None])[0, 0]  # mlx-lm's own rotation of k_pe at 0..4
+    np.testing.assert_allclose(rows[:, a.kv_lora_rank:], np.array(want), atol=1e-5)
+
+
+def test_fp8_is_refused_for_the_layered_models():
+    with pytest.raises(ValueError, match="kv_dtype='fp8' is served for"):
+        generate(build("gemma3"), [[1, 2]], 1, pool_rows=8, kv_dtype="fp8")
