@@ -1,0 +1,14 @@
+"""Hints, one more each time a learner asks (``ropepool.build.hint(n)``); the last nearly gives it away."""
+
+HINTS = {
+    1: ["theta = positions[:, None] * inv_freq[None, :] has shape [T, D/2]: one angle per token and pair.",
+        "NeoX pairs: a = x[:, :D//2], b = x[:, D//2:]. GPT-J pairs: a = x[:, 0::2], b = x[:, 1::2].",
+        "out = x.copy(); write a*cos - b*sin where a came from and a*sin + b*cos where b came from."],
+    3: ["One request at a time, in order; its tokens this step are positions cached .. cached + new - 1.",
+        "Position p sits on page p // page_size of the request, at offset p % page_size inside it.",
+        "slot = pages[p // page_size] * page_size + p % page_size."],
+    6: ["Work on |x| and put the sign back at the end: code | 0x80 where np.signbit(x).",
+        "decode_table()[:0x7F] is every finite non-negative value, increasing: np.searchsorted finds the two "
+        "codes around |x|.",
+        "Clip |x| to 448 first (saturate); on a tie pick the even code (lo % 2 == 0); NaN gives 0x7F."],
+}

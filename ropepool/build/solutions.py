@@ -1,0 +1,52 @@
+"""Every part filled in: what a facilitator's demo runs (``ROPEPOOL_BUILD=solutions``).
+
+These are reference answers for the learner's interfaces, kept out of the notebooks; the checkers
+compare the learner's parts with the engine's own implementation and the float64 reference, not with
+these.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..fp8 import decode_table
+
+
+def rotate(x, positions, inv_freq, is_neox):
+    """One head x [T, D] turned by RoPE at positions [T]: pair i turns by positions[t] * inv_freq[i]."""
+    x = np.asarray(x, np.float64)
+    D = x.shape[-1]
+    theta = np.asarray(positions, np.float64)[:, None] * np.asarray(inv_freq, np.float64)[None, :]  # [T, D/2]
+    cos, sin = np.cos(theta), np.sin(theta)
+    if is_neox:
+        a, b = np.arange(D // 2), np.arange(D // 2) + D // 2  # (i, i + D/2)
+    else:
+        a, b = np.arange(0, D, 2), np.arange(1, D, 2)  # (2i, 2i + 1)
+    out = x.copy()
+    out[:, a] = x[:, a] * cos - x[:, b] * sin
+    out[:, b] = x[:, a] * sin + x[:, b] * cos
+    return out  # [T, D]
+
+
+def encode_e4m3(x):
+    """The e4m3 code (uint8 [n]) of each float32 value of the row x [n]."""
+    x = np.asarray(x, np.float32)
+    with np.errstate(invalid="ignore"):
+        mag = np.minimum(np.abs(x.astype(np.float64)), 448.0)  # saturate; NaN stays NaN
+        _, e = np.frexp(mag)  # mag = m * 2**e, m in [0.5, 1)
+        step = np.where(mag < 2.0**-6, 2.0**-9, np.ldexp(1.0, e - 4))  # 8 steps per binade; subnormals 2**-9
+        rounded = np.rint(mag / step) * step  # np.rint: a tie goes to the even multiple, the even code
+        rounded = np.where(np.isnan(x), 0.0, rounded)
+    code = np.searchsorted(decode_table()[:0x7F], rounded)  # the code whose value it is
+    code = np.where(np.isnan(x), 0x7F, code)
+    return (code | (np.signbit(x).astype(np.int64) << 7)).astype(np.uint8)
+
+
+def slot_mapping(requests, page_size):
+    """(positions, slots) of one step, request after request."""
+    positions, slots = [], []
+    for r in requests:
+        for p in range(r["cached"], r["cached"] + r["new"]):
+            positions.append(p)
+            slots.append(r["pages"][p // page_size] * page_size + p % page_size)
+    return positions, slots
