@@ -12,6 +12,8 @@ import mlx.core as mx
 from .allocator import MAX_POOL_ROWS, Allocator
 from .arguments import check_int, check_token_ids
 from .errors import EngineArgumentError, WrongThreadError
+from .protocols import AllocatorFactory, CacheFactory, SchedulerFactory
+from .radix import NoCache, RadixCache
 from .request import Request
 from .runner import ModelRunner
 from .scheduler import Batch, Scheduler, Stats
@@ -40,11 +42,15 @@ class Engine:
     stop : a token id (e.g. a chat model's end-of-turn) that finishes a request as soon as it is
         chosen; its rows are given back in that same step
     prefix_cache : keep written rows in a radix tree over token ids, so that a prompt starting with
-        tokens already in the pool reuses their rows (:mod:`.radix`); False: every prompt is computed whole
+        tokens already in the pool reuses their rows (:mod:`.radix`); False: every prompt is computed
+        whole; or a factory ``(allocator) -> cache`` of your own (:mod:`.protocols`)
     max_step_tokens : the most new tokens one step runs; a longer prompt is prefilled in chunks
     page_size : rows per page the allocator hands out (1: SGLang's; 16: vLLM's); must divide ``pool_rows``
     keep_logits : keep each new token's ``[vocab]`` logits in ``Request.logits`` (off: a long-lived
         engine would hold them all)
+    allocator, scheduler : factories of the engine's parts, ``(pool_rows, page_size) -> allocator`` and
+        ``(allocator, cache, max_step_tokens=...) -> scheduler``; the engine's own by default. A part of
+        your own plugs in through the interfaces of :mod:`.protocols`
 
     The engine holds only the requests it is serving: a finished request goes out in the step's
     ``Batch.finished`` and is the caller's (:attr:`requests` lists those someone still holds).
@@ -54,20 +60,30 @@ class Engine:
     """
 
     def __init__(self, model, *, pool_rows: int, backend: str = "auto", stop: int | None = None,
-                 prefix_cache: bool = True, max_step_tokens: int = 256, page_size: int = 1,
-                 keep_logits: bool = False, kv_dtype: str | None = None, kv_scales=None):
+                 prefix_cache: bool | CacheFactory = True, max_step_tokens: int = 256, page_size: int = 1,
+                 keep_logits: bool = False, kv_dtype: str | None = None, kv_scales=None,
+                 allocator: AllocatorFactory = Allocator, scheduler: SchedulerFactory = Scheduler):
         vocab = model.args.vocab_size
         pool_rows = check_int("pool_rows", pool_rows, 1, MAX_POOL_ROWS)
         if stop is not None:
             stop = check_int("stop", stop, 0, vocab - 1)
-        for name, flag in (("prefix_cache", prefix_cache), ("keep_logits", keep_logits)):
-            if not isinstance(flag, bool):
-                raise EngineArgumentError(f"{name} must be True or False, got {flag!r:.60}")
+        if not isinstance(keep_logits, bool):
+            raise EngineArgumentError(f"keep_logits must be True or False, got {keep_logits!r:.60}")
+        if not (isinstance(prefix_cache, bool) or callable(prefix_cache)):
+            raise EngineArgumentError(f"prefix_cache must be True or False, got {prefix_cache!r:.60} (or a factory: "
+                                      "allocator -> cache, see ropepool.engine.protocols)")
+        for name, factory in (("allocator", allocator), ("scheduler", scheduler)):
+            if not callable(factory):
+                raise EngineArgumentError(f"{name} must be a class or factory (see ropepool.engine.protocols), "
+                                          f"got {factory!r:.60}")
         max_step_tokens = check_int("max_step_tokens", max_step_tokens, 1)
         self.runner = ModelRunner(model, pool_rows, backend, kv_dtype, kv_scales)  # the pools are lazy: nothing allocated yet
         check_pool_memory(self.runner, pool_rows)
-        self.allocator = Allocator(pool_rows, page_size)
-        self.scheduler = Scheduler(self.allocator, prefix_cache=prefix_cache, max_step_tokens=max_step_tokens)
+        self.allocator = allocator(pool_rows, page_size)
+        if isinstance(prefix_cache, bool):
+            prefix_cache = RadixCache if prefix_cache else NoCache
+        cache = prefix_cache(self.allocator)
+        self.scheduler = scheduler(self.allocator, cache, max_step_tokens=max_step_tokens)
         self.vocab_size = vocab
         self.stop = stop
         self.keep_logits = keep_logits

@@ -103,9 +103,9 @@ def common_prefix(a: Request, b: Request) -> int:
 
 
 class Scheduler:
-    def __init__(self, allocator: Allocator, *, prefix_cache: bool = True, max_step_tokens: int = 256):
+    def __init__(self, allocator: Allocator, cache: RadixCache | NoCache, *, max_step_tokens: int = 256):
         self.allocator = allocator
-        self.cache = RadixCache(allocator) if prefix_cache else NoCache(allocator)
+        self.cache = cache
         self.max_step_tokens = max_step_tokens
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []  # in admission order: the last is preempted first

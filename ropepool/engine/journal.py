@@ -1,0 +1,99 @@
+"""The undo log of one step: each change recorded with how to undo it, undone newest first on failure.
+
+A step changes the allocator (pages taken, released, reference counts), the prefix cache (nodes
+added, split, evicted, its clock), the requests (status, slot table, tokens) and the queues. A
+database makes such a change a transaction with a log of undo records; so does the engine:
+
+- :meth:`Journal.begin` opens the step's log; every part then calls :meth:`Journal.record` with a
+  function and its arguments that undo the change it just made (``allocate`` records "put these
+  pages back at the head of the free list"). The log holds what the step touched, nothing more:
+  O(pages and nodes touched), whatever the pool's size.
+- :meth:`Journal.commit` forgets the log: the step stands.
+- :meth:`Journal.rollback` calls the undo records newest first: the engine is as it was when the
+  step began. A Ctrl-C (SIGINT) arriving meanwhile is held until the log is undone
+  (:func:`held_interrupts`), then raised: a second Ctrl-C cannot leave half a rollback.
+
+Outside a step (:meth:`begin` not called) :meth:`record` records nothing: a part used on its own
+(a doctest, a notebook) pays one attribute test per change.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from contextlib import contextmanager
+
+
+class Journal:
+    """Undo records of the step in progress.
+
+    Example
+    -------
+    >>> log, free = Journal(), [3, 4]
+    >>> log.begin()
+    >>> page = free.pop(0)
+    >>> log.record(free.insert, 0, page)   # how to undo the pop
+    >>> log.rollback(), free
+    (None, [3, 4])
+    """
+
+    def __init__(self):
+        self.active = False
+        self._undo: list[tuple] = []  # (function, args), oldest first
+        self._marked: set[int] = set()  # ids of objects whose state was saved this step (see first_time)
+
+    def begin(self) -> None:
+        """Start recording a step's changes (a log left by a step that committed is dropped)."""
+        self._undo.clear()
+        self._marked.clear()
+        self.active = True
+
+    def record(self, undo, *args) -> None:
+        """Remember that ``undo(*args)`` undoes the change just made (nothing when no step is open)."""
+        if self.active:
+            self._undo.append((undo, args))
+
+    def first_time(self, obj) -> bool:
+        """True the first time ``obj`` is named in this step (then save its state once); False outside a step."""
+        if not self.active or id(obj) in self._marked:
+            return False
+        self._marked.add(id(obj))
+        return True
+
+    def commit(self) -> None:
+        """The step stands: forget its undo records."""
+        self.active = False
+        self._undo.clear()
+        self._marked.clear()
+
+    def rollback(self) -> bool:
+        """Undo the step's changes, newest first; return whether a Ctrl-C arrived meanwhile (held till the end)."""
+        self.active = False
+        with held_interrupts() as held:
+            while self._undo:
+                undo, args = self._undo[-1]
+                undo(*args)
+                self._undo.pop()  # popped once done: an undo record interrupted by an error is not lost
+            self._marked.clear()
+        return bool(held)
+
+    def __len__(self) -> int:
+        return len(self._undo)
+
+
+@contextmanager
+def held_interrupts():
+    """Inside the block, a SIGINT (Ctrl-C) is held instead of raised; the list yielded says how many came.
+
+    Signal handlers can only be set from the main thread; elsewhere no SIGINT is delivered
+    (Python raises KeyboardInterrupt in the main thread only), so there is nothing to hold.
+    """
+    held: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield held
+        return
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    try:
+        yield held
+    finally:
+        signal.signal(signal.SIGINT, previous)
