@@ -149,3 +149,19 @@ def run(eng: Engine, prompts, max_new_tokens: int) -> list:
     while not eng.done:
         eng.step()
     return [(r.tokens, mx.stack(r.logits)) for r in requests]
+
+
+def pool_is_clean(eng: Engine) -> bool:
+    """Every page is free or held by the prefix cache alone: no request kept a row, none leaked."""
+    allocator, cache = eng.allocator, eng.scheduler.cache
+    return allocator.num_free + cache.num_evictable() == allocator.num_pages
+
+
+def largest_difference(results, reference) -> float:
+    """The largest ``|logit - mlx-lm's logit|`` over every token of every request (inf where tokens differ)."""
+    worst = 0.0
+    for (tokens, logits), want in zip(results, reference):
+        if tokens != want.tokens:
+            return float("inf")
+        worst = max(worst, float(mx.abs(logits - want.logits).max()))
+    return worst
