@@ -158,12 +158,12 @@ def test_slot_mapping_solution_is_what_the_engine_builds():
         engine.add_request(p, n)
     assert ex.check_slot_mapping(ex.solution_slot_mapping).passed
     while not engine.done:
-        saved = engine.scheduler.checkpoint()
+        engine.journal.begin()
         batch = engine.scheduler.schedule()  # what the next step will run
         step = [dict(slot_table=list(r.slot_table), cached=r.num_cached, new=n)
                 for r, n in zip(batch.requests, batch.lengths)]
         assert ex.solution_slot_mapping(step) == (batch.positions, batch.slots)
-        engine.scheduler.restore(saved)
+        engine.journal.rollback()  # the undo log puts the engine back as it was
         engine.step()
 
 

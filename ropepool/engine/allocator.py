@@ -4,6 +4,10 @@ Pool row ``page * page_size + offset`` is row ``offset`` of page ``page``. With 
 (SGLang's default) a page is one row; vLLM hands out pages of 16. A page is held by every request
 whose slot table points at it, and by the prefix cache while the cache keeps it: its reference
 count says by how many. A page whose count falls to 0 goes back on the free list.
+
+Every operation costs O(pages it is given or hands out): nothing walks the pool or the free list.
+Each change is recorded in the engine's undo log (:mod:`.journal`) with its inverse, so a failed
+step gives back exactly the pages it took, in the same order.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from collections import deque
 
 from .arguments import check_int
 from .errors import EngineArgumentError
+from .journal import Journal
 
 #: Slots reach the op as int32: a pool cannot have more rows than that can number.
 MAX_POOL_ROWS = 2**31 - 1
@@ -50,6 +55,12 @@ class Allocator:
         self.num_pages = self.pool_rows // self.page_size
         self.free_pages = deque(range(self.num_pages))
         self.refs = [0] * self.num_pages  # holders of each page: requests, and the prefix cache
+        self.journal = Journal()  # the engine's, once it adopts this allocator (:mod:`.protocols`)
+        self.listeners = []  # f(pages, delta) after each retain (+1) and release (-1): see watch
+
+    def watch(self, listener) -> None:
+        """Call ``listener(pages, delta)`` after every :meth:`retain` (+1) and :meth:`release` (-1)."""
+        self.listeners.append(listener)
 
     @property
     def num_free(self) -> int:
@@ -81,7 +92,13 @@ class Allocator:
         pages = [self.free_pages.popleft() for _ in range(n)]
         for p in pages:
             self.refs[p] = 1
+        self.journal.record(self._unallocate, pages)
         return pages
+
+    def _unallocate(self, pages: list[int]) -> None:
+        for p in reversed(pages):
+            self.refs[p] = 0
+            self.free_pages.appendleft(p)
 
     def retain(self, pages) -> None:
         """One more holder for each of ``pages`` (all held already)."""
@@ -89,6 +106,13 @@ class Allocator:
         self._check_held(pages, "retain")
         for p in pages:
             self.refs[p] += 1
+        self.journal.record(self._add, pages, -1)
+        for listener in self.listeners:
+            listener(pages, 1)
+
+    def _add(self, pages: list[int], delta: int) -> None:
+        for p in pages:
+            self.refs[p] += delta
 
     def release(self, pages) -> list[int]:
         """One holder fewer for each of ``pages``; return the pages that became free.
@@ -109,7 +133,15 @@ class Allocator:
             if self.refs[p] == 0:
                 freed.append(p)
         self.free_pages.extend(freed)
+        self.journal.record(self._unrelease, pages, len(freed))
+        for listener in self.listeners:
+            listener(pages, -1)
         return freed
+
+    def _unrelease(self, pages: list[int], freed: int) -> None:
+        for _ in range(freed):
+            self.free_pages.pop()
+        self._add(pages, 1)
 
     def _check_held(self, pages, what: str) -> None:
         counts: dict[int, int] = {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import threading
 import weakref
@@ -12,6 +13,7 @@ import mlx.core as mx
 from .allocator import MAX_POOL_ROWS, Allocator
 from .arguments import check_int, check_token_ids
 from .errors import EngineArgumentError, WrongThreadError
+from .journal import HeldInterrupts, Journal
 from .protocols import AllocatorFactory, CacheFactory, SchedulerFactory
 from .radix import NoCache, RadixCache
 from .request import Request
@@ -84,6 +86,14 @@ class Engine:
             prefix_cache = RadixCache if prefix_cache else NoCache
         cache = prefix_cache(self.allocator)
         self.scheduler = scheduler(self.allocator, cache, max_step_tokens=max_step_tokens)
+        self.journal = Journal()  # the step's undo log, shared by the parts that keep one (:mod:`.protocols`)
+        self._unjournaled = []  # parts without a journal: copied at each step instead
+        for part in (self.allocator, cache, self.scheduler):
+            if hasattr(part, "journal"):
+                part.journal = self.journal
+            else:
+                self._unjournaled.append(part)
+        self.held_interrupt = False  # a Ctrl-C that landed after a step committed, raised by the next step
         self.vocab_size = vocab
         self.stop = stop
         self.keep_logits = keep_logits
@@ -131,6 +141,11 @@ class Engine:
         The step is one transaction: if anything in it raises (an error, or a KeyboardInterrupt in the
         scheduling, the forward pass or the bookkeeping after it), the engine is left as it was before
         the step, pool rows included, and the exception is raised again: stepping on loses nothing.
+        The parts record each change in an undo log (:mod:`.journal`), undone newest first: a step
+        costs what it changes, not a copy of the pool's books. A Ctrl-C during that rollback is held
+        until it ends, then raised. Once the step has committed, it returns its batch (finished
+        requests included): a Ctrl-C landing after the commit is held, and raised by the next
+        :meth:`step` before it changes anything.
 
         Raises
         ------
@@ -138,45 +153,56 @@ class Engine:
             Called from another thread than the one that made the engine.
         RuntimeError
             Nothing to run (no request waiting or running).
+        KeyboardInterrupt
+            Held from the end of the last step (nothing has changed).
         """
         if threading.get_ident() != self.thread:
             raise WrongThreadError(
                 f"step: this engine was made in thread {self.thread} and is stepped from thread "
                 f"{threading.get_ident()}; MLX's streams are per thread: make and step an engine in one thread")
+        if self.held_interrupt:
+            self.held_interrupt = False
+            raise KeyboardInterrupt("held from the end of the last step, which committed")
         if self.done:
             raise RuntimeError("step: nothing to run (no request waiting or running)")
-        checkpoint, saved = self.scheduler.checkpoint(), None
+        hold = HeldInterrupts()
+        self.journal.begin()
         try:
+            self._snapshot_unjournaled()
             batch = self.scheduler.schedule()
-            saved = self._save_rows(batch)
+            self._save_rows(batch)
             logits = self.runner.run(batch)  # [len(batch.requests), vocab]
             mx.eval(logits)  # the lazy pass runs here, inside the try
             self.scheduler.postprocess(batch, logits, keep_logits=self.keep_logits)
-        except BaseException:
-            self.scheduler.restore(checkpoint)
-            self._restore_rows(saved)
+            hold.start()  # the step is done: from here on a Ctrl-C is held, not raised
+        except BaseException as error:
+            hold.stop()
+            if self.journal.rollback() and not isinstance(error, KeyboardInterrupt):
+                raise KeyboardInterrupt("during the rollback of a failed step") from error
             raise
+        self.journal.commit()
+        self.held_interrupt = hold.stop() > 0
         return batch
 
-    def _save_rows(self, batch: Batch):
-        """Rows this step writes that held k and v before it (taken from the cache or a preempted request), copied."""
+    def _snapshot_unjournaled(self) -> None:
+        """The fallback of :mod:`.protocols` for parts that keep no undo log: copy them now, put back on rollback."""
+        s = self.scheduler
+        keep = {id(x): x for x in (self.allocator, s.cache, s, self.journal)}
+        for part in self._unjournaled:
+            keep.update((id(r), r) for r in (*s.waiting, *s.running))
+            saved = copy.deepcopy(vars(part), dict(keep))
+            self.journal.record(vars(part).update, saved)
+        if s in self._unjournaled:
+            for req in (*s.waiting, *s.running):
+                self.journal.record(req.set_state, req.state())
+
+    def _save_rows(self, batch: Batch) -> None:
+        """Rows this step writes that held k and v before it (taken from the cache or a preempted request):
+        copied now, written back through the one pool writer if the step is undone."""
         reclaimed = set(batch.reclaimed)
         rows = sorted({s for s in batch.slots if s in reclaimed})
-        if not rows:
-            return None
-        index = mx.array(rows, mx.int32)
-        saved = [(k[index], v[index]) for k, v in zip(self.runner.k_pools, self.runner.v_pools)]  # [n, Hkv, D] each
-        mx.eval(saved)
-        return index, saved
-
-    def _restore_rows(self, saved) -> None:
-        if saved is None:
-            return
-        index, rows = saved
-        for i, (k, v) in enumerate(rows):
-            self.runner.k_pools[i][index] = k
-            self.runner.v_pools[i][index] = v
-        mx.eval(self.runner.k_pools, self.runner.v_pools)
+        if rows:
+            self.journal.record(self.runner.restore_rows, rows, self.runner.save_rows(rows))
 
     @property
     def done(self) -> bool:

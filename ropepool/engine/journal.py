@@ -33,8 +33,8 @@ class Journal:
     >>> log.begin()
     >>> page = free.pop(0)
     >>> log.record(free.insert, 0, page)   # how to undo the pop
-    >>> log.rollback(), free
-    (None, [3, 4])
+    >>> log.rollback(), free              # False: no Ctrl-C came during the rollback
+    (False, [3, 4])
     """
 
     def __init__(self):
@@ -81,19 +81,41 @@ class Journal:
         return len(self._undo)
 
 
-@contextmanager
-def held_interrupts():
-    """Inside the block, a SIGINT (Ctrl-C) is held instead of raised; the list yielded says how many came.
+class HeldInterrupts:
+    """While started, a SIGINT (Ctrl-C) is counted instead of raised; :meth:`stop` puts the handler back.
 
     Signal handlers can only be set from the main thread; elsewhere no SIGINT is delivered
     (Python raises KeyboardInterrupt in the main thread only), so there is nothing to hold.
     """
+
+    def __init__(self):
+        self.count = 0
+        self._installed = False
+        self._previous = None
+
+    def _hold(self, signum, frame) -> None:
+        self.count += 1
+
+    def start(self) -> None:
+        if threading.current_thread() is threading.main_thread() and not self._installed:
+            self._previous = signal.signal(signal.SIGINT, self._hold)
+            self._installed = True
+
+    def stop(self) -> int:
+        """Stop holding (again: nothing happens); return how many SIGINTs were held."""
+        if self._installed:
+            signal.signal(signal.SIGINT, signal.SIG_DFL if self._previous is None else self._previous)
+            self._installed = False
+        return self.count
+
+
+@contextmanager
+def held_interrupts():
+    """Inside the block, a SIGINT is held instead of raised; the list yielded has one entry per SIGINT held."""
+    hold = HeldInterrupts()
     held: list[int] = []
-    if threading.current_thread() is not threading.main_thread():
-        yield held
-        return
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    hold.start()
     try:
         yield held
     finally:
-        signal.signal(signal.SIGINT, previous)
+        held += [signal.SIGINT] * hold.stop()

@@ -8,13 +8,27 @@ tokens after them. The cache holds one reference to every page in the tree (see
 :mod:`.allocator`), so a page stays in the pool after its last request has gone, until
 :meth:`RadixCache.evict` gives back the least recently used pages no request holds.
 
+What each operation costs, as in SGLang, whatever the size of the tree or the pool:
+
+- :meth:`~RadixCache.insert` caches only the pages a step added, continuing from the *cursor*
+  where the sequence's last match or insert ended (a node and a depth): O(new pages).
+- The cache counts its evictable pages (those only it holds) and keeps the set of evictable
+  leaves, updated on every change of a page's reference count (the allocator tells it:
+  :meth:`~.allocator.Allocator.watch`): :meth:`~RadixCache.num_evictable` is O(1).
+- :meth:`~RadixCache.evict` pops leaves from a heap ordered by last use: O(pages freed x log(leaves)).
+- Nothing recurses: a tree 100,000 levels deep is walked with loops.
+
 Only whole pages are cached: a request's partly filled last page stays its own. The model and
-the op never see the tree; they see slot tables.
+the op never see the tree; they see slot tables. Every change is recorded in the engine's undo
+log (:mod:`.journal`), so a failed step leaves the tree as it was.
 """
 
 from __future__ import annotations
 
+import heapq
+
 from .allocator import Allocator
+from .journal import Journal
 
 
 class Node:
@@ -27,18 +41,29 @@ class Node:
     children : dict        first key page of a child's edge -> child
     parent : Node or None
     last_used : int        the cache's clock when a lookup or insert last passed here
+    start : int            the depth (in pages, from the root) where the edge begins; it ends at
+                           :attr:`end`
+    id : int               the order nodes were made in (ties of ``last_used`` are evicted oldest first)
     """
 
-    def __init__(self, key=(), pages=(), parent: Node | None = None, last_used: int = 0):
+    def __init__(self, key=(), pages=(), parent: Node | None = None, last_used: int = 0, start: int = 0,
+                 id: int = 0):
         self.key, self.pages = list(key), list(pages)
         self.children: dict[tuple, Node] = {}
         self.parent = parent
         self.last_used = last_used
+        self.start = start
+        self.id = id
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.key)
 
 
-def _common(a: list, b: list) -> int:
-    n = 0
-    while n < len(a) and n < len(b) and a[n] == b[n]:
+def _common(a: list, i: int, b: list, j: int) -> int:
+    """How many entries ``a[i:]`` and ``b[j:]`` have in common at their start (no slices copied)."""
+    n, most = 0, min(len(a) - i, len(b) - j)
+    while n < most and a[i + n] == b[j + n]:
         n += 1
     return n
 
@@ -51,15 +76,15 @@ class RadixCache:
     >>> a = Allocator(8)
     >>> cache = RadixCache(a)
     >>> pages = a.allocate(4)                       # a request wrote tokens 5 6 7 8 into pages 0-3
-    >>> cache.insert([5, 6, 7, 8], pages)
+    >>> cache.insert([5, 6, 7, 8], pages, None)[0]
     [0, 1, 2, 3]
-    >>> cache.match([5, 6, 9])                      # a new prompt shares tokens 5 6
+    >>> cache.match([5, 6, 9])[0]                   # a new prompt shares tokens 5 6
     [0, 1]
     >>> a.release(pages)                            # the request ends: nothing freed, the cache keeps them
     []
     >>> a.num_free, cache.num_evictable()
     (4, 4)
-    >>> cache.evict(3), cache.match([5, 6, 7, 8])   # least recently used first: the tail 6 7 8 goes
+    >>> cache.evict(3), cache.match([5, 6, 7, 8])[0]   # least recently used first: the tail 6 7 8 goes
     ([1, 2, 3], [0])
     """
 
@@ -70,63 +95,86 @@ class RadixCache:
         self.page_size = allocator.page_size
         self.root = Node()
         self.clock = 0
+        self.journal = Journal()  # the engine's, once it adopts this cache (:mod:`.protocols`)
+        self.in_tree = bytearray(allocator.num_pages)  # 1 where the tree holds the page
+        self.tails: dict[int, Node] = {}  # each node's last page -> the node
+        self.evictable = 0  # pages in the tree that only the tree holds (reference count 1)
+        self.leaves: set[Node] = set()  # nodes without children whose last page only the tree holds
+        self.heap: list[tuple[int, int, Node]] = []  # (last_used, id, leaf): stale entries skipped on pop
+        self.next_id = 1
+        allocator.watch(self._refs_changed)
 
     def key(self, tokens) -> list[tuple]:
         """The whole pages of ``tokens``, as tuples of ``page_size`` ids (a partial last page dropped)."""
         s = self.page_size
         return [tuple(tokens[i:i + s]) for i in range(0, len(tokens) - s + 1, s)]
 
-    def match(self, tokens) -> list[int]:
-        """The pool pages of the longest cached prefix of ``tokens`` (whole pages), marked as just used."""
-        self.clock += 1
-        node, key, pages = self.root, self.key(tokens), []
-        while key and key[0] in node.children:
-            node = node.children[key[0]]
-            n = _common(node.key, key)
-            node.last_used = self.clock
+    # --- Lookups and inserts ----------------------------------------------------------------------
+
+    def match(self, tokens) -> tuple[list[int], tuple[Node, int]]:
+        """``(pages, cursor)``: the pool pages of the longest cached prefix of ``tokens`` (whole pages),
+        marked as just used, and where it ends (:meth:`insert` continues from there)."""
+        self._tick()
+        node, key, pages, i = self.root, self.key(tokens), [], 0
+        while i < len(key) and key[i] in node.children:
+            node = node.children[key[i]]
+            n = _common(node.key, 0, key, i)
+            self._use(node)
             pages += node.pages[:n]
+            i += n
             if n < len(node.key):
                 break
-            key = key[n:]
-        return pages
+        return pages, (node, i)
 
-    def insert(self, tokens, pages) -> list[int]:
-        """Cache the whole pages of ``tokens``, whose k and v are in ``pages``; return the cache's pages for them.
+    def insert(self, tokens, pages, cursor) -> tuple[list[int], tuple[Node, int]]:
+        """Cache the whole pages of ``tokens``, which continue a sequence right after ``cursor`` (None: the
+        root) and whose k and v are in ``pages``; return ``(the cache's pages for them, the new cursor)``.
 
         Where the tree already holds a page for the same tokens, that page is returned, not the one
         given (the caller's is then a duplicate it may give back). Each page newly kept gets one
-        reference, the cache's.
+        reference, the cache's. O(pages given), plus a split's copy where the sequence leaves an edge.
         """
-        self.clock += 1
+        self._tick()
         key = self.key(tokens)
-        node, out, i = self.root, [], 0
+        node, depth = self._resolve(cursor)
+        out, i = [], 0
         while i < len(key):
+            if depth < node.end:  # inside node's edge: follow it while the tokens agree
+                off = depth - node.start
+                n = _common(node.key, off, key, i)
+                if n == 0:
+                    node = self._split(node, off)  # the sequence leaves the edge here
+                    continue
+                self._use(node)
+                out += node.pages[off:off + n]
+                i, depth = i + n, depth + n
+                continue
             child = node.children.get(key[i])
-            if child is None:
-                new_pages = list(pages[i:len(key)])
-                self.allocator.retain(new_pages)
-                if node is not self.root and not node.children:  # grow the leaf, not a chain of one-page nodes
-                    node.key += key[i:]
-                    node.pages += new_pages
-                else:
-                    node.children[key[i]] = Node(key[i:], new_pages, node, self.clock)
-                return out + new_pages
-            n = _common(child.key, key[i:])
-            if n < len(child.key):
-                child = self._split(child, n)
-            child.last_used = self.clock
-            out += child.pages
-            i += n
-            node = child
-        return out
+            if child is not None:
+                node = child
+                continue
+            new = list(pages[i:len(key)])
+            self.allocator.retain(new)
+            if node is not self.root and not node.children:  # grow the leaf, not a chain of one-page nodes
+                self._extend(node, key[i:], new)
+            else:
+                node = self._add_child(node, key[i:], new)
+            self._use(node)
+            out += new
+            depth = node.end
+            break
+        return out, (node, depth)
 
-    def _split(self, node: Node, n: int) -> Node:
-        """Cut ``node``'s edge after ``n`` key pages; return the new upper node."""
-        top = Node(node.key[:n], node.pages[:n], node.parent, node.last_used)
-        node.parent.children[top.key[0]] = top
-        node.key, node.pages, node.parent = node.key[n:], node.pages[n:], top
-        top.children[node.key[0]] = node
-        return top
+    def _resolve(self, cursor) -> tuple[Node, int]:
+        """The cursor's node, brought up to date: a split since made moved the depth into a new parent."""
+        if cursor is None:
+            return self.root, 0
+        node, depth = cursor
+        while node is not self.root and depth <= node.start:
+            node = node.parent
+        return node, depth
+
+    # --- What may be evicted ------------------------------------------------------------------------
 
     def nodes(self) -> list[Node]:
         """Every node but the root, parents before children."""
@@ -138,9 +186,8 @@ class RadixCache:
         return out
 
     def num_evictable(self) -> int:
-        """Pages only the cache holds: :meth:`evict` can free this many."""
-        refs = self.allocator.refs
-        return sum(refs[p] == 1 for node in self.nodes() for p in node.pages)
+        """Pages only the cache holds: :meth:`evict` can free this many. O(1): a count kept up to date."""
+        return self.evictable
 
     def evict(self, n: int) -> list[int]:
         """Free up to ``n`` pages no request holds, least recently used first; return them.
@@ -150,20 +197,185 @@ class RadixCache:
         """
         refs, freed = self.allocator.refs, []
         while len(freed) < n:
-            leaves = [x for x in self.nodes() if not x.children and refs[x.pages[-1]] == 1]
-            if not leaves:
+            leaf = self._oldest_leaf()
+            if leaf is None:
                 break
-            leaf = min(leaves, key=lambda x: x.last_used)
             k = 0
             while k < len(leaf.pages) and k < n - len(freed) and refs[leaf.pages[-1 - k]] == 1:
                 k += 1
-            first = leaf.key[0]
             drop = leaf.pages[len(leaf.pages) - k:]
-            del leaf.key[len(leaf.key) - k:], leaf.pages[len(leaf.pages) - k:]
-            if not leaf.key:
-                del leaf.parent.children[first]
+            self._trim(leaf, k)
             freed += self.allocator.release(drop)
         return freed
+
+    def _oldest_leaf(self) -> Node | None:
+        while self.heap:
+            last_used, _, node = self.heap[0]
+            if node in self.leaves and node.last_used == last_used:
+                return node
+            heapq.heappop(self.heap)  # stale: no longer an evictable leaf, or used since
+        return None
+
+    # --- Changes, each recorded in the undo log -------------------------------------------------------
+
+    def _tick(self) -> None:
+        self.journal.record(setattr, self, "clock", self.clock)
+        self.clock += 1
+
+    def _use(self, node: Node) -> None:
+        if node.last_used != self.clock:
+            self.journal.record(self._set_last_used, node, node.last_used)
+            self._set_last_used(node, self.clock)
+
+    def _set_last_used(self, node: Node, value: int) -> None:
+        node.last_used = value
+        if node in self.leaves:
+            self._push(node)
+
+    def _push(self, node: Node) -> None:
+        if len(self.heap) > 2 * len(self.leaves) + 64:  # mostly stale entries: rebuild, O(leaves)
+            self.heap = [(x.last_used, x.id, x) for x in self.leaves]
+            heapq.heapify(self.heap)
+        heapq.heappush(self.heap, (node.last_used, node.id, node))
+
+    def _new_node(self, key, pages, parent: Node, start: int) -> Node:
+        self.journal.record(setattr, self, "next_id", self.next_id)
+        node = Node(key, pages, parent, self.clock, start, self.next_id)
+        self.next_id += 1
+        return node
+
+    def _add_child(self, parent: Node, key: list, pages: list[int]) -> Node:
+        child = self._new_node(key, pages, parent, parent.end)
+        parent.children[key[0]] = child
+        self.journal.record(self._remove_child, parent, child)
+        self._own(pages)
+        self.tails[pages[-1]] = child
+        self._check_leaf(child)
+        self._check_leaf(parent)
+        return child
+
+    def _remove_child(self, parent: Node, child: Node) -> None:
+        """Undo of :meth:`_add_child` (the newer records put back the counts and the leaves)."""
+        del parent.children[child.key[0]]
+        del self.tails[child.pages[-1]]
+
+    def _extend(self, node: Node, key: list, pages: list[int]) -> None:
+        old = len(node.key)
+        del self.tails[node.pages[-1]]
+        node.key += key
+        node.pages += pages
+        self.tails[node.pages[-1]] = node
+        self.journal.record(self._cut, node, old)
+        self._own(pages)
+        self._check_leaf(node)
+
+    def _cut(self, node: Node, length: int) -> None:
+        """Undo of :meth:`_extend`: the edge back to its first ``length`` pages."""
+        del self.tails[node.pages[-1]]
+        del node.key[length:], node.pages[length:]
+        self.tails[node.pages[-1]] = node
+
+    def _split(self, node: Node, n: int) -> Node:
+        """Cut ``node``'s edge after ``n`` key pages; return the new upper node (``node`` keeps the rest)."""
+        top = self._new_node(node.key[:n], node.pages[:n], node.parent, node.start)
+        top.last_used = node.last_used
+        node.parent.children[top.key[0]] = top
+        del node.key[:n], node.pages[:n]
+        node.parent, node.start = top, node.start + n
+        top.children[node.key[0]] = node
+        self.tails[top.pages[-1]] = top
+        self.journal.record(self._unsplit, top, node)
+        return top
+
+    def _unsplit(self, top: Node, node: Node) -> None:
+        del self.tails[top.pages[-1]]
+        node.key[:0], node.pages[:0] = top.key, top.pages
+        node.parent, node.start = top.parent, top.start
+        node.parent.children[node.key[0]] = node
+
+    def _trim(self, leaf: Node, k: int) -> None:
+        """Drop the last ``k`` pages of ``leaf`` (only the cache holds them); drop the leaf if none is left."""
+        key, pages = leaf.key[len(leaf.key) - k:], leaf.pages[len(leaf.pages) - k:]
+        self._disown(pages)
+        del self.tails[leaf.pages[-1]]
+        del leaf.key[len(leaf.key) - k:], leaf.pages[len(leaf.pages) - k:]
+        parent = leaf.parent
+        if leaf.key:
+            self.tails[leaf.pages[-1]] = leaf
+        else:
+            del parent.children[key[0]]
+        self.journal.record(self._untrim, leaf, key, pages)
+        self._check_leaf(leaf)
+        if not leaf.key:
+            self._check_leaf(parent)
+
+    def _untrim(self, leaf: Node, key: list, pages: list[int]) -> None:
+        if leaf.key:
+            del self.tails[leaf.pages[-1]]
+        else:
+            leaf.parent.children[key[0]] = leaf
+        leaf.key += key
+        leaf.pages += pages
+        self.tails[leaf.pages[-1]] = leaf
+
+    def _own(self, pages: list[int]) -> None:
+        """The tree now holds ``pages`` (already retained for it)."""
+        refs = self.allocator.refs
+        for p in pages:
+            self.in_tree[p] = 1
+        self.evictable += sum(refs[p] == 1 for p in pages)
+        self.journal.record(self._disown, pages, False)
+
+    def _disown(self, pages: list[int], record: bool = True) -> None:
+        """The tree no longer holds ``pages`` (their references still counted: release them after)."""
+        refs = self.allocator.refs
+        for p in pages:
+            self.in_tree[p] = 0
+        self.evictable -= sum(refs[p] == 1 for p in pages)
+        if record:
+            self.journal.record(self._own_again, pages)
+
+    def _own_again(self, pages: list[int]) -> None:
+        for p in pages:
+            self.in_tree[p] = 1
+        self.evictable += sum(self.allocator.refs[p] == 1 for p in pages)
+
+    def _refs_changed(self, pages: list[int], delta: int) -> None:
+        """The allocator's report: ``pages``' counts changed by ``delta``; keep the evictable count and leaves."""
+        refs, in_tree, change, times = self.allocator.refs, self.in_tree, 0, {}
+        for p in pages:
+            if in_tree[p]:
+                times[p] = times.get(p, 0) + 1
+        for p, c in times.items():
+            after = refs[p]
+            if (after - delta * c == 1) != (after == 1):  # the tree's alone before, or after, not both
+                change += 1 if after == 1 else -1
+                node = self.tails.get(p)
+                if node is not None:
+                    self._check_leaf(node)
+        if change:
+            self.evictable += change
+            self.journal.record(self._add_evictable, -change)
+
+    def _add_evictable(self, n: int) -> None:
+        self.evictable += n
+
+    def _check_leaf(self, node: Node) -> None:
+        """Put ``node`` in or out of the evictable leaves, as it now is."""
+        evictable = (node is not self.root and bool(node.pages) and not node.children
+                     and node.parent is not None and node.parent.children.get(node.key[0]) is node
+                     and self.allocator.refs[node.pages[-1]] == 1)
+        if evictable == (node in self.leaves):
+            return
+        self._set_leaf(node, evictable)
+        self.journal.record(self._set_leaf, node, not evictable)
+
+    def _set_leaf(self, node: Node, evictable: bool) -> None:
+        if evictable:
+            self.leaves.add(node)
+            self._push(node)
+        else:
+            self.leaves.discard(node)
 
 
 class NoCache:
@@ -173,12 +385,13 @@ class NoCache:
 
     def __init__(self, allocator: Allocator):
         self.allocator = allocator
+        self.journal = Journal()  # nothing to record: it changes nothing
 
-    def match(self, tokens) -> list[int]:
-        return []
+    def match(self, tokens) -> tuple[list[int], None]:
+        return [], None
 
-    def insert(self, tokens, pages) -> list[int]:
-        return list(pages[:len(tokens) // self.allocator.page_size])
+    def insert(self, tokens, pages, cursor) -> tuple[list[int], None]:
+        return list(pages[:len(tokens) // self.allocator.page_size]), None
 
     def nodes(self) -> list[Node]:
         return []

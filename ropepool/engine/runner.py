@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import mlx.core as mx
 import numpy as np
 
-from .. import fp8
+from .. import fp8, pool_write
 from ..backends import resolve
 from ..op import rope_pool_fused
 from . import model_spec
@@ -166,6 +166,20 @@ class ModelRunner:
             scale=attn.scale, mask=ctx.mask)  # [R, Hq, N, D]
         o = o.transpose(0, 2, 1, 3).reshape(-1, Hq * D)  # [R * N, Hq*D]
         return attn.o_proj(o if ctx.outputs is None else o[ctx.outputs])  # [T, hidden]
+
+    def save_rows(self, rows: list[int]) -> list[tuple[mx.array, mx.array]]:
+        """Every layer's k and v at pool ``rows`` (``[n, Hkv, D]`` each), copied (evaluated now)."""
+        index = mx.array(rows, mx.int32)
+        saved = [(k[index], v[index]) for k, v in zip(self.k_pools, self.v_pools)]
+        mx.eval(saved)
+        return saved
+
+    def restore_rows(self, rows: list[int], saved: list[tuple[mx.array, mx.array]]) -> None:
+        """Write :meth:`save_rows`' copies back into pool ``rows``, through the one pool writer."""
+        p = pool_write.plan(np.array(rows, np.int64), self.k_pools[0].shape[0], checked=True)
+        for i, (k, v) in enumerate(saved):
+            self.k_pools[i], self.v_pools[i] = pool_write.write(p, self.k_pools[i], self.v_pools[i], k, v)
+        mx.eval(self.k_pools, self.v_pools)
 
     def read_rows(self, i: int, which: str, rows: mx.array, dtype: mx.Dtype) -> mx.array:
         """The read side of layer ``i``'s ``which`` ("k" or "v") pool at ``rows [R, L]``: ``[R, Hkv, L, D]``.

@@ -14,7 +14,6 @@ shares those rows instead of computing them twice.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from collections import deque
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ import mlx.core as mx
 
 from .allocator import Allocator
 from .errors import PoolTooSmallError
+from .journal import Journal
 from .radix import NoCache, RadixCache
 from .request import Request, Status
 
@@ -103,6 +103,13 @@ def common_prefix(a: Request, b: Request) -> int:
 
 
 class Scheduler:
+    """Admission, chunked prefill and preemption over an allocator and a prefix cache (:mod:`.protocols`).
+
+    A step's bookkeeping costs O(the step's requests and the pages they touch): the prefix cache
+    gets only the pages each request wrote this step, from where its last insert ended
+    (``Request.cursor``), and every change is recorded in the engine's undo log (:mod:`.journal`).
+    """
+
     def __init__(self, allocator: Allocator, cache: RadixCache | NoCache, *, max_step_tokens: int = 256):
         self.allocator = allocator
         self.cache = cache
@@ -110,6 +117,7 @@ class Scheduler:
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []  # in admission order: the last is preempted first
         self.stats = Stats()
+        self.journal = Journal()  # the engine's, once it adopts this scheduler (:mod:`.protocols`)
 
     def add(self, req: Request) -> None:
         """Queue ``req``; raise PoolTooSmallError if the whole pool could never hold it."""
@@ -121,9 +129,11 @@ class Scheduler:
                 f"{req.max_new_tokens} new - 1{'' if a.page_size == 1 else f', in pages of {a.page_size}'}) but "
                 f"pool_rows = {a.pool_rows}: it could never run; use pool_rows >= {need} or fewer tokens")
         self.waiting.append(req)
+        self.journal.record(self.waiting.pop)
 
     def schedule(self) -> Batch:
         """This step's batch: at most ``max_step_tokens`` new tokens, running requests first."""
+        self._touch_stats()
         batch, budget = Batch(), self.max_step_tokens
         # Running requests, oldest first: one decode token each, or the next chunk of a prompt.
         for req in list(self.running):
@@ -147,7 +157,7 @@ class Scheduler:
     def admit(self, req: Request, batch: Batch) -> bool:
         """Start ``req`` on its cached prefix and rows for the rest of its sequence, if they fit now."""
         a = self.allocator
-        shared = self.cache.match(req.seq(0, req.seq_len - 1))  # leave one token: its logits choose the next
+        shared, cursor = self.cache.match(req.seq(0, req.seq_len - 1))  # leave one token: its logits choose the next
         if self.cache.enabled and any(common_prefix(req, other) >= len(shared) * a.page_size + IN_BATCH_PREFIX
                                       for other in batch.admitted):
             return False  # a request admitted this step computes a longer prefix of ours: share it next step
@@ -157,12 +167,15 @@ class Scheduler:
             a.release(shared)
             return False
         self.reclaim(need, batch)
+        self._touch(req)
         req.slot_table = a.rows(shared) + a.rows(a.allocate(need))  # <- rows are handed out here
         req.num_cached = len(shared) * a.page_size
+        req.num_in_cache, req.cursor = len(shared), cursor
         self.stats.cached_tokens += min(req.num_cached, len(req.prompt))
         req.status = Status.RUNNING
-        self.waiting.remove(req)
+        self._remove(self.waiting, req)
         self.running.append(req)
+        self.journal.record(self.running.pop)
         batch.admitted.append(req)
         return True
 
@@ -176,6 +189,7 @@ class Scheduler:
             if victim is req:
                 return False
         self.reclaim(need, batch)
+        self._touch(req)
         req.slot_table += a.rows(a.allocate(need))  # <- and here, a page at a time while decoding
         return True
 
@@ -190,17 +204,22 @@ class Scheduler:
         """
         freed = self.allocator.release(self.pages(req))
         batch.reclaimed += self.allocator.rows(freed)
+        self._touch(req)
         req.slot_table, req.num_cached, req.status = [], 0, Status.WAITING
-        self.running.remove(req)
+        req.num_in_cache, req.cursor = 0, None
+        self._remove(self.running, req)
         self.waiting.appendleft(req)
+        self.journal.record(self.waiting.popleft)
         batch.preempted.append(req)
         self.stats.preemptions += 1
 
     def postprocess(self, batch: Batch, logits: mx.array, *, keep_logits: bool = False) -> None:
         """Advance each request past its new tokens; give it a token (greedy, from ``logits [len(batch.requests),
         vocab]``) if they ended its sequence; share its written rows; give back a finished request's rows."""
+        self._touch_stats()
         chosen = mx.argmax(logits, axis=-1).tolist()
         for i, (req, n) in enumerate(zip(batch.requests, batch.lengths)):
+            self._touch(req)
             self.stats.prefill_tokens += max(0, min(len(req.prompt), req.num_cached + n) - req.num_cached)
             req.num_cached += n
             if req.num_cached == req.seq_len:  # a decode token, or a prompt's last chunk
@@ -211,41 +230,51 @@ class Scheduler:
             if req.done:
                 self.allocator.release(self.pages(req))  # <- rows come back here (the cache keeps its pages)
                 req.status = Status.FINISHED
-                self.running.remove(req)
+                self._remove(self.running, req)
                 batch.finished.append(req)
         self.stats.steps += 1
 
     def share(self, req: Request) -> None:
-        """Put ``req``'s written pages in the prefix cache; where the cache has its own for the same
-        tokens (another request computed them too), switch to those and give back the duplicates."""
-        a = self.allocator
-        mine = self.pages(req)
-        theirs = self.cache.insert(req.seq(0, req.num_cached), mine)
-        for j, (own, cached) in enumerate(zip(mine, theirs)):
+        """Put the whole pages ``req`` wrote since its last insert in the prefix cache; where the cache has
+        its own for the same tokens (another request computed them too), switch to those and give back
+        the duplicates. O(the pages new since the last insert), not O(the sequence)."""
+        a, ps = self.allocator, self.allocator.page_size
+        start, stop = req.num_in_cache, req.num_cached // ps  # pages
+        if stop <= start:
+            return
+        self._touch(req)
+        mine = [req.slot_table[j * ps] // ps for j in range(start, stop)]
+        theirs, req.cursor = self.cache.insert(req.seq(start * ps, stop * ps), mine, req.cursor)
+        req.num_in_cache = stop
+        for j, own, cached in zip(range(start, stop), mine, theirs):
             if own != cached:
                 a.retain([cached])
                 a.release([own])
-                req.slot_table[j * a.page_size:(j + 1) * a.page_size] = a.rows([cached])
+                rows = slice(j * ps, (j + 1) * ps)
+                self.journal.record(req.slot_table.__setitem__, rows, req.slot_table[rows])
+                req.slot_table[rows] = a.rows([cached])
 
     def pages(self, req: Request) -> list[int]:
         return [row // self.allocator.page_size for row in req.slot_table[::self.allocator.page_size]]
 
-    def checkpoint(self):
-        """Everything a step may change, copied: the queues, the live requests, the pages, the cache, the stats."""
-        live = [*self.waiting, *self.running]
-        books = copy.deepcopy((vars(self.allocator), vars(self.cache)), {id(self.allocator): self.allocator})
-        return list(self.waiting), list(self.running), [(r, r.state()) for r in live], books, \
-            dataclasses.replace(self.stats)
+    # --- The undo log's records for the queues, the requests and the stats ---------------------------
 
-    def restore(self, checkpoint) -> None:
-        """Put back what :meth:`checkpoint` copied: the state before the step, exactly."""
-        waiting, running, states, (allocator, cache), stats = checkpoint
-        self.waiting, self.running = deque(waiting), list(running)
-        for req, state in states:
-            req.set_state(state)
-        vars(self.allocator).update(allocator)
-        vars(self.cache).update(cache)
+    def _touch(self, req: Request) -> None:
+        """Save ``req``'s state in the undo log before this step first changes it (O(1): :meth:`Request.mark`)."""
+        if self.journal.first_time(req):
+            self.journal.record(req.rewind, req.mark())
+
+    def _touch_stats(self) -> None:
+        if self.journal.first_time(self.stats):
+            self.journal.record(self._put_stats, dataclasses.replace(self.stats))
+
+    def _put_stats(self, stats: Stats) -> None:
         vars(self.stats).update(vars(stats))
+
+    def _remove(self, queue, req: Request) -> None:
+        i = queue.index(req)
+        del queue[i]
+        self.journal.record(queue.insert, i, req)
 
     @property
     def done(self) -> bool:
