@@ -43,10 +43,13 @@ def wrong_case(part: int, problem: str, case: str, given: str, expected, got, hi
                                      f"  got:      {got}\n  hint:     {hint}")
 
 
-def call(part: int, fn: Callable, *args, what: str, first: str):
-    """``fn(*args)``; the stub's NotImplementedError becomes "write this first", any other error a verdict."""
+def call(part: int, fn: Callable, *args, what: str, first: str, expected: tuple = ()):
+    """``fn(*args)``; the stub's NotImplementedError becomes "write this first", any other error a verdict
+    (but those in ``expected``, raised again for the checker to judge)."""
     try:
         return fn(*args)
+    except expected:
+        raise
     except NotImplementedError:
         raise PartFailed(part, "not_implemented", f"{what} raised NotImplementedError: the stub is still "
                          f"there. Write this first: {first}") from None

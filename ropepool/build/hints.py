@@ -4,6 +4,10 @@ HINTS = {
     1: ["theta = positions[:, None] * inv_freq[None, :] has shape [T, D/2]: one angle per token and pair.",
         "NeoX pairs: a = x[:, :D//2], b = x[:, D//2:]. GPT-J pairs: a = x[:, 0::2], b = x[:, 1::2].",
         "out = x.copy(); write a*cos - b*sin where a came from and a*sin + b*cos where b came from."],
+    2: ["Keep refs = [0] * num_pages and a collections.deque of the free pages; num_free is its length.",
+        "allocate: check n <= num_free first, then popleft n pages and set each refs[p] = 1.",
+        "release: count each page in the call (collections.Counter) and check refs[p] >= count for all pages "
+        "before changing any; then decrement, and append each page that reaches 0 to the free queue."],
     3: ["One request at a time, in order; its tokens this step are positions cached .. cached + new - 1.",
         "Position p sits on page p // page_size of the request, at offset p % page_size inside it.",
         "slot = pages[p // page_size] * page_size + p % page_size."],

@@ -7,6 +7,8 @@ these.
 
 from __future__ import annotations
 
+from collections import Counter, deque
+
 import numpy as np
 
 from ..fp8 import decode_table
@@ -50,3 +52,43 @@ def slot_mapping(requests, page_size):
             positions.append(p)
             slots.append(r["pages"][p // page_size] * page_size + p % page_size)
     return positions, slots
+
+
+class Allocator:
+    """Pages 0 .. num_pages - 1, handed out from a queue, each reference-counted."""
+
+    def __init__(self, num_pages):
+        self.refs = [0] * num_pages
+        self.free = deque(range(num_pages))
+
+    @property
+    def num_free(self):
+        return len(self.free)
+
+    def allocate(self, n):
+        if n > len(self.free):
+            raise ValueError(f"allocate({n}): only {len(self.free)} pages are free")
+        pages = [self.free.popleft() for _ in range(n)]
+        for p in pages:
+            self.refs[p] = 1
+        return pages
+
+    def retain(self, pages):
+        for p in pages:
+            if not 0 <= p < len(self.refs) or self.refs[p] == 0:
+                raise ValueError(f"retain: page {p} is not held")
+        for p in pages:
+            self.refs[p] += 1
+
+    def release(self, pages):
+        count = Counter(pages)
+        for p, k in count.items():
+            if not 0 <= p < len(self.refs) or self.refs[p] < k:
+                raise ValueError(f"release: page {p} given {k} times, held {self.refs[p] if 0 <= p < len(self.refs) else 0}")
+        freed = []
+        for p in pages:
+            self.refs[p] -= 1
+            if self.refs[p] == 0:
+                freed.append(p)
+        self.free.extend(freed)
+        return freed

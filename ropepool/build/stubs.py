@@ -25,3 +25,33 @@ def slot_mapping(requests, page_size):
     """(positions, slots) of one step: for each request (dict of pages, cached, new), in order,
     positions cached .. cached + new - 1 and the pool row of each."""
     raise NotImplementedError("part 3: slot_mapping")
+
+
+class Allocator:
+    """Pages 0 .. num_pages - 1 of the pool, handed out and given back, each reference-counted.
+
+    refs[p]: how many hold page p (0: free). The free pages form a queue: allocate takes from its
+    front, release puts the pages that became free at its back, in the order given. A wrong call
+    raises ValueError and changes nothing.
+    """
+
+    def __init__(self, num_pages):
+        raise NotImplementedError("part 2: Allocator.__init__")
+
+    @property
+    def num_free(self):
+        """How many pages are free."""
+        raise NotImplementedError("part 2: Allocator.num_free")
+
+    def allocate(self, n):
+        """n free pages (a list), each now held once; ValueError if fewer than n are free."""
+        raise NotImplementedError("part 2: Allocator.allocate")
+
+    def retain(self, pages):
+        """One more holder for each page (each must be held already, else ValueError)."""
+        raise NotImplementedError("part 2: Allocator.retain")
+
+    def release(self, pages):
+        """One holder fewer for each page; return the pages that became free. ValueError (and nothing
+        released) for a free page, or a page given more often than it is held."""
+        raise NotImplementedError("part 2: Allocator.release")
