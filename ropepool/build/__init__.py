@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import os
 
-from . import allocator, e4m3, rotate, slots, solutions, stubs
+from . import allocator, e4m3, rotate, slots, solutions, stubs, tree
 from .feedback import PartFailed, PartVerdict
 from .feedback import feedback as _feedback
 from .hints import HINTS
 
 #: part -> (its checker, its name in the notebooks)
-PARTS = {1: (rotate.check, "rotate"), 2: (allocator.check, "Allocator"), 3: (slots.check, "slot_mapping"), 6: (e4m3.check, "encode_e4m3")}
+PARTS = {1: (rotate.check, "rotate"), 2: (allocator.check, "Allocator"), 3: (slots.check, "slot_mapping"), 4: (tree.check, "PrefixTree"), 6: (e4m3.check, "encode_e4m3")}
 
 _demo = False
 

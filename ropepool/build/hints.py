@@ -11,6 +11,12 @@ HINTS = {
     3: ["One request at a time, in order; its tokens this step are positions cached .. cached + new - 1.",
         "Position p sits on page p // page_size of the request, at offset p % page_size inside it.",
         "slot = pages[p // page_size] * page_size + p % page_size."],
+    4: ["Start with match: from the root, children[keys[i]] gives the edge that starts with that key; count how many "
+        "of its keys agree, take that many pages, go on only if the whole edge agreed.",
+        "insert walks the same way; where a child's edge agrees only partly and the keys go on, split the edge: "
+        "a new upper node with the agreeing part, the old node below it with the rest.",
+        "evict: collect the leaves whose last page has allocator.refs == 1, take min by (last_used, order), cut "
+        "pages from its end while refs == 1, allocator.release them, remove the leaf when it is empty; repeat."],
     6: ["Work on |x| and put the sign back at the end: code | 0x80 where np.signbit(x).",
         "decode_table()[:0x7F] is every finite non-negative value, increasing: np.searchsorted finds the two "
         "codes around |x|.",

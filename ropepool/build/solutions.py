@@ -92,3 +92,102 @@ class Allocator:
                 freed.append(p)
         self.free.extend(freed)
         return freed
+
+
+class _Node:
+    def __init__(self, keys, pages, parent, last_used, order):
+        self.keys, self.pages, self.parent = list(keys), list(pages), parent
+        self.children = {}
+        self.last_used, self.order = last_used, order
+
+
+def _common(a, b) -> int:
+    n = 0
+    while n < len(a) and n < len(b) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+class PrefixTree:
+    """A radix tree over keys whose edges hold the pool pages of those keys."""
+
+    def __init__(self, allocator):
+        self.allocator = allocator
+        self.root = _Node([], [], None, 0, 0)
+        self.clock = self.made = 0
+
+    def _new(self, keys, pages, parent, last_used):
+        self.made += 1
+        return _Node(keys, pages, parent, last_used, self.made)
+
+    def match(self, keys):
+        self.clock += 1
+        node, i, pages = self.root, 0, []
+        while i < len(keys) and keys[i] in node.children:
+            node = node.children[keys[i]]
+            node.last_used = self.clock
+            n = _common(node.keys, keys[i:])
+            pages += node.pages[:n]
+            i += n
+            if n < len(node.keys):
+                break
+        return pages
+
+    def insert(self, keys, pages):
+        self.clock += 1
+        node, i, out = self.root, 0, []
+        while i < len(keys):
+            child = node.children.get(keys[i])
+            if child is None:
+                new = list(pages[i:len(keys)])
+                self.allocator.retain(new)
+                if node is not self.root and not node.children:
+                    node.keys += keys[i:]
+                    node.pages += new
+                else:
+                    node.children[keys[i]] = self._new(keys[i:], new, node, self.clock)
+                return out + new
+            child.last_used = self.clock
+            n = _common(child.keys, keys[i:])
+            if n < len(child.keys) and i + n < len(keys):
+                child = self._split(child, n)
+            out += child.pages[:n]
+            i += n
+            node = child
+        return out
+
+    def _split(self, node, n):
+        top = self._new(node.keys[:n], node.pages[:n], node.parent, node.last_used)
+        node.parent.children[top.keys[0]] = top
+        node.keys, node.pages, node.parent = node.keys[n:], node.pages[n:], top
+        top.children[node.keys[0]] = node
+        return top
+
+    def _nodes(self):
+        out, stack = [], list(self.root.children.values())
+        while stack:
+            node = stack.pop()
+            out.append(node)
+            stack += node.children.values()
+        return out
+
+    def num_evictable(self):
+        refs = self.allocator.refs
+        return sum(refs[p] == 1 for node in self._nodes() for p in node.pages)
+
+    def evict(self, n):
+        refs, freed = self.allocator.refs, []
+        while len(freed) < n:
+            leaves = [x for x in self._nodes() if not x.children and refs[x.pages[-1]] == 1]
+            if not leaves:
+                break
+            leaf = min(leaves, key=lambda x: (x.last_used, x.order))
+            k = 0
+            while k < len(leaf.pages) and len(freed) + k < n and refs[leaf.pages[-1 - k]] == 1:
+                k += 1
+            first, drop = leaf.keys[0], leaf.pages[len(leaf.pages) - k:]
+            del leaf.keys[len(leaf.keys) - k:], leaf.pages[len(leaf.pages) - k:]
+            if not leaf.keys:
+                del leaf.parent.children[first]
+            freed += self.allocator.release(drop)
+        return freed

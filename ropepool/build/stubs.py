@@ -55,3 +55,40 @@ class Allocator:
         """One holder fewer for each page; return the pages that became free. ValueError (and nothing
         released) for a free page, or a page given more often than it is held."""
         raise NotImplementedError("part 2: Allocator.release")
+
+
+class PrefixTree:
+    """A radix tree over keys (token ids); each key's k and v sit in one pool page.
+
+    Rules (the engine's):
+    - Each node holds an edge: a list of keys and their pages; its children are found by their first key.
+      Where a new sequence leaves an edge in its middle, split the edge there (a sequence that merely
+      ends inside an edge splits nothing). Below a leaf (not the root), insert grows the leaf's edge.
+    - A clock ticks once per match and per insert; every node a call enters (an edge only partly
+      matched included, a new node too) gets last_used = the clock; the upper half of a split keeps
+      the node's last_used.
+    - The tree holds one reference to each page it keeps: insert retains (allocator.retain) each page
+      it newly keeps; where it already holds those keys it returns its own page instead.
+    - evict(n): until n pages are freed or none can be: take the leaf whose last page only the tree
+      holds (allocator.refs[page] == 1) with the smallest last_used (a tie: the older node), drop pages
+      from its end while only the tree holds them, release them; a leaf left empty is removed.
+    """
+
+    def __init__(self, allocator):
+        raise NotImplementedError("part 4: PrefixTree.__init__")
+
+    def match(self, keys):
+        """The pages of the longest prefix of keys the tree holds."""
+        raise NotImplementedError("part 4: PrefixTree.match")
+
+    def insert(self, keys, pages):
+        """Keep keys (whose k and v are in pages, one per key); return the tree's page for each key."""
+        raise NotImplementedError("part 4: PrefixTree.insert")
+
+    def num_evictable(self):
+        """Pages in the tree that only the tree holds."""
+        raise NotImplementedError("part 4: PrefixTree.num_evictable")
+
+    def evict(self, n):
+        """Free up to n pages only the tree holds, least recently used first; return them."""
+        raise NotImplementedError("part 4: PrefixTree.evict")
