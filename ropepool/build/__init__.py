@@ -8,7 +8,7 @@ part  the learner writes                                checked against     note
 2     ``Allocator``: pages, reference counts            the engine's own    13
 3     ``slot_mapping(requests, page_size)``             vLLM's formula      13
 4     ``PrefixTree``: match, insert, evict              the engine's own    14
-5     ``schedule(...)``: one step of the scheduler      the engine's own    14
+5     ``plan_step(...)``: one step of the scheduler     the engine's own    14
 6     ``encode_e4m3(x)``                                float64 reference   12
 ====  ================================================  ==================  ============
 
@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import os
 
-from . import allocator, e4m3, rotate, slots, solutions, stubs, tree
+from . import allocator, e4m3, rotate, schedule, slots, solutions, stubs, tree
 from .feedback import PartFailed, PartVerdict
 from .feedback import feedback as _feedback
 from .hints import HINTS
 
 #: part -> (its checker, its name in the notebooks)
-PARTS = {1: (rotate.check, "rotate"), 2: (allocator.check, "Allocator"), 3: (slots.check, "slot_mapping"), 4: (tree.check, "PrefixTree"), 6: (e4m3.check, "encode_e4m3")}
+PARTS = {1: (rotate.check, "rotate"), 2: (allocator.check, "Allocator"), 3: (slots.check, "slot_mapping"), 4: (tree.check, "PrefixTree"), 5: (schedule.check, "plan_step"), 6: (e4m3.check, "encode_e4m3")}
 
 _demo = False
 

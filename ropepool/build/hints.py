@@ -17,6 +17,11 @@ HINTS = {
         "a new upper node with the agreeing part, the old node below it with the rest.",
         "evict: collect the leaves whose last page has allocator.refs == 1, take min by (last_used, order), cut "
         "pages from its end while refs == 1, allocator.release them, remove the leaf when it is empty; repeat."],
+    5: ["Running requests first, oldest first: n = min(uncached, budget); the rows it needs are max(0, n - spare).",
+        "While those rows are more than free_rows, preempt the last request still running (add its held rows to "
+        "free_rows); if that was this request, it does not run.",
+        "Then the waiting ones, in order, but stop if the budget is 0 or anything was preempted: admit one whose "
+        "tokens <= free_rows (skip it otherwise), and run min(tokens, budget) of them."],
     6: ["Work on |x| and put the sign back at the end: code | 0x80 where np.signbit(x).",
         "decode_table()[:0x7F] is every finite non-negative value, increasing: np.searchsorted finds the two "
         "codes around |x|.",

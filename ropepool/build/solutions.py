@@ -191,3 +191,37 @@ class PrefixTree:
                 del leaf.parent.children[first]
             freed += self.allocator.release(drop)
         return freed
+
+
+def plan_step(running, waiting, max_step_tokens, free_rows):
+    """Running requests first (a decode, or the next chunk), preempting the newest when rows run out;
+    then waiting ones that fit, while the budget lasts and nothing was preempted."""
+    budget, run, preempted = max_step_tokens, [], []
+    alive = [r["rid"] for r in running]  # admission order: the last is preempted first
+    for r in running:
+        if r["rid"] not in alive:
+            continue  # preempted earlier in this step
+        n = min(r["uncached"], budget)
+        if n == 0:
+            continue
+        need = max(0, n - r["spare"])
+        while need > free_rows:
+            victim = alive.pop()
+            preempted.append(victim)
+            free_rows += next(x["held"] for x in running if x["rid"] == victim)
+            if victim == r["rid"]:
+                break
+        if r["rid"] not in alive:
+            continue
+        free_rows -= need
+        budget -= n
+        run.append((r["rid"], n))
+    for w in waiting:
+        if budget == 0 or preempted:
+            break
+        if w["tokens"] <= free_rows:
+            free_rows -= w["tokens"]
+            n = min(w["tokens"], budget)
+            budget -= n
+            run.append((w["rid"], n))
+    return run, preempted
