@@ -130,6 +130,7 @@ def engine(model, *, rotate=None, encode_e4m3=None, slot_mapping=None, **engine_
     """An :class:`Engine` over ``model`` whose runner uses the learner's parts given (None: the engine's own)."""
     if encode_e4m3 is not None:
         engine_kwargs.setdefault("kv_dtype", "fp8")
+    engine_kwargs.setdefault("keep_logits", True)
     eng = Engine(model, **engine_kwargs)
     runner = PluggedRunner.__new__(PluggedRunner)
     runner.__dict__.update(eng.runner.__dict__)
@@ -141,13 +142,18 @@ def engine(model, *, rotate=None, encode_e4m3=None, slot_mapping=None, **engine_
     return eng
 
 
-def run(eng: Engine, prompts, max_new_tokens: int) -> list:
-    """Serve ``prompts`` on ``eng`` to the end; each request's tokens and logits ``[len(tokens), vocab]``."""
+def run(eng: Engine, prompts, max_new_tokens: int, history: list | None = None) -> list:
+    """Serve ``prompts`` on ``eng`` to the end; each request's tokens and logits ``[len(tokens), vocab]``.
+
+    ``history``, if given, gets each step's ``[(request index, tokens run)]``."""
     if not eng.keep_logits:
         raise ValueError("run: make the engine with keep_logits=True")
     requests = [eng.add_request(p, max_new_tokens) for p in prompts]
+    first = requests[0].rid
     while not eng.done:
-        eng.step()
+        batch = eng.step()
+        if history is not None:
+            history.append([(r.rid - first, n) for r, n in zip(batch.requests, batch.lengths)])
     return [(r.tokens, mx.stack(r.logits)) for r in requests]
 
 
@@ -165,3 +171,12 @@ def largest_difference(results, reference) -> float:
             return float("inf")
         worst = max(worst, float(mx.abs(logits - want.logits).max()))
     return worst
+
+
+def check_same(results, reference, served: Served, who: str) -> None:
+    """Check, visibly, that every request's tokens are mlx-lm's and every logit within ``served.tolerance``."""
+    from ..teaching.checks import check_close, check_equal
+
+    for i, ((tokens, logits), want) in enumerate(zip(results, reference)):
+        check_equal(tokens, want.tokens, claim=f"request {i} through {who}: mlx-lm's tokens, {served.decode(tokens)!r}")
+        check_close(np.array(logits), np.array(want.logits), claim=f"request {i}: every logit", **served.tolerance)
