@@ -77,7 +77,7 @@ def _hint(x: float, want: int, got: int) -> tuple[str, str]:
         return "subnormals_flushed", ("below 2**-6 e4m3 still has subnormal codes 1..7 (M * 2**-9): "
                                       "don't flush them to zero.")
     lo, hi = sorted((abs(g), abs(w)))
-    if lo < a < hi and a - lo == hi - a:
+    if lo < a < hi and a - lo == hi - a and abs(g) > abs(w):
         return "tie_not_even", (f"|x| = {a:.7g} lies exactly halfway between two codes: a tie goes to the even "
                                 "code (mantissa's last bit 0), not away from zero.")
     if abs(g) < abs(w) and abs(g) <= a:

@@ -37,17 +37,20 @@ def views(scheduler) -> tuple[list[dict], list[dict]]:
 
 
 class Planned(Scheduler):
-    """The engine's scheduler deciding each step by the learner's ``plan_step`` (page_size 1, no prefix cache);
-    admission, growth, preemption and the rest are the engine's own."""
+    """The engine's scheduler deciding each step by the learner's ``plan_step`` (page_size 1); admission,
+    growth, preemption and the rest are the engine's own.
+
+    With a prefix cache, ``free_rows`` counts the rows the cache could give back too, and a request
+    admitted on a cached prefix runs only its uncached tokens; the engine may still hold back one whose
+    prompt a request admitted in the same step is computing (it shares those rows next step)."""
 
     plan = None
 
     @classmethod
     def factory(cls, plan: Callable) -> Callable:
         def make(allocator, cache, *, max_step_tokens: int = 256):
-            if allocator.page_size != 1 or cache.enabled:
-                raise ValueError("the learner's scheduler plans with rows, not pages: use page_size=1 and "
-                                 "prefix_cache=False")
+            if allocator.page_size != 1:
+                raise ValueError("the learner's scheduler plans with rows, not pages: use page_size=1")
             s = cls(allocator, cache, max_step_tokens=max_step_tokens)
             s.plan = plan
             return s
@@ -56,7 +59,8 @@ class Planned(Scheduler):
     def schedule(self) -> Batch:
         self._touch_stats()
         running, waiting = views(self)
-        run, preempted = self.plan(running, waiting, self.max_step_tokens, self.allocator.num_free)
+        free = self.allocator.num_free + self.cache.num_evictable()
+        run, preempted = self.plan(running, waiting, self.max_step_tokens, free)
         batch, by_rid = Batch(), {r.rid: r for r in (*self.running, *self.waiting)}
         for rid in preempted:
             self.preempt(by_rid[rid], batch)
@@ -66,8 +70,10 @@ class Planned(Scheduler):
                 if not self.grow(req, req.num_cached + n, batch):
                     continue
             elif not self.admit(req, batch):
+                if self.cache.enabled:
+                    continue  # held back to share a prefix computed this step
                 raise ValueError(f"plan_step admitted request {rid}, whose {req.seq_len} rows are not free")
-            batch.add(req, int(n))
+            batch.add(req, min(int(n), req.num_uncached))
         self.stats.peak_rows = max(self.stats.peak_rows, self.allocator.rows_in_use)
         return batch
 
@@ -117,6 +123,9 @@ def _hint(running, waiting, budget, want, got) -> tuple[str, str]:
         if set(g_pre) != set(w_pre) and w_pre and g_pre:
             return "wrong_victim", "preempt the most recently admitted request (the end of running), not the oldest."
         return "preemption", "preempt only while the rows a running request needs are more than the free rows."
+    if any(n < uncached[rid] and rid not in dict(g_run) for rid, n in w_run):
+        return "no_chunking", ("a prompt longer than what is left of the budget still runs: a chunk of "
+                               "min(uncached, budget) tokens, the rest in the next steps.")
     running_ids = [r["rid"] for r in running]
     g_order = [rid for rid, _ in g_run]
     if any(rid in running_ids for rid in g_order[next((i for i, x in enumerate(g_order) if x not in running_ids),

@@ -21,6 +21,9 @@ from ..rope import Rope, rope_table
 from ..tolerance import ENGINE_LOGITS_FLOAT32, ENGINE_LOGITS_SMOLLM2
 
 QUESTIONS = ("What is the capital of France?", "What is 2 + 3?")
+#: A plain-text prompt that shares nothing with the chat questions: long enough to be prefilled in chunks.
+LONG = ("The river rose in the spring, as it did every year, and the people of the valley moved their boats "
+        "to higher ground. The old bridge held, the new mill did not, and by summer the")
 
 
 @dataclass
@@ -34,6 +37,7 @@ class Served:
     tolerance: dict
     decode: object  # tokens -> text
     real: bool
+    long_prompt: list[int] | None = None  # shares no prefix with ``prompts``
 
 
 def load() -> Served:
@@ -51,10 +55,11 @@ def load() -> Served:
               "its answers are noise, but every check below still compares it with mlx-lm.")
         model = build("llama-gptj")
         return Served(model, "a tiny random Llama (GPT-J pairs)", [[1, 5, 9, 14, 2, 7, 30, 3], [1, 5, 9, 22, 4]],
-                      None, ENGINE_LOGITS_FLOAT32, lambda tokens: " ".join(map(str, tokens)), False)
+                      None, ENGINE_LOGITS_FLOAT32, lambda tokens: " ".join(map(str, tokens)), False,
+                      [int(t) for t in np.arange(40, 100)])
     prompts = [tokenizer.apply_chat_template([{"role": "user", "content": q}]) for q in QUESTIONS]
     return Served(model, NAME, prompts, tokenizer.eos_token_id, ENGINE_LOGITS_SMOLLM2,
-                  lambda tokens: tokenizer.decode(tokens, skip_special_tokens=True), True)
+                  lambda tokens: tokenizer.decode(tokens, skip_special_tokens=True), True, tokenizer.encode(LONG))
 
 
 class PluggedRunner(ModelRunner):
