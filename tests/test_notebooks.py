@@ -10,7 +10,8 @@ import pytest
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
 EXPECTED = ["00_start_here", "01_gqa_shapes", "02_error_gallery", "03_rotation", "03b_rope_in_real_models",
             "04_pool_layout", "05_inside_the_kernel", "06_workshop_exercises", "07_the_op_in_a_real_model",
-            "08_a_real_model", "09_why_slots", "10_what_engines_fuse_today"]
+            "08_a_real_model", "09_why_slots", "10_what_engines_fuse_today", "12_build_rotate_and_fp8",
+            "13_build_allocator_and_slots", "14_build_tree_and_scheduler"]
 
 
 def test_the_suite_is_complete():
