@@ -65,9 +65,11 @@ def load() -> Served:
 class PluggedRunner(ModelRunner):
     """The engine's runner with the learner's parts in it.
 
-    ``rotate`` (part 1) turns q and k head by head in NumPy and the pools are written by index (the op
-    then only supplies nothing); ``encode`` (part 6) writes FP8 pools with the learner's codes;
-    ``slot_mapping`` (part 3) replaces the step's positions and slots before the forward pass.
+    ``rotate`` (part 1) turns q and k head by head in NumPy, in place of the op, and k and v are written
+    to the step's slots by index (models without QK-norm only); ``encode`` (part 6) writes FP8 pools with
+    the learner's codes of the op's k_rot (the op writes nothing: slots -1); ``slot_mapping`` (part 3)
+    replaces the step's positions and slots before the forward pass. The engine's runner has no plug
+    point for these, so this subclass stands in for it.
     """
 
     rotate = encode = slot_mapping = None
@@ -94,6 +96,8 @@ class PluggedRunner(ModelRunner):
         q, k, v = project_qkv(attn, x)
         q, k, v = q.reshape(T, Hq, D), k.reshape(T, Hkv, D), v.reshape(T, Hkv, D)  # [T, Hq, D], [T, Hkv, D]
         if self.rotate is not None:
+            if model_spec.qk_norm_kwargs(attn):
+                raise ValueError("rotate= serves models without QK-norm (Llama, Qwen2, Phi-3)")
             positions = np.array(ctx.positions)  # [T]
             q, k = self._rotate(q, positions), self._rotate(k, positions)
         else:  # the op rotates; slots -1: it writes nothing, the learner's encoder writes the pools
