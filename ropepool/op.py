@@ -1,15 +1,109 @@
-"""``rope_pool_fused``: validate, pick a backend, run it, answer in the kind of q."""
+"""``rope_pool_fused``: validate, plan the write, pick a backend, run it, answer in the kind of q.
+
+The call is two halves, which an engine calls apart (:mod:`ropepool.engine.runner`):
+
+- :func:`plan_step`, once per step: what depends on the step alone (positions and slots, their
+  values checked, the slots read on the host once, the rows to write planned); a :class:`StepPlan`;
+- :func:`apply_plan`, once per layer: what depends on the layer (q, k, v, its pools, its RoPE and
+  fusion settings, the backend) with the step's plan. No host read, no re-validation.
+
+:func:`rope_pool_fused` is SGLang's signature and contract: validate everything, plan, apply.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
 from ._arrays import native, to_mx, to_numpy
 from .backends import resolve
+from .errors import fail
+from .fusion import PLAIN, Fusion
 from .inplace import INPLACE_BACKENDS
-from .pool_write import write, write_in_place
-from .rope import rope_table
-from .validation import validate
+from .pool_write import Plan, write, write_in_place
+from .rope import Rope, rope_table
+from .validation import plan_values, validate, validate_indices
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """One step's write, made once and applied to every layer.
+
+    positions : int32 ``[T]``, as given (mx.array or native NumPy)
+    write : :class:`ropepool.pool_write.Plan`, which token writes which pool row
+    pool_rows : int, P of the pools it was planned for
+    """
+
+    positions: object
+    write: Plan
+    pool_rows: int
+
+    @property
+    def tokens(self) -> int:
+        """T."""
+        return self.positions.shape[0]
+
+
+def plan_step(positions, slots, pool_rows: int, *, check_values: bool = True) -> StepPlan:
+    """The step's half of ``rope_pool_fused``: positions and slots checked, slots read on the host once, write planned.
+
+    Parameters
+    ----------
+    positions, slots : int32 ``[T]`` (mx.array or NumPy), as :func:`rope_pool_fused` takes them
+    pool_rows : int, P, the rows of every layer's pools
+    check_values : bool, check their values too (range, duplicate slots), as :func:`rope_pool_fused`
+
+    Raises
+    ------
+    RopePoolError
+        The problems of positions and slots in ``ropepool.errors.CODES``, with the op's messages.
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> plan = plan_step(np.array([7, 8], np.int32), np.array([3, 4], np.int32), pool_rows=16)
+    >>> plan.write.rows.tolist(), plan.write.start, plan.tokens
+    ([3, 4], 3, 2)
+    """
+    validate_indices(positions, slots, check_values=check_values)
+    return StepPlan(native(positions), plan_values(positions, slots, pool_rows, check_values), pool_rows)
+
+
+def apply_plan(q, k, v, k_pool, v_pool, plan: StepPlan, *, rope: Rope, fusion: Fusion = PLAIN, backend="auto",
+               inplace=False):
+    """The layer's half of ``rope_pool_fused``: rotate q and k with ``rope`` (after ``fusion``'s QK-norm),
+    write k_rot and v (FP8-encoded where ``fusion`` says) into the pools as ``plan`` says.
+
+    q ``[T, Hq, D]``, k and v ``[T, Hkv, D]`` and the pools ``[P, Hkv, D]`` are the caller's to get
+    right (:func:`rope_pool_fused` checks them; a model runner builds them): only T and P are checked
+    against the plan. ``rope``: :func:`ropepool.rope.rope_table`; ``fusion``:
+    :func:`ropepool.validation.fusion_settings`. Returns what :func:`rope_pool_fused` returns.
+    """
+    if q.shape[0] != plan.tokens or k_pool.shape[0] != plan.pool_rows:
+        raise fail("index_len", expected=f"q for the plan's {plan.tokens} tokens, pools of its {plan.pool_rows} rows",
+                   got=f"q {tuple(q.shape)}, k_pool {tuple(k_pool.shape)}",
+                   hint="make the plan (plan_step) from this step's positions and slots and these pools' rows.")
+    positions = plan.positions
+    name, rotate = resolve(backend, inplace)
+    numpy_out = isinstance(q, np.ndarray)
+    # NumPy in, NumPy out on a host backend: the rows go into one copy of each pool (the caller's stay as they were)
+    host_write = inplace or (name in INPLACE_BACKENDS and all(isinstance(x, np.ndarray) for x in (q, k_pool, v_pool)))
+    q, k, v = (native(x) for x in (q, k, v))  # any NumPy layout or byte order
+    if name != "cpu":  # the cpu backend reads NumPy and MLX memory alike
+        q, k, v, positions = (to_mx(x) for x in (q, k, v, positions))
+    q_rot, k_rot, k_rows, v_rows = rotate(q, k, v, positions, rope=rope, fusion=fusion)
+    if host_write:
+        if not inplace:
+            k_pool, v_pool = _fresh_copy(k_pool), _fresh_copy(v_pool)
+        write_in_place(plan.write, k_pool, v_pool, k_rows, v_rows)
+    else:
+        k_pool, v_pool = write(plan.write, to_mx(native(k_pool)), to_mx(native(v_pool)), k_rows, v_rows)
+        if numpy_out:
+            k_pool, v_pool = to_numpy(k_pool), to_numpy(v_pool)
+    if numpy_out:
+        q_rot, k_rot = to_numpy(q_rot), to_numpy(k_rot)
+    return q_rot, k_rot, k_pool, v_pool
 
 
 def rope_pool_fused(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_heads, num_kv_heads,
@@ -80,31 +174,15 @@ def rope_pool_fused(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_
     >>> k_pool.shape
     (5, 2, 8)
     """
-    plan, fusion = validate(q, k, v, positions, slots, k_pool, v_pool, head_dim=head_dim,
-                            num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads, rope_base=rope_base,
-                            check_values=check_values, inplace=inplace, q_norm_weight=q_norm_weight,
-                            k_norm_weight=k_norm_weight, norm_eps=norm_eps, k_scale=k_scale, v_scale=v_scale)
+    write_plan, fusion = validate(q, k, v, positions, slots, k_pool, v_pool, head_dim=head_dim,
+                                  num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads, rope_base=rope_base,
+                                  check_values=check_values, inplace=inplace, q_norm_weight=q_norm_weight,
+                                  k_norm_weight=k_norm_weight, norm_eps=norm_eps, k_scale=k_scale, v_scale=v_scale)
     rope = rope_table(head_dim, rope_base, rotary_dim=rotary_dim, is_neox=is_neox, rope_scaling=rope_scaling,
                       max_position_embeddings=max_position_embeddings)
-    name, rotate = resolve(backend, inplace)  # after the inputs: every check runs in the catalog's order
-    numpy_out = isinstance(q, np.ndarray)
-    # NumPy in, NumPy out on a host backend: the rows go into one copy of each pool (the caller's stay as they were)
-    host_write = inplace or (name in INPLACE_BACKENDS and all(isinstance(x, np.ndarray) for x in (q, k_pool, v_pool)))
-    q, k, v, positions = (native(x) for x in (q, k, v, positions))  # any NumPy layout or byte order
-    if name != "cpu":  # the cpu backend reads NumPy and MLX memory alike
-        q, k, v, positions = (to_mx(x) for x in (q, k, v, positions))
-    q_rot, k_rot, k_rows, v_rows = rotate(q, k, v, positions, rope=rope, fusion=fusion)
-    if host_write:
-        if not inplace:
-            k_pool, v_pool = _fresh_copy(k_pool), _fresh_copy(v_pool)
-        write_in_place(plan, k_pool, v_pool, k_rows, v_rows)
-    else:
-        k_pool, v_pool = write(plan, to_mx(native(k_pool)), to_mx(native(v_pool)), k_rows, v_rows)
-        if numpy_out:
-            k_pool, v_pool = to_numpy(k_pool), to_numpy(v_pool)
-    if numpy_out:
-        q_rot, k_rot = to_numpy(q_rot), to_numpy(k_rot)
-    return q_rot, k_rot, k_pool, v_pool
+    resolve(backend, inplace)  # after the inputs: every check runs in the catalog's order
+    plan = StepPlan(native(positions), write_plan, k_pool.shape[0])
+    return apply_plan(q, k, v, k_pool, v_pool, plan, rope=rope, fusion=fusion, backend=backend, inplace=inplace)
 
 
 def _fresh_copy(pool: np.ndarray) -> np.ndarray:

@@ -135,13 +135,57 @@ def validate(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_head
                    hint="pass config.rope_theta (10000.0 where the config has none).")
     _validate_frequencies(head_dim, base)
     fusion = _validate_fusion(q_norm_weight, k_norm_weight, norm_eps, k_scale, v_scale, head_dim, fp8)
-    host_slots = to_numpy(slots, np.int64)  # [T]
-    if check_values:
-        _validate_values(to_numpy(positions, np.int64), host_slots, k_pool.shape[0])
+    write = plan_values(positions, slots, k_pool.shape[0], check_values)
     if inplace:
         _validate_inplace(k_pool, v_pool)
         _validate_inplace_inputs(named)
-    return plan(host_slots, k_pool.shape[0], checked=check_values), fusion
+    return write, fusion
+
+
+def read_slots(slots) -> np.ndarray:
+    """The slots ``[T]`` on the host, int64: the one read of them a call (or an engine step) makes.
+
+    For device arrays (Metal, CUDA) this is a synchronisation: a step plans once
+    (:func:`ropepool.op.plan_step`), not once per layer.
+    """
+    return to_numpy(slots, np.int64)
+
+
+def plan_values(positions, slots, pool_rows: int, check_values: bool) -> Plan:
+    """The write of ``slots`` into a pool of ``pool_rows`` rows, their values (and the positions') checked
+    first when ``check_values``: the value half of :func:`validate`, which :func:`validate_indices` precedes."""
+    host_slots = read_slots(slots)  # [T]
+    if check_values:
+        _validate_values(to_numpy(positions, np.int64), host_slots, pool_rows)
+    return plan(host_slots, pool_rows, checked=check_values)
+
+
+def validate_indices(positions, slots, *, check_values=True) -> None:
+    """The checks of :func:`validate` that concern positions and slots alone, in its order and words."""
+    for name, x in (("positions", positions), ("slots", slots)):
+        if not is_array(x):
+            raise fail("not_an_array", name=name, kind=type(x).__name__, expected="mx.array or np.ndarray",
+                       got=type(x).__name__, hint=f"wrap {name} with mx.array(...) or np.asarray(...).")
+    check_types(check_values=check_values)
+    if positions.ndim != 1 or slots.ndim != 1:
+        raise fail("index_ndim", expected="positions [T] and slots [T]",
+                   got=f"positions {tuple(positions.shape)}, slots {tuple(slots.shape)}",
+                   hint="flatten them with .reshape(-1).")
+    if positions.shape[0] != slots.shape[0]:
+        T = positions.shape[0]
+        raise fail("index_len", expected=f"{T} positions and {T} slots (one per token)",
+                   got=f"{positions.shape[0]} positions, {slots.shape[0]} slots",
+                   hint="in a decode step pass only the new tokens' positions and slots.")
+    if dtype_name(positions) != "int32" or dtype_name(slots) != "int32":
+        raise fail("index_dtype", expected="int32 positions and slots",
+                   got=f"positions {dtype_name(positions)}, slots {dtype_name(slots)}",
+                   hint="arange defaults to int64: cast with .astype(np.int32) or .astype(mx.int32).")
+
+
+def fusion_settings(*, head_dim: int, fp8: bool, q_norm_weight=None, k_norm_weight=None, norm_eps=1e-6,
+                    k_scale=1.0, v_scale=1.0) -> Fusion:
+    """A layer's QK-norm and FP8 settings, checked as :func:`validate` checks them."""
+    return _validate_fusion(q_norm_weight, k_norm_weight, norm_eps, k_scale, v_scale, head_dim, fp8)
 
 
 def _validate_fusion(q_norm_weight, k_norm_weight, norm_eps, k_scale, v_scale, head_dim: int, fp8: bool) -> Fusion:

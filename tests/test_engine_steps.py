@@ -1,8 +1,12 @@
 """A step is one transaction; the engine lets go of finished requests; bad arguments and threads are refused."""
 
 import gc
+import inspect
+import signal
+import sys
 import threading
 import weakref
+from contextlib import contextmanager
 
 import mlx.core as mx
 import numpy as np
@@ -256,3 +260,221 @@ def test_an_engine_made_and_stepped_in_a_worker_thread_works():
     out = in_thread(lambda: generate(m, [[1, 2, 3]], 3, pool_rows=8))
     assert "error" not in out, out.get("error")
     assert out["value"][0].tokens == want.tokens
+
+
+# --- The undo log: a second Ctrl-C, a Ctrl-C after the commit, the cache's books -----------------------
+
+def books_recounted(engine):
+    """The radix tree's counts, recounted from scratch: they must equal what it keeps up to date."""
+    cache, refs = engine.scheduler.cache, engine.allocator.refs
+    nodes = cache.nodes()
+    evictable = sum(refs[p] == 1 for node in nodes for p in node.pages)
+    leaves = {node for node in nodes if not node.children and refs[node.pages[-1]] == 1}
+    assert cache.num_evictable() == evictable, "the evictable count drifted"
+    assert cache.leaves == leaves, "the evictable leaves drifted"
+    assert cache.tails == {node.pages[-1]: node for node in nodes}
+    assert [p for p in range(engine.allocator.num_pages) if cache.in_tree[p]] == sorted(
+        p for node in nodes for p in node.pages)
+
+
+@contextmanager
+def interrupted_twice(engine, k):
+    """KeyboardInterrupt in the first ``share`` of a step, then a real SIGINT while undoing record ``k`` from the end."""
+    undone = [0]
+    journal = engine.journal
+    original = journal.record
+
+    def record(undo, *args):
+        def wrapped(*a):
+            undone[0] += 1
+            if undone[0] == k:
+                signal.raise_signal(signal.SIGINT)  # Ctrl-C, delivered while the rollback runs
+            return undo(*a)
+        original(wrapped, *args)
+
+    journal.record = record
+    try:
+        with Patch(engine.scheduler, "share", calls(1)) as raised:
+            yield raised
+    finally:
+        del journal.record
+
+
+@pytest.mark.parametrize("k", [1, 2, 5, 12])
+def test_a_second_interrupt_during_the_rollback_is_held_until_it_ends(k):
+    want, plain, _ = served()
+    got, engine, failures = served(lambda e: interrupted_twice(e, k))  # checks each failed step changed nothing
+    assert failures > 0 and engine.steps == plain.steps
+    assert engine_state(engine)[2:] == engine_state(plain)[2:]
+    books_recounted(engine)
+    for r, w in zip(got, want):
+        assert r.tokens == w.tokens
+
+
+def step_lines_after_the_commit():
+    lines, first = inspect.getsourcelines(Engine.step)
+    start = next(i for i, line in enumerate(lines) if "self.journal.commit()" in line)
+    return [first + i for i in range(start, len(lines)) if lines[i].strip() and lines[i].strip() != "finally:"]
+
+
+@pytest.mark.parametrize("line", step_lines_after_the_commit())
+def test_an_interrupt_after_the_commit_does_not_lose_the_step(line):
+    """A Ctrl-C at each line from the commit to the return of every step: the batch comes back, finished
+    requests included; the next step raises it before changing anything."""
+    m = model()
+    (want,) = generate(m, [[1, 2, 3]], 4, pool_rows=8)
+    engine = Engine(m, pool_rows=8)
+    engine.add_request([1, 2, 3], 4)
+
+    def tracer(frame, event, arg):
+        if frame.f_code is not Engine.step.__code__:
+            return None
+
+        def local(frame, event, arg):
+            if event == "line" and frame.f_lineno == line:
+                signal.raise_signal(signal.SIGINT)
+            return local
+        return local
+
+    finished, interrupts, steps = [], 0, 0
+    sys.settrace(tracer)
+    try:
+        while not engine.done:
+            try:
+                batch = engine.step()
+            except KeyboardInterrupt:
+                interrupts += 1
+                continue
+            steps += 1
+            finished += batch.finished
+    finally:
+        sys.settrace(None)
+    assert [r.tokens for r in finished] == [want.tokens], "a committed step's finished request was lost"
+    assert steps == engine.steps == 4 and interrupts == 3 and engine.held_interrupt
+    assert engine.allocator.num_free + engine.scheduler.cache.num_evictable() == engine.allocator.num_pages
+
+
+def test_the_cache_books_hold_through_failed_steps():
+    _, engine, failures = served(PHASES["schedule"])
+    assert failures > 0
+    books_recounted(engine)
+
+
+# --- A radix tree 100,000 levels deep ---------------------------------------------------------------
+
+def test_a_tree_100000_levels_deep_works():
+    levels = 100_000
+    engine = Engine(model(), pool_rows=2 * levels + 64, max_step_tokens=64)
+    cache, a = engine.scheduler.cache, engine.allocator
+    # Level d: a node [1] with two children, [2] (a leaf) and the next level, built with one insert each
+    # from the cursor one page into the edge [1, 2] the last insert made: O(1) a level.
+    gc.disable()  # 200,000 new nodes: the cyclic collector's passes over them would be most of the test's time
+    try:
+        pages = a.allocate(2)
+        _, (node, depth) = cache.insert([1, 2], pages, None)
+        a.release(pages)
+        for _ in range(levels - 1):
+            pages = a.allocate(2)
+            _, (node, depth) = cache.insert([1, 2], pages, (node, depth - 1))
+            a.release(pages)
+    finally:
+        gc.enable()
+    deepest = [1] * levels + [2]
+    assert len(cache.match(deepest)[0]) == levels + 1
+    assert len(cache.nodes()) == 2 * levels - 1 and cache.num_evictable() == 2 * levels
+    # A step on top of it: a prompt down the deepest path shares its rows; a new one evicts.
+    r = engine.add_request(deepest[:64] + [3], 2)
+    engine.step()
+    assert r.num_cached == 65 and engine.stats.cached_tokens == 64
+    with Patch(engine.scheduler, "share", calls(1)):
+        with pytest.raises(KeyboardInterrupt):
+            engine.step()  # the rollback of a step over a deep tree
+    while not engine.done:
+        engine.step()
+    # Evicting the whole tree, leaf after leaf up 100,000 levels, and undoing it.
+    books_recounted(engine)
+    cached = cache.num_evictable()
+    assert cached == a.num_pages - a.num_free > 2 * levels
+    assert len(cache.evict(10**9)) == cached and cache.nodes() == [] and a.num_free == a.num_pages
+
+
+# --- The op's step half runs once per step --------------------------------------------------------------
+
+@pytest.mark.parametrize("layers", [1, 6])
+def test_the_slots_are_read_on_the_host_once_per_step(layers, monkeypatch):
+    from ropepool import validation
+
+    reads, original = [], validation.read_slots
+    monkeypatch.setattr(validation, "read_slots", lambda slots: reads.append(1) or original(slots))
+    engine = Engine(tiny("llama", num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2),
+                    pool_rows=32)
+    for i in range(3):
+        engine.add_request([i + 1, 2, 3], 3)
+    while not engine.done:
+        before = len(reads)
+        engine.step()
+        assert len(reads) - before == 1, f"{len(reads) - before} host reads of the slots in one step"
+
+
+# --- A part of your own, without an undo log (ropepool.engine.protocols) ---------------------------------
+
+class PlainAllocator:
+    """An allocator as a learner first writes it: no journal, no watchers (so: no radix cache over it)."""
+
+    def __init__(self, pool_rows, page_size):
+        self.pool_rows, self.page_size, self.num_pages = pool_rows, page_size, pool_rows // page_size
+        self.free_pages, self.refs = list(range(self.num_pages)), [0] * self.num_pages
+
+    num_free = property(lambda self: len(self.free_pages))
+    rows_in_use = property(lambda self: (self.num_pages - self.num_free) * self.page_size)
+
+    def pages_for(self, rows):
+        return -(-rows // self.page_size)
+
+    def rows(self, pages):
+        return [p * self.page_size + o for p in pages for o in range(self.page_size)]
+
+    def allocate(self, n):
+        if n > self.num_free:
+            raise ValueError("not enough free pages")
+        pages, self.free_pages = self.free_pages[:n], self.free_pages[n:]
+        for p in pages:
+            self.refs[p] = 1
+        return pages
+
+    def retain(self, pages):
+        for p in pages:
+            self.refs[p] += 1
+
+    def release(self, pages):
+        freed = []
+        for p in pages:
+            self.refs[p] -= 1
+            if self.refs[p] == 0:
+                freed.append(p)
+        self.free_pages += freed
+        return freed
+
+
+def test_a_part_without_an_undo_log_is_copied_each_step_and_steps_stay_transactions():
+    m = model()
+    want = generate(m, [p for p, _ in REQUESTS], [n for _, n in REQUESTS], pool_rows=12, prefix_cache=False)
+    engine = Engine(m, pool_rows=12, prefix_cache=False, allocator=PlainAllocator, max_step_tokens=8)
+    assert engine._unjournaled == [engine.allocator]
+    reqs = [engine.add_request(p, n) for p, n in REQUESTS]
+    failures = 0
+    def state():
+        s, a = engine.scheduler, engine.allocator
+        books = [(r.rid, r.status, list(r.slot_table), r.num_cached, list(r.tokens)) for r in reqs]
+        return books, [[r.rid for r in q] for q in (s.waiting, s.running)], list(a.free_pages), list(a.refs)
+
+    while not engine.done:
+        before = state()
+        with Patch(engine.scheduler, "share", calls(1)):
+            with pytest.raises(KeyboardInterrupt):
+                engine.step()
+        failures += 1
+        assert state() == before
+        engine.step()
+    assert failures > 0 and engine.stats.preemptions > 0
+    assert [r.tokens for r in reqs] == [w.tokens for w in want]

@@ -89,9 +89,10 @@ class Allocator:
         """
         if n > self.num_free:
             raise ValueError(f"allocate: {n} pages asked for, {self.num_free} free")
-        pages = [self.free_pages.popleft() for _ in range(n)]
+        take, refs = self.free_pages.popleft, self.refs
+        pages = [take() for _ in range(n)]
         for p in pages:
-            self.refs[p] = 1
+            refs[p] = 1
         self.journal.record(self._unallocate, pages)
         return pages
 
@@ -144,6 +145,10 @@ class Allocator:
         self._add(pages, 1)
 
     def _check_held(self, pages, what: str) -> None:
+        refs, n = self.refs, self.num_pages
+        if all(type(p) is int and 0 <= p < n and refs[p] for p in pages) and (
+                what == "retain" or len(set(pages)) == len(pages)):
+            return  # the common call: each page held, none twice (O(pages), no dict)
         counts: dict[int, int] = {}
         for p in pages:
             if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < self.num_pages or self.refs[p] == 0:

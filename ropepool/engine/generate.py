@@ -180,9 +180,11 @@ class Engine:
             if self.journal.rollback() and not isinstance(error, KeyboardInterrupt):
                 raise KeyboardInterrupt("during the rollback of a failed step") from error
             raise
-        self.journal.commit()
-        self.held_interrupt = hold.stop() > 0
-        return batch
+        try:  # committed: a Ctrl-C from here to the return is held (the batch, finished requests included, is out)
+            self.journal.commit()
+            return batch
+        finally:
+            self.held_interrupt = hold.stop() > 0
 
     def _snapshot_unjournaled(self) -> None:
         """The fallback of :mod:`.protocols` for parts that keep no undo log: copy them now, put back on rollback."""

@@ -106,19 +106,26 @@ class RadixCache:
 
     def key(self, tokens) -> list[tuple]:
         """The whole pages of ``tokens``, as tuples of ``page_size`` ids (a partial last page dropped)."""
-        s = self.page_size
-        return [tuple(tokens[i:i + s]) for i in range(0, len(tokens) - s + 1, s)]
+        return list(zip(*[iter(tokens)] * self.page_size))  # zip drops the partial last page
 
     # --- Lookups and inserts ----------------------------------------------------------------------
 
     def match(self, tokens) -> tuple[list[int], tuple[Node, int]]:
         """``(pages, cursor)``: the pool pages of the longest cached prefix of ``tokens`` (whole pages),
-        marked as just used, and where it ends (:meth:`insert` continues from there)."""
+        marked as just used, and where it ends (:meth:`insert` continues from there).
+
+        O(pages matched): the pages of ``tokens`` are made into keys only as far as they match.
+        """
         self._tick()
-        node, key, pages, i = self.root, self.key(tokens), [], 0
-        while i < len(key) and key[i] in node.children:
-            node = node.children[key[i]]
-            n = _common(node.key, 0, key, i)
+        s, node, pages, i = self.page_size, self.root, [], 0
+        whole = len(tokens) // s
+        while i < whole:
+            child = node.children.get(tuple(tokens[i * s:(i + 1) * s]))
+            if child is None:
+                break
+            node, n = child, 1
+            while n < len(node.key) and i + n < whole and node.key[n] == tuple(tokens[(i + n) * s:(i + n + 1) * s]):
+                n += 1
             self._use(node)
             pages += node.pages[:n]
             i += n
@@ -193,28 +200,65 @@ class RadixCache:
         """Free up to ``n`` pages no request holds, least recently used first; return them.
 
         A request holding a page holds every page before it on its path, so the pages only the
-        cache holds are the tails of paths: eviction cuts leaves from their end.
+        cache holds are the tails of paths: eviction cuts leaves from their end. The pages go back
+        to the allocator in one release, the undo log gets one record for the whole eviction.
         """
-        refs, freed = self.allocator.refs, []
-        while len(freed) < n:
-            leaf = self._oldest_leaf()
-            if leaf is None:
+        refs, tails, leaves, heap, root = self.allocator.refs, self.tails, self.leaves, self.heap, self.root
+        drop, removed, trimmed, added = [], [], [], []
+        while len(drop) < n:
+            while heap and not (heap[0][2] in leaves and heap[0][2].last_used == heap[0][0]):
+                heapq.heappop(heap)  # stale: no longer an evictable leaf, or used since
+            if not heap:
                 break
-            k = 0
-            while k < len(leaf.pages) and k < n - len(freed) and refs[leaf.pages[-1 - k]] == 1:
+            leaf = heap[0][2]
+            pages = leaf.pages
+            if len(pages) <= n - len(drop) and refs[pages[0]] == 1:  # the whole leaf goes
+                drop += pages
+                removed.append(leaf)
+                leaves.discard(leaf)
+                del tails[pages[-1]]
+                parent = leaf.parent
+                del parent.children[leaf.key[0]]
+                if parent is not root and not parent.children and refs[parent.pages[-1]] == 1:
+                    self._set_leaf(parent, True)
+                    added.append(parent)
+                continue
+            k, most = 0, min(len(pages), n - len(drop))  # its tail goes: a request holds the rest, or enough
+            while k < most and refs[pages[-1 - k]] == 1:
                 k += 1
-            drop = leaf.pages[len(leaf.pages) - k:]
-            self._trim(leaf, k)
-            freed += self.allocator.release(drop)
-        return freed
+            cut = len(pages) - k
+            trimmed.append((leaf, leaf.key[cut:], pages[cut:]))
+            drop += pages[cut:]
+            del tails[pages[-1]]
+            del leaf.key[cut:], pages[cut:]
+            tails[pages[-1]] = leaf
+            if refs[pages[-1]] != 1:
+                leaves.discard(leaf)
+        if not drop:
+            return []
+        for p in drop:
+            self.in_tree[p] = 0
+        self.evictable -= len(drop)
+        self.journal.record(self._unevict, removed, trimmed, added)
+        return self.allocator.release(drop)
 
-    def _oldest_leaf(self) -> Node | None:
-        while self.heap:
-            last_used, _, node = self.heap[0]
-            if node in self.leaves and node.last_used == last_used:
-                return node
-            heapq.heappop(self.heap)  # stale: no longer an evictable leaf, or used since
-        return None
+    def _unevict(self, removed: list[Node], trimmed: list, added: list[Node]) -> None:
+        """Undo of :meth:`evict`: every leaf it popped back in the leaves, then those it made leaves out."""
+        for leaf, key, pages in reversed(trimmed):
+            del self.tails[leaf.pages[-1]]
+            leaf.key += key
+            leaf.pages += pages
+            self.tails[leaf.pages[-1]] = leaf
+            self._set_leaf(leaf, True)
+        for leaf in reversed(removed):  # detached whole, lists untouched
+            leaf.parent.children[leaf.key[0]] = leaf
+            self.tails[leaf.pages[-1]] = leaf
+            self._set_leaf(leaf, True)
+        for p in [p for leaf in removed for p in leaf.pages] + [p for _, _, pages in trimmed for p in pages]:
+            self.in_tree[p] = 1
+        self.evictable += sum(len(leaf.pages) for leaf in removed) + sum(len(pages) for _, _, pages in trimmed)
+        for node in added:
+            self.leaves.discard(node)
 
     # --- Changes, each recorded in the undo log -------------------------------------------------------
 
@@ -234,7 +278,7 @@ class RadixCache:
 
     def _push(self, node: Node) -> None:
         if len(self.heap) > 2 * len(self.leaves) + 64:  # mostly stale entries: rebuild, O(leaves)
-            self.heap = [(x.last_used, x.id, x) for x in self.leaves]
+            self.heap[:] = [(x.last_used, x.id, x) for x in self.leaves]  # in place: evict holds the list
             heapq.heapify(self.heap)
         heapq.heappush(self.heap, (node.last_used, node.id, node))
 
@@ -293,52 +337,21 @@ class RadixCache:
         node.parent, node.start = top.parent, top.start
         node.parent.children[node.key[0]] = node
 
-    def _trim(self, leaf: Node, k: int) -> None:
-        """Drop the last ``k`` pages of ``leaf`` (only the cache holds them); drop the leaf if none is left."""
-        key, pages = leaf.key[len(leaf.key) - k:], leaf.pages[len(leaf.pages) - k:]
-        self._disown(pages)
-        del self.tails[leaf.pages[-1]]
-        del leaf.key[len(leaf.key) - k:], leaf.pages[len(leaf.pages) - k:]
-        parent = leaf.parent
-        if leaf.key:
-            self.tails[leaf.pages[-1]] = leaf
-        else:
-            del parent.children[key[0]]
-        self.journal.record(self._untrim, leaf, key, pages)
-        self._check_leaf(leaf)
-        if not leaf.key:
-            self._check_leaf(parent)
-
-    def _untrim(self, leaf: Node, key: list, pages: list[int]) -> None:
-        if leaf.key:
-            del self.tails[leaf.pages[-1]]
-        else:
-            leaf.parent.children[key[0]] = leaf
-        leaf.key += key
-        leaf.pages += pages
-        self.tails[leaf.pages[-1]] = leaf
-
     def _own(self, pages: list[int]) -> None:
         """The tree now holds ``pages`` (already retained for it)."""
-        refs = self.allocator.refs
+        refs, in_tree, alone = self.allocator.refs, self.in_tree, 0
         for p in pages:
-            self.in_tree[p] = 1
-        self.evictable += sum(refs[p] == 1 for p in pages)
-        self.journal.record(self._disown, pages, False)
+            in_tree[p] = 1
+            alone += refs[p] == 1
+        self.evictable += alone
+        self.journal.record(self._disown, pages)
 
-    def _disown(self, pages: list[int], record: bool = True) -> None:
-        """The tree no longer holds ``pages`` (their references still counted: release them after)."""
-        refs = self.allocator.refs
+    def _disown(self, pages: list[int]) -> None:
+        """Undo of :meth:`_own`."""
+        refs, in_tree = self.allocator.refs, self.in_tree
         for p in pages:
-            self.in_tree[p] = 0
-        self.evictable -= sum(refs[p] == 1 for p in pages)
-        if record:
-            self.journal.record(self._own_again, pages)
-
-    def _own_again(self, pages: list[int]) -> None:
-        for p in pages:
-            self.in_tree[p] = 1
-        self.evictable += sum(self.allocator.refs[p] == 1 for p in pages)
+            in_tree[p] = 0
+            self.evictable -= refs[p] == 1
 
     def _refs_changed(self, pages: list[int], delta: int) -> None:
         """The allocator's report: ``pages``' counts changed by ``delta``; keep the evictable count and leaves."""

@@ -6,10 +6,16 @@ Every layer of an mlx-lm Llama, Qwen2 or Phi-3 model is::
     h = h + mlp(post_attention_layernorm(h))
 
 The runner keeps every module (embedding, norms, projections, MLP, lm_head) and replaces only
-``rope`` + the KV-cache write + ``attention``: one call of :func:`ropepool.rope_pool_fused`
+``rope`` + the KV-cache write + ``attention``: the op this project is about (``rope_pool_fused``)
 rotates q and k and writes k and v into the layer's pools, then one attention call serves every
-request of the step, over the pool rows of its slot table (:class:`StepContext`, built once per step).
-Qwen3 normalises q and k per head before ``rope`` (``q_norm``, ``k_norm``): the same call does that too.
+request of the step, over the pool rows of its slot table.
+
+The op is called in its two halves (:mod:`ropepool.op`): :class:`StepContext`, built once per
+step, holds the step's plan (positions and slots checked, the slots read on the host once, the
+write planned: :func:`ropepool.op.plan_step`, nano-vllm's ``slot_mapping``); each layer applies
+it (:func:`ropepool.op.apply_plan`) with its own RoPE table and fusion settings, made once when
+the runner is built. Qwen3 normalises q and k per head before ``rope`` (``q_norm``, ``k_norm``):
+the layer's fusion settings do that too.
 """
 
 from __future__ import annotations
@@ -21,7 +27,9 @@ import numpy as np
 
 from .. import fp8, pool_write
 from ..backends import resolve
-from ..op import rope_pool_fused
+from ..op import StepPlan, apply_plan, plan_step
+from ..rope import rope_table
+from ..validation import fusion_settings
 from . import model_spec
 from .scheduler import Batch
 
@@ -45,7 +53,8 @@ class StepContext:
 
     Attributes
     ----------
-    positions, slots : int32 ``[T]``  the op's inputs, request after request
+    positions : int32 mx.array ``[T]``, slots : int32 NumPy ``[T]``  the op's inputs, request after request
+    plan : StepPlan or None           the op's step half, made once (None: no pool size given)
     rows : int32 ``[R, L]``           pool rows of each request's context, padded with its first row
     mask : bool ``[R, 1, N, L]`` or None   True where query i may see row j; None: everywhere
     queries : int32 ``[R, N]`` or None     the flat token of request r's query i; None when N = 1
@@ -55,7 +64,8 @@ class StepContext:
     """
 
     positions: mx.array
-    slots: mx.array
+    slots: np.ndarray
+    plan: StepPlan | None
     rows: mx.array
     mask: mx.array | None
     queries: mx.array | None
@@ -63,7 +73,8 @@ class StepContext:
     last: mx.array
 
     @classmethod
-    def of(cls, batch: Batch) -> StepContext:
+    def of(cls, batch: Batch, pool_rows: int | None = None) -> StepContext:
+        """The context of ``batch``; with ``pool_rows`` (P of the pools), the op's plan too (checks the values)."""
         n = np.array(batch.lengths)  # [R]
         cached = np.array([r.num_cached for r in batch.requests])  # [R]
         R, N, L = len(n), int(n.max()), int((cached + n).max())
@@ -75,9 +86,11 @@ class StepContext:
         mask = np.arange(L)[None, None, :] <= (cached[:, None] + i)[:, :, None]  # [R, N, L]
         start = np.cumsum(n) - n  # [R], each request's first token in [T]
         flat = np.concatenate([r * N + np.arange(k) for r, k in enumerate(n)])  # [T]
+        positions, slots = mx.array(batch.positions, mx.int32), np.array(batch.slots, np.int32)
         return cls(
-            positions=mx.array(batch.positions, mx.int32),
-            slots=mx.array(batch.slots, mx.int32),
+            positions=positions,
+            slots=slots,  # on the host: the plan reads them there, and no device array is read back
+            plan=None if pool_rows is None else plan_step(positions, slots, pool_rows),
             rows=mx.array(rows),
             mask=None if mask.all() else mx.array(mask[:, None]),
             queries=None if N == 1 else mx.array((start[:, None] + i).astype(np.int32)),
@@ -117,6 +130,14 @@ class ModelRunner:
         self.fp8 = kv_dtype == "fp8"
         pairs = kv_scales if kv_scales is not None else [(1.0, 1.0)] * layers
         self.scales = [dict(k_scale=float(k), v_scale=float(v)) if self.fp8 else {} for k, v in pairs]
+        kw = self.rope_kwargs
+        self.rope = rope_table(kw["head_dim"], kw["rope_base"], rotary_dim=kw.get("rotary_dim"),
+                               is_neox=kw.get("is_neox", True), rope_scaling=kw.get("rope_scaling"),
+                               max_position_embeddings=kw.get("max_position_embeddings"))
+        # Each layer's QK-norm (Qwen3) and FP8 settings, checked once: the layer half of the op reads them.
+        self.fusions = [fusion_settings(head_dim=kw["head_dim"], fp8=self.fp8, **self.scales[i],
+                                        **model_spec.qk_norm_kwargs(layer.self_attn))
+                        for i, layer in enumerate(self.inner.layers)]
         dtype = mx.uint8 if self.fp8 else self.kv_dtype()
         self.k_pools = [mx.zeros((pool_rows, Hkv, D), dtype) for _ in self.inner.layers]  # [P, Hkv, D] each
         self.v_pools = [mx.zeros((pool_rows, Hkv, D), dtype) for _ in self.inner.layers]
@@ -133,7 +154,7 @@ class ModelRunner:
 
     def run(self, batch: Batch) -> mx.array:
         """The float32 logits ``[len(batch.requests), vocab]`` at each request's last new token."""
-        ctx = StepContext.of(batch)
+        ctx = StepContext.of(batch, self.k_pools[0].shape[0])  # the op's plan: once for every layer
         h = self.inner.embed_tokens(mx.array(batch.tokens))  # [T, hidden]
         for i, layer in enumerate(self.inner.layers):
             x = layer.input_layernorm(h)
@@ -152,14 +173,12 @@ class ModelRunner:
         Hq, Hkv, D = attn.n_heads, attn.n_kv_heads, self.rope_kwargs["head_dim"]
         q, k, v = project_qkv(attn, x)
         q, k, v = q.reshape(T, Hq, D), k.reshape(T, Hkv, D), v.reshape(T, Hkv, D)  # [T, Hq, D], [T, Hkv, D]
-        # RoPE on q and k, and k and v written to pool rows `slots`: the op this project is about.
-        # Layer 0 checks the step's positions and slots by value, before any pool is written; the
-        # later layers get the same ones and skip the checks (the write is planned the same either way).
-        # Qwen3: q and k RMS-normalised per head first, in the same call (model_spec.qk_norm_kwargs).
-        check = i == 0
-        q, _, self.k_pools[i], self.v_pools[i] = rope_pool_fused(
-            q, k, v, ctx.positions, ctx.slots, self.k_pools[i], self.v_pools[i], **self.rope_kwargs,
-            backend=self.backend, check_values=check, **model_spec.qk_norm_kwargs(attn), **self.scales[i])
+        # RoPE on q and k, and k and v written to pool rows `slots`: the op this project is about, its
+        # layer half. The step's half (positions and slots checked, the write planned) ran once, in ctx.
+        # Qwen3: q and k RMS-normalised per head first, in the same call (self.fusions[i]).
+        q, _, self.k_pools[i], self.v_pools[i] = apply_plan(
+            q, k, v, self.k_pools[i], self.v_pools[i], ctx.plan, rope=self.rope, fusion=self.fusions[i],
+            backend=self.backend)
         q = q[:, None] if ctx.queries is None else q[ctx.queries]  # [R, N, Hq, D]
         o = mx.fast.scaled_dot_product_attention(
             q.transpose(0, 2, 1, 3), self.read_rows(i, "k", ctx.rows, q.dtype), self.read_rows(i, "v", ctx.rows, q.dtype),
