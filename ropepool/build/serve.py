@@ -108,7 +108,7 @@ class PluggedRunner(ModelRunner):
         for pools, rows, which in ((self.k_pools, k, "k"), (self.v_pools, v, "v")):
             if self.fp8:
                 rows = self._encode(rows * mx.array(1.0 / self.scales[i][f"{which}_scale"], mx.float32))
-            pools[i][ctx.slots] = rows.astype(pools[i].dtype)
+            pools[i][mx.array(np.asarray(ctx.slots), mx.int32)] = rows.astype(pools[i].dtype)
         q = q[:, None] if ctx.queries is None else q[ctx.queries]  # [R, N, Hq, D]
         o = mx.fast.scaled_dot_product_attention(
             q.transpose(0, 2, 1, 3), self.read_rows(i, "k", ctx.rows, q.dtype), self.read_rows(i, "v", ctx.rows, q.dtype),
