@@ -117,13 +117,14 @@ class PluggedRunner(ModelRunner):
         return attn.o_proj(o if ctx.outputs is None else o[ctx.outputs])  # [T, hidden]
 
     def _rotate(self, x: mx.array, positions: np.ndarray) -> mx.array:
-        """``x [T, H, D]`` turned head by head by the learner's rotate, in x's dtype."""
+        """``x [T, H, D]`` turned by the learner's rotate, in x's dtype: every head's rows in one call, as
+        one head of ``T * H`` rows (a row turns by its own position only)."""
         table: Rope = self.table
-        heads = np.array(x.astype(mx.float32))  # [T, H, D]
-        out = np.stack([np.asarray(self.rotate(heads[:, h], positions.copy(), np.array(table.inv_freq),
-                                               table.is_neox), np.float64)
-                        for h in range(heads.shape[1])], axis=1)  # [T, H, D]
-        return mx.array(out.astype(np.float32)).astype(x.dtype)
+        T, H, D = x.shape
+        rows = np.array(x.astype(mx.float32)).reshape(T * H, D)  # [T*H, D], token-major
+        out = np.asarray(self.rotate(rows, np.repeat(positions, H), np.array(table.inv_freq), table.is_neox),
+                         np.float64)
+        return mx.array(out.reshape(T, H, D).astype(np.float32)).astype(x.dtype)  # [T, H, D]
 
     def _encode(self, rows: mx.array) -> mx.array:
         """The learner's e4m3 codes of ``rows [T, Hkv, D]``, one row of T * Hkv * D values."""
