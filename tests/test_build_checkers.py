@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from ropepool import build
-from ropepool.build import mistakes, stubs, solutions
+from ropepool.build import mistakes, solutions, stubs
 from ropepool.build.feedback import PartFailed
 from ropepool.teaching.exercises import expect_rejection
 

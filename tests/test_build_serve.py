@@ -4,7 +4,8 @@ tiny model here; the notebooks do it on SmolLM2), and a wrong part changes the a
 import numpy as np
 import pytest
 
-from ropepool.build import mistakes, serve, solutions as S
+from ropepool.build import mistakes, serve
+from ropepool.build import solutions as S
 from ropepool.build.allocator import Paged
 from ropepool.build.schedule import Planned
 from ropepool.build.tree import Cached

@@ -38,7 +38,8 @@ from .feedback import feedback as _feedback
 from .hints import HINTS
 
 #: part -> (its checker, its name in the notebooks)
-PARTS = {1: (rotate.check, "rotate"), 2: (allocator.check, "Allocator"), 3: (slots.check, "slot_mapping"), 4: (tree.check, "PrefixTree"), 5: (schedule.check, "plan_step"), 6: (e4m3.check, "encode_e4m3")}
+PARTS = {1: (rotate.check, "rotate"), 2: (allocator.check, "Allocator"), 3: (slots.check, "slot_mapping"),
+         4: (tree.check, "PrefixTree"), 5: (schedule.check, "plan_step"), 6: (e4m3.check, "encode_e4m3")}
 
 _demo = False
 

@@ -15,9 +15,8 @@ class in the engine's interface (:class:`ropepool.engine.protocols.Allocator`: r
 
 from __future__ import annotations
 
-from typing import Callable
-
 import zlib
+from collections.abc import Callable
 
 import numpy as np
 
@@ -161,7 +160,8 @@ def _hint(what: str, want, got, want_free, got_free, want_refs, got_refs) -> tup
             return "no_double_free_error", ("releasing a page that is free, or more often than it is held, must raise "
                                             "ValueError and release nothing: check every page before changing any.")
         if what.startswith("retain"):
-            return "retain_free_page", "retaining a free page must raise ValueError: only a held page can get another holder."
+            return "retain_free_page", ("retaining a free page must raise ValueError: only a held page can get "
+                                        "another holder.")
         return "allocate_too_many", "asking for more pages than are free must raise ValueError and take nothing."
     if got == "ValueError" and what.startswith("allocate") and isinstance(want, list) and len(want) == got_free:
         return "off_by_one", "asking for exactly the pages that are free is allowed: refuse only n > num_free."
@@ -200,7 +200,8 @@ def check(make: Callable) -> object:
         for (what, got, got_refs, got_free), (_, want, want_refs, want_free) in zip(mine, theirs):
             if (got, got_refs, got_free) != (want, want_refs, want_free):
                 problem, hint = _hint(what, want, got, want_free, got_free, want_refs, got_refs)
-                given = f"Allocator({pages}), then {'; '.join(done[-6:]) or 'nothing'}{'; ...' if len(done) > 6 else ''}"
+                before = "; ".join(done[-6:]) or "nothing"
+                given = f"Allocator({pages}), then {before}{'; ...' if len(done) > 6 else ''}"
                 raise wrong_case(PART, problem, name, given + f"; now {what}",
                                  f"{want} (refs {want_refs}, {want_free} free)",
                                  f"{got} (refs {got_refs}, {got_free} free)", hint)

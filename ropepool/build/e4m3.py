@@ -7,7 +7,7 @@ which finds the nearest code by search.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -7,8 +7,8 @@ told what to write first.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..teaching.exercises.feedback import ExerciseFailed, Verdict, markdown_escape
 

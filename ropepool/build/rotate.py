@@ -9,8 +9,8 @@ position of each pair (``ropepool.rope.rope_table(D, base).inv_freq``). Pair ``i
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Callable
 
 import numpy as np
 
@@ -73,7 +73,8 @@ def cases() -> list[tuple[str, dict]]:
                                           inv_freq=plain(4, 10000.0).inv_freq, is_neox=True)),
         ("one pair (D = 2) at position 1", dict(x=np.array([[1.0, 0.0]]), positions=np.array([1]),
                                                 inv_freq=(1.0,), is_neox=True)),
-        ("NeoX pairs, D = 8, scattered positions", dict(x=rng.standard_normal((5, 8)), positions=np.array([0, 1, 5, 2, 40]),
+        ("NeoX pairs, D = 8, scattered positions", dict(x=rng.standard_normal((5, 8)),
+                                                        positions=np.array([0, 1, 5, 2, 40]),
                                                         inv_freq=plain(8, 10000.0).inv_freq, is_neox=True)),
         ("GPT-J pairs, D = 8", dict(x=rng.standard_normal((4, 8)), positions=np.array([3, 0, 7, 1]),
                                     inv_freq=plain(8, 10000.0).inv_freq, is_neox=False)),

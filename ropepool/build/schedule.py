@@ -12,7 +12,7 @@ cases and random workloads and compares its batch with the learner's plan before
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import mlx.core as mx
 import numpy as np
@@ -118,7 +118,8 @@ def _hint(running, waiting, budget, want, got) -> tuple[str, str]:
         return "over_budget", f"the step runs {sum(n for _, n in g_run)} tokens: at most max_step_tokens ({budget})."
     if g_pre != w_pre:
         if w_pre and not g_pre:
-            return "no_preemption", ("a running request needs rows and none is free: preempt the most recently admitted "
+            return "no_preemption", ("a running request needs rows and none is free: preempt the most recently "
+                                     "admitted "
                                      "(the last of running), whose held rows become free, until the rows fit.")
         if set(g_pre) != set(w_pre) and w_pre and g_pre:
             return "wrong_victim", "preempt the most recently admitted request (the end of running), not the oldest."
@@ -134,7 +135,8 @@ def _hint(running, waiting, budget, want, got) -> tuple[str, str]:
     if any(n == uncached[rid] and n > dict(w_run).get(rid, n) for rid, n in g_run):
         return "no_chunking", "a prompt longer than what is left of the budget runs a chunk: n = min(uncached, budget)."
     if w_pre and any(rid not in running_ids for rid in g_order):
-        return "admitted_after_preemption", "in a step that preempted, admit nobody: the freed rows are for the running."
+        return "admitted_after_preemption", ("in a step that preempted, admit nobody: the freed rows are for the "
+                                             "running.")
     if [x for x in w_run if x[0] not in running_ids] != [x for x in g_run if x[0] not in running_ids]:
         if len(g_run) < len(w_run):
             return "blocked_queue", ("a waiting request whose rows are not free is skipped, not a wall: try the ones "

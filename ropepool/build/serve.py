@@ -15,7 +15,6 @@ import mlx.core as mx
 import numpy as np
 
 from ..engine import Engine
-from ..engine.mlx_lm_loop import greedy
 from ..engine.runner import ModelRunner
 from ..rope import Rope, rope_table
 from ..tolerance import ENGINE_LOGITS_FLOAT32, ENGINE_LOGITS_SMOLLM2
@@ -111,7 +110,8 @@ class PluggedRunner(ModelRunner):
             pools[i][mx.array(np.asarray(ctx.slots), mx.int32)] = rows.astype(pools[i].dtype)
         q = q[:, None] if ctx.queries is None else q[ctx.queries]  # [R, N, Hq, D]
         o = mx.fast.scaled_dot_product_attention(
-            q.transpose(0, 2, 1, 3), self.read_rows(i, "k", ctx.rows, q.dtype), self.read_rows(i, "v", ctx.rows, q.dtype),
+            q.transpose(0, 2, 1, 3), self.read_rows(i, "k", ctx.rows, q.dtype),
+            self.read_rows(i, "v", ctx.rows, q.dtype),
             scale=attn.scale, mask=ctx.mask)  # [R, Hq, N, D]
         o = o.transpose(0, 2, 1, 3).reshape(-1, Hq * D)  # [R * N, Hq*D]
         return attn.o_proj(o if ctx.outputs is None else o[ctx.outputs])  # [T, hidden]

@@ -10,7 +10,7 @@ page is a row, SGLang's).
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -124,7 +124,8 @@ def check(slot_mapping: Callable) -> object:
             continue
         if len(positions) != len(want[0]) or len(slots) != len(want[1]):
             raise wrong_case(PART, "wrong_length", name, given, f"{len(want[0])} positions and slots (the sum of new)",
-                             f"{len(positions)} positions, {len(slots)} slots", "one position and one slot per new token.")
+                             f"{len(positions)} positions, {len(slots)} slots",
+                             "one position and one slot per new token.")
         t = next(i for i in range(len(slots)) if (positions[i], slots[i]) != (want[0][i], want[1][i]))
         problem, hint = _diagnose(requests, ps, positions, slots)
         raise wrong_case(PART, problem, name, given, f"token {t}: position {want[0][t]}, slot {want[1][t]}",

@@ -84,7 +84,8 @@ class Allocator:
         count = Counter(pages)
         for p, k in count.items():
             if not 0 <= p < len(self.refs) or self.refs[p] < k:
-                raise ValueError(f"release: page {p} given {k} times, held {self.refs[p] if 0 <= p < len(self.refs) else 0}")
+                held = self.refs[p] if 0 <= p < len(self.refs) else 0
+                raise ValueError(f"release: page {p} given {k} times, held {held}")
         freed = []
         for p in pages:
             self.refs[p] -= 1

@@ -11,14 +11,13 @@ tree and on the engine's, each over its own copy of the engine's allocator, and 
 
 from __future__ import annotations
 
-import zlib
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
 from ..engine import Allocator as EngineAllocator
 from ..engine import RadixCache
-from .feedback import PartFailed, call, passed, wrong_case
+from .feedback import call, passed, wrong_case
 
 PART = 4
 FIRST = ("a Node with a key (a list of keys), pages (one per key), children (first key -> child), a parent and "
@@ -26,7 +25,8 @@ FIRST = ("a Node with a key (a list of keys), pages (one per key), children (fir
 
 
 class Cached:
-    """The learner's tree behind the engine's prefix cache interface: ``Engine(prefix_cache=Cached.factory(PrefixTree))``.
+    """The learner's tree behind the engine's prefix cache interface:
+    ``Engine(prefix_cache=Cached.factory(PrefixTree))``.
 
     The cursor a match or insert hands back is the keys and pages of the sequence so far; the next
     insert gives the learner's tree the whole sequence (the tree finds its own pages again). It keeps no
@@ -123,7 +123,8 @@ def workload(n: int = 25, seed: int = 0) -> list[tuple[str, int, list]]:
         for _ in range(30):
             r = rng.random()
             if r < 0.45 or not live:
-                keys = [int(k) for k in prefixes[int(rng.integers(3))]] + [int(k) for k in rng.integers(0, 6, int(rng.integers(1, 4)))]
+                tail = rng.integers(0, 6, int(rng.integers(1, 4)))
+                keys = [int(k) for k in prefixes[int(rng.integers(3))]] + [int(k) for k in tail]
                 ops.append(("request" if rng.random() < 0.8 else "compute", rid, keys))
                 live.append(rid)
                 rid += 1
@@ -192,13 +193,15 @@ def _run(make: Callable, pages: int, ops: list, *, learner: bool):
 
 
 def _hint(what: str, want, got, w_refs, g_refs, w_free, g_free, w_ev, g_ev) -> tuple[str, str]:
-    if what.startswith("match") or (isinstance(want, str) and isinstance(got, str) and want.split(";")[0] != got.split(";")[0]):
+    both = isinstance(want, str) and isinstance(got, str)
+    if what.startswith("match") or (both and want.split(";")[0] != got.split(";")[0]):
         return "match", ("match returns the pages of the longest prefix the tree holds: keep walking while the keys "
                          "agree, into the middle of an edge too, and stop at the first key that differs.")
     if what.startswith("evict") or "evict" in str(want) or "evict" in str(got):
         if g_free < w_free and (got == want or what.startswith("request")):
             return "evict_leak", "evict must release each page it drops (allocator.release), so the page is free again."
-        return "eviction_order", ("evict the least recently used leaf first (smallest last_used), cutting pages from its "
+        return "eviction_order", ("evict the least recently used leaf first (smallest last_used), cutting pages "
+                                  "from its "
                                   "end, only pages the tree alone holds (refs == 1); a leaf left empty goes, and its "
                                   "parent may become a leaf.")
     if g_refs != w_refs:
@@ -226,7 +229,8 @@ def check(make: Callable) -> object:
             _, want, w_refs, w_free, w_ev = theirs
             if (got, g_refs, g_free, g_ev) != (want, w_refs, w_free, w_ev):
                 problem, hint = _hint(what, want, got, w_refs, g_refs, w_free, g_free, w_ev, g_ev)
-                given = f"a pool of {pages} pages; {'; '.join(done[-5:]) or 'an empty tree'}{' (and before)' if len(done) > 5 else ''}"
+                before = "; ".join(done[-5:]) or "an empty tree"
+                given = f"a pool of {pages} pages; {before}{' (and before)' if len(done) > 5 else ''}"
                 raise wrong_case(PART, problem, name, given + f"; now {what}",
                                  f"{want} (refs {w_refs}, {w_free} free, {w_ev} evictable)",
                                  f"{got} (refs {g_refs}, {g_free} free, {g_ev} evictable)", hint)
