@@ -1,7 +1,9 @@
 """The package's import graph: no cycle (function-level imports included), and arrows only point down.
 
-Layers, top to bottom: the command line (``ropepool.cli``) and teaching (``ropepool.teaching``: viz,
-widgets, exercises, checks, the error catalog) may import anything below them; the engine (``ropepool.engine``) and,
+Layers, top to bottom: the command line (``ropepool.cli``), the build-it track (``ropepool.build``: the
+parts learners write, their checkers, the engine with them plugged in) and teaching (``ropepool.teaching``:
+viz, widgets, exercises, checks, the error catalog) may import anything below them (build uses teaching,
+never the other way); the engine (``ropepool.engine``) and,
 beside it, the loaders of the real model (``ropepool.loaders``: fetch, GGUF, tokenizer, SmolLM2)
 import the op and never each other; the op and its contract (``op``, ``validation``, ``errors``,
 ``reference``, ``rope``, ``models``, ...), its backends and the kernels never import teaching, the
@@ -84,7 +86,8 @@ def test_no_import_cycle():
     assert cycle is None, " -> ".join(cycle)
 
 
-UPPER = ("ropepool.teaching", "ropepool.cli", "ropepool.engine", "ropepool.loaders", "ropepool.__main__")
+UPPER = ("ropepool.teaching", "ropepool.build", "ropepool.cli", "ropepool.engine", "ropepool.loaders",
+         "ropepool.__main__")
 
 
 def test_the_op_and_the_kernels_never_import_teaching_cli_engine_or_loaders():
@@ -96,8 +99,9 @@ def test_the_op_and_the_kernels_never_import_teaching_cli_engine_or_loaders():
 
 # layer, and the layers it must not import
 APART = [
-    ("ropepool.engine", ("ropepool.loaders", "ropepool.teaching", "ropepool.cli", "ropepool.__main__")),
-    ("ropepool.loaders", ("ropepool.engine", "ropepool.teaching", "ropepool.cli", "ropepool.__main__")),
+    ("ropepool.engine", ("ropepool.loaders", "ropepool.teaching", "ropepool.build", "ropepool.cli", "ropepool.__main__")),
+    ("ropepool.loaders", ("ropepool.engine", "ropepool.teaching", "ropepool.build", "ropepool.cli", "ropepool.__main__")),
+    ("ropepool.teaching", ("ropepool.build",)),
 ]
 
 

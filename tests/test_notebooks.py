@@ -10,7 +10,8 @@ import pytest
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
 EXPECTED = ["00_start_here", "01_gqa_shapes", "02_error_gallery", "03_rotation", "03b_rope_in_real_models",
             "04_pool_layout", "05_inside_the_kernel", "06_workshop_exercises", "07_the_op_in_a_real_model",
-            "08_a_real_model", "09_why_slots", "10_what_engines_fuse_today", "11_beyond_gqa"]
+            "08_a_real_model", "09_why_slots", "10_what_engines_fuse_today", "11_beyond_gqa",
+            "12_build_rotate_and_fp8", "13_build_allocator_and_slots", "14_build_tree_and_scheduler"]
 #: Notebooks after 10, apart from the build-it track: each links 10 first and the suite's map last.
 APART = ("11_beyond_gqa",)
 TRACK = [p for p in NOTEBOOKS if p.stem not in APART]
@@ -90,12 +91,15 @@ def test_says_where_it_sits_and_links_the_next(index):
     nb = nbformat.read(path, as_version=4)
     first = [line for line in nb.cells[0].source.splitlines() if line.startswith("**In the suite:**")]
     assert len(first) == 1, f"{path.name}: no '**In the suite:**' line in the first cell"
-    at = TRACK.index(path) if path in TRACK else len(TRACK)  # an apart notebook follows the track's last
-    if at:
-        assert f"]({TRACK[at - 1].name})" in first[0], f"{path.name}: does not link {TRACK[at - 1].name}"
+    if path in TRACK:
+        at = TRACK.index(path)
+        before, want = TRACK[at - 1] if at else None, TRACK[at + 1].name if at + 1 < len(TRACK) else "README.md"
+    else:  # an apart notebook follows the track notebook before it in name order, and leads to the map
+        before, want = [p for p in TRACK if p.name < path.name][-1], "README.md"
+    if before is not None:
+        assert f"]({before.name})" in first[0], f"{path.name}: does not link {before.name}"
     last = nb.cells[-1]
     assert last.cell_type == "markdown" and last.source.startswith("**Next:**"), f"{path.name}: no **Next:** at the end"
-    want = TRACK[at + 1].name if at + 1 < len(TRACK) else "README.md"
     assert want in LINK.findall(last.source), f"{path.name}: the last cell does not link {want}"
     for target in LINK.findall(nb.cells[0].source + last.source):
         if "://" not in target:

@@ -1,0 +1,95 @@
+"""Build it yourself: the learner writes the engine's parts, a checker names the first wrong case,
+then the real model (SmolLM2-135M) is served through the learner's code.
+
+====  ================================================  ==================  ============
+part  the learner writes                                checked against     notebook
+====  ================================================  ==================  ============
+1     ``rotate(x, positions, inv_freq, is_neox)``       float64 reference   12
+2     ``Allocator``: pages, reference counts            the engine's own    13
+3     ``slot_mapping(requests, page_size)``             vLLM's formula      13
+4     ``PrefixTree``: match, insert, evict              the engine's own    14
+5     ``plan_step(...)``: one step of the scheduler     the engine's own    14
+6     ``encode_e4m3(x)``                                float64 reference   12
+====  ================================================  ==================  ============
+
+``check(n, part)`` runs part ``n``'s table cases and a random workload and returns a passing verdict
+or raises :class:`PartFailed` naming the first wrong case (input, expected, got, hint); a stub is
+told what to write first. ``hint(n)`` gives the next hint. ``use(n, part)`` is the learner's part,
+or, with the demo switch on (``ROPEPOOL_BUILD=solutions`` in the environment, or :func:`demo`), the
+reference answer from :mod:`.solutions`: a facilitator runs every notebook that way, and so does
+nbmake. :mod:`.serve` runs the engine with the parts plugged in.
+
+Example
+-------
+>>> from ropepool import build
+>>> build.check(6, build.solutions.encode_e4m3).passed
+True
+>>> build.feedback(6, build.stubs.encode_e4m3).problem
+'not_implemented'
+"""
+
+from __future__ import annotations
+
+import os
+
+from . import allocator, e4m3, rotate, schedule, slots, solutions, stubs, tree
+from .feedback import PartFailed, PartVerdict
+from .feedback import feedback as _feedback
+from .hints import HINTS
+
+#: part -> (its checker, its name in the notebooks)
+PARTS = {1: (rotate.check, "rotate"), 2: (allocator.check, "Allocator"), 3: (slots.check, "slot_mapping"),
+         4: (tree.check, "PrefixTree"), 5: (schedule.check, "plan_step"), 6: (e4m3.check, "encode_e4m3")}
+
+_demo = False
+
+
+def demo(on: bool = True) -> None:
+    """Turn the demo switch on (every :func:`use` gives the reference part) or off."""
+    global _demo
+    _demo = bool(on)
+
+
+def demo_on() -> bool:
+    """True when :func:`demo` was called or ``ROPEPOOL_BUILD=solutions`` is set."""
+    return _demo or os.environ.get("ROPEPOOL_BUILD", "") == "solutions"
+
+
+def use(n: int, yours):
+    """Your part ``n``, or the reference one when the demo switch is on (and a line saying so)."""
+    _, name = _part(n)
+    if demo_on():
+        print(f"[demo] part {n}: the reference {name}, not yours (ROPEPOOL_BUILD=solutions or build.demo())")
+        return getattr(solutions, name)
+    return yours
+
+
+def check(n: int, part) -> PartVerdict:
+    """Check part ``n``: a passing verdict, or :class:`PartFailed` naming the first wrong case."""
+    return _part(n)[0](part)
+
+
+def feedback(n: int, part) -> PartVerdict:
+    """Like :func:`check`, but a wrong part gives a "not yet" verdict instead of raising."""
+    return _feedback(_part(n)[0], part)
+
+
+_given: dict[int, int] = {}
+
+
+def hint(n: int) -> str:
+    """The next hint for part ``n`` (each call gives one more, then the last again)."""
+    _part(n)
+    i = _given.get(n, 0)
+    _given[n] = min(i + 1, len(HINTS[n]) - 1)
+    return f"Hint {i + 1} of {len(HINTS[n])} for part {n}: {HINTS[n][i]}"
+
+
+def _part(n: int):
+    if n not in PARTS:
+        raise ValueError(f"part {n!r} does not exist: choose one of {sorted(PARTS)}")
+    return PARTS[n]
+
+
+__all__ = ["HINTS", "PARTS", "PartFailed", "PartVerdict", "check", "demo", "demo_on", "feedback", "hint",
+           "solutions", "stubs", "use"]

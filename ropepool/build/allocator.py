@@ -1,0 +1,210 @@
+"""Part 2: the slot allocator: pages taken and given back, each reference-counted.
+
+The learner writes a class ``Allocator(num_pages)`` with ``refs`` (a list: how many hold each page),
+``num_free``, ``allocate(n) -> pages``, ``retain(pages)`` and ``release(pages) -> freed pages``, with
+the engine's policy: the free list is a queue, pages ``0 .. num_pages - 1`` at first; ``allocate``
+takes from its front, ``release`` puts the pages that became free at its back, in order. Wrong calls
+raise ``ValueError`` and change nothing: more pages asked for than are free, retaining a free page,
+releasing a free page (a double free) or a page more often than it is held.
+
+The checker replays table cases and a random workload on the learner's class and on the engine's own
+:class:`ropepool.engine.Allocator`, and compares every answer. :class:`Paged` wraps the learner's
+class in the engine's interface (:class:`ropepool.engine.protocols.Allocator`: rows, pages of
+``page_size`` rows, listeners), so that the engine runs on it.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+
+import numpy as np
+
+from ..engine import Allocator as EngineAllocator
+from .feedback import PartFailed, call, passed, wrong_case
+
+PART = 2
+FIRST = ("__init__ keeps a queue of free pages (0 .. num_pages - 1) and refs = [0] * num_pages; allocate(n) "
+         "takes n pages off the front and sets each one's count to 1.")
+
+
+class Paged:
+    """The learner's allocator behind the engine's interface: ``Paged(Allocator)(pool_rows, page_size)``.
+
+    Rows and pages: page ``p`` holds rows ``p * page_size .. p * page_size + page_size - 1``. Every
+    :meth:`retain` and :meth:`release` is told to the listeners (the radix cache keeps its count of
+    evictable pages that way). It keeps no undo log: the engine copies it at each step.
+    """
+
+    def __init__(self, make: Callable, pool_rows: int, page_size: int = 1):
+        if pool_rows % page_size:
+            raise ValueError(f"page_size {page_size} must divide pool_rows {pool_rows}")
+        self.pool_rows, self.page_size, self.num_pages = pool_rows, page_size, pool_rows // page_size
+        self.inner = make(self.num_pages)
+        self.listeners = []
+
+    @classmethod
+    def factory(cls, make: Callable) -> Callable:
+        """What ``Engine(allocator=...)`` takes: ``(pool_rows, page_size) -> Paged``."""
+        return lambda pool_rows, page_size=1: cls(make, pool_rows, page_size)
+
+    @property
+    def refs(self):
+        return self.inner.refs
+
+    @property
+    def num_free(self) -> int:
+        return self.inner.num_free
+
+    @property
+    def rows_in_use(self) -> int:
+        return (self.num_pages - self.num_free) * self.page_size
+
+    def pages_for(self, rows: int) -> int:
+        return -(-rows // self.page_size)
+
+    def rows(self, pages) -> list[int]:
+        return [p * self.page_size + o for p in pages for o in range(self.page_size)]
+
+    def allocate(self, n: int) -> list[int]:
+        return [int(p) for p in self.inner.allocate(n)]
+
+    def retain(self, pages) -> None:
+        pages = list(pages)
+        self.inner.retain(pages)
+        for listener in self.listeners:
+            listener(pages, 1)
+
+    def release(self, pages) -> list[int]:
+        pages = list(pages)
+        freed = [int(p) for p in self.inner.release(pages)]
+        for listener in self.listeners:
+            listener(pages, -1)
+        return freed
+
+    def watch(self, listener) -> None:
+        self.listeners.append(listener)
+
+
+# A case: (name, num_pages, ops); an op is ("allocate", n), ("retain", pages) or ("release", pages).
+def cases() -> list[tuple[str, int, list]]:
+    return [
+        ("allocate hands out the lowest pages first", 4, [("allocate", 2), ("allocate", 1)]),
+        ("release gives a page back, to the end of the free list", 4,
+         [("allocate", 3), ("release", [1]), ("allocate", 2)]),
+        ("a retained page needs two releases", 4, [("allocate", 2), ("retain", [0]), ("release", [0, 1]),
+                                                   ("release", [0])]),
+        ("pages freed together go back in the order given", 6, [("allocate", 6), ("release", [4, 1, 3]),
+                                                                ("allocate", 3)]),
+        ("allocating more than is free is refused, nothing taken", 3, [("allocate", 2), ("allocate", 2),
+                                                                       ("allocate", 1)]),
+        ("allocating exactly what is free", 3, [("allocate", 3), ("allocate", 0)]),
+        ("a double free is refused", 3, [("allocate", 1), ("release", [0]), ("release", [0])]),
+        ("releasing a page twice in one call, held once, is refused and releases nothing", 3,
+         [("allocate", 2), ("release", [1, 0, 1])]),
+        ("retaining a free page is refused", 3, [("allocate", 1), ("retain", [2])]),
+        ("a page outside the pool is refused", 3, [("allocate", 1), ("release", [3])]),
+    ]
+
+
+def workload(n: int = 30, seed: int = 0) -> list[tuple[str, int, list]]:
+    """``n`` random runs of 40 operations on 4-12 pages: allocations, sharing, frees, and wrong calls."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        pages = int(rng.integers(4, 13))
+        ops = []
+        for _ in range(40):
+            r = rng.random()
+            if r < 0.35:
+                k = int(rng.integers(0, 4))
+                ops.append(("allocate", k))
+            elif r < 0.5:
+                ops.append(("retain", ["held"]))
+            elif r < 0.9:
+                ops.append(("release", ["held"] * int(rng.integers(1, 3))))
+            else:
+                ops.append(("release", [int(rng.integers(0, pages))]))  # often a free page: a double free
+        out.append((f"random run {i}", pages, ops + [("release", ["all"])]))
+    return out
+
+
+def _run(make: Callable, num_pages: int, ops: list, rng: np.random.Generator | None, *, learner: bool):
+    """Replay ``ops``; yield (op as given, answer) after each. "held" picks a held page with ``rng``."""
+    a = call(PART, make, num_pages, what=f"Allocator({num_pages})", first=FIRST) if learner else make(num_pages)
+    for op, arg in ops:
+        if op != "allocate" and arg == ["all"]:  # every holder gives its pages back: no page may stay taken
+            arg = [p for p in range(num_pages) for _ in range(a.refs[p])]
+        elif op != "allocate" and "held" in arg:
+            held = [p for p in range(num_pages) if a.refs[p] > 0]
+            arg = [int(rng.choice(held)) for _ in arg] if held else [0]
+        what = f"{op}({arg})"
+        try:
+            fn = getattr(a, op)
+            answer = fn(arg) if not learner else call(PART, fn, arg, what=what, first=FIRST, expected=(ValueError,))
+            answer = [int(p) for p in answer] if answer is not None else None
+        except PartFailed:
+            raise
+        except ValueError:
+            answer = "ValueError"
+        yield what, answer, list(a.refs), a.num_free
+
+
+def _engine(num_pages: int):
+    return EngineAllocator(num_pages)
+
+
+def _hint(what: str, want, got, want_free, got_free, want_refs, got_refs) -> tuple[str, str]:
+    if want == "ValueError" and got != "ValueError":
+        if what.startswith("release"):
+            return "no_double_free_error", ("releasing a page that is free, or more often than it is held, must raise "
+                                            "ValueError and release nothing: check every page before changing any.")
+        if what.startswith("retain"):
+            return "retain_free_page", ("retaining a free page must raise ValueError: only a held page can get "
+                                        "another holder.")
+        return "allocate_too_many", "asking for more pages than are free must raise ValueError and take nothing."
+    if got == "ValueError" and what.startswith("allocate") and isinstance(want, list) and len(want) == got_free:
+        return "off_by_one", "asking for exactly the pages that are free is allowed: refuse only n > num_free."
+    if got == "ValueError":
+        return "wrong_error", "this call is valid: it must not raise."
+    if want_refs != got_refs and want == got and what.startswith("release"):
+        return "partial_release", "a refused release must change nothing: check all pages first, then release."
+    if what.startswith("allocate") and isinstance(got, list) and isinstance(want, list) and len(got) != len(want):
+        return "off_by_one", f"allocate(n) returns exactly n pages: {len(want)}, not {len(got)}."
+    if what.startswith("release") and want != got and isinstance(got, list) and sorted(got) != sorted(want):
+        return "refcount", ("a page becomes free only when its count falls to 0: a retained page needs one release "
+                            "per holder.")
+    if want_free != got_free and want == got:
+        return "leak", (f"num_free is {got_free}, should be {want_free}: a page that became free must go back on the "
+                        "free list (a leak otherwise), once.")
+    if what.startswith("allocate") and isinstance(got, list) and sorted(got) == sorted(want):
+        return "wrong_order", "take pages from the front of the free list, in order."
+    if what.startswith("allocate"):
+        return "wrong_order", ("freed pages go to the back of the free list (a queue, not a stack): the pages never "
+                               "used are handed out before a freed one.")
+    return "wrong_answer", "compare with the policy in the stub's docstring."
+
+
+def check(make: Callable) -> object:
+    """Replay the table cases and a random workload on ``make`` (the learner's class) and the engine's Allocator.
+
+    Raises :class:`~ropepool.build.feedback.PartFailed` naming the first operation whose answer, reference
+    counts or free count differ, with the operations before it.
+    """
+    table, runs = cases(), workload()
+    for name, pages, ops in table + runs:
+        seed = zlib.crc32(name.encode())
+        mine = _run(make, pages, ops, np.random.default_rng(seed), learner=True)
+        theirs = _run(_engine, pages, ops, np.random.default_rng(seed), learner=False)
+        done = []
+        for (what, got, got_refs, got_free), (_, want, want_refs, want_free) in zip(mine, theirs):
+            if (got, got_refs, got_free) != (want, want_refs, want_free):
+                problem, hint = _hint(what, want, got, want_free, got_free, want_refs, got_refs)
+                before = "; ".join(done[-6:]) or "nothing"
+                given = f"Allocator({pages}), then {before}{'; ...' if len(done) > 6 else ''}"
+                raise wrong_case(PART, problem, name, given + f"; now {what}",
+                                 f"{want} (refs {want_refs}, {want_free} free)",
+                                 f"{got} (refs {got_refs}, {got_free} free)", hint)
+            done.append(what)
+    return passed(PART, f"Allocator answers as the engine's own on {len(table)} table cases and {len(runs)} random "
+                  "runs of 40 operations: same pages, same counts, ValueError on a double free.")

@@ -1,0 +1,119 @@
+"""Part 6: the FP8 e4m3 encoder for one row: round to nearest even, saturate, NaN kept.
+
+The learner writes ``encode_e4m3(x) -> uint8 [n]`` for one row ``x`` (float32 ``[n]``): each value's
+code ``S EEEE MMM`` (see :mod:`ropepool.fp8`). Checked against :func:`ropepool.reference.encode_e4m3`,
+which finds the nearest code by search.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ..fp8 import decode_table
+from ..reference import encode_e4m3 as reference
+from .feedback import call, passed, wrong_case
+
+PART = 6
+FIRST = ("for each |x|, find the nearest value in ropepool.fp8.decode_table() among codes 0..0x7E (a tie "
+         "goes to the even code), clip |x| to 448 first, give NaN 0x7F, and set bit 0x80 when x is negative.")
+
+
+def cases() -> list[tuple[str, list[float]]]:
+    """The table the checker runs first, each a short row."""
+    return [
+        ("zero and one", [0.0, 1.0]),
+        ("negative zero keeps its sign bit", [-0.0]),
+        ("a negative value", [-1.0, -2.5]),
+        ("the largest finite value, 448", [448.0, -448.0]),
+        ("past 448 saturates to 448", [449.0, 464.0, 1000.0, -1e6]),
+        ("infinity saturates too", [np.inf, -np.inf]),
+        ("NaN stays NaN, its sign kept", [np.nan, -np.nan]),
+        ("a tie between 1.0 and 1.125 goes to the even code (1.0)", [1.0625]),
+        ("a tie between 1.125 and 1.25 goes to the even code (1.25)", [1.1875]),
+        ("just past a tie rounds up", [float(np.nextafter(np.float32(1.0625), np.float32(2)))]),
+        ("the smallest normal, 2**-6", [2.0**-6]),
+        ("subnormals: steps of 2**-9", [2.0**-9, 3 * 2.0**-9, 2.0**-7]),
+        ("a subnormal tie goes to the even code (0)", [2.0**-10]),
+        ("a subnormal tie goes to the even code (2)", [3 * 2.0**-10]),
+    ]
+
+
+def workload(seed: int = 0) -> list[tuple[str, np.ndarray]]:
+    """Rows of 64 (a head of SmolLM2): random magnitudes from 2**-12 to 2**10, every midpoint between
+    two codes and the float32 values either side of it."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(8):
+        mag = 2.0 ** rng.uniform(-12, 10, 64) * rng.choice([-1.0, 1.0], 64)
+        rows.append((f"random row {i}", mag.astype(np.float32)))
+    values = decode_table()[:0x7F].astype(np.float64)  # codes 0..0x7E
+    mids = np.float32((values[:-1] + values[1:]) / 2)
+    near = np.concatenate([mids, np.nextafter(mids, np.float32(0)), np.nextafter(mids, np.float32(1000))])
+    for i in range(0, len(near), 64):
+        rows.append((f"midpoints between codes, row {i // 64}", near[i:i + 64]))
+    return rows
+
+
+def _code(c: int) -> str:
+    v = float(decode_table()[c])
+    return f"0x{c:02X} ({'NaN' if np.isnan(v) else f'{v:.7g}'})"
+
+
+def _hint(x: float, want: int, got: int) -> tuple[str, str]:
+    """(problem, hint) for the first wrong element."""
+    table = decode_table()
+    a, g, w = abs(x), float(table[got]) if got < 256 else np.nan, float(table[want])
+    if np.isnan(x):
+        return "nan_lost", ("NaN must stay NaN: code 0x7F with x's sign bit (0xFF for a negative NaN). "
+                            "(MLX's own mx.to_fp8 turns NaN into 448: that hides a bug upstream.)")
+    if (got & 0x80) != (want & 0x80):
+        return "sign", "the sign bit (0x80) must be x's sign bit, -0.0 included (np.signbit)."
+    if a > 448:
+        return "no_saturation", ("beyond 448 (infinity too) e4m3 saturates to 448, code 0x7E (0xFE negative): "
+                                 "clip |x| to 448 before rounding; 0x7F is NaN, not a bigger number.")
+    if a < 2.0**-6 and got & 0x7F == 0 and want & 0x7F:
+        return "subnormals_flushed", ("below 2**-6 e4m3 still has subnormal codes 1..7 (M * 2**-9): "
+                                      "don't flush them to zero.")
+    lo, hi = sorted((abs(g), abs(w)))
+    if lo < a < hi and a - lo == hi - a and abs(g) > abs(w):
+        return "tie_not_even", (f"|x| = {a:.7g} lies exactly halfway between two codes: a tie goes to the even "
+                                "code (mantissa's last bit 0), not away from zero.")
+    if abs(g) < abs(w) and abs(g) <= a:
+        return "truncates", ("you rounded toward zero (dropped the low bits); round to the nearest code, a tie "
+                             "going to the even one.")
+    return "not_nearest", f"the nearest code to |x| = {a:.7g} is {_code(want & 0x7F)}."
+
+
+def check(encode_e4m3: Callable) -> object:
+    """Run ``encode_e4m3`` on the table's rows, then on rows of random values and of midpoints between codes.
+
+    Raises :class:`~ropepool.build.feedback.PartFailed` naming the first wrong element: the value, the
+    code expected, the code returned, and the likely mistake.
+    """
+    table, rows = cases(), workload()
+    for name, row in [(n, np.array(r, np.float32)) for n, r in table] + rows:
+        x = row.copy()
+        got = call(PART, encode_e4m3, x, what=f"encode_e4m3(...) on '{name}'", first=FIRST)
+        given = f"x = {np.array2string(row[:6], precision=7)}{' ...' if len(row) > 6 else ''} (float32 [{len(row)}])"
+        want = reference(row)
+        if not np.array_equal(x, row, equal_nan=True):
+            raise wrong_case(PART, "modified_input", name, given, "x unchanged", "x changed in place",
+                             "return a new uint8 array; the row is still the model's.")
+        if got is None:
+            raise wrong_case(PART, "returned_none", name, given, f"uint8 codes {want.tolist()[:6]}", "None",
+                             "did the function forget `return`?")
+        got = np.asarray(got)
+        if got.shape != want.shape or got.dtype != np.uint8:
+            raise wrong_case(PART, "dtype_or_shape", name, given, f"uint8 [{len(row)}]",
+                             f"{got.dtype} {list(got.shape)}", "one uint8 code per value: .astype(np.uint8).")
+        bad = np.flatnonzero(got != want)
+        if bad.size:
+            i = int(bad[0])
+            problem, hint = _hint(float(row[i]), int(want[i]), int(got[i]))
+            raise wrong_case(PART, problem, name, given + f", element {i}: x[{i}] = {float(row[i])!r}",
+                             _code(int(want[i])), _code(int(got[i])), hint)
+    n = sum(len(r) for _, r in table) + sum(len(r) for _, r in rows)
+    return passed(PART, f"encode_e4m3 gives the reference's code for all {n} values: {len(table)} table rows "
+                  f"(ties, subnormals, 448, infinity, NaN) and {len(rows)} rows of random values and midpoints.")

@@ -1,0 +1,67 @@
+"""What a checker says: a passing :class:`PartVerdict`, or a :class:`PartFailed` naming the first wrong case.
+
+A wrong case is told in plain words: the case's name and input, what was expected, what came back,
+and a hint about the likely mistake. A part that still raises ``NotImplementedError`` (the stub) is
+told what to write first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..teaching.exercises.feedback import ExerciseFailed, Verdict, markdown_escape
+
+
+class PartFailed(ExerciseFailed):
+    """A part rejected by its checker. ``problem`` is a short code for the mistake; ``str(err)`` explains it."""
+
+    def __init__(self, part: int, problem: str, message: str):
+        self.exercise, self.part, self.problem = f"part {part}", part, problem
+        AssertionError.__init__(self, f"Part {part} [{problem}]: {message}")
+
+
+@dataclass(frozen=True, repr=False)
+class PartVerdict(Verdict):
+    """A part that passed its checker, and what held."""
+
+    def __repr__(self) -> str:
+        return f"Part {self.exercise} {'PASSED' if self.passed else 'NOT YET'}: {self.message}"
+
+    def _repr_markdown_(self) -> str:
+        mark = "**passed**" if self.passed else "**not yet**"
+        return f"Part {self.exercise} {mark}: " + markdown_escape(self.message).replace("\n", "  \n")
+
+
+def passed(part: int, message: str) -> PartVerdict:
+    return PartVerdict(part, True, message)
+
+
+def wrong_case(part: int, problem: str, case: str, given: str, expected, got, hint: str) -> PartFailed:
+    """The failure of one case, in four plain lines: the input, what was expected, what came back, a hint."""
+    return PartFailed(part, problem, f"case '{case}'\n  input:    {given}\n  expected: {expected}\n"
+                                     f"  got:      {got}\n  hint:     {hint}")
+
+
+def call(part: int, fn: Callable, *args, what: str, first: str, expected: tuple = ()):
+    """``fn(*args)``; the stub's NotImplementedError becomes "write this first", any other error a verdict
+    (but those in ``expected``, raised again for the checker to judge)."""
+    try:
+        return fn(*args)
+    except expected:
+        raise
+    except NotImplementedError:
+        raise PartFailed(part, "not_implemented", f"{what} raised NotImplementedError: the stub is still "
+                         f"there. Write this first: {first}") from None
+    except PartFailed:
+        raise
+    except Exception as e:  # the learner's bug, reported rather than crashing the checker
+        raise PartFailed(part, "raised", f"{what} raised {type(e).__name__}: {e}") from None
+
+
+def feedback(check: Callable, answer) -> PartVerdict:
+    """Run ``check(answer)`` and return its verdict, passed or not; never raises for a mistake."""
+    try:
+        return check(answer)
+    except PartFailed as err:
+        return PartVerdict(err.part, False, str(err).split(": ", 1)[1], err.problem)

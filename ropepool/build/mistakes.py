@@ -1,0 +1,321 @@
+"""Wrong parts, one mistake each: what the notebooks break on purpose and what the tests prove each checker names.
+
+Each is the reference part (:mod:`.solutions`) with one thing changed; :data:`BY_PART` maps a part to
+``{problem code the checker must name: the wrong part}``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import solutions as S
+
+# --- Part 1: rotate ---------------------------------------------------------------------------------
+
+
+def rotate_pairs_swapped(x, positions, inv_freq, is_neox):
+    return S.rotate(x, positions, inv_freq, not is_neox)
+
+
+def rotate_token_index(x, positions, inv_freq, is_neox):
+    return S.rotate(x, np.arange(len(positions)), inv_freq, is_neox)
+
+
+def rotate_one_late(x, positions, inv_freq, is_neox):
+    return S.rotate(x, np.asarray(positions) + 1, inv_freq, is_neox)
+
+
+def rotate_backwards(x, positions, inv_freq, is_neox):
+    return S.rotate(x, positions, -np.asarray(inv_freq, np.float64), is_neox)
+
+
+# --- Part 2: the allocator ---------------------------------------------------------------------------
+
+
+class AllocatorLeak(S.Allocator):
+    """Pages that come free are counted free but never queued again."""
+
+    def release(self, pages):
+        freed = super().release(pages)
+        for _ in freed:
+            self.free.pop()
+        return freed
+
+
+class AllocatorNoDoubleFreeError(S.Allocator):
+    """Releasing a free page is ignored instead of refused."""
+
+    def release(self, pages):
+        return super().release([p for p in pages if 0 <= p < len(self.refs) and self.refs[p] > 0])
+
+
+class AllocatorStack(S.Allocator):
+    """The free list used as a stack: the most recently freed page is handed out first."""
+
+    def allocate(self, n):
+        if n > len(self.free):
+            raise ValueError(f"allocate({n}): only {len(self.free)} pages are free")
+        pages = [self.free.pop() for _ in range(n)]
+        for p in pages:
+            self.refs[p] = 1
+        return pages
+
+
+class AllocatorOffByOne(S.Allocator):
+    """Refuses to hand out the last free page (n >= free instead of n > free)."""
+
+    def allocate(self, n):
+        if n and n >= len(self.free):
+            raise ValueError(f"allocate({n}): only {len(self.free)} pages are free")
+        return super().allocate(n)
+
+
+class AllocatorFreesTooSoon(S.Allocator):
+    """A release frees the page whatever its count."""
+
+    def release(self, pages):
+        for p in pages:
+            if not 0 <= p < len(self.refs) or self.refs[p] == 0:
+                raise ValueError(f"release: page {p} is not held")
+        freed = []
+        for p in pages:
+            if self.refs[p]:
+                self.refs[p] = 0
+                freed.append(p)
+        self.free.extend(freed)
+        return freed
+
+
+# --- Part 3: the slot mapping ------------------------------------------------------------------------
+
+
+def slots_from_start(requests, page_size):
+    positions, _ = S.slot_mapping(requests, page_size)
+    return positions, S.slot_mapping([dict(r, cached=0) for r in requests], page_size)[1]
+
+
+def slots_page_not_scaled(requests, page_size):
+    positions, slots = [], []
+    for r in requests:
+        for p in range(r["cached"], r["cached"] + r["new"]):
+            positions.append(p)
+            slots.append(r["pages"][p // page_size] + p % page_size)
+    return positions, slots
+
+
+def slots_positions_from_zero(requests, page_size):
+    _, slots = S.slot_mapping(requests, page_size)
+    return [i for r in requests for i in range(r["new"])], slots
+
+
+def slots_offset_in_chunk(requests, page_size):
+    positions, slots = [], []
+    for r in requests:
+        for i, p in enumerate(range(r["cached"], r["cached"] + r["new"])):
+            positions.append(p)
+            slots.append(r["pages"][p // page_size] * page_size + i % page_size)
+    return positions, slots
+
+
+# --- Part 4: the prefix tree -------------------------------------------------------------------------
+
+
+class TreeEvictsNewest(S.PrefixTree):
+    """Evicts the most recently used leaf first."""
+
+    def evict(self, n):
+        refs, freed = self.allocator.refs, []
+        while len(freed) < n:
+            leaves = [x for x in self._nodes() if not x.children and refs[x.pages[-1]] == 1]
+            if not leaves:
+                break
+            leaf = max(leaves, key=lambda x: (x.last_used, x.order))
+            first, page = leaf.keys[0], leaf.pages.pop()
+            leaf.keys.pop()
+            if not leaf.keys:
+                del leaf.parent.children[first]
+            freed += self.allocator.release([page])
+        return freed
+
+
+class TreeEvictLeak(S.PrefixTree):
+    """Drops evicted pages from the tree without releasing them: they never come free."""
+
+    def evict(self, n):
+        release, self.allocator.release = self.allocator.release, lambda pages: list(pages)
+        try:
+            return super().evict(n)
+        finally:
+            self.allocator.release = release
+
+
+class TreeRetainsAgain(S.PrefixTree):
+    """Retains the tree's own pages again on every insert that passes them."""
+
+    def insert(self, keys, pages):
+        before = self.match(keys)
+        self.clock -= 1  # the match above was not the caller's
+        out = super().insert(keys, pages)
+        self.allocator.retain(before)
+        return out
+
+
+class TreeNoPartialMatch(S.PrefixTree):
+    """match stops before an edge that agrees only in part: it never finds a prefix ending inside an edge."""
+
+    def match(self, keys):
+        self.clock += 1
+        node, i, pages = self.root, 0, []
+        while i < len(keys) and keys[i] in node.children:
+            node = node.children[keys[i]]
+            node.last_used = self.clock
+            n = S._common(node.keys, keys[i:])
+            if n < len(node.keys):
+                break
+            pages += node.pages
+            i += n
+        return pages
+
+
+class TreeMatchesWholeEdges(S.PrefixTree):
+    """match takes a whole edge once its first key agrees: rows of tokens the request does not have."""
+
+    def match(self, keys):
+        self.clock += 1
+        node, i, pages = self.root, 0, []
+        while i < len(keys) and keys[i] in node.children:
+            node = node.children[keys[i]]
+            node.last_used = self.clock
+            n = S._common(node.keys, keys[i:])
+            pages += node.pages[:len(keys) - i]
+            i += len(node.keys)
+            if n < len(node.keys):
+                break
+        return pages
+
+
+# --- Part 5: the scheduler's step --------------------------------------------------------------------
+
+
+def _plan(running, waiting, max_step_tokens, free_rows, *, victim=-1, chunk=True, skip=True, after=False):
+    budget, run, preempted = max_step_tokens, [], []
+    alive = [r["rid"] for r in running]
+    for r in running:
+        if r["rid"] not in alive:
+            continue
+        n = min(r["uncached"], budget) if chunk else (r["uncached"] if r["uncached"] <= budget else 0)
+        if n == 0:
+            continue
+        need = max(0, n - r["spare"])
+        while need > free_rows:
+            gone = alive.pop(victim)
+            preempted.append(gone)
+            free_rows += next(x["held"] for x in running if x["rid"] == gone)
+            if gone == r["rid"]:
+                break
+        if r["rid"] not in alive:
+            continue
+        free_rows -= need
+        budget -= n
+        run.append((r["rid"], n))
+    for w in waiting:
+        if budget == 0 or (preempted and not after):
+            break
+        if w["tokens"] <= free_rows:
+            n = min(w["tokens"], budget) if chunk else (w["tokens"] if w["tokens"] <= budget else 0)
+            if n == 0:
+                continue
+            free_rows -= w["tokens"]
+            budget -= n
+            run.append((w["rid"], n))
+        elif not skip:
+            break
+    return run, preempted
+
+
+def plan_preempts_oldest(running, waiting, max_step_tokens, free_rows):
+    return _plan(running, waiting, max_step_tokens, free_rows, victim=0)
+
+
+def plan_no_chunks(running, waiting, max_step_tokens, free_rows):
+    """A prompt longer than the budget left waits for a step with room for all of it."""
+    return _plan(running, waiting, max_step_tokens, free_rows, chunk=False)
+
+
+def plan_over_budget(running, waiting, max_step_tokens, free_rows):
+    """Each request runs all its uncached tokens, whatever the budget."""
+    run, preempted = S.plan_step(running, waiting, max_step_tokens, free_rows)
+    size = {r["rid"]: r["uncached"] for r in running} | {w["rid"]: w["tokens"] for w in waiting}
+    return [(rid, size[rid]) for rid, _ in run], preempted
+
+
+def plan_blocked_queue(running, waiting, max_step_tokens, free_rows):
+    return _plan(running, waiting, max_step_tokens, free_rows, skip=False)
+
+
+def plan_admits_after_preemption(running, waiting, max_step_tokens, free_rows):
+    return _plan(running, waiting, max_step_tokens, free_rows, after=True)
+
+
+def plan_waiting_first(running, waiting, max_step_tokens, free_rows):
+    run, preempted = S.plan_step(running, waiting, max_step_tokens, free_rows)
+    ids = {r["rid"] for r in running}
+    return [x for x in run if x[0] not in ids] + [x for x in run if x[0] in ids], preempted
+
+
+# --- Part 6: the e4m3 encoder ------------------------------------------------------------------------
+
+
+def encode_nan_as_448(x):
+    codes = S.encode_e4m3(x)
+    return np.where(np.isnan(np.asarray(x, np.float32)), 0x7E | (codes & 0x80), codes).astype(np.uint8)
+
+
+def encode_no_saturation(x):
+    x = np.asarray(x, np.float32)
+    codes = S.encode_e4m3(x)
+    return np.where(np.abs(x) > 464, 0x7F | (codes & 0x80), codes).astype(np.uint8)
+
+
+def encode_ties_away(x):
+    x = np.asarray(x, np.float32)
+    nudged = np.nextafter(x, np.copysign(np.float32(np.inf), x))  # a tie now lies just past halfway
+    return S.encode_e4m3(np.where(np.isfinite(x) & (x != 0), nudged, x))
+
+
+def encode_truncates(x):
+    x = np.asarray(x, np.float32)
+    from ..fp8 import decode_table
+
+    values = decode_table()[:0x7F].astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        mag = np.minimum(np.abs(x.astype(np.float64)), 448.0)
+        code = np.clip(np.searchsorted(values, mag, side="right") - 1, 0, 0x7E)
+    code = np.where(np.isnan(x), 0x7F, code)
+    return (code | (np.signbit(x).astype(np.int64) << 7)).astype(np.uint8)
+
+
+def encode_sign_dropped(x):
+    return (S.encode_e4m3(np.abs(np.asarray(x, np.float32)))).astype(np.uint8)
+
+
+def encode_flushes_subnormals(x):
+    x = np.asarray(x, np.float32)
+    return np.where(np.abs(x) < 2.0**-6, np.signbit(x).astype(np.uint8) << 7, S.encode_e4m3(x)).astype(np.uint8)
+
+
+BY_PART = {
+    1: {"pairs_swapped": rotate_pairs_swapped, "token_index": rotate_token_index,
+        "position_off_by_one": rotate_one_late, "rotation_sign": rotate_backwards},
+    2: {"leak": AllocatorLeak, "no_double_free_error": AllocatorNoDoubleFreeError, "wrong_order": AllocatorStack,
+        "off_by_one": AllocatorOffByOne, "refcount": AllocatorFreesTooSoon},
+    3: {"from_start": slots_from_start, "page_not_scaled": slots_page_not_scaled,
+        "positions_from_zero": slots_positions_from_zero, "offset_in_chunk": slots_offset_in_chunk},
+    4: {"eviction_order": TreeEvictsNewest, "evict_leak": TreeEvictLeak, "refcount": TreeRetainsAgain,
+        "match": TreeNoPartialMatch},
+    5: {"wrong_victim": plan_preempts_oldest, "no_chunking": plan_no_chunks, "over_budget": plan_over_budget,
+        "blocked_queue": plan_blocked_queue,
+        "admitted_after_preemption": plan_admits_after_preemption, "waiting_first": plan_waiting_first},
+    6: {"nan_lost": encode_nan_as_448, "no_saturation": encode_no_saturation, "tie_not_even": encode_ties_away,
+        "truncates": encode_truncates, "sign": encode_sign_dropped, "subnormals_flushed": encode_flushes_subnormals},
+}

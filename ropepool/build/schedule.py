@@ -1,0 +1,187 @@
+"""Part 5: the scheduler's step: a token budget, chunked prefill after the running decodes, preemption.
+
+The learner writes ``plan_step(running, waiting, max_step_tokens, free_rows) -> (run, preempted)``, the
+decision :meth:`ropepool.engine.Scheduler.schedule` makes each step (pages of one row, no prefix
+cache): ``running`` in admission order, each ``dict(rid, uncached, spare, held)``; ``waiting`` first in
+line first, each ``dict(rid, tokens)``. ``run`` lists ``(rid, n)`` in batch order, ``preempted`` the
+rids sent back to the queue. The checker drives the engine's own scheduler step by step on table
+cases and random workloads and compares its batch with the learner's plan before every step.
+:class:`Planned` is the engine's scheduler with its decision replaced by the learner's, for
+``Engine(scheduler=Planned.factory(plan_step))``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import mlx.core as mx
+import numpy as np
+
+from ..engine import Allocator as EngineAllocator
+from ..engine import Request, Scheduler, Status
+from ..engine.radix import NoCache
+from ..engine.scheduler import Batch
+from .feedback import PartFailed, call, passed, wrong_case
+
+PART = 5
+FIRST = ("budget = max_step_tokens; for each running request, oldest first, n = min(uncached, budget) tokens "
+         "need max(0, n - spare) new rows; if they are free, take them, spend n of the budget and add (rid, n) to run.")
+
+
+def views(scheduler) -> tuple[list[dict], list[dict]]:
+    """What ``plan_step`` is given about the scheduler's running and waiting requests."""
+    running = [dict(rid=r.rid, uncached=r.num_uncached, spare=len(r.slot_table) - r.num_cached, held=len(r.slot_table))
+               for r in scheduler.running]
+    waiting = [dict(rid=r.rid, tokens=r.seq_len) for r in scheduler.waiting]
+    return running, waiting
+
+
+class Planned(Scheduler):
+    """The engine's scheduler deciding each step by the learner's ``plan_step`` (page_size 1); admission,
+    growth, preemption and the rest are the engine's own.
+
+    With a prefix cache, ``free_rows`` counts the rows the cache could give back too, and a request
+    admitted on a cached prefix runs only its uncached tokens; the engine may still hold back one whose
+    prompt a request admitted in the same step is computing (it shares those rows next step)."""
+
+    plan = None
+
+    @classmethod
+    def factory(cls, plan: Callable) -> Callable:
+        def make(allocator, cache, *, max_step_tokens: int = 256):
+            if allocator.page_size != 1:
+                raise ValueError("the learner's scheduler plans with rows, not pages: use page_size=1")
+            s = cls(allocator, cache, max_step_tokens=max_step_tokens)
+            s.plan = plan
+            return s
+        return make
+
+    def schedule(self) -> Batch:
+        self._touch_stats()
+        running, waiting = views(self)
+        free = self.allocator.num_free + self.cache.num_evictable()
+        run, preempted = self.plan(running, waiting, self.max_step_tokens, free)
+        batch, by_rid = Batch(), {r.rid: r for r in (*self.running, *self.waiting)}
+        for rid in preempted:
+            self.preempt(by_rid[rid], batch)
+        for rid, n in run:
+            req = by_rid[rid]
+            if req.status is Status.RUNNING:
+                if not self.grow(req, req.num_cached + n, batch):
+                    continue
+            elif not self.admit(req, batch):
+                if self.cache.enabled:
+                    continue  # held back to share a prefix computed this step
+                raise ValueError(f"plan_step admitted request {rid}, whose {req.seq_len} rows are not free")
+            batch.add(req, min(int(n), req.num_uncached))
+        self.stats.peak_rows = max(self.stats.peak_rows, self.allocator.rows_in_use)
+        return batch
+
+
+# A case: (name, pool rows, max_step_tokens, [(prompt length, max_new_tokens)]); every request arrives at once.
+def cases() -> list[tuple[str, int, int, list]]:
+    return [
+        ("one prompt within the budget", 16, 16, [(5, 3)]),
+        ("a prompt longer than the budget is prefilled in chunks", 32, 4, [(10, 2)]),
+        ("running requests first, then a new prompt's chunk from what is left", 32, 4, [(3, 6), (9, 2)]),
+        ("the budget spent by decodes: the waiting prompt waits", 32, 2, [(1, 4), (1, 4), (4, 2)]),
+        ("a request that does not fit yet does not hold back a smaller one", 10, 16, [(4, 4), (8, 1), (2, 2)]),
+        ("no free row: the most recently admitted is preempted", 8, 16, [(3, 5), (3, 5)]),
+        ("nothing is admitted in a step that preempted", 8, 16, [(3, 5), (3, 5), (3, 1)]),
+    ]
+
+
+def workload(n: int = 30, seed: int = 0) -> list[tuple[str, int, int, list]]:
+    """``n`` random runs: pools of 8-32 rows, budgets of 1-16 tokens, 2-5 requests."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        P, budget = int(rng.integers(8, 33)), int(rng.integers(1, 17))
+        reqs = []
+        for _ in range(int(rng.integers(2, 6))):
+            prompt = int(rng.integers(1, min(12, P)))
+            reqs.append((prompt, int(rng.integers(1, min(7, P - prompt + 2)))))
+        out.append((f"random run {i}", P, budget, reqs))
+    return out
+
+
+def _describe(running, waiting, budget, free) -> str:
+    run = ", ".join(f"{r['rid']}: uncached {r['uncached']}, spare {r['spare']}, held {r['held']}" for r in running)
+    wait = ", ".join(f"{r['rid']}: {r['tokens']} tokens" for r in waiting)
+    return f"running [{run}]; waiting [{wait}]; max_step_tokens {budget}; free_rows {free}"
+
+
+def _hint(running, waiting, budget, want, got) -> tuple[str, str]:
+    (w_run, w_pre), (g_run, g_pre) = want, got
+    uncached = {r["rid"]: r["uncached"] for r in running} | {r["rid"]: r["tokens"] for r in waiting}
+    if sum(n for _, n in g_run) > budget:
+        return "over_budget", f"the step runs {sum(n for _, n in g_run)} tokens: at most max_step_tokens ({budget})."
+    if g_pre != w_pre:
+        if w_pre and not g_pre:
+            return "no_preemption", ("a running request needs rows and none is free: preempt the most recently "
+                                     "admitted "
+                                     "(the last of running), whose held rows become free, until the rows fit.")
+        if set(g_pre) != set(w_pre) and w_pre and g_pre:
+            return "wrong_victim", "preempt the most recently admitted request (the end of running), not the oldest."
+        return "preemption", "preempt only while the rows a running request needs are more than the free rows."
+    if any(n < uncached[rid] and rid not in dict(g_run) for rid, n in w_run):
+        return "no_chunking", ("a prompt longer than what is left of the budget still runs: a chunk of "
+                               "min(uncached, budget) tokens, the rest in the next steps.")
+    running_ids = [r["rid"] for r in running]
+    g_order = [rid for rid, _ in g_run]
+    if any(rid in running_ids for rid in g_order[next((i for i, x in enumerate(g_order) if x not in running_ids),
+                                                      len(g_order)):]):
+        return "waiting_first", "running requests go first (their decodes never wait), then the waiting ones."
+    if any(n == uncached[rid] and n > dict(w_run).get(rid, n) for rid, n in g_run):
+        return "no_chunking", "a prompt longer than what is left of the budget runs a chunk: n = min(uncached, budget)."
+    if w_pre and any(rid not in running_ids for rid in g_order):
+        return "admitted_after_preemption", ("in a step that preempted, admit nobody: the freed rows are for the "
+                                             "running.")
+    if [x for x in w_run if x[0] not in running_ids] != [x for x in g_run if x[0] not in running_ids]:
+        if len(g_run) < len(w_run):
+            return "blocked_queue", ("a waiting request whose rows are not free is skipped, not a wall: try the ones "
+                                     "behind it, while the budget lasts.")
+        return "admission", ("admit a waiting request when all its tokens' rows are free (tokens <= free_rows); it "
+                             "then runs min(tokens, budget left).")
+    return "wrong_plan", "compare with the rules: running first, the budget, chunks, preemption, admission."
+
+
+def _drive(name, P, budget, reqs, plan_step):
+    """Run the engine's scheduler over the case, comparing the learner's plan before every step."""
+    allocator = EngineAllocator(P)
+    s = Scheduler(allocator, NoCache(allocator), max_step_tokens=budget)
+    for rid, (prompt, new) in enumerate(reqs):
+        s.add(Request(rid, [1 + (rid + j) % 7 for j in range(prompt)], new))
+    step = 0
+    while not s.done and step < 200:
+        running, waiting = views(s)
+        free = s.allocator.num_free
+        got = call(PART, plan_step, [dict(r) for r in running], [dict(r) for r in waiting], budget, free,
+                   what=f"plan_step(...) on '{name}', step {step}", first=FIRST)
+        batch = s.schedule()
+        want = ([(r.rid, n) for r, n in zip(batch.requests, batch.lengths)], [r.rid for r in batch.preempted])
+        try:
+            run, pre = got
+            got = ([(int(rid), int(n)) for rid, n in run], [int(rid) for rid in pre])
+        except (TypeError, ValueError):
+            raise PartFailed(PART, "not_a_plan", f"on '{name}': return (run, preempted): a list of (rid, n) and a "
+                             f"list of rids; got {got!r:.200}") from None
+        if got != want:
+            problem, hint = _hint(running, waiting, budget, want, got)
+            raise wrong_case(PART, problem, f"{name}, step {step}", _describe(running, waiting, budget, free),
+                             f"run {want[0]}, preempted {want[1]}", f"run {got[0]}, preempted {got[1]}", hint)
+        s.postprocess(batch, mx.zeros((len(batch.requests), 8)))
+        step += 1
+
+
+def check(plan_step: Callable) -> object:
+    """Compare ``plan_step`` with the engine's scheduler before every step of the table cases and random runs.
+
+    Raises :class:`~ropepool.build.feedback.PartFailed` naming the first step planned otherwise: the
+    running and waiting requests, the budget and free rows, the engine's batch and the learner's plan.
+    """
+    table, runs = cases(), workload()
+    for name, P, budget, reqs in table + runs:
+        _drive(name, P, budget, reqs, plan_step)
+    return passed(PART, f"plan_step plans every step as the engine's scheduler on {len(table)} table cases and "
+                  f"{len(runs)} random runs: the budget, chunks after the decodes, preemption of the newest.")

@@ -1,0 +1,192 @@
+"""The real thing: the engine serving a model with the learner's parts plugged in, checked against mlx-lm.
+
+:func:`load` gives SmolLM2-135M-Instruct (GGUF rows, GPT-J pairs, float32 on a CPU) and its prompts,
+or, where the model cannot be fetched, a tiny random-weight mlx-lm Llama, saying why. :func:`engine`
+makes an :class:`~ropepool.engine.Engine` whose runner calls the learner's ``rotate``,
+``encode_e4m3`` and ``slot_mapping`` (parts 1, 6, 3) where given. :func:`same_as` checks every token
+and logit against mlx-lm's own greedy loop; :func:`pool_is_clean` that every row ended free or cached.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import mlx.core as mx
+import numpy as np
+
+from ..engine import Engine
+from ..engine.runner import ModelRunner
+from ..rope import Rope, rope_table
+from ..tolerance import ENGINE_LOGITS_FLOAT32, ENGINE_LOGITS_SMOLLM2
+
+QUESTIONS = ("What is the capital of France?", "What is 2 + 3?")
+#: A plain-text prompt that shares nothing with the chat questions: long enough to be prefilled in chunks.
+LONG = ("The river rose in the spring, as it did every year, and the people of the valley moved their boats "
+        "to higher ground. The old bridge held, the new mill did not, and by summer the")
+
+
+@dataclass
+class Served:
+    """The model a notebook serves, its prompts, the bound its logits are held to, and how to read tokens."""
+
+    model: object
+    name: str
+    prompts: list[list[int]]
+    stop: int | None
+    tolerance: dict
+    decode: object  # tokens -> text
+    real: bool
+    long_prompt: list[int] | None = None  # shares no prefix with ``prompts``
+
+
+def load() -> Served:
+    """SmolLM2-135M-Instruct with two chat questions; or, where it cannot be fetched, a tiny random-weight
+    Llama (``llama-gptj``, GPT-J pairs like the GGUF rows) with two made-up prompts, and a line saying why."""
+    from ..loaders.fetch import ModelUnavailable
+    from ..loaders.smollm2 import NAME, load_smollm2
+
+    try:
+        model, tokenizer, _ = load_smollm2(pairs="gptj")
+    except ModelUnavailable as err:
+        from ..engine.tiny_models import build
+
+        print(f"SmolLM2 is not here ({err}): serving a tiny random-weight Llama instead; "
+              "its answers are noise, but every check below still compares it with mlx-lm.")
+        model = build("llama-gptj")
+        return Served(model, "a tiny random Llama (GPT-J pairs)", [[1, 5, 9, 14, 2, 7, 30, 3], [1, 5, 9, 22, 4]],
+                      None, ENGINE_LOGITS_FLOAT32, lambda tokens: " ".join(map(str, tokens)), False,
+                      [int(t) for t in np.arange(40, 100)])
+    prompts = [tokenizer.apply_chat_template([{"role": "user", "content": q}]) for q in QUESTIONS]
+    return Served(model, NAME, prompts, tokenizer.eos_token_id, ENGINE_LOGITS_SMOLLM2,
+                  lambda tokens: tokenizer.decode(tokens, skip_special_tokens=True), True, tokenizer.encode(LONG))
+
+
+class PluggedRunner(ModelRunner):
+    """The engine's runner with the learner's parts in it.
+
+    ``rotate`` (part 1) turns q and k head by head in NumPy, in place of the op, and k and v are written
+    to the step's slots by index (models without QK-norm only); ``encode`` (part 6) writes FP8 pools with
+    the learner's codes of the op's k_rot (the op writes nothing: slots -1); ``slot_mapping`` (part 3)
+    replaces the step's positions and slots before the forward pass. The engine's runner has no plug
+    point for these, so this subclass stands in for it.
+    """
+
+    rotate = encode = slot_mapping = None
+    page_size = 1
+
+    def run(self, batch):
+        if self.slot_mapping is not None:
+            ps = self.page_size
+            requests = [dict(pages=[row // ps for row in r.slot_table[::ps]], cached=r.num_cached, new=n)
+                        for r, n in zip(batch.requests, batch.lengths)]
+            positions, slots = self.slot_mapping(requests, ps)
+            batch.positions, batch.slots = [int(p) for p in positions], [int(s) for s in slots]
+        return super().run(batch)
+
+    def attention(self, i, attn, x, ctx):
+        if self.rotate is None and self.encode is None:
+            return super().attention(i, attn, x, ctx)
+        from .. import rope_pool_fused
+        from ..engine import model_spec
+        from ..engine.runner import project_qkv
+
+        T = x.shape[0]
+        Hq, Hkv, D = attn.n_heads, attn.n_kv_heads, self.rope_kwargs["head_dim"]
+        q, k, v = project_qkv(attn, x)
+        q, k, v = q.reshape(T, Hq, D), k.reshape(T, Hkv, D), v.reshape(T, Hkv, D)  # [T, Hq, D], [T, Hkv, D]
+        if self.rotate is not None:
+            if model_spec.qk_norm_kwargs(attn):
+                raise ValueError("rotate= serves models without QK-norm (Llama, Qwen2, Phi-3)")
+            positions = np.array(ctx.positions)  # [T]
+            q, k = self._rotate(q, positions), self._rotate(k, positions)
+        else:  # the op rotates; slots -1: it writes nothing, the learner's encoder writes the pools
+            nowhere = mx.full((T,), -1, mx.int32)
+            q, k, _, _ = rope_pool_fused(q, k, v, ctx.positions, nowhere, self.k_pools[i], self.v_pools[i],
+                                         **self.rope_kwargs, backend=self.backend, **model_spec.qk_norm_kwargs(attn),
+                                         **self.scales[i])
+        for pools, rows, which in ((self.k_pools, k, "k"), (self.v_pools, v, "v")):
+            if self.fp8:
+                rows = self._encode(rows * mx.array(1.0 / self.scales[i][f"{which}_scale"], mx.float32))
+            pools[i][mx.array(np.asarray(ctx.slots), mx.int32)] = rows.astype(pools[i].dtype)
+        q = q[:, None] if ctx.queries is None else q[ctx.queries]  # [R, N, Hq, D]
+        o = mx.fast.scaled_dot_product_attention(
+            q.transpose(0, 2, 1, 3), self.read_rows(i, "k", ctx.rows, q.dtype),
+            self.read_rows(i, "v", ctx.rows, q.dtype),
+            scale=attn.scale, mask=ctx.mask)  # [R, Hq, N, D]
+        o = o.transpose(0, 2, 1, 3).reshape(-1, Hq * D)  # [R * N, Hq*D]
+        return attn.o_proj(o if ctx.outputs is None else o[ctx.outputs])  # [T, hidden]
+
+    def _rotate(self, x: mx.array, positions: np.ndarray) -> mx.array:
+        """``x [T, H, D]`` turned by the learner's rotate, in x's dtype: every head's rows in one call, as
+        one head of ``T * H`` rows (a row turns by its own position only)."""
+        table: Rope = self.table
+        T, H, D = x.shape
+        rows = np.array(x.astype(mx.float32)).reshape(T * H, D)  # [T*H, D], token-major
+        out = np.asarray(self.rotate(rows, np.repeat(positions, H), np.array(table.inv_freq), table.is_neox),
+                         np.float64)
+        return mx.array(out.reshape(T, H, D).astype(np.float32)).astype(x.dtype)  # [T, H, D]
+
+    def _encode(self, rows: mx.array) -> mx.array:
+        """The learner's e4m3 codes of ``rows [T, Hkv, D]``, one row of T * Hkv * D values."""
+        flat = np.array(rows.astype(mx.float32)).reshape(-1)
+        codes = np.asarray(self.encode(flat.copy()))
+        if codes.dtype != np.uint8 or codes.shape != flat.shape:
+            raise ValueError(f"encode_e4m3 returned {codes.dtype} {list(codes.shape)} for a row of {flat.size} "
+                             "float32 values: one uint8 code per value")
+        return mx.array(codes).reshape(rows.shape)
+
+
+def engine(model, *, rotate=None, encode_e4m3=None, slot_mapping=None, **engine_kwargs) -> Engine:
+    """An :class:`Engine` over ``model`` whose runner uses the learner's parts given (None: the engine's own)."""
+    if encode_e4m3 is not None:
+        engine_kwargs.setdefault("kv_dtype", "fp8")
+    engine_kwargs.setdefault("keep_logits", True)
+    eng = Engine(model, **engine_kwargs)
+    runner = PluggedRunner.__new__(PluggedRunner)
+    runner.__dict__.update(eng.runner.__dict__)
+    runner.rotate, runner.encode, runner.slot_mapping = rotate, encode_e4m3, slot_mapping
+    runner.page_size = eng.allocator.page_size
+    kw = runner.rope_kwargs
+    runner.table = rope_table(kw["head_dim"], kw["rope_base"], is_neox=kw.get("is_neox", True))
+    eng.runner = runner
+    return eng
+
+
+def run(eng: Engine, prompts, max_new_tokens: int, history: list | None = None) -> list:
+    """Serve ``prompts`` on ``eng`` to the end; each request's tokens and logits ``[len(tokens), vocab]``.
+
+    ``history``, if given, gets each step's ``[(request index, tokens run)]``."""
+    if not eng.keep_logits:
+        raise ValueError("run: make the engine with keep_logits=True")
+    requests = [eng.add_request(p, max_new_tokens) for p in prompts]
+    first = requests[0].rid
+    while not eng.done:
+        batch = eng.step()
+        if history is not None:
+            history.append([(r.rid - first, n) for r, n in zip(batch.requests, batch.lengths)])
+    return [(r.tokens, mx.stack(r.logits)) for r in requests]
+
+
+def pool_is_clean(eng: Engine) -> bool:
+    """Every page is free or held by the prefix cache alone: no request kept a row, none leaked."""
+    allocator, cache = eng.allocator, eng.scheduler.cache
+    return allocator.num_free + cache.num_evictable() == allocator.num_pages
+
+
+def largest_difference(results, reference) -> float:
+    """The largest ``|logit - mlx-lm's logit|`` over every token of every request (inf where tokens differ)."""
+    worst = 0.0
+    for (tokens, logits), want in zip(results, reference):
+        if tokens != want.tokens:
+            return float("inf")
+        worst = max(worst, float(mx.abs(logits - want.logits).max()))
+    return worst
+
+
+def check_same(results, reference, served: Served, who: str) -> None:
+    """Check, visibly, that every request's tokens are mlx-lm's and every logit within ``served.tolerance``."""
+    from ..teaching.checks import check_close, check_equal
+
+    for i, ((tokens, logits), want) in enumerate(zip(results, reference)):
+        check_equal(tokens, want.tokens, claim=f"request {i} through {who}: mlx-lm's tokens, {served.decode(tokens)!r}")
+        check_close(np.array(logits), np.array(want.logits), claim=f"request {i}: every logit", **served.tolerance)

@@ -1,0 +1,134 @@
+"""Part 3: one step's slot mapping: the positions and pool rows of a prefill chunk and of decodes.
+
+The learner writes ``slot_mapping(requests, page_size) -> (positions, slots)``. Each request of the
+step is a dict: ``pages`` (its page table: the pool page holding each ``page_size`` positions of its
+sequence), ``cached`` (positions already in the pool) and ``new`` (its tokens in this step: a chunk
+of its prompt, or 1 when decoding). Position ``p`` lives in row
+``pages[p // page_size] * page_size + p % page_size`` (vLLM's slot mapping; with ``page_size`` 1 a
+page is a row, SGLang's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from .feedback import PartFailed, call, passed, wrong_case
+
+PART = 3
+FIRST = ("for each request, in order, its positions run cached .. cached + new - 1; position p's row is "
+         "pages[p // page_size] * page_size + p % page_size. Return (positions, slots), two lists.")
+
+
+def reference(requests: list[dict], page_size: int) -> tuple[list[int], list[int]]:
+    """The positions ``[T]`` and slots ``[T]`` of a step, request after request."""
+    positions, slots = [], []
+    for r in requests:
+        for p in range(r["cached"], r["cached"] + r["new"]):
+            positions.append(p)
+            slots.append(r["pages"][p // page_size] * page_size + p % page_size)
+    return positions, slots
+
+
+def _slot(r, p, ps):
+    return r["pages"][p // ps] * ps + p % ps
+
+
+# problem: (slot of request r's i-th new token at position p, with page size ps; hint)
+MISTAKES = {
+    "positions_from_zero": (None, "positions restart at 0 in every step: a token's position counts its request's "
+                                  "tokens before it, cached ones included (cached .. cached + new - 1)."),
+    "page_not_scaled": (lambda r, i, p, ps: r["pages"][p // ps] + p % ps,
+                        "a page number is not a row: page g starts at row g * page_size. "
+                        "slot = pages[p // page_size] * page_size + p % page_size."),
+    "pages_as_rows": (lambda r, i, p, ps: r["pages"][p] * ps if p < len(r["pages"]) else -1,
+                      "you indexed the page table by position: it has one entry per page of page_size "
+                      "positions, pages[p // page_size]."),
+    "offset_in_chunk": (lambda r, i, p, ps: r["pages"][p // ps] * ps + i % ps,
+                        "the offset inside the page is p % page_size, the position's, not the token's index "
+                        "in this step: a chunk may start mid-page."),
+    "off_by_one": (lambda r, i, p, ps: _slot(r, p + 1, ps) if (p + 1) // ps < len(r["pages"]) else -1,
+                   "each token got the next position's row: position p writes slot_of(p), not slot_of(p + 1)."),
+    "from_start": (lambda r, i, p, ps: _slot(r, i, ps),
+                   "you mapped the step's i-th token to position i's row: a decode token would overwrite the "
+                   "request's first row. Map position cached + i."),
+}
+
+
+def cases() -> list[tuple[str, int, list[dict]]]:
+    """(name, page_size, requests) the checker runs first."""
+    return [
+        ("a prefill, page_size 1", 1, [dict(pages=[0, 1, 2, 3, 4, 5], cached=0, new=6)]),
+        ("two decodes on reused rows, page_size 1", 1, [dict(pages=[7, 2, 9, 4], cached=3, new=1),
+                                                        dict(pages=[5, 0, 8, 1, 6, 3], cached=5, new=1)]),
+        ("a prefill chunk of 16, page_size 16", 16, [dict(pages=[3, 0, 5], cached=0, new=16)]),
+        ("a chunk starting mid-page, page_size 16", 16, [dict(pages=[3, 0, 5], cached=20, new=12)]),
+        ("decodes at a page's first and last row, page_size 16", 16, [dict(pages=[2, 6], cached=16, new=1),
+                                                                       dict(pages=[4, 1], cached=31, new=1)]),
+        ("decodes, then a prefill chunk, page_size 16", 16, [dict(pages=[1], cached=9, new=1),
+                                                             dict(pages=[6, 2], cached=20, new=1),
+                                                             dict(pages=[0, 7, 3], cached=12, new=20)]),
+    ]
+
+
+def workload(n: int = 40, seed: int = 0) -> list[tuple[str, int, list[dict]]]:
+    """``n`` random steps: 1-4 requests, each decoding or prefilling a chunk, pages drawn from a pool of 64."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        ps = int(rng.choice([1, 2, 4, 16]))
+        pages = list(rng.permutation(64))
+        reqs = []
+        for _ in range(int(rng.integers(1, 5))):
+            cached = int(rng.integers(0, 40))
+            new = 1 if rng.integers(2) else int(rng.integers(1, 24))
+            n_pages = -(-(cached + new) // ps)
+            if n_pages > len(pages):
+                break
+            reqs.append(dict(pages=[int(p) for p in pages[:n_pages]], cached=cached, new=new))
+            pages = pages[n_pages:]
+        out.append((f"random step {i}", ps, reqs))
+    return out
+
+
+def _diagnose(requests, ps, positions, slots) -> tuple[str, str]:
+    want_pos, _ = reference(requests, ps)
+    if positions != want_pos:
+        if positions == [i for r in requests for i in range(r["new"])]:
+            return "positions_from_zero", MISTAKES["positions_from_zero"][1]
+        return "positions", "each request's positions are cached .. cached + new - 1, request after request."
+    for problem, (fn, hint) in MISTAKES.items():
+        if fn is not None and slots == [fn(r, i, r["cached"] + i, ps) for r in requests for i in range(r["new"])]:
+            return problem, hint
+    return "wrong_rows", "slot = pages[p // page_size] * page_size + p % page_size, for each position p."
+
+
+def check(slot_mapping: Callable) -> object:
+    """Run ``slot_mapping`` on the table's steps, then random ones (page sizes 1, 2, 4, 16).
+
+    Raises :class:`~ropepool.build.feedback.PartFailed` naming the first wrong step and token.
+    """
+    table, steps = cases(), workload()
+    for name, ps, requests in table + steps:
+        given = f"page_size {ps}, requests {requests}"
+        got = call(PART, slot_mapping, [dict(r, pages=list(r["pages"])) for r in requests], ps,
+                   what=f"slot_mapping(...) on '{name}'", first=FIRST)
+        want = reference(requests, ps)
+        try:
+            positions, slots = ([int(x) for x in part] for part in got)
+        except (TypeError, ValueError):
+            raise PartFailed(PART, "not_two_lists", f"on '{name}': return two lists of ints, (positions, slots); "
+                             f"got {got!r:.200}") from None
+        if (positions, slots) == want:
+            continue
+        if len(positions) != len(want[0]) or len(slots) != len(want[1]):
+            raise wrong_case(PART, "wrong_length", name, given, f"{len(want[0])} positions and slots (the sum of new)",
+                             f"{len(positions)} positions, {len(slots)} slots",
+                             "one position and one slot per new token.")
+        t = next(i for i in range(len(slots)) if (positions[i], slots[i]) != (want[0][i], want[1][i]))
+        problem, hint = _diagnose(requests, ps, positions, slots)
+        raise wrong_case(PART, problem, name, given, f"token {t}: position {want[0][t]}, slot {want[1][t]}",
+                         f"token {t}: position {positions[t]}, slot {slots[t]}", hint)
+    return passed(PART, f"slot_mapping gives every token's position and row on {len(table)} table steps and "
+                  f"{len(steps)} random ones, page_size 1 to 16, chunks starting mid-page included.")

@@ -1,0 +1,239 @@
+"""Part 4: prefix match and insert in a radix tree over token ids, with reference counts and LRU eviction.
+
+The learner writes ``PrefixTree(allocator)``: ``match(keys) -> pages``, ``insert(keys, pages) -> pages``,
+``num_evictable()`` and ``evict(n) -> pages``. A key is one token id (a page of them, as a tuple, when
+``page_size`` > 1); each key's k and v sit in one pool page. The rules are the engine's
+(:class:`ropepool.engine.RadixCache`), written out in the stub's docstring. The checker replays table
+cases and a random workload of requests (match, compute, insert, finish) and evictions on the learner's
+tree and on the engine's, each over its own copy of the engine's allocator, and compares every answer.
+:class:`Cached` wraps the learner's tree in the engine's interface (:class:`ropepool.engine.protocols.PrefixCache`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ..engine import Allocator as EngineAllocator
+from ..engine import RadixCache
+from .feedback import call, passed, wrong_case
+
+PART = 4
+FIRST = ("a Node with a key (a list of keys), pages (one per key), children (first key -> child), a parent and "
+         "last_used; match(keys) walks from the root while the keys agree and returns the pages it passed.")
+
+
+class Cached:
+    """The learner's tree behind the engine's prefix cache interface:
+    ``Engine(prefix_cache=Cached.factory(PrefixTree))``.
+
+    The cursor a match or insert hands back is the keys and pages of the sequence so far; the next
+    insert gives the learner's tree the whole sequence (the tree finds its own pages again). It keeps no
+    undo log: the engine copies it at each step.
+    """
+
+    enabled = True
+
+    def __init__(self, make: Callable, allocator):
+        self.allocator, self.page_size = allocator, allocator.page_size
+        self.inner = make(allocator)
+
+    @classmethod
+    def factory(cls, make: Callable) -> Callable:
+        return lambda allocator: cls(make, allocator)
+
+    def key(self, tokens) -> list:
+        s = self.page_size
+        if s == 1:
+            return [int(t) for t in tokens]
+        return [tuple(tokens[i:i + s]) for i in range(0, len(tokens) - s + 1, s)]
+
+    def match(self, tokens):
+        keys = self.key(tokens)
+        pages = [int(p) for p in self.inner.match(keys)]
+        return pages, (keys[:len(pages)], pages)
+
+    def insert(self, tokens, pages, cursor):
+        before_keys, before_pages = cursor if cursor is not None else ([], [])
+        keys = before_keys + self.key(tokens)
+        theirs = [int(p) for p in self.inner.insert(keys, before_pages + list(pages))]
+        return theirs[len(before_keys):], (keys, theirs)
+
+    def num_evictable(self) -> int:
+        return int(self.inner.num_evictable())
+
+    def evict(self, n: int) -> list[int]:
+        return [int(p) for p in self.inner.evict(n)]
+
+
+class _Engine:
+    """The engine's tree with the learner's interface (whole sequences, no cursor), for the comparison."""
+
+    def __init__(self, allocator):
+        self.tree = RadixCache(allocator)
+
+    def match(self, keys):
+        return self.tree.match(keys)[0]
+
+    def insert(self, keys, pages):
+        return self.tree.insert(keys, pages, None)[0]
+
+    def num_evictable(self):
+        return self.tree.num_evictable()
+
+    def evict(self, n):
+        return self.tree.evict(n)
+
+
+# Ops: ("request", rid, keys) matches, holds the pages found, allocates (evicting if it must) and inserts;
+# ("compute", rid, keys) the same without the match (two requests computing the same tokens);
+# ("finish", rid) gives its pages back; ("match", keys); ("evict", n).
+def cases() -> list[tuple[str, int, list]]:
+    return [
+        ("an empty tree matches nothing", 8, [("match", [1, 2, 3])]),
+        ("a sequence inserted is found whole", 8, [("request", "A", [1, 2, 3, 4]), ("match", [1, 2, 3, 4])]),
+        ("the longest cached prefix, stopping inside an edge", 8, [("request", "A", [1, 2, 3, 4]),
+                                                                  ("match", [1, 2, 3, 9, 9])]),
+        ("a diverging token splits the edge", 12, [("request", "A", [1, 2, 3, 4]), ("request", "B", [1, 2, 7, 8]),
+                                                   ("match", [1, 2, 7]), ("match", [1, 2, 3])]),
+        ("insert gives back the tree's own page for keys it holds", 12,
+         [("request", "A", [5, 6, 7]), ("compute", "B", [5, 6, 7, 8])]),
+        ("the tree holds one reference per page", 8, [("request", "A", [5, 6, 7]), ("finish", "A"),
+                                                      ("match", [5, 6])]),
+        ("pages a request holds are not evicted", 8, [("request", "A", [1, 2, 3]), ("evict", 5)]),
+        ("the least recently used leaf goes first", 8, [("request", "A", [1, 2, 3]), ("finish", "A"),
+                                                        ("request", "B", [4, 5, 6]), ("finish", "B"),
+                                                        ("match", [1, 2, 3]), ("evict", 3)]),
+        ("evicting cuts a leaf from its end, then its parent", 12,
+         [("request", "A", [1, 2, 3, 4]), ("finish", "A"), ("request", "B", [1, 2, 9]), ("finish", "B"),
+          ("evict", 1), ("evict", 2), ("evict", 10)]),
+        ("a full pool evicts to make room", 6, [("request", "A", [1, 2, 3]), ("finish", "A"),
+                                                ("request", "B", [4, 5, 6, 7, 8])]),
+    ]
+
+
+def workload(n: int = 25, seed: int = 0) -> list[tuple[str, int, list]]:
+    """``n`` random runs of 30 operations: requests whose keys start with one of three shared prefixes."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        prefixes = [list(rng.integers(0, 6, int(rng.integers(1, 5)))) for _ in range(3)]
+        ops, live, rid = [], [], 0
+        for _ in range(30):
+            r = rng.random()
+            if r < 0.45 or not live:
+                tail = rng.integers(0, 6, int(rng.integers(1, 4)))
+                keys = [int(k) for k in prefixes[int(rng.integers(3))]] + [int(k) for k in tail]
+                ops.append(("request" if rng.random() < 0.8 else "compute", rid, keys))
+                live.append(rid)
+                rid += 1
+            elif r < 0.8:
+                ops.append(("finish", live.pop(int(rng.integers(len(live))))))
+            elif r < 0.9:
+                ops.append(("match", [int(k) for k in prefixes[int(rng.integers(3))]] + [int(rng.integers(0, 6))]))
+            else:
+                ops.append(("evict", int(rng.integers(1, 4))))
+        out.append((f"random run {i}", 24, ops))
+    return out
+
+
+def _run(make: Callable, pages: int, ops: list, *, learner: bool):
+    """Replay ``ops`` on a fresh allocator and tree; yield (what, answer, refs, free, evictable) after each op."""
+    a = EngineAllocator(pages)
+    tree = call(PART, make, a, what="PrefixTree(allocator)", first=FIRST) if learner else make(a)
+    held: dict = {}
+
+    def do(fn, *args, what):
+        out = call(PART, fn, *args, what=what, first=FIRST) if learner else fn(*args)
+        return None if out is None else [int(p) for p in out]
+
+    for op in ops:
+        kind = op[0]
+        if kind in ("request", "compute"):
+            _, rid, keys = op
+            parts = []
+            found = do(tree.match, list(keys), what=f"match({keys})") if kind == "request" else []
+            parts.append(f"match {found}" if kind == "request" else "no match")
+            a.retain(found or [])
+            need = len(keys) - len(found or [])
+            evicted = []
+            if need > a.num_free:
+                if need > a.num_free + tree.num_evictable():
+                    a.release(found or [])
+                    yield f"request {rid} {keys}: refused, no room", "refused", list(a.refs), a.num_free, None
+                    continue
+                evicted = do(tree.evict, need - a.num_free, what=f"evict({need - a.num_free})")
+                parts.append(f"evict {evicted}")
+            mine = (found or []) + a.allocate(need)
+            theirs = do(tree.insert, list(keys), list(mine), what=f"insert({keys}, {mine})")
+            parts.append(f"insert -> {theirs}")
+            if theirs is None or len(theirs) != len(keys):
+                yield f"{kind} {rid} {keys}", f"insert returned {theirs}", list(a.refs), a.num_free, None
+                return
+            for j, (own, cached) in enumerate(zip(mine, theirs)):
+                if own != cached:  # the tree had its own page: switch to it, give ours back
+                    a.retain([cached])
+                    a.release([own])
+                    mine[j] = cached
+            held[rid] = mine
+            what = f"request {rid} {keys}" if kind == "request" else f"compute {rid} {keys} (no match first)"
+            yield what, "; ".join(parts), list(a.refs), a.num_free, tree.num_evictable()
+        elif kind == "finish":
+            a.release(held.pop(op[1], []))  # a request refused for room holds nothing
+            yield f"finish {op[1]}", None, list(a.refs), a.num_free, tree.num_evictable()
+        elif kind == "match":
+            found = do(tree.match, list(op[1]), what=f"match({op[1]})")
+            a.retain(found or [])  # held for the moment of the check, then given back
+            a.release(found or [])
+            yield f"match({op[1]})", found, list(a.refs), a.num_free, tree.num_evictable()
+        else:
+            yield f"evict({op[1]})", do(tree.evict, op[1], what=f"evict({op[1]})"), list(a.refs), a.num_free, \
+                tree.num_evictable()
+
+
+def _hint(what: str, want, got, w_refs, g_refs, w_free, g_free, w_ev, g_ev) -> tuple[str, str]:
+    both = isinstance(want, str) and isinstance(got, str)
+    if what.startswith("match") or (both and want.split(";")[0] != got.split(";")[0]):
+        return "match", ("match returns the pages of the longest prefix the tree holds: keep walking while the keys "
+                         "agree, into the middle of an edge too, and stop at the first key that differs.")
+    if what.startswith("evict") or "evict" in str(want) or "evict" in str(got):
+        if g_free < w_free and (got == want or what.startswith("request")):
+            return "evict_leak", "evict must release each page it drops (allocator.release), so the page is free again."
+        return "eviction_order", ("evict the least recently used leaf first (smallest last_used), cutting pages "
+                                  "from its "
+                                  "end, only pages the tree alone holds (refs == 1); a leaf left empty goes, and its "
+                                  "parent may become a leaf.")
+    if g_refs != w_refs:
+        return "refcount", ("insert retains (allocator.retain) only the pages the tree newly keeps, once each; where "
+                            "it already holds the keys it returns its own page and retains nothing.")
+    if g_ev != w_ev:
+        return "num_evictable", "num_evictable counts the pages in the tree that only the tree holds (refs[p] == 1)."
+    if isinstance(want, str) and "insert" in want:
+        return "insert", ("insert returns one page per key: the tree's own page where it already holds that prefix "
+                          "(split an edge where the keys diverge inside it), the page given where it is new.")
+    return "wrong_answer", "compare with the rules in the stub's docstring."
+
+
+def check(make: Callable) -> object:
+    """Replay table cases and random runs on ``make`` (the learner's class) and the engine's radix tree.
+
+    Raises :class:`~ropepool.build.feedback.PartFailed` naming the first operation whose answer,
+    reference counts, free pages or evictable count differ, with the operations before it.
+    """
+    table, runs = cases(), workload()
+    for name, pages, ops in table + runs:
+        done = []
+        for mine, theirs in zip(_run(make, pages, ops, learner=True), _run(_Engine, pages, ops, learner=False)):
+            what, got, g_refs, g_free, g_ev = mine
+            _, want, w_refs, w_free, w_ev = theirs
+            if (got, g_refs, g_free, g_ev) != (want, w_refs, w_free, w_ev):
+                problem, hint = _hint(what, want, got, w_refs, g_refs, w_free, g_free, w_ev, g_ev)
+                before = "; ".join(done[-5:]) or "an empty tree"
+                given = f"a pool of {pages} pages; {before}{' (and before)' if len(done) > 5 else ''}"
+                raise wrong_case(PART, problem, name, given + f"; now {what}",
+                                 f"{want} (refs {w_refs}, {w_free} free, {w_ev} evictable)",
+                                 f"{got} (refs {g_refs}, {g_free} free, {g_ev} evictable)", hint)
+            done.append(what)
+    return passed(PART, f"PrefixTree answers as the engine's radix tree on {len(table)} table cases and {len(runs)} "
+                  "random runs: same pages matched, inserted and evicted, same reference counts.")

@@ -1,0 +1,95 @@
+"""The build-it checkers (ropepool.build): each passes the reference part, tells a stub what to write
+first, and names every wrong part of ropepool.build.mistakes (at least three per checker) by its mistake."""
+
+import numpy as np
+import pytest
+
+from ropepool import build
+from ropepool.build import mistakes, solutions, stubs
+from ropepool.build.feedback import PartFailed
+from ropepool.teaching.exercises import expect_rejection
+
+PARTS = sorted(build.PARTS)
+WRONG = [(n, code, fn) for n in PARTS for code, fn in mistakes.BY_PART[n].items()]
+
+
+@pytest.mark.parametrize("n", PARTS)
+def test_the_reference_part_passes(n):
+    verdict = build.check(n, getattr(solutions, build.PARTS[n][1]))
+    assert verdict.passed and f"Part {n} PASSED" in repr(verdict)
+
+
+@pytest.mark.parametrize("n", PARTS)
+def test_a_stub_is_told_what_to_write_first(n):
+    err = expect_rejection(lambda part: build.check(n, part), getattr(stubs, build.PARTS[n][1]), "not_implemented")
+    assert "Write this first:" in str(err) and "stub is still there" in str(err)
+
+
+@pytest.mark.parametrize("n", PARTS)
+def test_three_or_more_mistakes_per_checker(n):
+    assert len(mistakes.BY_PART[n]) >= 3
+
+
+@pytest.mark.parametrize(("n", "code", "wrong"), WRONG, ids=[f"part{n}-{code}" for n, code, _ in WRONG])
+def test_each_mistake_is_named_in_plain_words(n, code, wrong):
+    err = expect_rejection(lambda part: build.check(n, part), wrong, code)
+    text = str(err)
+    for line in ("case '", "input:", "expected:", "got:", "hint:"):
+        assert line in text, f"{line!r} missing from: {text}"
+
+
+def test_an_error_the_learner_raises_is_reported_not_raised():
+    def rotate(x, positions, inv_freq, is_neox):
+        return x[:, 0, 0]  # IndexError on a 2-D head
+
+    verdict = build.feedback(1, rotate)
+    assert not verdict.passed and verdict.problem == "raised" and "IndexError" in verdict.message
+
+
+def test_an_allocator_refusing_with_another_error_type_is_told_so():
+    """ValueError is the allocator's refusal (judged against the engine's); any other error is reported."""
+    class KeyErrors(solutions.Allocator):
+        def release(self, pages):
+            try:
+                return super().release(pages)
+            except ValueError as e:
+                raise KeyError(str(e)) from None
+
+    verdict = build.feedback(2, KeyErrors)
+    assert verdict.problem == "raised" and "KeyError" in verdict.message
+
+
+def test_the_demo_switch(monkeypatch, capsys):
+    mine = object()
+    monkeypatch.delenv("ROPEPOOL_BUILD", raising=False)
+    build.demo(False)
+    assert build.use(1, mine) is mine
+    monkeypatch.setenv("ROPEPOOL_BUILD", "solutions")
+    assert build.use(1, mine) is solutions.rotate and "[demo] part 1" in capsys.readouterr().out
+    monkeypatch.delenv("ROPEPOOL_BUILD")
+    build.demo()
+    try:
+        assert build.use(6, mine) is solutions.encode_e4m3
+    finally:
+        build.demo(False)
+
+
+def test_hints_come_one_more_each_time_then_the_last_again():
+    said = [build.hint(3) for _ in range(4)]
+    assert said[0].startswith("Hint 1 of 3") and said[2].startswith("Hint 3 of 3") and said[3] == said[2]
+    with pytest.raises(ValueError, match="part 9 does not exist"):
+        build.hint(9)
+
+
+def test_the_solution_encoder_matches_the_reference_on_every_float32_pattern_sampled():
+    from ropepool.reference import encode_e4m3
+
+    bits = np.random.default_rng(0).integers(0, 2**32, 200_000, dtype=np.uint64).astype(np.uint32)
+    x = bits.view(np.float32)
+    np.testing.assert_array_equal(solutions.encode_e4m3(x), encode_e4m3(x))
+
+
+def test_part_failed_is_an_exercise_failure():
+    from ropepool.teaching.exercises import ExerciseFailed
+
+    assert issubclass(PartFailed, ExerciseFailed)

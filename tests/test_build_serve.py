@@ -1,0 +1,86 @@
+"""ropepool.build.serve: the engine with learner parts plugged in gives mlx-lm's tokens and logits (on a
+tiny model here; the notebooks do it on SmolLM2), and a wrong part changes the answer."""
+
+import numpy as np
+import pytest
+
+from ropepool.build import mistakes, serve
+from ropepool.build import solutions as S
+from ropepool.build.allocator import Paged
+from ropepool.build.schedule import Planned
+from ropepool.build.tree import Cached
+from ropepool.engine import Engine
+from ropepool.engine.tiny_models import build
+from ropepool.tolerance import ENGINE_LOGITS_FLOAT32
+
+pytest.importorskip("mlx_lm")
+
+PROMPTS = [[1, 5, 9, 14, 2, 7, 30, 3, 11], [1, 5, 9, 14, 2, 8, 4], [90, 91, 92, 93, 94, 95, 96, 97, 98, 99, 100, 101]]
+NEW = 4
+
+
+@pytest.fixture(scope="module")
+def model_and_reference():
+    from ropepool.engine.mlx_lm_loop import greedy
+
+    model = build("llama-gptj")
+    return model, greedy(model, PROMPTS, NEW)
+
+
+def _same(results, reference) -> bool:
+    return all(tokens == want.tokens and np.allclose(np.array(logits), np.array(want.logits), **ENGINE_LOGITS_FLOAT32)
+               for (tokens, logits), want in zip(results, reference))
+
+
+def test_all_five_engine_parts_together_serve_mlx_lm_s_tokens_and_logits(model_and_reference):
+    model, reference = model_and_reference
+    history = []
+    eng = serve.engine(model, rotate=S.rotate, allocator=Paged.factory(S.Allocator), slot_mapping=S.slot_mapping,
+                       prefix_cache=Cached.factory(S.PrefixTree), scheduler=Planned.factory(S.plan_step),
+                       pool_rows=24, max_step_tokens=6)
+    out = serve.run(eng, PROMPTS, NEW, history)
+    assert _same(out, reference)
+    assert serve.pool_is_clean(eng) and eng.stats.cached_tokens > 0  # request 1 shared request 0's first rows
+    assert max(sum(n for _, n in step) for step in history) <= 6
+
+
+@pytest.mark.parametrize("page_size", [1, 4])
+def test_the_slot_mapping_and_the_allocator_with_pages(model_and_reference, page_size):
+    model, reference = model_and_reference
+    eng = serve.engine(model, slot_mapping=S.slot_mapping, allocator=Paged.factory(S.Allocator),
+                       prefix_cache=Cached.factory(S.PrefixTree), pool_rows=32, page_size=page_size)
+    assert _same(serve.run(eng, PROMPTS, NEW), reference) and serve.pool_is_clean(eng)
+
+
+def test_the_learner_fp8_encoder_writes_the_engine_s_own_fp8_pool(model_and_reference):
+    model, _ = model_and_reference
+    own = serve.run(serve.engine(model, kv_dtype="fp8", pool_rows=48), PROMPTS, NEW)
+    mine = serve.run(serve.engine(model, encode_e4m3=S.encode_e4m3, pool_rows=48), PROMPTS, NEW)
+    for (tokens, logits), (want_tokens, want_logits) in zip(mine, own):
+        assert tokens == want_tokens
+        np.testing.assert_array_equal(np.array(logits), np.array(want_logits))
+
+
+def test_wrong_parts_change_the_answer(model_and_reference):
+    model, reference = model_and_reference
+    rotated = serve.run(serve.engine(model, rotate=mistakes.rotate_pairs_swapped, pool_rows=48), PROMPTS[:1], NEW)
+    assert not _same(rotated, reference[:1])
+    mapped = serve.run(serve.engine(model, slot_mapping=mistakes.slots_from_start, pool_rows=48), PROMPTS[:1], NEW)
+    assert not _same(mapped, reference[:1])
+
+
+def test_a_leaky_allocator_leaves_rows_taken(model_and_reference):
+    model, reference = model_and_reference
+    eng = serve.engine(model, allocator=Paged.factory(mistakes.AllocatorLeak), pool_rows=48, prefix_cache=False)
+    assert _same(serve.run(eng, PROMPTS[:1], NEW), reference[:1]) and not serve.pool_is_clean(eng)
+
+
+def test_paged_refuses_a_page_size_that_does_not_divide_the_pool():
+    with pytest.raises(ValueError, match="must divide"):
+        Paged(S.Allocator, 10, 4)
+
+
+def test_the_learner_scheduler_needs_pages_of_one_row(model_and_reference):
+    model, _ = model_and_reference
+    with pytest.raises(ValueError, match="page_size=1"):
+        Engine(model, pool_rows=32, page_size=4, scheduler=Planned.factory(S.plan_step))
