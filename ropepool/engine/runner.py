@@ -117,11 +117,11 @@ class ModelRunner:
         self.fp8 = kv_dtype == "fp8"
         pairs = kv_scales if kv_scales is not None else [(1.0, 1.0)] * layers
         self.scales = [dict(k_scale=float(k), v_scale=float(v)) if self.fp8 else {} for k, v in pairs]
-        dtype = mx.uint8 if self.fp8 else self.kv_dtype()
+        dtype = mx.uint8 if self.fp8 else self.activation_dtype()
         self.k_pools = [mx.zeros((pool_rows, Hkv, D), dtype) for _ in self.inner.layers]  # [P, Hkv, D] each
         self.v_pools = [mx.zeros((pool_rows, Hkv, D), dtype) for _ in self.inner.layers]
 
-    def kv_dtype(self) -> mx.Dtype:
+    def activation_dtype(self) -> mx.Dtype:
         """The dtype of k and v as layer 0 computes them: the pools' dtype.
 
         Not the embedding's: a quantized embedding gives float16 rows, which a float32 norm
