@@ -3,6 +3,7 @@
 # (tools/venv.sh says which and why; .venv is made anew when it is broken, too old, or made by another PYTHON).
 PYTHON ?=
 PORT   ?= 8888
+LAB_FLAGS ?=
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
@@ -29,8 +30,9 @@ kernels: venv
 
 # lab: JupyterLab on workspace/, your copy of notebooks/ (git-ignored, made once, kept; see README).
 # PORT=8888 by default; a port in use moves to the next free one, and the URL printed is the server's.
+# LAB_FLAGS=--no-browser: print the URL only (a host's machine, a remote shell).
 lab: venv model kernels
-	$(PY) -m ropepool lab --port $(PORT)
+	$(PY) -m ropepool lab --port $(PORT) $(LAB_FLAGS)
 
 # ruff check and ruff format --check, configured in pyproject.toml ([tool.ruff]).
 lint: venv-test
