@@ -22,12 +22,14 @@ VENV_SH = ROOT / "tools" / "venv.sh"
 SH = shutil.which("sh") or "/bin/sh"
 
 
-def fake_python(folder: Path, name: str, version: str, ensurepip: bool = True) -> Path:
-    """A script named ``name`` that answers tools/venv.sh's probe as Python ``version`` at its own path."""
+def fake_python(folder: Path, name: str, version: str, ensurepip: bool = True, pip: bool = True) -> Path:
+    """A script named ``name`` that answers tools/venv.sh's probe as Python ``version`` at its own path
+    (``ensurepip``, ``pip``: whether importing them works)."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / name
     path.write_text("#!/bin/sh\n"
-                    f'case "$*" in *ensurepip*) exit {0 if ensurepip else 1} ;; esac\n'
+                    f'case "$*" in *ensurepip*) exit {0 if ensurepip else 1} ;; '
+                    f'"-c import pip") exit {0 if pip else 1} ;; esac\n'
                     f'echo "{version} {path}"\n')
     path.chmod(0o755)
     return path
@@ -83,20 +85,23 @@ def test_the_first_new_enough_python_is_taken_and_named(tmp_path):
                           "python3, python3.13 ... python3.10 that is 3.10 or newer, python3 is 3.9\n")
 
 
-@pytest.mark.parametrize("case", ["other interpreter", "same interpreter", "broken", "too old"])
+@pytest.mark.parametrize("case", ["other interpreter", "same interpreter", "broken", "too old", "no pip"])
 def test_a_venv_made_by_another_interpreter_is_made_anew(tmp_path, case):
     """PYTHON=python3.12 over a .venv that python3.11 made (or a broken one, or a 3.9 one): made anew, saying why;
     over one that python3.12 made: kept."""
     bins = tmp_path / "bin"
-    py311, py312 = fake_python(bins, "python3.11", "3.11"), fake_python(bins, "python3.12", "3.12")
+    py311 = fake_python(bins, "python3.11", "3.11")
+    py312 = fake_python(bins, "python3.12", "3.12", pip=case != "no pip")  # the venv's and PYTHON's
     made_by = {"other interpreter": py311, "same interpreter": py312, "broken": None,
-               "too old": fake_python(bins, "python3.9", "3.9")}[case]
+               "too old": fake_python(bins, "python3.9", "3.9"),
+               "no pip": py312}[case]
     venv = fake_venv(tmp_path / "venv", made_by)
     out = venv_sh(venv, PYTHON=str(py312))
     assert out.returncode == 0, out.stderr
     why = {"other interpreter": f"{venv} was made by {py311}, not by PYTHON={py312} ({py312})",
            "broken": f"{venv} does not run (broken, or the Python that made it is gone)",
-           "too old": f"{venv} is Python 3.9, older than 3.10"}
+           "too old": f"{venv} is Python 3.9, older than 3.10",
+           "no pip": f"{venv} has no pip (an interrupted set-up)"}
     if case == "same interpreter":
         assert out.stdout == f"make: would keep {venv} (Python 3.12, {py312})\n"
     else:

@@ -6,9 +6,10 @@
 #
 # The interpreter: $PYTHON if set (refused, with one line saying why, when older than 3.10), else the first
 # of python3, python3.13, python3.12, python3.11, python3.10 that is 3.10 or newer. VENV is made anew when it
-# does not run (broken, or its Python was removed), is older than 3.10, or was made by another interpreter
-# than the PYTHON asked for; a working VENV is kept otherwise. ropepool is (re)installed when the stamp of
-# that set is missing or older than pyproject.toml, setup.py or ropepool-blas.pth.
+# does not run (broken, or its Python was removed), is older than 3.10, has no pip (an interrupted set-up),
+# or was made by another interpreter than the PYTHON asked for; a working VENV is kept otherwise. ropepool
+# is (re)installed when the stamp of that set is missing or older than pyproject.toml, setup.py or
+# ropepool-blas.pth.
 # ROPEPOOL_VENV_DRY_RUN=1: say what would be done (one line) and do nothing (tests/test_setup.py).
 # Only shell built-ins run before the venv is made, so that a PATH without any Python is handled too.
 set -eu
@@ -17,13 +18,16 @@ venv=${1:?usage: sh tools/venv.sh VENV lab|test}
 set_=${2:-lab}
 cd "${0%/*}/.."  # the repository root, where make runs
 
-HINT="install one (macOS on Apple Silicon: brew install python@3.12, or python.org's installer; Debian/Ubuntu: sudo apt install python3 python3-venv), then run make again, or name one: make lab PYTHON=/path/to/python3.12"
+HINT="install one (macOS on Apple Silicon: brew install python@3.12, or python.org's installer;"
+HINT="$HINT Debian/Ubuntu: sudo apt install python3 python3-venv), then run make again,"
+HINT="$HINT or name one: make lab PYTHON=/path/to/python3.12"
 
 fail() { printf 'make: %s\n' "$*" >&2; exit 1; }
 
 # "MAJOR.MINOR REALPATH" of interpreter $1, or nothing when it does not run.
 probe() {
-    "$1" -c 'import os, sys; print("%d.%d %s" % (sys.version_info[0], sys.version_info[1], os.path.realpath(sys.executable)))' 2>/dev/null || true
+    "$1" -c 'import os, sys; print("%d.%d" % sys.version_info[:2], os.path.realpath(sys.executable))' 2>/dev/null \
+        || true
 }
 
 new_enough() {  # $1: MAJOR.MINOR
@@ -59,7 +63,8 @@ version=${info%% *} real=${info#* }
 # 2. The venv: kept, or made anew (and why).
 rebuild=""
 if [ -e "$venv" ] || [ -L "$venv" ]; then
-    [ -f "$venv/pyvenv.cfg" ] || fail "$venv is not a venv (no pyvenv.cfg): move it away (or make clean), then make again"
+    [ -f "$venv/pyvenv.cfg" ] \
+        || fail "$venv is not a venv (no pyvenv.cfg): move it away (or make clean), then make again"
     vinfo=$(probe "$venv/bin/python")
     if [ -z "$vinfo" ]; then
         rebuild="$venv does not run (broken, or the Python that made it is gone)"
@@ -67,6 +72,8 @@ if [ -e "$venv" ] || [ -L "$venv" ]; then
         rebuild="$venv is Python ${vinfo%% *}, older than 3.10"
     elif [ -n "${PYTHON:-}" ] && [ "${vinfo#* }" != "$real" ]; then
         rebuild="$venv was made by ${vinfo#* }, not by PYTHON=$PYTHON ($real)"
+    elif ! "$venv/bin/python" -c 'import pip' >/dev/null 2>&1; then
+        rebuild="$venv has no pip (an interrupted set-up)"
     fi
 fi
 
@@ -75,7 +82,8 @@ if [ -e "$venv" ] && [ -z "$rebuild" ]; then
 else
     # venv needs ensurepip to put pip in; Debian and Ubuntu ship both in a package of their own.
     if ! "$py" -c 'import ensurepip, venv; ensurepip.version()' >/dev/null 2>&1; then
-        fail "$py (Python $version) lacks the venv/ensurepip modules: sudo apt install python$version-venv (Debian/Ubuntu; or python3-venv), then make again"
+        fail "$py (Python $version) lacks the venv/ensurepip modules: sudo apt install python$version-venv" \
+             "(Debian/Ubuntu; or python3-venv), then make again"
     fi
     plan="make $venv with $py (Python $version, $real): ${rebuild:-$why}"
     [ -z "$rebuild" ] || plan="make $venv anew with $py (Python $version, $real): $rebuild"
@@ -102,7 +110,8 @@ case "$set_" in
     test) spec=".[test]" stamp="$venv/.ropepool-test-installed" ;;
     *) fail "tools/venv.sh: unknown set '$set_' (lab or test)" ;;
 esac
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] || [ ropepool-blas.pth -nt "$stamp" ]; then
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
+        || [ ropepool-blas.pth -nt "$stamp" ]; then
     # --no-compile: Python compiles a module when it is first imported; compiling every module of every
     # package at install time (transformers' included) would add about 170 MB that a learner never runs.
     "$venv/bin/python" -m pip install --quiet --no-compile -e "$spec"
