@@ -1,5 +1,5 @@
 """Set-up on a learner's laptop: the Python make picks (tools/venv.sh), the lab's port, the CLI from a notebook
-cell, the size doctor reports. Interpreters are faked by tiny scripts that report a version; nothing is installed."""
+cell, the size doctor reports (a taken port with a real server: tests/test_lab.py). Interpreters are faked by tiny scripts that report a version; nothing is installed."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -123,42 +121,6 @@ def test_a_folder_that_is_not_a_venv_is_left_alone(tmp_path):
     out = venv_sh(tmp_path / "venv", PYTHON=sys.executable)
     assert out.returncode == 1 and "is not a venv (no pyvenv.cfg)" in out.stderr
     assert (tmp_path / "venv" / "mine.txt").exists()
-
-
-def test_a_taken_port_moves_to_a_free_one_and_the_url_is_that_servers(tmp_path):
-    """Port P held by another program: the lab says so, takes the next free port, and the URL it prints
-    answers with its token (a real server, started as make lab starts it)."""
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        token = "t" * 48
-        env = dict(os.environ, ROPEPOOL_WORKSPACE=str(tmp_path / "ws"), JUPYTER_TOKEN=token,
-                   JUPYTER_CONFIG_DIR=str(tmp_path / "config"), JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"),
-                   JUPYTERLAB_SETTINGS_DIR=str(tmp_path / "settings"), PYTHONUNBUFFERED="1")
-        proc = subprocess.Popen([sys.executable, "-m", "ropepool", "lab", "--port", str(port), "--no-browser"],
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-                                text=True, env=env, start_new_session=True)
-        try:
-            lines = [proc.stdout.readline() for _ in range(2)]
-            while not lines[-1].startswith("ropepool: JupyterLab on"):
-                lines.append(proc.stdout.readline())
-                assert lines[-1], f"the lab ended before printing its URL: {lines}"
-            url = lines[-1].split(" at ", 1)[1].strip()
-            moved = int(url.split(":")[2].split("/")[0])
-            assert f"ropepool: port {port} is taken (another Jupyter?); this lab takes {moved}\n" in lines
-            assert moved != port and url == f"http://127.0.0.1:{moved}/lab?token={token}"
-            deadline, status = time.monotonic() + 120, None
-            while status != 200 and time.monotonic() < deadline and proc.poll() is None:
-                try:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{moved}/api/status?token={token}", timeout=2) as r:
-                        status = r.status
-                except OSError:
-                    time.sleep(0.3)
-            assert status == 200, "the printed URL's server did not answer"
-        finally:
-            os.killpg(proc.pid, 15)
-            proc.wait(30)
 
 
 def test_no_free_port_is_one_line():
