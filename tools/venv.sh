@@ -16,7 +16,7 @@ set -eu
 
 venv=${1:?usage: sh tools/venv.sh VENV lab|test}
 set_=${2:-lab}
-cd "${0%/*}/.."  # the repository root, where make runs
+case "$0" in */*) cd "${0%/*}/.." ;; *) cd .. ;; esac  # the repository root, where make runs
 
 HINT="install one (macOS on Apple Silicon: brew install python@3.12, or python.org's installer;"
 HINT="$HINT Debian/Ubuntu: sudo apt install python3 python3-venv), then run make again,"
