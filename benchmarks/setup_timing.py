@@ -65,7 +65,9 @@ def clone(into: Path) -> Path:
 
 def fresh_env(tmp: Path, no_pip_cache: bool) -> dict[str, str]:
     """The environment of a learner's first run: new kernel, model and Jupyter folders; a token for the lab."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "JUPYTER_TOKEN_FILE")}
+    # A laptop's shell sets none of these; PYTHONDONTWRITEBYTECODE would hide the bytecode a first run writes.
+    unset = ("PYTHONPATH", "VIRTUAL_ENV", "JUPYTER_TOKEN_FILE", "PYTHONDONTWRITEBYTECODE")
+    env = {k: v for k, v in os.environ.items() if k not in unset}
     for name, sub in (("ROPEPOOL_KERNEL_CACHE", "kernels"), ("ROPEPOOL_MODEL_CACHE", "models"),
                       ("JUPYTER_CONFIG_DIR", "jupyter-config"), ("JUPYTER_RUNTIME_DIR", "jupyter-runtime"),
                       ("JUPYTERLAB_SETTINGS_DIR", "lab-user-settings"), ("JUPYTER_DATA_DIR", "jupyter-data")):
