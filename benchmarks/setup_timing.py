@@ -185,7 +185,8 @@ def main(argv=None) -> int:
     for tool in ("git", "make"):
         if shutil.which(tool) is None:
             raise SystemExit(f"setup_timing: {tool} is not on PATH")
-    where = f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores"
+    load = f", load average {os.getloadavg()[0]:.1f} at the start" if hasattr(os, "getloadavg") else ""
+    where = f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores{load}"
     cache = "pip's cache off" if args.no_pip_cache else "pip's cache warm, so no download time"
     lines = {}
     with tempfile.TemporaryDirectory(prefix="ropepool-setup-") as tmp:
