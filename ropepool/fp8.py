@@ -24,8 +24,12 @@ Example
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:  # annotations only: the float64 reference reads this module without MLX
+    import mlx.core as mx
 
 #: The largest finite e4m3 value, ``0x7E``.
 MAX = 448.0

@@ -37,11 +37,6 @@ class Fusion:
     def knorm(self) -> bool:
         return self.k_norm_weight is not None
 
-    @property
-    def plain(self) -> bool:
-        """Nothing beyond RoPE and the write: the call every path has a fast form for."""
-        return not (self.fp8 or self.qnorm or self.knorm)
-
     def inv_scales(self) -> np.ndarray:
         """float32 ``[2]``: ``1 / k_scale``, ``1 / v_scale`` as the kernel multiplies by them."""
         return np.array([1.0 / self.k_scale, 1.0 / self.v_scale], np.float32)

@@ -133,11 +133,6 @@ class Rope:
         return Rope(self.head_dim, self.rotary_dim, self.is_neox, tuple(inv.tolist()), self.scale,
                     f"{self.rope_type}-section-{axis}")
 
-    @property
-    def is_plain(self) -> bool:
-        """Whole head, NeoX pairs, scale 1 (the unscaled default): SGLang's kernel's rotation."""
-        return self.rotary_dim == self.head_dim and self.is_neox and self.scale == 1.0
-
     def inv_freq32(self) -> np.ndarray:
         """``inv_freq`` rounded to float32 ``[rotary_dim/2]``: the table every kernel reads."""
         return _float32(self.inv_freq)

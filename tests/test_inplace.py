@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from helpers import bits
 from test_properties import calls
 
-import ropepool
 from ropepool import Shapes, make_inputs, rope_pool_fused
 from ropepool.teaching.catalog import BASE
 from ropepool.teaching.checks import expect_error

@@ -239,7 +239,6 @@ def test_generated_cuda_qk_norm_fp8_kernel_matches_reference(tmp_path):
     utils = tmp_path / "mlx" / "backend" / "cuda" / "device" / "utils.cuh"
     utils.parent.mkdir(parents=True)
     utils.write_text("// stand-in: CUDA_PRELUDE declares what the signature names\n")
-    types = {"input": [], "output": []}
     ctype = {"float16": "__half", "float32": "float", "int32": "int32_t", "uint8": "uint8_t"}
     dtypes = {**source.INPUT_DTYPES, **source.OUTPUT_DTYPES}
     args = []

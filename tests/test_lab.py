@@ -7,6 +7,7 @@ import os
 import secrets
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -97,36 +98,49 @@ def _status(url: str) -> int:
         return e.code
 
 
-def test_real_server_takes_the_token_from_the_environment(tmp_path):
-    """The server ``make lab`` starts: 403 without the token, 200 with it, token absent from its cmdline."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+def test_real_server_on_a_taken_port_moves_and_takes_the_token_from_the_environment(tmp_path):
+    """``python -m ropepool lab``, as ``make lab`` runs it, with its port held by another program: it says so,
+    takes the next free port, and the URL it prints answers: 200 with the token, 403 without it or with
+    another; the token is absent from the server's command line."""
     token = secrets.token_hex(24)
-    env = lab.lab_env(token, {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "rt"),
-                              "JUPYTER_CONFIG_DIR": str(tmp_path / "cfg")})
-    proc = subprocess.Popen(lab.lab_command(port, open_browser=False, root_dir=tmp_path), env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, start_new_session=True)
-    try:
-        base = f"http://127.0.0.1:{port}/api/status"
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                if _status(f"{base}?token={token}") == 200:
-                    break
-            except OSError:
-                time.sleep(0.3)
-        assert _status(f"{base}?token={token}") == 200
-        assert _status(base) == 403 and _status(f"{base}?token={'0' * 48}") == 403
-        with open(f"/proc/{proc.pid}/cmdline", "rb") as f:
-            assert token.encode() not in f.read()
-    finally:
-        proc.terminate()
+    env = {**os.environ, "ROPEPOOL_WORKSPACE": str(tmp_path / "ws"), "JUPYTER_TOKEN": token,
+           "JUPYTER_CONFIG_DIR": str(tmp_path / "cfg"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "rt"),
+           "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"), "PYTHONUNBUFFERED": "1"}
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = subprocess.Popen([sys.executable, "-m", "ropepool", "lab", "--port", str(port), "--no-browser"],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                                text=True, env=env, start_new_session=True)
         try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            lines = []
+            while not lines or not lines[-1].startswith("ropepool: JupyterLab on"):
+                lines.append(proc.stdout.readline())
+                assert lines[-1], f"the lab ended before printing its URL: {lines}"
+            url = lines[-1].split(" at ", 1)[1].strip()
+            moved = int(url.split(":")[2].split("/")[0])
+            assert f"ropepool: port {port} is taken (another Jupyter?); this lab takes {moved}\n" in lines
+            assert moved != port and url == f"http://127.0.0.1:{moved}/lab?token={token}"
+            base = f"http://127.0.0.1:{moved}/api/status"
+            deadline = time.monotonic() + 90
+            while time.monotonic() < deadline and proc.poll() is None:
+                try:
+                    if _status(f"{base}?token={token}") == 200:
+                        break
+                except OSError:
+                    time.sleep(0.3)
+            assert _status(f"{base}?token={token}") == 200, "the printed URL's server did not answer"
+            assert _status(base) == 403 and _status(f"{base}?token={'0' * 48}") == 403
+            with open(f"/proc/{proc.pid}/cmdline", "rb") as f:  # os.execve: the server is this process
+                assert token.encode() not in f.read()
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, 9)
+                proc.wait()
 
 
 # --- The learner's copy -----------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""pyproject and environment.yml name the same packages, with MLX's platform markers."""
+"""pyproject and environment.yml name the same runtime packages, with MLX's platform markers; the
+test tools are an extra that ``make lab`` leaves out."""
 
 import re
 from pathlib import Path
@@ -26,11 +27,22 @@ def _environment():
 
 
 def test_same_packages():
-    project = _pyproject()
-    wanted = {_name(r) for r in project["dependencies"] + project["optional-dependencies"]["test"]}
+    """conda's environment is the runtime set, as ``make lab`` installs it: no test tool, nothing missing."""
+    wanted = {_name(r) for r in _pyproject()["dependencies"]}
     conda, pip = _environment()
     have = {_name(r) for r in conda + pip if not r.startswith("-e")} - {"python", "pip"}
     assert have == wanted
+
+
+def test_the_lab_installs_no_test_tool():
+    """``make lab`` installs the dependencies only: the test runners, the browser driver, the linter and
+    NVIDIA's compiler wheels are the test extra's; what the notebooks import (mlx-lm) is the runtime's."""
+    project = _pyproject()
+    runtime = {_name(r) for r in project["dependencies"]}
+    test = {_name(r) for r in project["optional-dependencies"]["test"]}
+    assert "mlx-lm" in runtime
+    assert {"pytest", "nbmake", "playwright", "ruff", "nvidia-cuda-nvrtc"} <= test
+    assert not runtime & test
 
 
 def test_mlx_markers_identical():

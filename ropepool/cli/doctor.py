@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import sys
 from importlib import metadata
@@ -16,6 +17,33 @@ def _version(package: str) -> str:
         return "not installed"
 
 
+def folder_bytes(folder: str) -> int:
+    """The bytes of every file under ``folder`` (as ``du -sb`` counts them); links are not followed."""
+    total, todo = 0, [folder]
+    while todo:
+        try:
+            entries = list(os.scandir(todo.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    todo.append(entry.path)
+                else:
+                    total += entry.stat(follow_symlinks=False).st_size
+            except OSError:
+                continue
+    return total
+
+
+def environment() -> str:
+    """The venv (or installation) this Python runs from, and its size on disk."""
+    kind = "venv" if sys.prefix != sys.base_prefix else "no venv (the system's or conda's Python)"
+    if kind != "venv":
+        return f"{kind}: {sys.prefix}"
+    return f"venv {sys.prefix}: {folder_bytes(sys.prefix) / 1e6:,.0f} MB on disk"
+
+
 def findings() -> list[tuple[str, str]]:
     """(item, finding) rows: the environment, then one row per backend."""
     import mlx.core as mx
@@ -26,6 +54,7 @@ def findings() -> list[tuple[str, str]]:
     rows = [
         ("python", sys.version.split()[0]),
         ("platform", f"{platform.system()} {platform.machine()}"),
+        ("environment", environment()),
     ]
     rows += [(name, _version(name)) for name in PACKAGES]
     rows.append(("mlx default device", str(mx.default_device())))

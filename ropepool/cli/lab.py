@@ -15,6 +15,9 @@ off: the token is ``$JUPYTER_TOKEN`` when set (a host who wants a fixed one expo
 fresh random one, and is printed in the URL (Jupyter masks a token it was given, so we print the
 URL ourselves). It reaches the server through its environment, never a command line, which every
 local user can read in the process list: ``lab`` has no ``--token`` option for that reason.
+A port already in use (another Jupyter, say) moves the lab to the next free one, and the URL printed
+is that port's: never a URL that reaches a server that is not this one. The first start opens with
+the side bars closed (:data:`FIRST_LAYOUT`); the learner opens the file browser with Ctrl+B.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import json
 import os
 import secrets
 import shutil
+import socket
 import stat
 import sys
 import tempfile
@@ -46,13 +50,15 @@ def _originals(source: Path) -> list[Path]:
 
 def sync_workspace(workspace: Path | None = None, source: Path = NOTEBOOKS) -> list[str]:
     """Copy into ``workspace`` each file of ``source`` it lacks; never touch one it has. Also (re)writes
-    the lab's settings overrides there (:func:`install_lab_settings`).
+    the lab's settings overrides there (:func:`install_lab_settings`) and, on the first start, its layout
+    (:func:`install_lab_layout`).
 
     Returns the names copied (all of them on the first start, then only new notebooks).
     """
     workspace = workspace or workspace_dir()
     workspace.mkdir(parents=True, exist_ok=True)
     install_lab_settings(workspace)
+    install_lab_layout(workspace)
     copied = []
     for original in _originals(source):
         target = workspace / original.name
@@ -156,9 +162,67 @@ def install_lab_settings(root: Path) -> Path:
     return folder
 
 
+def lab_workspaces_dir(root: Path) -> Path:
+    """The server's store of layouts (JupyterLab's "workspaces"): ``root/.lab-workspaces``, one per clone."""
+    return Path(root) / ".lab-workspaces"
+
+
+#: The first start's layout (the ``default`` workspace ``/lab`` opens): the side bars closed, so that a
+#: notebook and its figures get the whole width of a 1024x768 projector; Ctrl+B opens the file browser.
+#: JupyterLab has no setting for it: it opens the file browser when a workspace holds no layout yet.
+FIRST_LAYOUT = {"layout-restorer:data": {"main": {"dock": None},
+                                         "left": {"collapsed": True, "visible": True},
+                                         "right": {"collapsed": True, "visible": True}}}
+
+
+def install_lab_layout(root: Path) -> Path | None:
+    """Write the ``default`` workspace with :data:`FIRST_LAYOUT` into :func:`lab_workspaces_dir`, unless one
+    is there (the learner's layout is kept, whatever it is). Returns the file written, or None."""
+    from jupyterlab_server.workspaces_handler import WORKSPACE_EXTENSION, slugify
+
+    target = _real_folder(lab_workspaces_dir(root)) / (slugify("default") + WORKSPACE_EXTENSION)
+    if os.path.lexists(target):
+        return None
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(json.dumps({"data": FIRST_LAYOUT, "metadata": {"id": "default"}}, indent=1) + "\n")
+    return target
+
+
+#: How many ports from the one asked for the lab tries when it is taken (Jupyter's own default is 50).
+PORT_TRIES = 50
+
+
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    """True when nothing holds ``port`` on ``host``: a bind there succeeds (then is let go)."""
+    with socket.socket() as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port_from(port: int, tries: int = PORT_TRIES) -> int:
+    """``port`` if free on 127.0.0.1, else the next free one within ``tries`` ports.
+
+    Raises
+    ------
+    ValueError
+        ``port`` is not a TCP port, or every port tried is taken.
+    """
+    if not 1 <= port <= 65535:
+        raise ValueError(f"--port must be a TCP port, 1 to 65535, got {port}")
+    last = min(port + tries - 1, 65535)
+    for candidate in range(port, last + 1):
+        if port_free(candidate):
+            return candidate
+    raise ValueError(f"ports {port} to {last} on 127.0.0.1 are all taken: pick another, e.g. make lab PORT={last + 1}")
+
+
 def lab_command(port: int, open_browser: bool = True, root_dir: Path | None = None) -> list[str]:
     """argv of the JupyterLab server: 127.0.0.1 only, the learner's copy as root, its settings overrides
-    read from there (:func:`sync_workspace` installs them); the token is not in it (see :func:`lab_env`)."""
+    and layouts read from there (:func:`sync_workspace` installs them); the token is not in it (see :func:`lab_env`)."""
     root = Path(root_dir or workspace_dir())
     argv = [
         sys.executable, "-m", "jupyterlab",
@@ -167,6 +231,7 @@ def lab_command(port: int, open_browser: bool = True, root_dir: Path | None = No
         f"--ServerApp.root_dir={root}",
         "--ServerApp.port_retries=0",  # the printed URL must be the real one
         f"--LabApp.app_settings_dir={lab_settings_dir(root)}",
+        f"--LabApp.workspaces_dir={lab_workspaces_dir(root)}",
     ]
     if not open_browser:
         argv.append("--no-browser")
@@ -186,8 +251,8 @@ def lab_env(token: str, base: dict | None = None) -> dict[str, str]:
 
 
 def main(port: int, open_browser: bool, reset: str | None = None) -> int:
-    """Copy, reset, then start the server (never returns); 2 with one line on stderr if the
-    workspace cannot be prepared."""
+    """Copy, reset, then start the server on ``port``, or the next free port when it is taken (never
+    returns); 2 with one line on stderr if the workspace cannot be prepared or no port is free."""
     workspace = workspace_dir()
     try:
         copied = sync_workspace(workspace)
@@ -197,10 +262,13 @@ def main(port: int, open_browser: bool, reset: str | None = None) -> int:
             kept = reset_notebook(reset, workspace)
             where = f"; your version is kept as {kept}" if kept else ""
             print(f"ropepool: {find_notebook(reset).name} is back to the original{where}", flush=True)
+        free = free_port_from(port)
     except (ValueError, OSError) as err:
         print(f"python -m ropepool lab: {err}", file=sys.stderr)
         return 2
+    if free != port:
+        print(f"ropepool: port {port} is taken (another Jupyter?); this lab takes {free}", flush=True)
     token = os.environ.get("JUPYTER_TOKEN") or secrets.token_hex(24)
-    argv = lab_command(port, open_browser, workspace)
-    print(f"ropepool: JupyterLab on {workspace} at http://127.0.0.1:{port}/lab?token={token}", flush=True)
+    argv = lab_command(free, open_browser, workspace)
+    print(f"ropepool: JupyterLab on {workspace} at http://127.0.0.1:{free}/lab?token={token}", flush=True)
     os.execve(argv[0], argv, lab_env(token))

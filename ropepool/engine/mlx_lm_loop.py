@@ -45,7 +45,7 @@ def greedy(model, prompts: Sequence[Sequence[int]], max_new_tokens, *, stop: int
     ValueError
         ``max_new_tokens`` has a different length than ``prompts``, or a prompt is empty.
     """
-    from mlx_lm.generate import generate_step  # optional dependency (the test extra)
+    from mlx_lm.generate import generate_step  # mlx-lm: imported when used
 
     limits = [max_new_tokens] * len(prompts) if isinstance(max_new_tokens, int) else list(max_new_tokens)
     if len(limits) != len(prompts):

@@ -138,11 +138,11 @@ class ModelRunner:
         self.fusions = [fusion_settings(head_dim=kw["head_dim"], fp8=self.fp8, **self.scales[i],
                                         **model_spec.qk_norm_kwargs(layer.self_attn))
                         for i, layer in enumerate(self.inner.layers)]
-        dtype = mx.uint8 if self.fp8 else self.kv_dtype()
+        dtype = mx.uint8 if self.fp8 else self.activation_dtype()
         self.k_pools = [mx.zeros((pool_rows, Hkv, D), dtype) for _ in self.inner.layers]  # [P, Hkv, D] each
         self.v_pools = [mx.zeros((pool_rows, Hkv, D), dtype) for _ in self.inner.layers]
 
-    def kv_dtype(self) -> mx.Dtype:
+    def activation_dtype(self) -> mx.Dtype:
         """The dtype of k and v as layer 0 computes them: the pools' dtype.
 
         Not the embedding's: a quantized embedding gives float16 rows, which a float32 norm

@@ -3,7 +3,7 @@
 Each is built from a config dict by mlx-lm's own model class (nothing is downloaded): hidden size
 64, two layers, a vocabulary of 160. :data:`ARCHS` is the list ``tests/test_engine.py`` checks
 logit for logit against mlx-lm and ``benchmarks/engine_logits.py`` prints the differences of.
-mlx-lm (a test extra) is imported when a model is built, not when this module is.
+mlx-lm is imported when a model is built, not when this module is.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..fusion import PLAIN, Fusion
 from ..mlx_ops import norm_weight32
-from ..rope import Rope, plain
+from ..rope import Rope
 from . import source
 from .source import Variant
 

@@ -210,7 +210,7 @@ def build_model(weights: dict, metadata: dict, *, pairs: str = "gptj", dequantiz
     GGUFError
         See :func:`config_from_metadata`, :func:`rename`; or ``pairs`` is neither choice.
     """
-    from mlx_lm.models import llama  # optional dependency (the test extra): imported when used
+    from mlx_lm.models import llama  # mlx-lm: imported when used
 
     if pairs not in ("gptj", "neox"):
         raise GGUFError(f"pairs must be 'gptj' or 'neox', got {pairs!r}")

@@ -27,7 +27,7 @@ MLX_ALONE = "mlx-lm, one request at a time"
 def mlx_lm_batch(model, prompts: Sequence[Sequence[int]], new: int) -> list[list[int]]:
     """mlx-lm's batched greedy generation: the ``BatchGenerator`` loop of ``mlx_lm.batch_generate``,
     without stop tokens (``batch_generate`` takes them from a tokenizer). One token list per prompt."""
-    from mlx_lm.generate import BatchGenerator  # optional dependency (the test extra)
+    from mlx_lm.generate import BatchGenerator  # mlx-lm: imported when used
 
     gen = BatchGenerator(model, stop_tokens=[])
     uids = gen.insert([list(p) for p in prompts], [new] * len(prompts))

@@ -17,8 +17,9 @@ variables pointing into a temporary folder:
     writes nothing back (the test checks the server saved nothing, unless a test saves on purpose).
   - ``fetchNews: "false"``, ``checkForUpdates: false``: no "receive Jupyter news?" toast over
     the cells and no request to the internet.
-* ``JUPYTERLAB_WORKSPACES_DIR``: a fresh, empty workspace store, so a notebook opens alone and
-  not next to whatever the last session left open.
+* The workspace store (layouts) is the learner's copy's ``.lab-workspaces``, as ``make lab`` has it
+  (the argv names it; ``JUPYTERLAB_WORKSPACES_DIR`` is kept only for a server started without it): the
+  copy is new in a temporary folder, so a notebook opens alone, not next to what a last session left open.
 * ``JUPYTER_CONFIG_DIR`` and ``JUPYTER_RUNTIME_DIR``: no user config from ``~/.jupyter`` changes
   what is tested, and the server's and kernels' connection files stay in the temp folder. The one
   config file there puts the checkpoints JupyterLab makes when it opens a notebook in the temp

@@ -585,3 +585,20 @@ def test_saving_in_the_lab_leaves_git_status_clean(browser, lab: Lab):
             lab.api(f"/api/sessions/{session['id']}", method="DELETE")
     assert EDIT not in (ROOT / name).read_text(), f"the edit reached the tracked notebooks/{name}"
     assert _git_status() == before, f"saving in the lab changed git status:\n{_git_status()}"
+
+
+def test_the_first_start_opens_with_the_file_browser_closed(browser, lab: Lab):
+    """``make lab``'s URL (the default workspace) opens with the left side bar collapsed, so that a notebook
+    gets a 1024x768 projector's whole width; Ctrl+B opens the file browser."""
+    context = browser.new_context(viewport={"width": 1024, "height": 768})
+    context.set_default_timeout(120_000)
+    page = context.new_page()
+    try:
+        page.goto(f"{lab.base}/lab?token={lab.token}", wait_until="commit", timeout=OPEN_TIMEOUT * 1000)
+        # the launcher fills an empty main area once the layout is restored: the side bars are settled then
+        page.wait_for_selector(".jp-Launcher", state="visible", timeout=OPEN_TIMEOUT * 1000)
+        assert page.locator("#jp-left-stack").is_hidden() and not page.locator("#filebrowser").is_visible()
+        page.keyboard.press("Control+b")
+        page.wait_for_selector("#filebrowser", state="visible", timeout=30_000)
+    finally:
+        context.close()

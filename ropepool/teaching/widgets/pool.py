@@ -93,8 +93,3 @@ class PoolPlayground(W.VBox):
         """No picture on an error: an empty PNG would show the browser's broken-image icon."""
         self.image.layout.display = "none"
         self.image.value = b""
-
-
-def pool_playground(**kwargs) -> PoolPlayground:
-    """Build a :class:`PoolPlayground` (keyword arguments: slots, start, pool_rows, num_kv_heads, head_dim)."""
-    return PoolPlayground(**kwargs)

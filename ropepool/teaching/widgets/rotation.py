@@ -116,8 +116,3 @@ class RotationExplorer(W.VBox):
         self.figure, self.angles, self.vectors = explorer_figure(self.position.value, self.base.value,
                                                                  self.head_dim.value)
         self.image.value = png(self.figure)
-
-
-def rotation_explorer(**kwargs) -> RotationExplorer:
-    """Build a :class:`RotationExplorer` (keyword arguments: position, rope_base, head_dim)."""
-    return RotationExplorer(**kwargs)
