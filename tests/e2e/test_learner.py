@@ -90,8 +90,8 @@ def test_explain_stream_and_explorer_in_jupyterlab(browser, lab: Lab, scratch):
         cells = wait_for("Run All finished and the explorer drawn", finished, 300, lab, poll=0.5)
         explain_text = " ".join(cells[0]["text"].split())
         assert "check k_shape, SGLang's Python wrapper" in explain_text
-        assert "case foreign_k: k has 32 heads, neither Hq = 28 nor Hkv = 4" in explain_text
-        assert "Build k with this model's K projection: [T, 4, 128]" in explain_text
+        assert "case foreign_k (heads): k has 32 heads, neither Hq = 28 nor Hkv = 4" in explain_text
+        assert "Build k with this model's projection: [T, 4, 128]" in explain_text
         assert "exit status 0" in explain_text
 
         stream = cells[1]["text"]  # one output area, redrawn at every step: only the last state is left
