@@ -123,7 +123,7 @@ def fresh_hook():
 def test_other_platforms_are_left_alone(monkeypatch, system, machine):
     hook = fresh_hook()
     monkeypatch.setattr(hook.sys, "platform", system)
-    monkeypatch.setattr(hook.platform, "machine", lambda: machine)
+    monkeypatch.setattr(hook.os, "uname", lambda: os.uname_result(("Linux", "host", "6", "#1", machine)))
     monkeypatch.setattr(hook, "_open", lambda library: pytest.fail("opened a library"))
     hook.install_hook()
     assert not any(isinstance(f, hook._BeforeMlx) for f in sys.meta_path)
