@@ -77,7 +77,7 @@ def k_shape_case(k_shape, *, num_qo_heads: int, head_dim: int, tokens: int | Non
         return Case("head_dim", why, "Pass the model's head_dim (config.head_dim where the config sets one) "
                                      f"and build k with it: [T, Hkv, head_dim]; k's {Dk} says which it was built with.")
     if Hk == Hq and kv is not None and kv != Hq and N != Hq:
-        G = f"G = {Hq} // {kv}" + (f" = {Hq // kv}" if Hq % kv == 0 else "")
+        G = f"G = {Hq} // {kv}" + (f" = {Hq // kv}" if kv and Hq % kv == 0 else "")
         return Case("repeated_k",
                     f"k carries as many heads as q ({Hq}): an MHA-style k under a GQA config ({G}). k was built "
                     "with q's head count, or repeated to the query heads (repeat_kv) before the cache write.",
@@ -111,10 +111,14 @@ def k_shape_case(k_shape, *, num_qo_heads: int, head_dim: int, tokens: int | Non
         why = f"k has {_heads(Hk)}, not num_qo_heads = {Hq}."
     if others:
         why += f" {Hk} heads of {Dk} is a head count of {', '.join(others)}: was k built with another model's config?"
+    elif Hk == 0:
+        why += " A tensor-parallel split with more ranks than KV heads leaves a rank none: replicate the KV heads."
     elif kv is not None and kv % Hk == 0:
         why += f" {Hk} divides {kv}: a tensor-parallel shard of k (tp = {kv // Hk})?"
-    fix = (f"Build k with this model's K projection: [T, {kv}, {D}]. Passing num_kv_heads={Hk} would only move "
-           "the error to the next check (the group size or the pool's shape)." if kv is not None else
+    fix = (f"Build k with this model's K projection: [T, {kv}, {D}]. " + (
+           "Under tensor parallelism every rank keeps at least one KV head." if Hk == 0 else
+           f"Passing num_kv_heads={Hk} would only move the error to the next check (the group size or the "
+           "pool's shape).") if kv is not None else
            "Build k with the model's K projection, [T, config.num_key_value_heads, head_dim].")
     return Case("foreign_k", why, fix)
 
