@@ -119,3 +119,81 @@ def test_the_catalog_holds_the_overflow_lesson():
         rope_pool_fused(**spec.trigger())
     assert err.value.code == "norm_overflow"
     rope_pool_fused(**spec.fixed())
+
+
+# 7. calibrate and the engine's FP8 arguments ---------------------------------------------------------
+
+PROMPTS = [[1, 5, 9, 3], [2, 4], [8, 7, 6, 5]]
+
+
+def tiny(scale=None):
+    from ropepool.engine.tiny_models import build
+
+    model = build("llama-gqa")
+    if scale is not None:
+        for layer in model.model.layers:
+            layer.self_attn.k_proj.weight = layer.self_attn.k_proj.weight * scale
+            layer.self_attn.v_proj.weight = layer.self_attn.v_proj.weight * scale
+    return model
+
+
+def test_calibrate_takes_a_generator_of_prompts():
+    from ropepool.engine.kv_scales import calibrate
+
+    model = tiny()
+    from_list = calibrate(model, PROMPTS)
+    assert calibrate(model, (p for p in PROMPTS)) == from_list and all(k != 1.0 for k, _ in from_list), from_list
+
+
+@pytest.mark.parametrize("headroom", [0.0, -1.0, float("nan"), float("inf"), "2", True])
+def test_calibrate_refuses_a_bad_headroom_by_name(headroom):
+    from ropepool.engine import EngineArgumentError
+    from ropepool.engine.kv_scales import calibrate
+
+    with pytest.raises(EngineArgumentError, match="^headroom must be a finite number > 0"):
+        calibrate(tiny(), PROMPTS, headroom=headroom)
+
+
+@pytest.mark.parametrize("prompts,named", [([], "^prompts is empty"), ("1 5 9", "^prompts must be an iterable"),
+                                           ([[1, 2], "ab"], r"^prompts\[1\] must be a list of token ids")])
+def test_calibrate_names_the_argument_it_was_given(prompts, named):
+    from ropepool.engine import EngineArgumentError
+    from ropepool.engine.kv_scales import calibrate
+
+    with pytest.raises(EngineArgumentError, match=named):
+        calibrate(tiny(), prompts)
+
+
+@pytest.mark.parametrize("weights,headroom", [(1e-38, 2.0), (1.0, 1e300)], ids=["tiny k", "huge headroom"])
+def test_calibrated_scales_are_always_taken_by_the_op(weights, headroom):
+    from ropepool.engine import generate
+    from ropepool.engine.kv_scales import calibrate
+
+    model = tiny(weights)
+    scales = calibrate(model, PROMPTS, headroom=headroom)
+    assert all(KV_SCALE_MIN <= s <= KV_SCALE_MAX for pair in scales for s in pair), scales
+    out = generate(model, PROMPTS, 2, pool_rows=16, kv_dtype="fp8", kv_scales=scales)
+    assert [len(r.tokens) for r in out] == [2, 2, 2]
+
+
+@pytest.mark.parametrize("kw,named", [
+    (dict(kv_dtype="int8"), "^kv_dtype must be None"),
+    (dict(kv_dtype=["fp8"]), "^kv_dtype must be None"),
+    (dict(kv_scales=[(1.0, 1.0)] * 2), "^kv_scales scale an FP8 cache"),
+    (dict(kv_dtype="fp8", kv_scales=[(1.0, 1.0)]), r"^kv_scales must be one \(k_scale, v_scale\) per layer \(2\)"),
+    (dict(kv_dtype="fp8", kv_scales=[(0.0, 1.0), (1.0, 1.0)]), r"^kv_scales\[0\] must be a pair"),
+    (dict(kv_dtype="fp8", kv_scales=[(1.0, "1"), (1.0, 1.0)]), r"^kv_scales\[0\] must be a pair"),
+    (dict(kv_dtype="fp8", kv_scales=5), "^kv_scales must be one"),
+])
+def test_engine_fp8_arguments_are_refused_by_name(kw, named):
+    from ropepool.engine import Engine, EngineArgumentError
+
+    with pytest.raises(EngineArgumentError, match=named):
+        Engine(tiny(), pool_rows=16, **kw)
+
+
+def test_engine_takes_kv_scales_from_a_generator():
+    from ropepool.engine import Engine
+
+    engine = Engine(tiny(), pool_rows=16, kv_dtype="fp8", kv_scales=((0.5, 0.25) for _ in range(2)))
+    assert engine.runner.scales == [dict(k_scale=0.5, v_scale=0.25)] * 2
