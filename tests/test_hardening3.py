@@ -197,3 +197,78 @@ def test_engine_takes_kv_scales_from_a_generator():
 
     engine = Engine(tiny(), pool_rows=16, kv_dtype="fp8", kv_scales=((0.5, 0.25) for _ in range(2)))
     assert engine.runner.scales == [dict(k_scale=0.5, v_scale=0.25)] * 2
+
+
+# 8. Every GPU kernel variant checked on first use; a failing one falls back to mlx -------------------
+
+COMPILER = ("[metal::Device] Unable to build metal library from source\n"
+            "program_source:12:5: error: unknown type name 'bfloat'\nprogram_source:40: error: later")
+
+
+def broken_metal(calls):
+    """A stand-in for the Metal kernel: MLX's ops, except that bfloat16 fails to compile and GPT-J
+    pairs come out wrong."""
+    from ropepool.mlx_ops import rotate_mlx
+
+    def rotate(q, k, v, positions, *, rope, fusion):
+        calls.append(str(q.dtype))
+        if q.dtype == mx.bfloat16:
+            raise RuntimeError(COMPILER)
+        out = rotate_mlx(q, k, v, positions, rope=rope, fusion=fusion)
+        return (out[0] * 1.01, *out[1:]) if not rope.is_neox else out
+
+    rotate.__name__ = "rotate_metal"
+    return rotate
+
+
+@pytest.fixture
+def fake_metal(monkeypatch):
+    """'metal' available here, its implementation guarded as the real one is."""
+    from ropepool import backends, kernels
+    from ropepool.kernels.variants import FALLEN_BACK, guarded
+
+    FALLEN_BACK.clear()
+    calls = []
+    impl = guarded("metal", broken_metal(calls))
+    reg = dict(backends._registry())
+    reg["metal"] = (backends.BackendStatus("metal", True, "a stand-in"), impl)
+    monkeypatch.setattr(backends, "_registry", lambda: reg)
+    real = kernels.statuses()
+    monkeypatch.setattr(kernels, "statuses", lambda: {**real, "metal": (True, "a stand-in", impl)})
+    yield calls
+    FALLEN_BACK.clear()
+
+
+def test_a_variant_that_fails_to_compile_falls_back_with_one_line(fake_metal, capsys):
+    from ropepool.kernels import FALLEN_BACK
+
+    kw = call(T=3, Hq=4, Hkv=2, D=8)
+    bf = {n: kw[n].astype(mx.bfloat16) for n in ("q", "k", "v", "k_pool", "v_pool")}
+    got = rope_pool_fused(**{**kw, **bf}, backend="metal")
+    want = rope_pool_fused(**{**kw, **bf}, backend="mlx")
+    assert all(np.array_equal(np.array(a.astype(mx.float32)), np.array(b.astype(mx.float32))) for a, b in zip(got, want))
+    rope_pool_fused(**{**kw, **bf}, backend="metal")  # checked once: no second line, no second build
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == ["ropepool: the metal kernel's variant bfloat16 Hq=4 Hkv=2 D=8 failed its first check and runs "
+                     "on mlx from now on: RuntimeError: [metal::Device] Unable to build metal library from source: "
+                     "program_source:12:5: error: unknown type name 'bfloat'"], lines
+    assert fake_metal == ["mlx.core.bfloat16"]
+    rope_pool_fused(**kw, backend="metal")  # float32 plain still runs on the kernel
+    assert fake_metal[1:] == ["mlx.core.float32", "mlx.core.float32"] and len(FALLEN_BACK) == 1
+
+
+def test_a_variant_that_computes_wrong_falls_back_and_the_answer_is_right(fake_metal, capsys):
+    kw = call(T=3, Hq=4, Hkv=2, D=8)
+    q_rot, *_ = rope_pool_fused(**kw, is_neox=False, backend="metal")
+    ref = rope_pool_reference(*(kw[n] for n in ARGS), rope_base=kw["rope_base"], is_neox=False)
+    assert np.abs(np.array(q_rot) - ref[0]).max() < 1e-4
+    assert "variant float32 Hq=4 Hkv=2 D=8, GPT-J pairs failed its first check" in capsys.readouterr().err
+
+
+def test_doctor_lists_the_variants_that_fell_back(fake_metal):
+    from ropepool.cli.doctor import _fallen_back_rows
+
+    rows = _fallen_back_rows()  # sweeps each kind once: bfloat16 and GPT-J fail, the rest run
+    assert [r[0] for r in rows] == ["fell back to mlx"] * 2, rows
+    assert rows[0][1].startswith("metal bfloat16 Hq=4 Hkv=2 D=8: RuntimeError:") and "error: unknown type" in rows[0][1]
+    assert rows[1][1].startswith("metal float32 Hq=4 Hkv=2 D=8, GPT-J pairs: q_rot differs from the reference")
