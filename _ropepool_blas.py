@@ -10,8 +10,9 @@ needs ``libquadmath-<hash>`` beside it).
 How it loads, so that nobody else can feed it a library:
 
 1. Each of the three files is opened (``O_NONBLOCK``: a FIFO cannot hang it), refused unless it
-   is a regular file, and its size and SHA-256 are checked against its wheel's ``RECORD``. The
-   checked descriptors stay open until the load is done.
+   is a regular file, and its size and SHA-256 are checked against its wheel's ``RECORD`` (the
+   digest once per file: a memo in ``~/.cache/ropepool`` keyed by the file's inode and ctime
+   skips it later). The checked descriptors stay open until the load is done.
 2. A fresh folder (mode 0700) is made in the temp dir and opened at once; it is refused unless
    it is a directory this user owns, closed to others, and empty. From then on it is reached only
    through that descriptor (``/proc/self/fd/N``), so whoever renames entries of the temp dir
@@ -122,6 +123,49 @@ def _record_entry(path: str):
     return None
 
 
+def _memo_path() -> str:
+    return os.path.join(os.path.expanduser("~"), ".cache", "ropepool", "blas-checked.json")
+
+
+def _memo() -> dict:
+    """``{path: [dev, inode, size, mtime_ns, ctime_ns, sha256]}`` of files whose digest matched, from a
+    file only this user can write (else {}). Any change to a file changes its ctime, so an entry
+    vouches only for the file as it was when hashed; hashing 45 MB at every ``import mlx`` is saved."""
+    import json
+    import stat
+
+    try:
+        fd = os.open(_memo_path(), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return {}
+    with open(fd, "r") as f:
+        st, folder = os.fstat(fd), os.lstat(os.path.dirname(_memo_path()))
+        if any(s.st_uid != os.geteuid() or s.st_mode & 0o022 for s in (st, folder)) or not stat.S_ISDIR(folder.st_mode):
+            return {}
+        try:
+            memo = json.load(f)
+        except ValueError:
+            return {}
+    return memo if isinstance(memo, dict) else {}
+
+
+def _remember(memo: dict, path: str, identity: list) -> None:
+    """Add ``path``'s entry to the memo (best effort: written whole, then moved in)."""
+    import json
+    import secrets
+
+    folder = os.path.dirname(_memo_path())
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        tmp = os.path.join(folder, f".blas-checked-{secrets.token_hex(4)}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        with open(fd, "w") as f:
+            json.dump({**{p: v for p, v in memo.items() if os.path.exists(p)}, path: identity}, f)  # gone ones dropped
+        os.replace(tmp, _memo_path())
+    except OSError:
+        pass
+
+
 def _open_checked(path: str) -> int:
     """A descriptor of ``path``, a regular file whose size and SHA-256 match its wheel's RECORD.
 
@@ -145,12 +189,17 @@ def _open_checked(path: str) -> int:
         size, digest = expected
         if st.st_size != size:
             raise Refused(f"{path} holds {st.st_size} bytes, its wheel's RECORD says {size}: damaged or replaced")
+        identity = [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, digest]
+        memo = _memo()
+        if memo.get(path) == identity:  # this very file, unchanged since its digest was checked
+            return fd
         sha = hashlib.sha256()
         with open(fd, "rb", closefd=False) as f:
             for block in iter(lambda: f.read(1 << 20), b""):
                 sha.update(block)
         if base64.urlsafe_b64encode(sha.digest()).rstrip(b"=").decode() != digest:
             raise Refused(f"{path} does not match the SHA-256 its wheel's RECORD gives: damaged or replaced")
+        _remember(memo, path, identity)
     except BaseException:
         os.close(fd)
         raise

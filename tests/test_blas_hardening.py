@@ -239,3 +239,29 @@ def test_a_library_without_openblas_get_config_is_reported_loaded(monkeypatch):
     state = hook.load()
     assert state["status"] == "loaded" and "no openblas_get_config" in state["config"], state
     assert hook.num_threads() is None
+
+
+@needs_openblas
+def test_the_digest_is_remembered_only_for_the_file_as_it_was(tmp_path, monkeypatch):
+    """The second check of an unchanged file skips the hash; a file changed since (same size, new
+    bytes: a new ctime) is hashed again and refused."""
+    import hashlib
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    real = Path(_ropepool_blas._openblas())
+    site = fake_site(tmp_path, library_bytes=real.stat().st_size)
+    lib = str(site / "ngsolve_openblas" / real.name)
+    hook = fresh_hook()
+    os.close(hook._open_checked(lib))
+    assert lib in hook._memo()
+    monkeypatch.setattr(hashlib, "sha256", lambda: pytest.fail("hashed again"))
+    os.close(hook._open_checked(lib))
+    monkeypatch.undo()
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    with open(lib, "r+b") as f:
+        f.seek(1000)
+        byte = f.read(1)
+        f.seek(1000)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    with pytest.raises(hook.Refused, match="SHA-256"):
+        hook._open_checked(lib)
