@@ -101,15 +101,17 @@ def _mlx_runtime_libs() -> list:
 
 
 def _record_entry(path: str):
-    """``(size, urlsafe-base64 sha256)`` the wheel's ``RECORD`` gives for ``path``, or None when no
-    ``*.dist-info/RECORD`` beside ``path``'s top-level folder lists it."""
+    """``(size, urlsafe-base64 sha256)`` the wheel's ``RECORD`` gives for ``path``, or None when it is
+    not listed there. The wheel is the ``<name>-*.dist-info`` beside ``path``'s top-level folder, where
+    ``name`` is that folder's name up to its first dot (``ngsolve_openblas``, ``mlx_cpu.libs``)."""
     import csv
 
     folder = os.path.dirname(os.path.abspath(path))
     site, top = os.path.dirname(folder), os.path.basename(folder)
     relative = f"{top}/{os.path.basename(path)}"
     try:
-        infos = sorted(n for n in os.listdir(site) if n.endswith(".dist-info"))
+        wheel = top.split(".")[0] + "-"
+        infos = sorted(n for n in os.listdir(site) if n.startswith(wheel) and n.endswith(".dist-info"))
     except OSError:
         return None
     for info in infos:
@@ -152,12 +154,11 @@ def _memo() -> dict:
 def _remember(memo: dict, path: str, identity: list) -> None:
     """Add ``path``'s entry to the memo (best effort: written whole, then moved in)."""
     import json
-    import secrets
 
     folder = os.path.dirname(_memo_path())
     try:
         os.makedirs(folder, mode=0o700, exist_ok=True)
-        tmp = os.path.join(folder, f".blas-checked-{secrets.token_hex(4)}")
+        tmp = os.path.join(folder, f".blas-checked-{os.urandom(4).hex()}")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         with open(fd, "w") as f:
             json.dump({**{p: v for p, v in memo.items() if os.path.exists(p)}, path: identity}, f)  # gone ones dropped
@@ -171,8 +172,6 @@ def _open_checked(path: str) -> int:
 
     Opened ``O_NONBLOCK`` (a FIFO answers at once and is refused), checked before anything maps it.
     """
-    import base64
-    import hashlib
     import stat
 
     expected = _record_entry(path)
@@ -193,6 +192,9 @@ def _open_checked(path: str) -> int:
         memo = _memo()
         if memo.get(path) == identity:  # this very file, unchanged since its digest was checked
             return fd
+        import base64
+        import hashlib
+
         sha = hashlib.sha256()
         with open(fd, "rb", closefd=False) as f:
             for block in iter(lambda: f.read(1 << 20), b""):
@@ -209,12 +211,11 @@ def _open_checked(path: str) -> int:
 def _private_folder():
     """``(parent, name, fd)``: a fresh folder in the temp dir, opened, checked to be this user's own,
     closed to others and empty. Used only through ``fd`` from then on."""
-    import secrets
     import stat
     import tempfile
 
     parent = tempfile.gettempdir()
-    name = f"ropepool-blas-{secrets.token_hex(8)}"
+    name = f"ropepool-blas-{os.urandom(8).hex()}"
     os.mkdir(os.path.join(parent, name), 0o700)
     try:
         fd = os.open(os.path.join(parent, name), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)

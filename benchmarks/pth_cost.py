@@ -37,21 +37,40 @@ def make_venv(where: Path, loader: str, pth: str | None) -> str:
     return str(python)
 
 
-def race(commands: dict[str, tuple[list[str], dict]], starts: int) -> dict[str, float]:
-    """Median wall time in ms of each command, started ``starts`` times, interleaved in a shuffled order per round."""
+def _run(cmd: list[str], env: dict) -> tuple[float, float]:
+    """(wall ms, CPU ms of the child: user + system) of one run of ``cmd``."""
+    t0 = time.perf_counter()
+    child = subprocess.Popen(cmd, env=env)
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = (time.perf_counter() - t0) * 1e3
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode:
+        raise SystemExit(f"{cmd} failed with exit status {child.returncode}")
+    return wall, (usage.ru_utime + usage.ru_stime) * 1e3
+
+
+def race(commands: dict[str, tuple[list[str], dict]], starts: int) -> dict[str, tuple[float, float]]:
+    """Median (wall, CPU) ms of each command, started ``starts`` times, interleaved in a shuffled order per round.
+
+    CPU time (the child's user + system) is what the start costs; wall time adds waiting for a core
+    on a busy machine."""
     times = {name: [] for name in commands}
-    for name, (cmd, env) in commands.items():  # warm the file cache and the .pyc files
-        subprocess.run(cmd, env=env, check=True)
+    for cmd, env in commands.values():  # warm the file cache
+        _run(cmd, env)
     rng = random.Random(0)
     for _ in range(starts):
         order = list(commands)
         rng.shuffle(order)
         for name in order:
-            cmd, env = commands[name]
-            t0 = time.perf_counter()
-            subprocess.run(cmd, env=env, check=True)
-            times[name].append((time.perf_counter() - t0) * 1e3)
-    return {name: statistics.median(t) for name, t in times.items()}
+            times[name].append(_run(*commands[name]))
+    return {name: tuple(statistics.median(x) for x in zip(*t)) for name, t in times.items()}
+
+
+def show(title: str, results: dict[str, tuple[float, float]], base: str) -> None:
+    print(title)
+    for name, (wall, cpu) in results.items():
+        print(f"  {name:<30} wall {wall:7.2f} ms ({wall - results[base][0]:+6.2f})   "
+              f"CPU {cpu:7.2f} ms ({cpu - results[base][1]:+6.2f})")
 
 
 def git_show(rev: str, path: str) -> str:
@@ -73,18 +92,19 @@ def main(argv=None) -> None:
             venvs[f"with the hook at {args.before}"] = make_venv(
                 Path(tmp, "before"), git_show(args.before, "_ropepool_blas.py"), git_show(args.before, "ropepool-blas.pth"))
         starts = race({name: ([py, "-c", "pass"], env) for name, py in venvs.items()}, args.starts)
-    base = starts["without the hook"]
-    print(f"python -c pass, medians of {args.starts} interleaved starts ({sys.version.split()[0]}):")
-    for name, ms in starts.items():
-        print(f"  {name:<28} {ms:6.2f} ms  ({ms - base:+.2f} ms)")
-    here = dict(env, PYTHONPATH=str(ROOT))
-    imports = race({"OpenBLAS loaded": ([sys.executable, "-c", "import mlx.core"], here),
-                    "ROPEPOOL_BLAS=off": ([sys.executable, "-c", "import mlx.core"], dict(here, ROPEPOOL_BLAS="off"))},
-                   args.starts)
-    off = imports["ROPEPOOL_BLAS=off"]
-    print(f"python -c 'import mlx.core' in this venv, medians of {args.starts} interleaved starts:")
-    for name, ms in imports.items():
-        print(f"  {name:<28} {ms:6.2f} ms  ({ms - off:+.2f} ms)")
+        show(f"python -c pass, medians of {args.starts} interleaved starts ({sys.version.split()[0]}):", starts,
+             "without the hook")
+        here = dict(env, PYTHONPATH=str(ROOT))
+        imports = {"OpenBLAS loaded": ([sys.executable, "-c", "import mlx.core"], here),
+                   "ROPEPOOL_BLAS=off": ([sys.executable, "-c", "import mlx.core"], dict(here, ROPEPOOL_BLAS="off"))}
+        if args.before:
+            old = Path(tmp, "old-loader")
+            old.mkdir()
+            (old / "_ropepool_blas.py").write_text(git_show(args.before, "_ropepool_blas.py"))
+            imports[f"loaded by {args.before}'s loader"] = ([sys.executable, "-c", "import mlx.core"],
+                                                           dict(env, PYTHONPATH=str(old)))
+        show(f"python -c 'import mlx.core' in this venv, medians of {args.starts} interleaved starts:",
+             race(imports, args.starts), "ROPEPOOL_BLAS=off")
 
 
 if __name__ == "__main__":
