@@ -22,11 +22,11 @@ How it loads, so that nobody else can feed it a library:
    ``dlopen("/proc/self/fd/N/libopenblas.so.0")`` then maps the checked OpenBLAS, and its
    ``$ORIGIN`` is the private folder. The links and the folder are removed in any case.
 
-Installed with the package, ``ropepool-blas.pth`` calls :func:`install_hook` at every start of the
-venv's Python: it only puts a finder in ``sys.meta_path`` (nothing opened, no module imported
-beyond this one, no output even if this module is missing), and the finder calls :func:`load`
-when ``mlx`` is first imported, from whatever code. ``import ropepool`` calls :func:`load` too,
-for a Python started without the ``.pth``.
+Installed with the package, ``ropepool-blas.pth`` runs at every start of the venv's Python: it
+defines a small finder and puts it in ``sys.meta_path`` (nothing opened, nothing imported, not even
+this module), and the finder imports this module and calls :func:`load` when ``mlx`` is first
+imported, from whatever code; if this module cannot be imported it says nothing. ``import ropepool``
+calls :func:`load` too, for a Python started without the ``.pth``.
 
 - ``ROPEPOOL_BLAS`` set to ``off``, ``0``, ``false`` or ``no`` keeps MLX's own BLAS.
 - Anything but Linux x86-64 is left alone (macOS: MLX uses Accelerate).
@@ -42,7 +42,7 @@ import os
 import sys
 
 #: What :func:`load` did: ``status`` is "loaded", "off", "not here" (platform), "absent" (no wheel),
-#: "failed" or "not tried"; ``library`` the OpenBLAS file; ``reason`` one line; ``config``
+#: "failed", "loading" (in progress) or "not tried"; ``library`` the OpenBLAS file; ``reason`` one line; ``config``
 #: OpenBLAS's own description; ``after_mlx`` True when MLX was imported before the load;
 #: ``opened_as`` the (removed) link the loader opened it through.
 STATE = {"status": "not tried", "library": None, "reason": "", "config": "", "after_mlx": False, "opened_as": None}
@@ -287,9 +287,10 @@ def load() -> dict:
     Never raises: a refusal or failure leaves MLX's own BLAS in place and says why in one line on stderr.
     """
     global _handle
-    if STATE["status"] != "not tried":
+    if STATE["status"] != "not tried":  # done, or in progress (finding MLX's folder below imports nothing)
         return STATE
-    uninstall_hook()  # once: finding MLX's folder below must not come back here
+    STATE["status"] = "loading"
+    uninstall_hook()
     setting = os.environ.get("ROPEPOOL_BLAS", "")
     if setting.strip().lower() in OFF_WORDS:
         STATE.update(status="off", reason=f"ROPEPOOL_BLAS={setting.strip()}: MLX's own BLAS")
@@ -337,23 +338,18 @@ def set_num_threads(n: int) -> None:
         _handle.openblas_set_num_threads(int(n))
 
 
-class _BeforeMlx:
-    """A ``sys.meta_path`` finder that only watches: the first import of ``mlx`` calls :func:`load`."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name == "mlx" or name.startswith("mlx."):
-            load()
-        return None  # the import goes on through the usual finders
-
-
 def install_hook() -> None:
-    """Call :func:`load` when MLX is first imported (what ``ropepool-blas.pth`` runs at start-up). Never raises."""
+    """Put ``ropepool-blas.pth``'s import watcher in ``sys.meta_path`` (once), by running that file,
+    which lies beside this module. What an older ``.pth`` (``_ropepool_blas.install_hook()``) calls,
+    and a way to get the hook in a Python started without it. Never raises."""
     try:
-        if applies() and STATE["status"] == "not tried" and not any(isinstance(f, _BeforeMlx) for f in sys.meta_path):
-            sys.meta_path.insert(0, _BeforeMlx())
+        if not any(type(f).__name__ == "_RopepoolBlasHook" for f in sys.meta_path):
+            with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "ropepool-blas.pth")) as f:
+                exec(f.read(), {})
     except Exception:
         pass
 
 
 def uninstall_hook() -> None:
-    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _BeforeMlx)]
+    """Remove the import watcher ``ropepool-blas.pth`` put in ``sys.meta_path``, if it is there."""
+    sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != "_RopepoolBlasHook"]
