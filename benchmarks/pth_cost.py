@@ -4,7 +4,9 @@
    ``ropepool-blas.pth`` (both hold ``_ropepool_blas.py``): medians of ``--starts`` starts each,
    interleaved start by start. ``--before REV`` adds a third venv with the hook as it was at a
    git revision.
-2. ``python -c "import mlx.core"`` in this venv with OpenBLAS loaded and with ``ROPEPOOL_BLAS=off``,
+2. The same cost measured inside one Python: ``site.addsitedir`` of a folder holding only the
+   ``.pth`` against an empty folder, 200 times each, interleaved (no process start, no scheduler noise).
+3. ``python -c "import mlx.core"`` in this venv with OpenBLAS loaded and with ``ROPEPOOL_BLAS=off``,
    interleaved the same way.
 
     .venv/bin/python benchmarks/pth_cost.py [--starts 50] [--before REV]
@@ -73,6 +75,32 @@ def show(title: str, results: dict[str, tuple[float, float]], base: str) -> None
               f"CPU {cpu:7.2f} ms ({cpu - results[base][1]:+6.2f})")
 
 
+IN_PROCESS = r"""
+import site, statistics, sys, time
+with_pth, empty = sys.argv[1], sys.argv[2]
+def cost(folder):
+    t0 = time.perf_counter()
+    site.addsitedir(folder)
+    spent = time.perf_counter() - t0
+    sys.path.remove(folder)
+    sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != "_RopepoolBlasHook"]
+    return spent
+pairs = [(cost(with_pth), cost(empty)) for _ in range(200)]
+a, b = (statistics.median(x) * 1e3 for x in zip(*pairs))
+print(f"site.addsitedir in one Python, medians of 200 interleaved: with the .pth {a:.3f} ms, "
+      f"empty folder {b:.3f} ms ({a - b:+.3f} ms)")
+"""
+
+
+def in_process(pth: str, tmp: str) -> str:
+    with_pth, empty = Path(tmp, "with-pth"), Path(tmp, "empty")
+    with_pth.mkdir()
+    empty.mkdir()
+    (with_pth / "ropepool-blas.pth").write_text(pth)
+    return subprocess.run([sys._base_executable, "-S", "-c", IN_PROCESS, str(with_pth), str(empty)], check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
 def git_show(rev: str, path: str) -> str:
     return subprocess.run(["git", "show", f"{rev}:{path}"], cwd=ROOT, check=True, capture_output=True,
                           text=True).stdout
@@ -94,6 +122,7 @@ def main(argv=None) -> None:
         starts = race({name: ([py, "-c", "pass"], env) for name, py in venvs.items()}, args.starts)
         show(f"python -c pass, medians of {args.starts} interleaved starts ({sys.version.split()[0]}):", starts,
              "without the hook")
+        print(in_process(pth, tmp))
         here = dict(env, PYTHONPATH=str(ROOT))
         imports = {"OpenBLAS loaded": ([sys.executable, "-c", "import mlx.core"], here),
                    "ROPEPOOL_BLAS=off": ([sys.executable, "-c", "import mlx.core"], dict(here, ROPEPOOL_BLAS="off"))}
