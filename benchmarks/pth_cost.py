@@ -117,8 +117,8 @@ def main(argv=None) -> None:
         venvs = {"without the hook": make_venv(Path(tmp, "none"), loader, None),
                  "with the hook": make_venv(Path(tmp, "hook"), loader, pth)}
         if args.before:
-            venvs[f"with the hook at {args.before}"] = make_venv(
-                Path(tmp, "before"), git_show(args.before, "_ropepool_blas.py"), git_show(args.before, "ropepool-blas.pth"))
+            old_loader, old_pth = (git_show(args.before, f) for f in ("_ropepool_blas.py", "ropepool-blas.pth"))
+            venvs[f"with the hook at {args.before}"] = make_venv(Path(tmp, "before"), old_loader, old_pth)
         starts = race({name: ([py, "-c", "pass"], env) for name, py in venvs.items()}, args.starts)
         show(f"python -c pass, medians of {args.starts} interleaved starts ({sys.version.split()[0]}):", starts,
              "without the hook")

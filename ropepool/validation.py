@@ -20,7 +20,6 @@ from .pool_write import Plan, plan
 from .rope import MAX_POSITION, plain
 
 
-
 def _heads(n: int) -> str:
     return f"{n} head" if n == 1 else f"{n} heads"
 

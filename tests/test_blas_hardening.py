@@ -165,7 +165,8 @@ def test_a_replaced_library_of_the_right_size_is_refused(tmp_path):
         f.seek(-1, os.SEEK_CUR)
         f.write(bytes([byte[0] ^ 0xFF]))
     hook = fresh_hook()
-    hook._package_dirs = lambda name: [str(site / name)] if name == "ngsolve_openblas" else _ropepool_blas._package_dirs(name)
+    hook._package_dirs = lambda name: ([str(site / name)] if name == "ngsolve_openblas"
+                                       else _ropepool_blas._package_dirs(name))
     with pytest.raises(hook.Refused, match="SHA-256"):
         hook._open_checked(str(lib))
 
@@ -193,7 +194,8 @@ def test_an_unimportable_loader_is_skipped_silently(tmp_path):
     """A moved editable checkout: the .pth finds no _ropepool_blas and says nothing at all, at start
     or when mlx is imported."""
     site = pth_site(tmp_path)
-    code = "import site, sys; site.addsitedir(sys.argv[1]); import importlib.util; importlib.util.find_spec('mlx'); print('ok')"
+    code = ("import site, sys; site.addsitedir(sys.argv[1]); import importlib.util; "
+            "importlib.util.find_spec('mlx'); print('ok')")
     done = subprocess.run([sys.executable, "-S", "-c", code,
                            str(site)], capture_output=True, text=True, cwd=str(tmp_path),
                           env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, timeout=60)

@@ -246,12 +246,13 @@ def test_a_variant_that_fails_to_compile_falls_back_with_one_line(fake_metal, ca
     bf = {n: kw[n].astype(mx.bfloat16) for n in ("q", "k", "v", "k_pool", "v_pool")}
     got = rope_pool_fused(**{**kw, **bf}, backend="metal")
     want = rope_pool_fused(**{**kw, **bf}, backend="mlx")
-    assert all(np.array_equal(np.array(a.astype(mx.float32)), np.array(b.astype(mx.float32))) for a, b in zip(got, want))
+    assert all(np.array_equal(np.array(a.astype(mx.float32)), np.array(b.astype(mx.float32)))
+               for a, b in zip(got, want))
     rope_pool_fused(**{**kw, **bf}, backend="metal")  # checked once: no second line, no second build
     lines = capsys.readouterr().err.strip().splitlines()
-    assert lines == ["ropepool: the metal kernel's variant bfloat16 Hq=4 Hkv=2 D=8 failed its first check and runs "
-                     "on mlx from now on: RuntimeError: [metal::Device] Unable to build metal library from source: "
-                     "program_source:12:5: error: unknown type name 'bfloat'"], lines
+    assert lines == [("ropepool: the metal kernel's variant bfloat16 Hq=4 Hkv=2 D=8 failed its first check and runs "
+                      "on mlx from now on: RuntimeError: [metal::Device] Unable to build metal library from source: "
+                      "program_source:12:5: error: unknown type name 'bfloat'")], lines
     assert fake_metal == ["mlx.core.bfloat16"]
     rope_pool_fused(**kw, backend="metal")  # float32 plain still runs on the kernel
     assert fake_metal[1:] == ["mlx.core.float32", "mlx.core.float32"] and len(FALLEN_BACK) == 1

@@ -21,8 +21,8 @@ import numpy as np
 
 from .. import fp8
 from ..backends import resolve
-from ..op import rope_pool_fused
 from ..fusion import KV_SCALE_MAX, KV_SCALE_MIN
+from ..op import rope_pool_fused
 from . import model_spec
 from .errors import EngineArgumentError
 from .scheduler import Batch

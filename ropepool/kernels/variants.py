@@ -13,7 +13,7 @@ lists it (:data:`FALLEN_BACK`).
 from __future__ import annotations
 
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 import mlx.core as mx
 import numpy as np
@@ -73,11 +73,13 @@ def check(rotate: Callable, q: mx.array, k: mx.array, rope: Rope, fusion: Fusion
         if w is not None:
             x = rms_norm(x, np.array(mx.array(w).astype(mx.float32)), fusion.norm_eps)
         want = rotate_ref(x, pos, rope)
-        ratio = error_ratio(np.array(got.astype(mx.float32)), want, x, pos, dtype, rope, norm_dim=D if w is not None else 0)
+        got = np.array(got.astype(mx.float32))
+        ratio = error_ratio(got, want, x, pos, dtype, rope, norm_dim=D if w is not None else 0)
         if not ratio <= 1.0:
             return f"{label} differs from the reference ({ratio:.3g} x the tolerance)"
     if fusion.fp8:
-        for label, got, rows, scale in (("k codes", out[2], out[1], fusion.k_scale), ("v codes", out[3], vx, fusion.v_scale)):
+        for label, got, rows, scale in (("k codes", out[2], out[1], fusion.k_scale),
+                                        ("v codes", out[3], vx, fusion.v_scale)):
             if not np.array_equal(np.array(got), quantize_rows(rows, scale)):
                 return f"the FP8 {label} differ from e4m3 of the rows it rotated"
     return None
@@ -116,8 +118,9 @@ def sweep(rotate_checked: Callable) -> None:
     D, eps = 8, 1e-6
     ones = mx.ones((D,), mx.float32)
     kinds = [(dtype, plain(D, 1e4), PLAIN) for dtype in (mx.float32, mx.float16, mx.bfloat16)]
-    kinds += [(mx.float32, rope, PLAIN) for rope in (rope_table(D, 1e4, rotary_dim=4), rope_table(D, 1e4, is_neox=False),
-                                                    rope_table(D, 1e4, rope_scaling={"rope_type": "linear", "factor": 2.0}))]
+    rotations = (rope_table(D, 1e4, rotary_dim=4), rope_table(D, 1e4, is_neox=False),
+                 rope_table(D, 1e4, rope_scaling={"rope_type": "linear", "factor": 2.0}))
+    kinds += [(mx.float32, rope, PLAIN) for rope in rotations]
     kinds += [(mx.float32, plain(D, 1e4), Fusion(ones, ones, eps)), (mx.float32, plain(D, 1e4), Fusion(fp8=True))]
     for dtype, rope, fusion in kinds:
         q, k = mx.zeros((1, 4, D), dtype), mx.zeros((1, 2, D), dtype)
