@@ -14,7 +14,8 @@ How it loads, so that nobody else can feed it a library:
    digest once per file: a memo in ``~/.cache/ropepool`` keyed by the file's inode and ctime
    skips it later). The checked descriptors stay open until the load is done.
 2. A fresh folder (mode 0700) is made in the temp dir and opened at once; it is refused unless
-   it is a directory this user owns, closed to others, and empty. From then on it is reached only
+   it is a directory this user owns, closed to others, and empty (else another is made, twice at
+   most, then the load is refused). From then on it is reached only
    through that descriptor (``/proc/self/fd/N``), so whoever renames entries of the temp dir
    cannot swap it.
 3. In it, links ``libopenblas.so.0``, ``libgfortran.so.5`` and ``libquadmath-<hash>`` point at
@@ -257,7 +258,13 @@ def _open(library: str):
     try:
         for link, path in wanted.items():
             fds[link] = _open_checked(path)
-        parent, name, folder = _private_folder()
+        for attempt in range(3):  # a folder swapped before it was opened: a new one, twice at most
+            try:
+                parent, name, folder = _private_folder()
+                break
+            except Refused:
+                if attempt == 2:
+                    raise
         try:
             for link, fd in fds.items():
                 os.symlink(f"/proc/self/fd/{fd}", link, dir_fd=folder)
