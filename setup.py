@@ -1,8 +1,8 @@
 """The one build step pyproject.toml cannot say: install ``ropepool-blas.pth`` beside the packages.
 
-Python runs the ``import`` line of every ``.pth`` file in site-packages at start-up; this one calls
-``_ropepool_blas.install_hook()``, so that OpenBLAS is loaded before MLX in every process of the
-venv (see ``_ropepool_blas.py`` and the README). A wheel carries the file at its root; an
+Python runs the ``import`` line of every ``.pth`` file in site-packages at start-up; this one puts a
+small import watcher in ``sys.meta_path`` that calls ``_ropepool_blas.load()`` when MLX is first
+imported, so that OpenBLAS is loaded before MLX in every process of the venv (see ``_ropepool_blas.py`` and the README). A wheel carries the file at its root; an
 editable install (``pip install -e``) gets it in its wheel's root as well.
 """
 

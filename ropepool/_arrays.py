@@ -60,6 +60,15 @@ def to_numpy(x, dtype=None) -> np.ndarray:
     return np.asarray(x, dtype=dtype)
 
 
+def largest_abs(x) -> float:
+    """``max |x|`` over all elements (0.0 for an empty array), of an mx.array or a NumPy array."""
+    if x.size == 0:
+        return 0.0
+    if isinstance(x, _MX_ARRAY):
+        return float(mx.max(mx.abs(x)))
+    return float(np.max(np.abs(x)))
+
+
 def host_memory(x, storage) -> np.ndarray:
     """The memory of ``x`` (mx.array or NumPy) as a flat NumPy array of ``storage``, row-contiguous.
 

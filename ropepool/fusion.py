@@ -13,9 +13,25 @@ vLLM's ``reshape_and_cache_flash``; q_rot and k_rot keep q's dtype.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
+
+#: The smallest ``norm_eps`` QK-norm takes. float32 squares below 2**-126 (about 1.2e-38) are lost;
+#: with ``eps >= 1e-30`` what is lost is under 1e-8 of eps, so the float32 result keeps the float64
+#: reference's (an all-zero head gives 0, never 0/0).
+NORM_EPS_MIN = 1e-30
+
+#: The FP8 scales the op takes, ``2**-126`` to ``2**126``: ``1 / scale`` is then a normal float32.
+KV_SCALE_MIN, KV_SCALE_MAX = 2.0**-126, 2.0**126
+
+
+def norm_limit(head_dim: int) -> float:
+    """The largest ``|x|`` QK-norm takes for heads of ``head_dim``: ``head_dim`` squares of it sum to
+    at most half of float32's largest value, so the mean of squares never overflows to inf (which
+    would turn the head into zeros where the reference gives values of size one)."""
+    return math.sqrt(float(np.finfo(np.float32).max) / (2 * head_dim))
 
 
 @dataclass(frozen=True)

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._arrays import FLOAT_DTYPES, dtype_name, is_array, to_numpy
+from ._arrays import FLOAT_DTYPES, dtype_name, is_array, largest_abs, to_numpy
 from ._scalars import check_types, finite_float
 from .diagnosis import k_shape_case
 from .errors import fail
-from .fusion import PLAIN, Fusion
+from .fusion import KV_SCALE_MAX, KV_SCALE_MIN, NORM_EPS_MIN, PLAIN, Fusion, norm_limit
 from .inplace import input_overlapping_pools, pool_problem, pools_overlap
 from .pool_write import Plan, plan
 from .rope import MAX_POSITION, plain
-
 
 
 def _heads(n: int) -> str:
@@ -140,6 +139,8 @@ def validate(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_head
     _validate_frequencies(head_dim, base)
     fusion = _validate_fusion(q_norm_weight, k_norm_weight, norm_eps, k_scale, v_scale, head_dim, fp8)
     write = plan_values(positions, slots, k_pool.shape[0], check_values)
+    if check_values and (fusion.qnorm or fusion.knorm):
+        _validate_norm_range(q if fusion.qnorm else None, k if fusion.knorm else None, head_dim)
     if inplace:
         _validate_inplace(k_pool, v_pool)
         _validate_inplace_inputs(named)
@@ -216,13 +217,14 @@ def _validate_fusion(q_norm_weight, k_norm_weight, norm_eps, k_scale, v_scale, h
             raise fail("norm_weight_dtype", name=name, expected="float16, bfloat16 or float32", got=dtype_name(w),
                        hint="cast the weight to float32 (NumPy defaults to float64).")
     eps = finite_float(norm_eps)
-    if eps is None or eps <= 0:
-        raise fail("norm_eps", expected="a finite norm_eps > 0, e.g. 1e-6", got=repr(norm_eps),
-                   hint="pass the model's rms_norm_eps (Qwen3: 1e-6).")
+    if eps is None or not eps >= NORM_EPS_MIN:
+        raise fail("norm_eps", expected=f"a finite norm_eps >= {NORM_EPS_MIN:g}, e.g. 1e-6", got=repr(norm_eps),
+                   hint="pass the model's rms_norm_eps (Qwen3: 1e-6); below 1e-30 float32 cannot keep "
+                        "the reference's result for a head of zeros or tiny values.")
     for name, scale in (("k_scale", k_scale), ("v_scale", v_scale)):
         x = finite_float(scale)
-        if x is None or x <= 0 or not 2.0**-126 <= 1.0 / x < 2.0**127:  # 1/scale a normal float32
-            raise fail("kv_scale", name=name, expected=f"a finite {name} > 0 (1.0: the values as they are)",
+        if x is None or not KV_SCALE_MIN <= x <= KV_SCALE_MAX:  # 1/scale a normal float32
+            raise fail("kv_scale", name=name, expected=f"{name} in [2**-126, 2**126] (1.0: the values as they are)",
                        got=repr(scale), hint=f"{name} divides the values before FP8 rounding: use the "
                                              "checkpoint's scale, or 1.0.")
         if not fp8 and x != 1.0:
@@ -261,6 +263,20 @@ def _validate_inplace(k_pool, v_pool) -> None:
         raise fail("inplace_unsupported", got="k_pool and v_pool share memory",
                    expected="two distinct pool buffers",
                    hint="allocate v_pool separately: writing v's rows would overwrite k's.")
+
+
+def _validate_norm_range(q, k, head_dim: int) -> None:
+    """QK-norm's inputs small enough that their mean of squares stays finite in float32."""
+    limit = norm_limit(head_dim)
+    for name, x in (("q", q), ("k", k)):
+        if x is None or dtype_name(x) == "float16":  # float16 holds nothing near the limit
+            continue
+        largest = largest_abs(x)
+        if largest >= limit:
+            raise fail("norm_overflow", name=name, limit=f"{limit:.3g}", expected=f"|{name}| < {limit:.3g}",
+                       got=f"{largest:.3g}", hint=f"{name}'s squares overflow float32, and the head would come "
+                       "out as zeros; values this size mean the projection went wrong upstream (check the "
+                       "weights' dtype and scale).")
 
 
 def _validate_values(pos: np.ndarray, slots: np.ndarray, pool_rows: int) -> None:

@@ -119,29 +119,50 @@ def fresh_hook():
     return module
 
 
+def hooks():
+    return [f for f in sys.meta_path if type(f).__name__ == "_RopepoolBlasHook"]
+
+
 @pytest.mark.parametrize("system, machine", [("darwin", "arm64"), ("linux", "aarch64")])
 def test_other_platforms_are_left_alone(monkeypatch, system, machine):
     hook = fresh_hook()
     monkeypatch.setattr(hook.sys, "platform", system)
-    monkeypatch.setattr(hook.platform, "machine", lambda: machine)
+    monkeypatch.setattr(hook.os, "uname", lambda: os.uname_result(("Linux", "host", "6", "#1", machine)))
     monkeypatch.setattr(hook, "_open", lambda library: pytest.fail("opened a library"))
-    hook.install_hook()
-    assert not any(isinstance(f, hook._BeforeMlx) for f in sys.meta_path)
+    before = hooks()
+    exec((ROOT / "ropepool-blas.pth").read_text(), {})
+    try:
+        assert hooks() == before or system == "linux"  # the .pth watches on Linux only; load() decides the rest
+    finally:
+        sys.meta_path[:] = [f for f in sys.meta_path if f not in hooks() or f in before]
     assert hook.load()["status"] == "not here"
 
 
 def test_the_hook_waits_for_mlx_and_removes_itself(monkeypatch):
-    """install_hook opens nothing; the first import of mlx calls load() once, and the finder goes."""
-    hook = fresh_hook()
-    monkeypatch.setattr(hook, "applies", lambda: True)
+    """The .pth opens and imports nothing; the first import of mlx imports the loader and calls load() once,
+    and the finder goes."""
     calls = []
-    monkeypatch.setattr(hook, "load", lambda: calls.append(1) or hook.uninstall_hook())
-    hook.install_hook()
+    monkeypatch.setattr(_ropepool_blas, "load", lambda: calls.append(1))
+    before = hooks()
+    sys.meta_path[:] = [f for f in sys.meta_path if f not in before]
     try:
-        finder = next(f for f in sys.meta_path if isinstance(f, hook._BeforeMlx))
+        exec((ROOT / "ropepool-blas.pth").read_text(), {})
+        finder = hooks()[0]
         assert calls == [] and sys.meta_path[0] is finder
         assert finder.find_spec("json") is None and calls == []
         assert finder.find_spec("mlx.core") is None  # it never finds: the import goes on as usual
-        assert calls == [1] and not any(isinstance(f, hook._BeforeMlx) for f in sys.meta_path)
+        assert calls == [1] and hooks() == []
     finally:
-        hook.uninstall_hook()
+        sys.meta_path[:] = [f for f in sys.meta_path if f not in hooks()] + before
+
+
+def test_an_older_pth_gets_the_same_watcher(monkeypatch):
+    """An older ropepool-blas.pth (`import _ropepool_blas; _ropepool_blas.install_hook()`) keeps working."""
+    before = hooks()
+    sys.meta_path[:] = [f for f in sys.meta_path if f not in before]
+    try:
+        _ropepool_blas.install_hook()
+        _ropepool_blas.install_hook()
+        assert len(hooks()) == 1
+    finally:
+        sys.meta_path[:] = [f for f in sys.meta_path if f not in hooks()] + before

@@ -62,6 +62,7 @@ def findings() -> list[tuple[str, str]]:
     rows += [(f"backend {name}", ("runs: " if s.available else "does not run: ") + s.reason)
              for name, s in available_backends().items()]
     rows.append(("backend='auto' picks", best_backend()))
+    rows += _fallen_back_rows()
     rows.append(("kernel CPU check", _cpu_check()))
     try:
         cache = f"{build.cache_dir()} (set ROPEPOOL_KERNEL_CACHE to move it)"
@@ -79,6 +80,21 @@ def _blas_rows() -> list[tuple[str, str]]:
     return [("BLAS under MLX", blas.describe()),
             ("float32 1024^3 matmul", f"MLX {mlx_gf:.1f} GF/s, NumPy {np_gf:.1f} GF/s ({mlx_gf / np_gf:.2f}x); "
                                       "medians of 3, interleaved")]
+
+
+def _fallen_back_rows() -> list[tuple[str, str]]:
+    """One row per GPU kernel variant that failed its first check in this process and runs on mlx."""
+    from ..backends import resolve
+    from ..kernels import FALLEN_BACK, GUARDED, statuses
+    from ..kernels.variants import sweep
+
+    here = [name for name in GUARDED if statuses()[name][0]]
+    for name in here:
+        sweep(resolve(name)[1])  # each dtype, rotation and fusion once, on a small head
+    if not FALLEN_BACK:
+        return [("kernel variants", f"every variant checked runs on {', '.join(here)}" if here
+                 else "no GPU kernel here to check")]
+    return [("fell back to mlx", f"{backend} {variant}: {why}") for (backend, variant), why in FALLEN_BACK.items()]
 
 
 def _cpu_check() -> str:

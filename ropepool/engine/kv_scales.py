@@ -16,16 +16,41 @@ Needs a model (an mlx-lm ``model``, SmolLM2 in notebook 10), so the doctests ski
 
 from __future__ import annotations
 
+import math
+
 import mlx.core as mx
 
 from ..fp8 import MAX
+from ..fusion import KV_SCALE_MAX, KV_SCALE_MIN
+from .arguments import check_token_ids
+from .errors import EngineArgumentError
 from .generate import Engine
 
 
 def calibrate(model, prompts, *, headroom: float = 2.0, backend: str = "auto") -> list[tuple[float, float]]:
     """``[(k_scale, v_scale)]``, one per layer: the largest ``|k_rot|`` and ``|v|`` the layer writes while
     prefilling ``prompts`` (float pools), times ``headroom``, over 448. A layer that writes only zeros
-    gets 1.0."""
+    gets 1.0; every scale is clipped to the range the op takes (``2**-126`` to ``2**126``).
+
+    ``prompts``: any iterable (a list, a generator) of prompts, each a non-empty list of token ids.
+
+    Raises
+    ------
+    EngineArgumentError
+        ``prompts`` is no iterable of prompts or is empty, a prompt is no list of token ids (named
+        ``prompts[i]``), or ``headroom`` is no finite number > 0.
+    """
+    if isinstance(headroom, bool) or not isinstance(headroom, (int, float)) or not (
+            math.isfinite(headroom) and headroom > 0):
+        raise EngineArgumentError(f"headroom must be a finite number > 0 (2.0: twice the largest value seen), "
+                                  f"got {headroom!r:.60}")
+    if isinstance(prompts, (str, bytes, dict)) or not hasattr(prompts, "__iter__"):
+        raise EngineArgumentError(f"prompts must be an iterable of prompts (lists of token ids), "
+                                  f"got {type(prompts).__name__} {prompts!r:.60}")
+    vocab = model.args.vocab_size
+    prompts = [check_token_ids(f"prompts[{i}]", p, vocab) for i, p in enumerate(prompts)]
+    if not prompts:
+        raise EngineArgumentError("prompts is empty: calibrate needs at least one prompt to measure")
     engine = Engine(model, pool_rows=sum(len(p) for p in prompts), backend=backend)
     for p in prompts:
         engine.add_request(p, 1)
@@ -35,5 +60,5 @@ def calibrate(model, prompts, *, headroom: float = 2.0, backend: str = "auto") -
     out = []
     for k_pool, v_pool in zip(runner.k_pools, runner.v_pools):
         amax = [float(mx.abs(p.astype(mx.float32)).max()) for p in (k_pool, v_pool)]
-        out.append(tuple(a * headroom / MAX if a > 0 else 1.0 for a in amax))
+        out.append(tuple(min(max(a * headroom / MAX, KV_SCALE_MIN), KV_SCALE_MAX) if a > 0 else 1.0 for a in amax))
     return out

@@ -30,7 +30,9 @@ from ..backends import resolve
 from ..op import StepPlan, apply_plan, plan_step
 from ..rope import rope_table
 from ..validation import fusion_settings
+from ..fusion import KV_SCALE_MAX, KV_SCALE_MIN
 from . import model_spec
+from .errors import EngineArgumentError
 from .scheduler import Batch
 
 
@@ -99,6 +101,29 @@ class StepContext:
         )
 
 
+def _kv_scales(kv_scales, kv_dtype, layers: int) -> list | None:
+    """``kv_scales`` as a list of ``(k_scale, v_scale)`` floats, one per layer, each in the op's range."""
+    if kv_scales is None:
+        return None
+    if kv_dtype != "fp8":
+        raise EngineArgumentError(f"kv_scales scale an FP8 cache: pass kv_dtype='fp8' with them, got "
+                                  f"kv_dtype={kv_dtype!r:.60}")
+    if isinstance(kv_scales, (str, bytes, dict)) or not hasattr(kv_scales, "__iter__"):
+        raise EngineArgumentError(f"kv_scales must be one (k_scale, v_scale) per layer, got "
+                                  f"{type(kv_scales).__name__} {kv_scales!r:.60}")
+    pairs = list(kv_scales)
+    if len(pairs) != layers:
+        raise EngineArgumentError(f"kv_scales must be one (k_scale, v_scale) per layer ({layers}), got {len(pairs)}")
+    for i, pair in enumerate(pairs):
+        ok = isinstance(pair, (tuple, list)) and len(pair) == 2 and all(
+            isinstance(x, (int, float, np.floating, np.integer)) and not isinstance(x, bool)
+            and KV_SCALE_MIN <= float(x) <= KV_SCALE_MAX for x in pair)
+        if not ok:
+            raise EngineArgumentError(f"kv_scales[{i}] must be a pair (k_scale, v_scale) of numbers from 2**-126 "
+                                      f"to 2**126, got {pair!r:.60}")
+    return [(float(k), float(v)) for k, v in pairs]
+
+
 class ModelRunner:
     """The model, its per-layer KV pools ``[P, Hkv, D]`` and the forward pass over a Batch.
 
@@ -110,12 +135,10 @@ class ModelRunner:
 
     def __init__(self, model, pool_rows: int, backend: str = "auto", kv_dtype: str | None = None,
                  kv_scales=None):
-        if kv_dtype not in (None, "fp8"):
-            raise ValueError(f"kv_dtype must be None (the activations' dtype) or 'fp8', got {kv_dtype!r}")
+        if not (kv_dtype is None or (isinstance(kv_dtype, str) and kv_dtype == "fp8")):
+            raise EngineArgumentError(f"kv_dtype must be None (the activations' dtype) or 'fp8', got {kv_dtype!r:.60}")
         layers = len(model.model.layers)
-        if kv_scales is not None and (kv_dtype != "fp8" or len(kv_scales) != layers):
-            raise ValueError(f"kv_scales: one (k_scale, v_scale) per layer ({layers}) with kv_dtype='fp8', "
-                             f"got {kv_scales!r:.80} with kv_dtype={kv_dtype!r}")
+        kv_scales = _kv_scales(kv_scales, kv_dtype, layers)
         self.arch = model_spec.architecture(model)
         self.rope_kwargs = model_spec.rope_kwargs(model)
         self.backend, _ = resolve(backend)  # an unknown or unavailable backend fails here, not mid-run

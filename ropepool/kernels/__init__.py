@@ -32,7 +32,9 @@ Where it has run
 Which compiler checked the body, and on what it ran, is the README's "What ran where" (NVIDIA's
 NVRTC checks the CUDA text from ``benchmarks/nvrtc.py``). On a machine with Metal or CUDA the
 backend first runs a self-check against the reference (:func:`self_check`) and reports itself
-unavailable, with the reason, if the kernel fails to build or disagrees;
+unavailable, with the reason, if the kernel fails to build or disagrees; each other variant (dtype,
+rotation, QK-norm, FP8) is checked on its first call and runs on ``mlx`` if it fails
+(:mod:`ropepool.kernels.variants`);
 ``tests/test_kernel_backends.py`` holds the Metal and CUDA tests (skipped elsewhere).
 
 Design: the kernel rotates, a donated scatter places
@@ -66,10 +68,13 @@ import numpy as np
 from . import host
 from .fused import rotate_cuda, rotate_metal
 from .host import rotate_host
+from .variants import FALLEN_BACK, guarded
 
-__all__ = ["statuses", "rotate_metal", "rotate_cuda", "rotate_host", "self_check"]
+__all__ = ["statuses", "rotate_metal", "rotate_cuda", "rotate_host", "self_check", "FALLEN_BACK"]
 
 IMPLEMENTATIONS = {"metal": rotate_metal, "cuda": rotate_cuda, "cpu": rotate_host}
+#: The GPU kernels: every variant beyond the plain one is checked on its first call (:mod:`.variants`).
+GUARDED = ("metal", "cuda")
 _API = {"metal": "through mx.fast.metal_kernel", "cuda": "through mx.fast.cuda_kernel",
         "cpu": "compiled by g++ for this CPU, run on MLX's buffers"}
 
@@ -131,7 +136,8 @@ def _statuses():
         problem = _missing(name) or self_check(name)
         if problem is None:
             where = "" if name == "cpu" else f" on {mx.default_device()}"
-            out[name] = (True, f"fused kernel {_API[name]}{where}", IMPLEMENTATIONS[name])
+            impl = guarded(name, IMPLEMENTATIONS[name]) if name in GUARDED else IMPLEMENTATIONS[name]
+            out[name] = (True, f"fused kernel {_API[name]}{where}", impl)
         else:
             out[name] = (False, problem, None)
     return out

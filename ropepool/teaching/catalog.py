@@ -314,10 +314,19 @@ _SPECS = [
         lambda: _call(q_norm_weight=mx.ones((8,)), norm_eps=0.0),
         lambda: _call(q_norm_weight=mx.ones((8,)), norm_eps=1e-6)),
     ErrorSpec(
+        "norm_overflow",
+        "QK-norm divides each head by sqrt(mean(x**2) + eps), computed in float32: once a square passes "
+        "3.4e38 the mean is inf and the head comes out as zeros, where the exact result has size one.",
+        ("activations blown up by a wrong weight scale or dtype upstream",),
+        "Find where q or k grew that large (real activations stay far below the limit).",
+        lambda: _call(q_norm_weight=mx.ones((8,)), q=mx.full((3, 4, 8), 2e19)),
+        lambda: _call(q_norm_weight=mx.ones((8,)), q=mx.full((3, 4, 8), 2.0))),
+    ErrorSpec(
         "kv_scale",
         "k_scale and v_scale are per-tensor FP8 scales, as in vLLM: an FP8 pool holds k_rot / k_scale and "
         "v / v_scale in e4m3, whose largest value is 448. Float pools store values as they are.",
-        ("a scale of 0 (a checkpoint without calibrated scales)", "a scale passed with float pools"),
+        ("a scale of 0 (a checkpoint without calibrated scales)", "a scale passed with float pools",
+         "a scale outside 2**-126 to 2**126, whose reciprocal float32 cannot hold as a normal number"),
         "Use the checkpoint's k_scale and v_scale with uint8 pools, or 1.0.",
         lambda: _fp8_call(k_scale=0.0), lambda: _fp8_call(k_scale=2.0)),
     ErrorSpec(

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import ipywidgets as W
 import numpy as np
 
-from ..._arrays import dtype_name, is_array, to_numpy
+from ..._arrays import dtype_name, is_array, largest_abs, to_numpy
 from ..checks import expect_error
 from ...errors import RopePoolError
 from ..catalog import CATALOG, ErrorSpec
@@ -122,6 +122,8 @@ def describe(value) -> str:
         text = f"{kind} {tuple(value.shape)} {dtype_name(value)}"
         if value.ndim == 1 and "int" in dtype_name(value) and value.size <= 8:
             text += f" {to_numpy(value).tolist()}"
+        if "float" in dtype_name(value) and largest_abs(value) >= 1e6:  # values no activation has (norm_overflow)
+            text += f", |values| up to {largest_abs(value):.3g}"
         if isinstance(value, np.ndarray):  # what inplace=True needs of a NumPy pool
             if not value.flags.writeable:
                 text += ", read-only"
