@@ -102,7 +102,9 @@ class Allocator(Protocol):
     def watch(self, listener: Callable[[list[int], int], None]) -> None:
         """Call ``listener(pages, delta)`` after every :meth:`retain` (delta +1) and :meth:`release` (-1)
         with the pages whose counts changed. The radix cache keeps its count of evictable pages this
-        way. Undoing a change (the journal) does not call it: each listener journals its own changes."""
+        way (it is the only user: an allocator without ``watch`` serves with ``prefix_cache=False`` or a
+        cache of your own). Undoing a change (the journal) does not call it: each listener journals its
+        own changes."""
 
 
 @runtime_checkable
