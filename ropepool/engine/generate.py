@@ -291,4 +291,6 @@ def generate(model, prompts, max_new_tokens, *, pool_rows: int, backend: str = "
         batch = engine.step()
         if on_step is not None:
             on_step(engine, batch)
+    if engine.held_interrupt:  # a Ctrl-C landed after the last step committed: no next step will raise it
+        raise KeyboardInterrupt("held from the end of the last step, which committed")
     return [Result(r.tokens, mx.stack(r.logits) if keep_logits else None) for r in requests]
