@@ -45,7 +45,8 @@ Shapes are Python lists of ints unless said otherwise; ``T`` is the step's new t
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import mlx.core as mx
 
