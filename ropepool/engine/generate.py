@@ -169,11 +169,11 @@ class Engine:
         self.journal.begin()
         try:
             self._snapshot_unjournaled()
-            batch = self.scheduler.schedule()
+            batch = bookkeeping(self.scheduler.schedule)
             self._save_rows(batch)
             logits = self.runner.run(batch)  # [len(batch.requests), vocab]
             mx.eval(logits)  # the lazy pass runs here, inside the try
-            self.scheduler.postprocess(batch, logits, keep_logits=self.keep_logits)
+            bookkeeping(self.scheduler.postprocess, batch, logits, keep_logits=self.keep_logits)
             hold.start()  # the step is done: from here on a Ctrl-C is held, not raised
         except BaseException as error:
             hold.stop()
@@ -209,6 +209,25 @@ class Engine:
     @property
     def done(self) -> bool:
         return self.scheduler.done
+
+
+def bookkeeping(f, *args, **kwargs):
+    """``f(*args, **kwargs)`` with Ctrl-C held until it returns, then raised.
+
+    The bookkeeping of a step (schedule, postprocess) changes the allocator, the tree and the
+    requests in small steps, each recorded in the undo log just after it is made: a SIGINT landing
+    between a change and its record would leave a change the rollback cannot see. Held, it lands
+    after the last record; the rollback then undoes everything. The forward pass stays interruptible.
+    """
+    hold = HeldInterrupts()
+    hold.start()
+    try:
+        out = f(*args, **kwargs)
+    finally:
+        held = hold.stop()
+    if held:
+        raise KeyboardInterrupt("held until the step's bookkeeping had recorded its changes")
+    return out
 
 
 def check_pool_memory(runner: ModelRunner, pool_rows: int) -> None:
