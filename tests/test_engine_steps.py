@@ -15,6 +15,8 @@ import pytest
 
 import ropepool
 from ropepool.engine import Engine, EngineArgumentError, Status, WrongThreadError, generate
+from ropepool.engine.radix import RadixCache
+from ropepool.engine.scheduler import Scheduler
 from ropepool.engine.tiny_models import tiny
 
 
@@ -527,5 +529,55 @@ def test_a_ctrl_c_at_any_line_of_the_bookkeeping_is_undone(n):
             sys.settrace(None)
     assert interrupts > 0 and engine.steps == plain.steps
     books_recounted(engine)
+    for r, w in zip(reqs, want):
+        assert r.tokens == w.tokens
+
+
+class UnloggedScheduler:
+    """A scheduler of your own that keeps no undo log: here the engine's, behind a wrapper without ``journal``."""
+
+    def __init__(self, allocator, cache, *, max_step_tokens):
+        self.inner = Scheduler(allocator, cache, max_step_tokens=max_step_tokens)  # its journal: its own, never begun
+
+    allocator = property(lambda self: self.inner.allocator)
+    cache = property(lambda self: self.inner.cache)
+    waiting = property(lambda self: self.inner.waiting)
+    running = property(lambda self: self.inner.running)
+    stats = property(lambda self: self.inner.stats)
+    done = property(lambda self: self.inner.done)
+
+    def add(self, req):
+        self.inner.add(req)
+
+    def schedule(self):
+        return self.inner.schedule()
+
+    def postprocess(self, batch, logits, *, keep_logits=False):
+        self.inner.postprocess(batch, logits, keep_logits=keep_logits)
+
+
+@pytest.mark.parametrize("scheduler", [Scheduler, UnloggedScheduler], ids=["factory", "without a journal"])
+def test_plugged_parts_serve_as_the_engines_own(scheduler):
+    """The plug points of ropepool.engine.protocols: factories for the cache and the scheduler, one of them
+    keeping no undo log (copied each step instead); failed steps are still undone."""
+    want, plain, _ = served()
+    m = model()
+    engine = Engine(m, pool_rows=16, keep_logits=True, max_step_tokens=8, prefix_cache=lambda a: RadixCache(a),
+                    scheduler=scheduler)
+    assert (engine._unjournaled == [engine.scheduler]) == (scheduler is UnloggedScheduler)
+    reqs = [engine.add_request(*WARM)]
+    while not engine.done:
+        engine.step()
+    reqs += [engine.add_request(p, n) for p, n in REQUESTS]
+    while not engine.done:
+        before, rows = engine_state(engine), valuable_rows(engine)
+        bits = pool_rows(engine, rows)
+        with Patch(engine.runner, "run", lambda *a: True), pytest.raises(KeyboardInterrupt):
+            engine.step()
+        assert engine_state(engine) == before
+        for b, a in zip(bits, pool_rows(engine, rows)):
+            np.testing.assert_array_equal(b, a)
+        engine.step()
+    assert engine_state(engine)[2:] == engine_state(plain)[2:]
     for r, w in zip(reqs, want):
         assert r.tokens == w.tokens
