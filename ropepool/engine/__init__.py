@@ -6,8 +6,8 @@ prefix cache: a radix tree over token ids, beside the allocator), :mod:`.schedul
 step: admission, chunked prefill, preemption), :mod:`.runner` (the forward pass), :mod:`.generate`
 (the loop). :mod:`.journal` is a step's undo log (a failed step is undone, not copied beforehand);
 :mod:`.protocols` writes down the interfaces a part of your own must meet to plug into
-``Engine(allocator=..., prefix_cache=..., scheduler=...)``. :mod:`.model_spec` reads the model's architecture and RoPE parameters;
-:mod:`.arguments` checks token ids and counts. :mod:`.tiny_models` builds the small random-weight
+``Engine(allocator=..., prefix_cache=..., scheduler=...)``. :mod:`.model_spec` reads the model's
+architecture and RoPE parameters; :mod:`.arguments` checks token ids and counts. :mod:`.tiny_models` builds the small random-weight
 mlx-lm models the tests and benchmarks serve. The real model it serves (SmolLM2) is loaded by
 :mod:`ropepool.loaders`.
 """

@@ -143,7 +143,8 @@ class Engine:
         the step, pool rows included, and the exception is raised again: stepping on loses nothing.
         The parts record each change in an undo log (:mod:`.journal`), undone newest first: a step
         costs what it changes, not a copy of the pool's books. A Ctrl-C during the bookkeeping
-        (schedule, postprocess) or the rollback is held until it ends, then raised (see :func:`bookkeeping`). Once the step has committed, it returns its batch (finished
+        (schedule, postprocess) or the rollback is held until it ends, then raised (see :func:`bookkeeping`).
+        Once the step has committed, it returns its batch (finished
         requests included): a Ctrl-C landing after the commit is held, and raised by the next
         :meth:`step` before it changes anything.
 
