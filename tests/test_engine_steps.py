@@ -7,6 +7,7 @@ import sys
 import threading
 import weakref
 from contextlib import contextmanager
+from pathlib import Path
 
 import mlx.core as mx
 import numpy as np
@@ -14,6 +15,8 @@ import pytest
 
 import ropepool
 from ropepool.engine import Engine, EngineArgumentError, Status, WrongThreadError, generate
+from ropepool.engine.radix import RadixCache
+from ropepool.engine.scheduler import Scheduler
 from ropepool.engine.tiny_models import tiny
 
 
@@ -478,3 +481,103 @@ def test_a_part_without_an_undo_log_is_copied_each_step_and_steps_stay_transacti
         engine.step()
     assert failures > 0 and engine.stats.preemptions > 0
     assert [r.tokens for r in reqs] == [w.tokens for w in want]
+
+
+BOOKKEEPING = tuple(str(Path(ropepool.__file__).parent / "engine" / f"{m}.py")
+                    for m in ("allocator", "radix", "scheduler", "request"))
+
+
+@pytest.mark.parametrize("n", [1, 7, 40, 150, 400])
+def test_a_ctrl_c_at_any_line_of_the_bookkeeping_is_undone(n):
+    """A real SIGINT at the n-th line the allocator, the tree, the scheduler or a request runs in a step:
+    held until that bookkeeping has recorded its change, then raised; the step is undone."""
+    want, plain, _ = served()
+    engine = Engine(model(), pool_rows=16, keep_logits=True, max_step_tokens=8)
+    reqs = [engine.add_request(*WARM)]
+    while not engine.done:
+        engine.step()
+    reqs += [engine.add_request(p, k) for p, k in REQUESTS]
+    lines = [0]
+
+    def tracer(frame, event, arg):
+        if frame.f_code.co_filename not in BOOKKEEPING:
+            return None
+
+        def local(frame, event, arg):
+            if event == "line":
+                lines[0] += 1
+                if lines[0] == n:
+                    signal.raise_signal(signal.SIGINT)
+            return local
+        return local
+
+    interrupts = 0
+    while not engine.done:
+        before, rows = engine_state(engine), valuable_rows(engine)
+        bits = pool_rows(engine, rows)
+        lines[0] = 0
+        sys.settrace(tracer)
+        try:
+            engine.step()
+        except KeyboardInterrupt:
+            interrupts += 1
+            assert engine_state(engine) == before, "a Ctrl-C in the bookkeeping changed the engine"
+            for b, a in zip(bits, pool_rows(engine, rows)):
+                np.testing.assert_array_equal(b, a)
+            engine.step()  # the same step again, with no Ctrl-C
+        finally:
+            sys.settrace(None)
+    assert interrupts > 0 and engine.steps == plain.steps
+    books_recounted(engine)
+    for r, w in zip(reqs, want):
+        assert r.tokens == w.tokens
+
+
+class UnloggedScheduler:
+    """A scheduler of your own that keeps no undo log: here the engine's, behind a wrapper without ``journal``."""
+
+    def __init__(self, allocator, cache, *, max_step_tokens):
+        self.inner = Scheduler(allocator, cache, max_step_tokens=max_step_tokens)  # its journal: its own, never begun
+
+    allocator = property(lambda self: self.inner.allocator)
+    cache = property(lambda self: self.inner.cache)
+    waiting = property(lambda self: self.inner.waiting)
+    running = property(lambda self: self.inner.running)
+    stats = property(lambda self: self.inner.stats)
+    done = property(lambda self: self.inner.done)
+
+    def add(self, req):
+        self.inner.add(req)
+
+    def schedule(self):
+        return self.inner.schedule()
+
+    def postprocess(self, batch, logits, *, keep_logits=False):
+        self.inner.postprocess(batch, logits, keep_logits=keep_logits)
+
+
+@pytest.mark.parametrize("scheduler", [Scheduler, UnloggedScheduler], ids=["factory", "without a journal"])
+def test_plugged_parts_serve_as_the_engines_own(scheduler):
+    """The plug points of ropepool.engine.protocols: factories for the cache and the scheduler, one of them
+    keeping no undo log (copied each step instead); failed steps are still undone."""
+    want, plain, _ = served()
+    m = model()
+    engine = Engine(m, pool_rows=16, keep_logits=True, max_step_tokens=8, prefix_cache=lambda a: RadixCache(a),
+                    scheduler=scheduler)
+    assert (engine._unjournaled == [engine.scheduler]) == (scheduler is UnloggedScheduler)
+    reqs = [engine.add_request(*WARM)]
+    while not engine.done:
+        engine.step()
+    reqs += [engine.add_request(p, n) for p, n in REQUESTS]
+    while not engine.done:
+        before, rows = engine_state(engine), valuable_rows(engine)
+        bits = pool_rows(engine, rows)
+        with Patch(engine.runner, "run", lambda *a: True), pytest.raises(KeyboardInterrupt):
+            engine.step()
+        assert engine_state(engine) == before
+        for b, a in zip(bits, pool_rows(engine, rows)):
+            np.testing.assert_array_equal(b, a)
+        engine.step()
+    assert engine_state(engine)[2:] == engine_state(plain)[2:]
+    for r, w in zip(reqs, want):
+        assert r.tokens == w.tokens

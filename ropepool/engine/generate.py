@@ -149,8 +149,9 @@ class Engine:
         scheduling, the forward pass or the bookkeeping after it), the engine is left as it was before
         the step, pool rows included, and the exception is raised again: stepping on loses nothing.
         The parts record each change in an undo log (:mod:`.journal`), undone newest first: a step
-        costs what it changes, not a copy of the pool's books. A Ctrl-C during that rollback is held
-        until it ends, then raised. Once the step has committed, it returns its batch (finished
+        costs what it changes, not a copy of the pool's books. A Ctrl-C during the bookkeeping
+        (schedule, postprocess) or the rollback is held until it ends, then raised (see :func:`bookkeeping`).
+        Once the step has committed, it returns its batch (finished
         requests included): a Ctrl-C landing after the commit is held, and raised by the next
         :meth:`step` before it changes anything.
 
@@ -176,13 +177,13 @@ class Engine:
         self.journal.begin()
         try:
             self._snapshot_unjournaled()
-            batch = self.scheduler.schedule()
+            batch = bookkeeping(self.scheduler.schedule)
             self._save_rows(batch)
             logits = self.runner.run(batch)  # [len(batch.requests), vocab]
             mx.eval(logits)  # the lazy pass runs here, inside the try
-            self.scheduler.postprocess(batch, logits, keep_logits=self.keep_logits)
+            bookkeeping(self.scheduler.postprocess, batch, logits, keep_logits=self.keep_logits)
             if hasattr(self.runner, "release"):  # rows the runner keeps per request (a sliding window's ring)
-                self.runner.release(batch.finished)
+                bookkeeping(self.runner.release, batch.finished)
             hold.start()  # the step is done: from here on a Ctrl-C is held, not raised
         except BaseException as error:
             hold.stop()
@@ -218,6 +219,25 @@ class Engine:
     @property
     def done(self) -> bool:
         return self.scheduler.done
+
+
+def bookkeeping(f, *args, **kwargs):
+    """``f(*args, **kwargs)`` with Ctrl-C held until it returns, then raised.
+
+    The bookkeeping of a step (schedule, postprocess) changes the allocator, the tree and the
+    requests in small steps, each recorded in the undo log just after it is made: a SIGINT landing
+    between a change and its record would leave a change the rollback cannot see. Held, it lands
+    after the last record; the rollback then undoes everything. The forward pass stays interruptible.
+    """
+    hold = HeldInterrupts()
+    hold.start()
+    try:
+        out = f(*args, **kwargs)
+    finally:
+        held = hold.stop()
+    if held:
+        raise KeyboardInterrupt("held until the step's bookkeeping had recorded its changes")
+    return out
 
 
 def check_pool_memory(runner: ModelRunner, pool_rows: int) -> None:
@@ -300,4 +320,6 @@ def generate(model, prompts, max_new_tokens, *, pool_rows: int, backend: str = "
         batch = engine.step()
         if on_step is not None:
             on_step(engine, batch)
+    if engine.held_interrupt:  # a Ctrl-C landed after the last step committed: no next step will raise it
+        raise KeyboardInterrupt("held from the end of the last step, which committed")
     return [Result(r.tokens, mx.stack(r.logits) if keep_logits else None) for r in requests]

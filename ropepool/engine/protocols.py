@@ -45,7 +45,8 @@ Shapes are Python lists of ints unless said otherwise; ``T`` is the step's new t
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import mlx.core as mx
 
@@ -102,7 +103,9 @@ class Allocator(Protocol):
     def watch(self, listener: Callable[[list[int], int], None]) -> None:
         """Call ``listener(pages, delta)`` after every :meth:`retain` (delta +1) and :meth:`release` (-1)
         with the pages whose counts changed. The radix cache keeps its count of evictable pages this
-        way. Undoing a change (the journal) does not call it: each listener journals its own changes."""
+        way (it is the only user: an allocator without ``watch`` serves with ``prefix_cache=False`` or a
+        cache of your own). Undoing a change (the journal) does not call it: each listener journals its
+        own changes."""
 
 
 @runtime_checkable
