@@ -139,6 +139,18 @@ def test_decode_checks_say_hit_or_miss_against_the_issue_targets():
     assert checks[1][0].startswith("float16   mx inputs:    1.10x faster")
 
 
+def test_engine_checks_judge_decode_in_place_and_prefill_by_their_own_goals():
+    def t(method, ms, tokens, dtype="float32"):
+        return Timing(method, dtype, tokens, 4096, ms, ms, 10)
+
+    rows = [t("ropepool-inplace", 1.0, 1), t("mx.fast.rope", 1.6, 1), t("ropepool", 1.0, 64), t("mx.fast.rope", 1.9, 64),
+            t("ropepool", 1.0, 2048), t("mx.fast.rope", 2.5, 2048), t("ropepool", 1.0, 8), t("mx.fast.rope", 9.0, 8)]
+    checks = op_bench.engine_checks(rows)
+    assert checks == [("ropepool-inplace float32 T=1: 1.60x faster than mx.fast.rope + scatter (>= 1.5x)", True),
+                      ("ropepool float32 T=64: 1.90x faster than mx.fast.rope + scatter (>= 2.0x)", False),
+                      ("ropepool float32 T=2048: 2.50x faster than mx.fast.rope + scatter (>= 2.0x)", True)]
+
+
 def _results():
     shapes = [Timing(m, "float16", 1, 4096, ms, ms, 1) for m, ms in
               (("ropepool", 1.0), ("ropepool-inplace", 2.0), ("mx.fast.rope", 3.0), ("copy (mlx)", 0.5))]
