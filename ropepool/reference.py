@@ -74,8 +74,8 @@ def encode_e4m3(x) -> np.ndarray:
     """The e4m3 code (uint8, same shape) of each float32 value of ``x``, by search, not bit tricks.
 
     The nearest of the 127 non-negative finite codes to ``|x|`` (float64 midpoints, exact for float32
-    input), a tie going to the even code; ``|x| > 448`` saturates to 448; NaN gives ``0x7F``; the sign
-    bit is ``x``'s (see :mod:`ropepool.fp8`).
+    input), a tie going to the even code; ``|x| > 448`` saturates to 448; NaN of either sign gives
+    ``0x7F``; otherwise the sign bit is ``x``'s (see :mod:`ropepool.fp8`).
     """
     x = np.asarray(x, np.float32)
     with np.errstate(invalid="ignore"):  # NaN compares false: its code is set below
@@ -89,15 +89,14 @@ def _encode_e4m3(x: np.ndarray) -> np.ndarray:
     lo = hi - 1
     d_lo, d_hi = mag - values[lo], values[hi] - mag
     code = np.where(d_lo < d_hi, lo, np.where(d_hi < d_lo, hi, np.where(lo % 2 == 0, lo, hi)))
-    code = np.where(np.isnan(x), NAN_CODE, code)
     sign = np.signbit(x).astype(np.int64) << 7
-    return (code | sign).astype(np.uint8)
+    return np.where(np.isnan(x), NAN_CODE, code | sign).astype(np.uint8)
 
 
 def quantize_rows(rows, scale: float) -> np.ndarray:
-    """An FP8 pool's bits for ``rows`` (any float dtype): e4m3 of ``float32(rows) * float32(1 / scale)``."""
-    inv = np.float32(1.0 / scale)
-    return encode_e4m3(to_numpy(rows, np.float32) * inv)
+    """An FP8 pool's bits for ``rows`` (any float dtype): e4m3 of the float32 quotient
+    ``float32(rows) / float32(scale)``, as vLLM's ``reshape_and_cache_flash`` writes them."""
+    return encode_e4m3(to_numpy(rows, np.float32) / np.float32(scale))
 
 
 #: The op's keywords that choose the rotation, beyond rope_base (see :func:`ropepool.rope.rope_table`).
