@@ -8,8 +8,8 @@ Two steps, two environments (torch is not a dependency of ropepool):
 ``write`` runs ``rope_pool_fused`` with uint8 pools on every finite float16 and bfloat16 bit pattern as
 ``v``, at several ``v_scale``s, and stores the pool bytes. ``check`` computes vLLM's rule with torch,
 ``(float32(x) / float32(scale)).to(torch.float8_e4m3fn)`` (``reshape_and_cache_flash`` divides by the
-scale and converts with ``__NV_SATFINITE``; torch's CPU conversion also saturates... only where it is
-told to, so values past 448 are clamped first, as SATFINITE does), and prints how many codes differ.
+scale and converts with ``__NV_SATFINITE``; torch's conversion does not saturate, so values are clamped
+to ±448 first, as SATFINITE does), and prints how many codes differ.
 NaN inputs are left out of the comparison: NVIDIA's conversion writes 0x7F for a NaN of either sign,
 torch's CPU conversion keeps the sign (0xFF), and ropepool follows NVIDIA (tests/test_fusions.py).
 """
