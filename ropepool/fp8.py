@@ -7,9 +7,10 @@ of such codes.
 
 Encoding ``x`` (float32) rounds to the nearest code, ties to the even code; every ``|x| > 448``
 (infinity too) saturates to ``±448``, as vLLM's and FlashInfer's ``SATFINITE`` conversions do; NaN
-of either sign gives ``0x7F``, as NVIDIA's ``__nv_cvt_float_to_fp8`` does (``0xFF`` is never written). :func:`encode` is the MLX form; the kernel body's ``rp_e4m3``
-(``kernels/e4m3.inc``) computes the same bits, and :func:`ropepool.reference.encode_e4m3` is the
-oracle both are tested against on every float32 that matters. (MLX's own ``mx.to_fp8`` also
+of either sign gives ``0x7F``, as NVIDIA's ``__nv_cvt_float_to_fp8`` does (``0xFF`` is never written).
+:func:`encode` is the MLX form; the kernel body's ``rp_e4m3`` (``kernels/e4m3.inc``) computes the
+same bits, and :func:`ropepool.reference.encode_e4m3` is the oracle both are tested against on every
+float32 that matters. (MLX's own ``mx.to_fp8`` also
 saturates, but turns NaN into 448.)
 
 Example

@@ -125,7 +125,7 @@ def _boundaries() -> np.ndarray:
 def test_reference_encoder_on_every_code():
     finite = (CODES & 0x7F) != 0x7F
     assert np.array_equal(encode_e4m3(VALUES[finite]), CODES[finite]), "every finite code encodes to itself"
-    assert list(encode_e4m3(VALUES[~finite])) == [0x7F, 0x7F], "NaN stays NaN: 0x7F whatever its sign, as NVIDIA's conversion"
+    assert list(encode_e4m3(VALUES[~finite])) == [0x7F, 0x7F], "NaN stays NaN: 0x7F whatever its sign (NVIDIA's rule)"
     assert VALUES[0x7E] == 448 and VALUES[0x01] == 2.0**-9 and VALUES[0x08] == 2.0**-6
 
 

@@ -72,7 +72,8 @@ class Throughput:
     engine_steps: list[int] = field(default_factory=list)  # forward passes the engine ran, per n
     seconds: dict[str, list[list[float]]] = field(default_factory=dict)  # method -> per n -> per repeat
 
-    def ratio_range(self, method: str, n: int, other: str | None = None, m: int | None = None) -> tuple[float, float, float]:
+    def ratio_range(self, method: str, n: int, other: str | None = None,
+                    m: int | None = None) -> tuple[float, float, float]:
         """:meth:`ratio` round by round: ``(median, lowest, highest)`` over the repeats, each repeat's
         tokens/s of ``method`` at n over ``other``'s at m in the same repeat (they ran interleaved)."""
         other, m = other or method, m or self.requests[0]
