@@ -43,6 +43,7 @@ CELLS = [
     "print('ylabel:', explorer.figure.axes[1].get_ylabel())\n"
     "explorer",
     # notebook 10's memory-vs-error figure, drawn as 10 draws it: inside an if, through display()
+    "%matplotlib inline\n"
     "from ropepool.teaching.viz import fusions as viz\n"
     "if True:\n"
     "    display(viz.memory_vs_error([('float32', 4 * 2**20, 0.0), ('fp8, scale 1.0', 2**20, 3.5),\n"
