@@ -187,13 +187,15 @@ def measure(s: Step, rounds: int = 40, calls: int = 5, backend: str = "auto") ->
     return out
 
 
-def why_fuse(backend: str = "auto", rounds: int = 15) -> dict[str, tuple[Step, FusionCost]]:
+def why_fuse(backend: str = "auto", rounds: int = 30) -> dict[str, tuple[Step, FusionCost]]:
     """The two races notebook 10 shows: SGLang's op (RoPE + pool write, 4 steps unfused) at one decode
-    token, and the full call (QK-norm + RoPE + FP8 + pool write, 7 steps) for a decode batch of 8."""
+    token (10 calls a round: each is a fraction of a millisecond), and the full call (QK-norm + RoPE + FP8
+    + pool write, 7 steps) for a decode batch of 8 (3 calls a round)."""
     out = {}
-    for name, T, extras in (("RoPE + write, T = 1", 1, False), ("QK-norm + RoPE + FP8 + write, T = 8", 8, True)):
+    for name, T, extras, calls in (("RoPE + write, T = 1", 1, False, 10),
+                                   ("QK-norm + RoPE + FP8 + write, T = 8", 8, True, 3)):
         step = decode_step(T=T, fused_extras=extras)
-        out[name] = (step, measure(step, rounds=rounds, backend=backend))
+        out[name] = (step, measure(step, rounds=rounds, calls=calls, backend=backend))
     return out
 
 
