@@ -77,19 +77,19 @@ def resolve(backend: str, inplace: bool = False) -> tuple[str, Callable]:
     reg = _registry()
     if not isinstance(backend, str):
         raise fail("unknown_backend", expected=f"a string: 'auto' or one of {list(reg)}",
-                   got=f"{backend!r} ({type(backend).__name__})", hint="name one backend, as a string.")
+                   got=f"{backend!r} ({type(backend).__name__})", hint="Name one backend, as a string.")
     if backend == "auto":
         backend = next(name for name, (status, _) in reg.items()
                        if status.available and (name in INPLACE_BACKENDS or not inplace))
     if backend not in reg:
         raise fail("unknown_backend", expected=f"'auto' or one of {list(reg)}", got=repr(backend),
-                   hint="see ropepool.available_backends().")
+                   hint="See ropepool.available_backends().")
     status, impl = reg[backend]
     if not status.available:
         raise fail("backend_unavailable", expected=f"a backend that runs here: {best_backend()!r} or 'auto'",
                    got=repr(backend), hint=f"{status}.")
     if inplace and backend not in INPLACE_BACKENDS:
         raise fail("inplace_unsupported", got=f"backend {backend!r}", expected=f"one of {list(INPLACE_BACKENDS)}",
-                   hint="the fused GPU kernels produce new rows for a scatter, not host writes: "
+                   hint="The fused GPU kernels produce new rows for a scatter, not host writes: "
                         "use backend='auto', or call without inplace=True.")
     return backend, impl

@@ -6,10 +6,10 @@ comes from. :func:`fail` builds the error for a code. This is the contract: what
 means, its causes, its fix and a call that raises it are the lesson
 (:mod:`ropepool.teaching.catalog`). Nothing here imports MLX or NumPy.
 
->>> err = fail("head_dim_odd", expected="an even head_dim", got=7, hint="pass the model's head_dim.")
+>>> err = fail("head_dim_odd", expected="an even head_dim", got=7, hint="Pass the model's head_dim.")
 >>> print(err)
 rope_pool_fused: head_dim must be even
-  expected an even head_dim, got 7. pass the model's head_dim.
+  expected an even head_dim, got 7. Pass the model's head_dim.
 >>> isinstance(err, RuntimeError), CODES["k_shape"].origin
 (True, 'sglang')
 """

@@ -7,9 +7,10 @@ of such codes.
 
 Encoding ``x`` (float32) rounds to the nearest code, ties to the even code; every ``|x| > 448``
 (infinity too) saturates to ``±448``, as vLLM's and FlashInfer's ``SATFINITE`` conversions do; NaN
-gives ``0x7F`` (``S`` kept). :func:`encode` is the MLX form; the kernel body's ``rp_e4m3``
-(``kernels/e4m3.inc``) computes the same bits, and :func:`ropepool.reference.encode_e4m3` is the
-oracle both are tested against on every float32 that matters. (MLX's own ``mx.to_fp8`` also
+of either sign gives ``0x7F``, as NVIDIA's ``__nv_cvt_float_to_fp8`` does (``0xFF`` is never written).
+:func:`encode` is the MLX form; the kernel body's ``rp_e4m3`` (``kernels/e4m3.inc``) computes the
+same bits, and :func:`ropepool.reference.encode_e4m3` is the oracle both are tested against on every
+float32 that matters. (MLX's own ``mx.to_fp8`` also
 saturates, but turns NaN into 448.)
 
 Example
@@ -33,7 +34,7 @@ if TYPE_CHECKING:  # annotations only: the float64 reference reads this module w
 
 #: The largest finite e4m3 value, ``0x7E``.
 MAX = 448.0
-#: The code NaN encodes to (with the sign bit of the NaN).
+#: The code NaN encodes to, whatever the NaN's sign bit.
 NAN_CODE = 0x7F
 
 
@@ -96,5 +97,5 @@ def encode(x: mx.array) -> mx.array:
     sub = mx.where((e > 0) & (e >= 117), sub, 0)  # below 2**-10 (e < 117): 0
     mag = mx.where(a >= 0x3C800000, normal, sub)
     mag = mx.where(a > 0x43E00000, 0x7E, mag)  # past 448 (infinity too): saturate
-    mag = mx.where(a > 0x7F800000, NAN_CODE, mag)  # NaN
-    return (sign | mag).astype(mx.uint8)
+    code = mx.where(a > 0x7F800000, NAN_CODE, sign | mag)  # NaN, either sign: 0x7F
+    return code.astype(mx.uint8)

@@ -5,10 +5,10 @@ q (and k) over its D dimensions before rotating it, as Qwen3's attention does
 (:func:`ropepool.reference.rms_norm`: ``x / sqrt(mean(x**2) + eps) * w``, in float32, with the
 rotation's one rounding). Gemma's ``(1 + w)`` is the caller's to pass as the weight.
 
-uint8 pools are an FP8 cache (:mod:`ropepool.fp8`): each row holds the e4m3 codes of
-``k_rot * (1 / k_scale)`` and ``v * (1 / v_scale)``, the reciprocals taken in float32 (a product, not a
-quotient: the same bits on every backend). ``k_scale`` and ``v_scale`` are per-tensor floats, as in
-vLLM's ``reshape_and_cache_flash``; q_rot and k_rot keep q's dtype.
+uint8 pools are an FP8 cache (:mod:`ropepool.fp8`): each row holds the e4m3 codes of the float32
+quotients ``float32(k_rot) / float32(k_scale)`` and ``float32(v) / float32(v_scale)``, correctly rounded
+on every backend, as vLLM's ``reshape_and_cache_flash`` computes them (``__nv_cvt_float_to_fp8(x / scale,
+__NV_SATFINITE, __NV_E4M3)``). ``k_scale`` and ``v_scale`` are per-tensor floats; q_rot and k_rot keep q's dtype.
 """
 
 from __future__ import annotations
@@ -53,9 +53,9 @@ class Fusion:
     def knorm(self) -> bool:
         return self.k_norm_weight is not None
 
-    def inv_scales(self) -> np.ndarray:
-        """float32 ``[2]``: ``1 / k_scale``, ``1 / v_scale`` as the kernel multiplies by them."""
-        return np.array([1.0 / self.k_scale, 1.0 / self.v_scale], np.float32)
+    def scales(self) -> np.ndarray:
+        """float32 ``[2]``: ``k_scale``, ``v_scale``, as the kernel divides by them."""
+        return np.array([self.k_scale, self.v_scale], np.float32)
 
 
 PLAIN = Fusion()

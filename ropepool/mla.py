@@ -54,7 +54,7 @@ def rope_pool_fused_mla(q_pe, k_pe, c_kv, positions, slots, latent_pool, *, num_
         scaling applies to the rope_dim dimensions)
     backend, check_values, inplace : as for :func:`ropepool.rope_pool_fused`
     kv_scale : float > 0, with a uint8 pool each row holds the e4m3 codes of
-        ``[c_kv ‖ k_pe_rot] * float32(1 / kv_scale)`` (:mod:`ropepool.fp8`); 1.0 with a float pool
+        ``[c_kv ‖ k_pe_rot] / float32(kv_scale)`` (:mod:`ropepool.fp8`); 1.0 with a float pool
 
     Returns
     -------
@@ -104,12 +104,12 @@ def rope_pool_fused_mla(q_pe, k_pe, c_kv, positions, slots, latent_pool, *, num_
 
 def latent_rows(c_kv, k_pe_rot, kv_scale: float | None = None) -> mx.array:
     """``[c_kv ‖ k_pe_rot]`` ``[T, 1, R + rd]`` (c_kv ``[T, R]``, k_pe_rot ``[T, 1, rd]``), bit for bit;
-    with ``kv_scale`` their e4m3 codes (uint8) of ``x * float32(1 / kv_scale)``."""
+    with ``kv_scale`` their e4m3 codes (uint8) of ``x / float32(kv_scale)``."""
     c_kv, k_pe_rot = to_mx(c_kv), to_mx(k_pe_rot)
     rows = mx.concatenate([c_kv[:, None, :], k_pe_rot], axis=-1)  # [T, 1, R + rd]
     if kv_scale is None:
         return rows
-    return fp8.encode(rows.astype(mx.float32) * mx.array(np.float32(1.0 / kv_scale)))
+    return fp8.encode(rows.astype(mx.float32) / mx.array(np.float32(kv_scale)))
 
 
 def validate_mla(q_pe, k_pe, c_kv, positions, slots, latent_pool, *, num_qo_heads, kv_lora_rank, rope_dim,

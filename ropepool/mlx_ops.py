@@ -118,12 +118,12 @@ def _normed_rope_qk(qnorm: bool, knorm: bool):
 
 def encode_kv(k_rot: mx.array, v: mx.array, fusion: Fusion) -> tuple[mx.array, mx.array]:
     """An FP8 cache's rows: the e4m3 codes (uint8 ``[T, Hkv, D]``) of ``k_rot / k_scale`` and ``v / v_scale``."""
-    return _encode_kv(k_rot, v, mx.array(fusion.inv_scales()))
+    return _encode_kv(k_rot, v, mx.array(fusion.scales()))
 
 
 @mx.compile
-def _encode_kv(k_rot, v, inv):
-    return fp8.encode(k_rot.astype(mx.float32) * inv[0]), fp8.encode(v.astype(mx.float32) * inv[1])
+def _encode_kv(k_rot, v, scales):
+    return fp8.encode(k_rot.astype(mx.float32) / scales[0]), fp8.encode(v.astype(mx.float32) / scales[1])
 
 
 @mx.compile

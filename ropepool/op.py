@@ -149,8 +149,8 @@ def rope_pool_fused(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_
         turns, as Qwen3 does: ``x / sqrt(mean(x**2) + norm_eps) * w`` (:mod:`ropepool.fusion`)
     norm_eps : float > 0, QK-norm's epsilon (the model's ``rms_norm_eps``)
     k_scale, v_scale : float > 0, per-tensor FP8 scales (vLLM's): with uint8 pools each written
-        row holds the e4m3 codes (:mod:`ropepool.fp8`) of ``k_rot * float32(1 / k_scale)`` and
-        ``v * float32(1 / v_scale)``, rounded to nearest even, saturated to ±448, NaN kept NaN.
+        row holds the e4m3 codes (:mod:`ropepool.fp8`) of the float32 quotients ``k_rot / k_scale``
+        and ``v / v_scale`` (vLLM's rule), rounded to nearest even, saturated to ±448, NaN as 0x7F.
         Must be 1.0 with float pools. q_rot and k_rot keep q's dtype either way
 
     Returns

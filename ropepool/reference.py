@@ -77,8 +77,8 @@ def encode_e4m3(x) -> np.ndarray:
     """The e4m3 code (uint8, same shape) of each float32 value of ``x``, by search, not bit tricks.
 
     The nearest of the 127 non-negative finite codes to ``|x|`` (float64 midpoints, exact for float32
-    input), a tie going to the even code; ``|x| > 448`` saturates to 448; NaN gives ``0x7F``; the sign
-    bit is ``x``'s (see :mod:`ropepool.fp8`).
+    input), a tie going to the even code; ``|x| > 448`` saturates to 448; NaN of either sign gives
+    ``0x7F``; otherwise the sign bit is ``x``'s (see :mod:`ropepool.fp8`).
     """
     x = np.asarray(x, np.float32)
     with np.errstate(invalid="ignore"):  # NaN compares false: its code is set below
@@ -92,15 +92,14 @@ def _encode_e4m3(x: np.ndarray) -> np.ndarray:
     lo = hi - 1
     d_lo, d_hi = mag - values[lo], values[hi] - mag
     code = np.where(d_lo < d_hi, lo, np.where(d_hi < d_lo, hi, np.where(lo % 2 == 0, lo, hi)))
-    code = np.where(np.isnan(x), NAN_CODE, code)
     sign = np.signbit(x).astype(np.int64) << 7
-    return (code | sign).astype(np.uint8)
+    return np.where(np.isnan(x), NAN_CODE, code | sign).astype(np.uint8)
 
 
 def quantize_rows(rows, scale: float) -> np.ndarray:
-    """An FP8 pool's bits for ``rows`` (any float dtype): e4m3 of ``float32(rows) * float32(1 / scale)``."""
-    inv = np.float32(1.0 / scale)
-    return encode_e4m3(to_numpy(rows, np.float32) * inv)
+    """An FP8 pool's bits for ``rows`` (any float dtype): e4m3 of the float32 quotient
+    ``float32(rows) / float32(scale)``, as vLLM's ``reshape_and_cache_flash`` writes them."""
+    return encode_e4m3(to_numpy(rows, np.float32) / np.float32(scale))
 
 
 #: The op's keywords that choose the rotation, beyond rope_base (see :func:`ropepool.rope.rope_table`).
@@ -185,7 +184,7 @@ def rope_pool_mla_reference(q_pe, k_pe, c_kv, positions, slots, latent_pool, *, 
     c = to_numpy(c_kv, np.float64)[:, None, :]  # [T, 1, R]
     if dtype_name(latent_pool) == "uint8":
         k32 = _rounded(k_rot, dtype_name(q_pe))
-        rows = np.concatenate([c.astype(np.float32), k32], axis=-1) * np.float32(1.0 / kv_scale)
-        return q_rot, k_rot, write_rows(to_numpy(latent_pool), encode_e4m3(rows), slots)
+        rows = np.concatenate([c.astype(np.float32), k32], axis=-1)  # [T, 1, R + rd]
+        return q_rot, k_rot, write_rows(to_numpy(latent_pool), quantize_rows(rows, kv_scale), slots)
     rows = np.concatenate([c, k_rot], axis=-1)  # [T, 1, R + rd]
     return q_rot, k_rot, write_rows(to_numpy(latent_pool, np.float64), rows, slots)

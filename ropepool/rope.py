@@ -187,14 +187,14 @@ def rope_table(head_dim: int, rope_base: float, *, rotary_dim=None, is_neox=True
     if rope_scaling is not None and not isinstance(rope_scaling, Mapping):
         raise fail("argument_type", name="rope_scaling", kind="a dict or None", expected="the config's rope_scaling "
                    "dict, or None", got=f"{rope_scaling!r} ({type(rope_scaling).__name__})",
-                   hint="pass the whole dict, e.g. rope_scaling={'rope_type': 'linear', 'factor': 2.0}, not "
+                   hint="Pass the whole dict, e.g. rope_scaling={'rope_type': 'linear', 'factor': 2.0}, not "
                         "only its type.")
     max_pos = max_position_embeddings
     if max_pos is not None:
         if not (is_int(max_pos) and 0 < max_pos < 2**63):
             raise fail("argument_type", name="max_position_embeddings", kind="an int in [1, 2**63) or None",
                        expected="max_position_embeddings an int in [1, 2**63), or None", got=f"{max_pos!r} "
-                       f"({type(max_pos).__name__})", hint="pass config.max_position_embeddings, an int.")
+                       f"({type(max_pos).__name__})", hint="Pass config.max_position_embeddings, an int.")
         max_pos = int(max_pos)
     frozen = None if rope_scaling is None else _freeze(rope_scaling)
     return _rope_table(head_dim, float(rope_base), _rotary_dim(rotary_dim, head_dim), bool(is_neox), frozen, max_pos)
@@ -253,7 +253,7 @@ def _freeze(x):
     except TypeError:
         raise fail("argument_type", name="rope_scaling", kind="a dict of numbers, strings, lists and dicts",
                    expected="a config's rope_scaling, as JSON holds it", got=f"{x!r} ({type(x).__name__}) in it",
-                   hint="copy rope_scaling from the model's config.json as it is.") from None
+                   hint="Copy rope_scaling from the model's config.json as it is.") from None
     return _Typed(x)
 
 
@@ -314,7 +314,7 @@ def _check_float32(table: np.ndarray, head_dim: int, rope_base: float) -> None:
         raise fail("rope_base_range", head_dim=head_dim,
                    expected=f"float32 inverse frequencies in [{np.finfo(np.float32).tiny:.3g}, 1]",
                    got=f"rope_base={rope_base!r}: from {inv[0]:.3g} to {inv[-1]:.3g}",
-                   hint="pass config.rope_theta as it is (10000.0, 500000.0, ...): a base below 1 turns pairs "
+                   hint="Pass config.rope_theta as it is (10000.0, 500000.0, ...): a base below 1 turns pairs "
                         "faster than one radian per position, which float32 angles cannot follow, and a huge "
                         "one gives zero angles.")
 
@@ -425,7 +425,7 @@ def _yarn(base, scaling, rd, rope_base, max_pos):
     if scaling.get("original_max_position_embeddings") is None and max_pos is None:
         raise fail("max_position_missing", rope_type="yarn", expected="original_max_position_embeddings "
                    "in rope_scaling, or max_position_embeddings", got="neither",
-                   hint="pass max_position_embeddings=config.max_position_embeddings.")
+                   hint="Pass max_position_embeddings=config.max_position_embeddings.")
     original = _number(scaling, "original_max_position_embeddings", "yarn", max_pos,
                        why="it is the context length the model was trained for.")
     rotations = "yarn's ramp runs between the pairs that turn beta_fast and beta_slow times over the original context."
@@ -434,7 +434,7 @@ def _yarn(base, scaling, rd, rope_base, max_pos):
     if rope_base == 1:
         raise fail("rope_scaling_value", rope_type="yarn", key="rope_base", need="!= 1",
                    expected="rope_base != 1 (yarn divides by log(rope_base))", got=repr(rope_base),
-                   hint="at base 1 every pair turns at 1 radian per position, so no pair index marks where "
+                   hint="At base 1 every pair turns at 1 radian per position, so no pair index marks where "
                         "yarn's ramp starts (transformers and mlx-lm divide by zero): pass config.rope_theta.")
 
     def correction_dim(rotations):  # the pair index that turns `rotations` times over `original` positions
@@ -478,7 +478,7 @@ def _longrope(base, scaling, rd, rope_base, max_pos):
         raise fail("max_position_missing", rope_type="longrope",
                    expected="max_position_embeddings and original_max_position_embeddings",
                    got=f"max_position_embeddings={max_pos!r}, original_max_position_embeddings={original!r}",
-                   hint="pass max_position_embeddings=config.max_position_embeddings; Phi-3 keeps "
+                   hint="Pass max_position_embeddings=config.max_position_embeddings; Phi-3 keeps "
                         "original_max_position_embeddings at the top level of config.json: put it in rope_scaling.")
     original = _number(scaling, "original_max_position_embeddings", "longrope", rule=("> 1", lambda x: x > 1),
                        why="longrope's scale sqrt(1 + ln(max / original) / ln(original)) divides by ln(original).")
@@ -487,12 +487,12 @@ def _longrope(base, scaling, rd, rope_base, max_pos):
     if not isinstance(factors, tuple) or len(factors) != rd // 2:
         n = len(factors) if isinstance(factors, tuple) else repr(factors)
         raise fail("longrope_factors", which=which, expected=f"{rd // 2} factors (rotary_dim / 2)", got=n,
-                   hint="the factor lists must belong to this model's head: one per rotated pair.")
+                   hint="The factor lists must belong to this model's head: one per rotated pair.")
     values = [finite_float(f) for f in factors]
     bad = next((i for i, f in enumerate(values) if f is None or f <= 0), None)
     if bad is not None:
         raise fail("longrope_factors", which=which, expected="finite numbers > 0", got=f"factor {bad} = {factors[bad]!r}",
-                   hint="each factor is a number that divides its pair's frequency: copy rope_scaling from the "
+                   hint="Each factor is a number that divides its pair's frequency: copy rope_scaling from the "
                         "model's config.json as it is.")
     ratio = max_pos / original
     if scaling.get("attention_factor") is not None:

@@ -47,7 +47,7 @@ def validate(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_head
     for name, x in named.items():
         if not is_array(x):
             raise fail("not_an_array", name=name, kind=type(x).__name__, expected="mx.array or np.ndarray",
-                       got=type(x).__name__, hint=f"wrap {name} with mx.array(...) or np.asarray(...).")
+                       got=type(x).__name__, hint=f"Wrap {name} with mx.array(...) or np.asarray(...).")
     check_types(head_dim=head_dim, num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads,
                 check_values=check_values, inplace=inplace)
 
@@ -55,18 +55,18 @@ def validate(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_head
     if q.ndim != 3 or k.ndim != 3 or v.ndim != 3:
         raise fail("qkv_ndim", expected="3-D q, k, v: [T, Hq, D], [T, Hkv, D], [T, Hkv, D]",
                    got=f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}",
-                   hint="a 2-D [T, H*D] array is a projection output whose heads were not split yet: "
+                   hint="A 2-D [T, H*D] array is a projection output whose heads were not split yet: "
                         "reshape it to [T, H, D].")
     rows3 = position_rows == 3 and positions.ndim == 2  # mrope's (time, height, width) positions
     if (positions.ndim != 1 and not rows3) or slots.ndim != 1:
         raise fail("index_ndim", expected="positions [T] and slots [T]" + (" (mrope: positions [3, T] too)"
                                                                             if position_rows == 3 else ""),
                    got=f"positions {tuple(positions.shape)}, slots {tuple(slots.shape)}",
-                   hint="flatten them with .reshape(-1).")
+                   hint="Flatten them with .reshape(-1).")
     if k_pool.ndim != 3 or v_pool.ndim != 3:
         raise fail("pool_ndim", expected="k_pool and v_pool of shape [P, Hkv, D]",
                    got=f"k_pool {tuple(k_pool.shape)}, v_pool {tuple(v_pool.shape)}",
-                   hint=f"view each pool as [P, {num_kv_heads}, {head_dim}].")
+                   hint=f"View each pool as [P, {num_kv_heads}, {head_dim}].")
     T = q.shape[0]
     if tuple(q.shape) != (T, num_qo_heads, head_dim):
         hint = f"q has {_heads(q.shape[1])} of size {q.shape[2]}."
@@ -86,7 +86,7 @@ def validate(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_head
         raise fail("index_len", expected=f"{T} positions and {T} slots (one per token)"
                                          + (f"; mrope positions [3, {T}]" if rows3 else ""),
                    got=f"{tuple(positions.shape) if rows3 else positions.shape[0]} positions, {slots.shape[0]} slots",
-                   hint="in a decode step pass only the new tokens' positions and slots.")
+                   hint="In a decode step pass only the new tokens' positions and slots.")
     if tuple(k_pool.shape[1:]) != (num_kv_heads, head_dim):
         hint = f"each pool row must hold one token's k: [{num_kv_heads}, {head_dim}]."
         if k_pool.shape[1] == num_qo_heads != num_kv_heads:
@@ -96,19 +96,20 @@ def validate(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_head
     if tuple(v_pool.shape) != tuple(k_pool.shape):
         raise fail("v_pool_shape", shape=tuple(v_pool.shape), k_shape=tuple(k_pool.shape),
                    expected=f"{tuple(k_pool.shape)} like k_pool", got=tuple(v_pool.shape),
-                   hint="allocate v_pool exactly like k_pool.")
+                   hint="Allocate v_pool exactly like k_pool.")
     dt = {name: dtype_name(x) for name, x in named.items()}
     if not dt["q"] == dt["k"] == dt["v"]:
         raise fail("qkv_dtype", expected="one dtype for q, k, v", got=f"q {dt['q']}, k {dt['k']}, v {dt['v']}",
-                   hint=f"cast k and v to {dt['q']} (or all three to the pool's dtype).")
+                   hint=f"Cast k and v to {dt['q']} (or all three to the pool's dtype).")
     fp8 = "uint8" in (dt["k_pool"], dt["v_pool"])
     if fp8 and not dt["k_pool"] == dt["v_pool"]:
         raise fail("fp8_pool_dtype", k_pool=dt["k_pool"], v_pool=dt["v_pool"], expected="k_pool and v_pool both uint8 (e4m3 codes)",
                    got=f"k_pool {dt['k_pool']}, v_pool {dt['v_pool']}",
-                   hint="an FP8 cache keeps both pools as uint8: allocate v_pool like k_pool.")
+                   hint="An FP8 cache keeps both pools as uint8: allocate v_pool like k_pool.")
     if not fp8 and not dt["k_pool"] == dt["v_pool"] == dt["q"]:
         raise fail("pool_dtype", expected=f"pools in {dt['q']}", got=f"k_pool {dt['k_pool']}, v_pool {dt['v_pool']}",
-                   hint="allocate the pools in the activations' dtype; this op does not convert or quantize.")
+                   hint="Allocate float pools in the activations' dtype (the op does not convert one float type to "
+                        "another), or both pools as uint8 for an FP8 cache.")
 
     # --- SGLang's C++ extension --------------------------------------------------------------
     if dt["positions"] != "int32" or dt["slots"] != "int32":
@@ -126,7 +127,7 @@ def validate(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_head
     if not (num_qo_heads > 0 and num_kv_heads > 0 and head_dim > 0):
         got = f"num_qo_heads={num_qo_heads}, num_kv_heads={num_kv_heads}, head_dim={head_dim}"
         raise fail("head_count", expected="all three > 0", got=got,
-                   hint="read them from the model's config; a missing field is not 0.")
+                   hint="Read them from the model's config; a missing field is not 0.")
     if num_qo_heads % num_kv_heads:
         raise fail("group_size", expected="num_qo_heads % num_kv_heads == 0",
                    got=f"{num_qo_heads} and {num_kv_heads}",
@@ -135,7 +136,7 @@ def validate(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_head
     base = finite_float(rope_base)
     if base is None or base <= 0:
         raise fail("rope_base", expected="a finite rope_base > 0, e.g. 10000.0 or 500000.0", got=repr(rope_base),
-                   hint="pass config.rope_theta (10000.0 where the config has none).")
+                   hint="Pass config.rope_theta (10000.0 where the config has none).")
     _validate_frequencies(head_dim, base)
     fusion = _validate_fusion(q_norm_weight, k_norm_weight, norm_eps, k_scale, v_scale, head_dim, fp8)
     write = plan_values(positions, slots, k_pool.shape[0], check_values)
@@ -207,7 +208,7 @@ def _validate_fusion(q_norm_weight, k_norm_weight, norm_eps, k_scale, v_scale, h
             continue
         if not is_array(w):
             raise fail("not_an_array", name=name, kind=type(w).__name__, expected="mx.array or np.ndarray",
-                       got=type(w).__name__, hint=f"pass the norm's weight array (attn.{name[0]}_norm.weight).")
+                       got=type(w).__name__, hint=f"Pass the norm's weight array (attn.{name[0]}_norm.weight).")
         if tuple(w.shape) != (head_dim,):
             raise fail("norm_weight_shape", name=name, head_dim=head_dim, expected=f"[{head_dim}] = [D]",
                        got=tuple(w.shape),
@@ -215,11 +216,11 @@ def _validate_fusion(q_norm_weight, k_norm_weight, norm_eps, k_scale, v_scale, h
                             "(Qwen3's q_norm.weight), not a norm over the whole hidden size.")
         if dtype_name(w) not in FLOAT_DTYPES:
             raise fail("norm_weight_dtype", name=name, expected="float16, bfloat16 or float32", got=dtype_name(w),
-                       hint="cast the weight to float32 (NumPy defaults to float64).")
+                       hint="Cast the weight to float32 (NumPy defaults to float64).")
     eps = finite_float(norm_eps)
     if eps is None or not eps >= NORM_EPS_MIN:
         raise fail("norm_eps", expected=f"a finite norm_eps >= {NORM_EPS_MIN:g}, e.g. 1e-6", got=repr(norm_eps),
-                   hint="pass the model's rms_norm_eps (Qwen3: 1e-6); below 1e-30 float32 cannot keep "
+                   hint="Pass the model's rms_norm_eps (Qwen3: 1e-6); below 1e-30 float32 cannot keep "
                         "the reference's result for a head of zeros or tiny values.")
     for name, scale in (("k_scale", k_scale), ("v_scale", v_scale)):
         x = finite_float(scale)
@@ -247,7 +248,7 @@ def _validate_inplace_inputs(named: dict) -> None:
         name, pool = clash
         raise fail("inplace_unsupported", got=f"{name} shares memory with {pool}",
                    expected="inputs in buffers of their own",
-                   hint=f"pass a copy of {name} (np.array({name}) or mx.array(np.array({name}))): "
+                   hint=f"Pass a copy of {name} (np.array({name}) or mx.array(np.array({name}))): "
                         f"writing {pool} in place would change {name} while the call reads it.")
 
 
@@ -257,12 +258,12 @@ def _validate_inplace(k_pool, v_pool) -> None:
         if problem:
             raise fail("inplace_unsupported", got=f"{name} is {problem}",
                        expected="writable, row-contiguous pools in host memory",
-                       hint="pass a contiguous, writable copy (np.ascontiguousarray(pool) or np.array(pool)), "
+                       hint="Pass a contiguous, writable copy (np.ascontiguousarray(pool) or np.array(pool)), "
                             "or call without inplace=True and rebind the pools it returns.")
     if pools_overlap(k_pool, v_pool):
         raise fail("inplace_unsupported", got="k_pool and v_pool share memory",
                    expected="two distinct pool buffers",
-                   hint="allocate v_pool separately: writing v's rows would overwrite k's.")
+                   hint="Allocate v_pool separately: writing v's rows would overwrite k's.")
 
 
 def _validate_norm_range(q, k, head_dim: int) -> None:
@@ -293,16 +294,16 @@ def _validate_values(pos: np.ndarray, slots: np.ndarray, pool_rows: int) -> None
     if (pos < 0).any():
         t = int(np.argmax(pos < 0))
         raise fail("position_negative", expected="positions >= 0", got=f"{pos[t]} at token {t}",
-                   hint="mark a token that should not be written with slot -1, not position -1.")
+                   hint="Mark a token that should not be written with slot -1, not position -1.")
     if (pos >= MAX_POSITION).any():
         t = int(np.argmax(pos >= MAX_POSITION))
         raise fail("position_too_large", expected=f"positions < {MAX_POSITION}", got=f"{pos[t]} at token {t}",
-                   hint="float32 angles cannot tell such positions apart; is this a slot or garbage?")
+                   hint="Float32 angles cannot tell such positions apart; is this a slot or garbage?")
     if (slots >= pool_rows).any():
         t = int(np.argmax(slots >= pool_rows))
         raise fail("slot_out_of_range", pool_rows=pool_rows, expected=f"slots < P = {pool_rows} (or -1 to skip)",
                    got=f"{slots[t]} at token {t}",
-                   hint=f"the pool has rows 0..{pool_rows - 1}; an out-of-range slot is an out-of-bounds write.")
+                   hint=f"The pool has rows 0..{pool_rows - 1}; an out-of-range slot is an out-of-bounds write.")
     written = slots[slots >= 0]
     uniq, first, counts = np.unique(written, return_index=True, return_counts=True)
     if (counts > 1).any():
@@ -310,4 +311,4 @@ def _validate_values(pos: np.ndarray, slots: np.ndarray, pool_rows: int) -> None
         tokens = np.flatnonzero(slots == row).tolist()
         raise fail("duplicate_slot", expected="distinct slots for writing tokens",
                    got=f"row {row} from tokens {tokens}",
-                   hint="give every token its own slot, or slot -1 to write nothing.")
+                   hint="Give every token its own slot, or slot -1 to write nothing.")

@@ -125,7 +125,7 @@ def _boundaries() -> np.ndarray:
 def test_reference_encoder_on_every_code():
     finite = (CODES & 0x7F) != 0x7F
     assert np.array_equal(encode_e4m3(VALUES[finite]), CODES[finite]), "every finite code encodes to itself"
-    assert list(encode_e4m3(VALUES[~finite])) == [0x7F, 0xFF], "NaN stays NaN, sign kept"
+    assert list(encode_e4m3(VALUES[~finite])) == [0x7F, 0x7F], "NaN stays NaN: 0x7F whatever its sign (NVIDIA's rule)"
     assert VALUES[0x7E] == 448 and VALUES[0x01] == 2.0**-9 and VALUES[0x08] == 2.0**-6
 
 
@@ -197,6 +197,39 @@ def test_fp8_emulator_runs_the_same_codes():
     assert np.array_equal(run.v_fp8, want) and np.array_equal(run.k_fp8, want_k)
     assert np.array_equal(run.v_pool, want[::-1]) and np.array_equal(run.k_pool, want_k[::-1])
     assert (want_k == want).mean() > 0.95
+
+
+def _quotient_not_product(scale: float) -> np.ndarray:
+    """float16 values x where e4m3(x / scale) and e4m3(x * float32(1 / scale)) differ (near a midpoint)."""
+    x = np.arange(0x0400, 0x7C00, dtype=np.uint16).view(np.float16).astype(np.float32)  # every positive normal
+    differ = encode_e4m3(x / np.float32(scale)) != encode_e4m3(x * np.float32(1.0 / scale))
+    return x[differ]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_fp8_divides_by_the_scale_as_vllm(backend):
+    """vLLM's reshape_and_cache_flash writes e4m3(float32(x) / scale) (x = 1.328125, v_scale 1.7: 0x34,
+    where the product by float32(1 / 1.7) gives 0x35), and a NaN of either sign as 0x7F."""
+    x = _quotient_not_product(1.7)
+    assert 1.328125 in x and x.size >= 8
+    values = np.concatenate([x[: x.size // 8 * 8], [np.nan, -np.nan, -1.328125, 0, 0, 0, 0, 0]]).astype(np.float32)
+    kw = _values_call(values)
+    _, _, _, v_pool = rope_pool_fused(**kw, v_scale=1.7, backend=backend)
+    got = np.array(v_pool)[::-1].reshape(-1)  # slots reversed
+    assert np.array_equal(got, encode_e4m3(values / np.float32(1.7))), backend
+    assert got[list(values).index(np.float32(1.328125))] == 0x34 and list(got[-8:-5]) == [0x7F, 0x7F, 0xB4]
+    assert not np.array_equal(got[:-8], encode_e4m3(values[:-8] * np.float32(1.0 / 1.7))), "the product's codes differ"
+
+
+def test_fp8_emulator_divides_by_the_scale():
+    """The same quotient in the kernel body's text (rp_div), as every GPU backend compiles it."""
+    if emulator.unavailable_reason():
+        pytest.skip(emulator.unavailable_reason())
+    x = _quotient_not_product(1.7)
+    values = np.concatenate([x[: x.size // 8 * 8], [np.nan, -np.nan, 0, 0, 0, 0, 0, 0]]).astype(np.float32)
+    kw = {n: (np.array(v) if isinstance(v, mx.array) else v) for n, v in _values_call(values).items()}
+    run = emulator.emulate(*(kw[n] for n in ARGS), rope_base=10000.0, v_scale=1.7)
+    assert run.guards_intact and np.array_equal(run.v_fp8.reshape(-1), encode_e4m3(values / np.float32(1.7)))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

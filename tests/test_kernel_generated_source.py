@@ -277,7 +277,7 @@ extern "C" void launch(unsigned grid, unsigned block, void** ptrs, int T) {{
     buffers = {"q": q, "k": k, "positions": positions, "inv_freq": np.ascontiguousarray(rope.inv_freq32()),
                "cos_sin_scale": np.array([rope.scale], np.float32), "q_norm_weight": qw, "k_norm_weight": kw,
                "norm_eps": np.array([1e-6], np.float32), "v": v,
-               "kv_inv_scale": np.array([1 / 0.5, 1 / 2.0], np.float32),
+               "kv_scale": np.array([0.5, 2.0], np.float32),
                "q_rot": np.full_like(q, np.nan), "k_rot": np.full_like(k, np.nan),
                "k_fp8": np.full(k.shape, 0xAA, np.uint8), "v_fp8": np.full(k.shape, 0xAA, np.uint8)}
     ptrs = (ctypes.c_void_p * len(kt.params))(*(buffers[name].ctypes.data if kind != "shape" else None

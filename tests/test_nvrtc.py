@@ -117,7 +117,7 @@ def test_nvrtc_compiles_the_fused_variants_clean():
     fp8 = nvrtc.kernel_text("bfloat16", 16, 8, 128, variant=FUSED_VARIANTS["qk-norm+fp8"], write_pool=True)
     assert "    uint8_t* k_fp8" in fp8.kernel and "    uint8_t* k_pool" in fp8.kernel
     assert fp8.prologue.startswith(nvrtc.DEFAULT_HEADER + "#define RP_QK_NORM\n")
-    assert [p for p, _ in fp8.params][6:11] == ["q_norm_weight", "k_norm_weight", "norm_eps", "v", "kv_inv_scale"]
+    assert [p for p, _ in fp8.params][6:11] == ["q_norm_weight", "k_norm_weight", "norm_eps", "v", "kv_scale"]
 
 
 def test_nvrtc_full_text_alone_compiles_the_same(both_archs_at_once):

@@ -71,7 +71,9 @@ def test_head_groups_labels_every_head_up_to_16_then_every_step():
     labels = {t.get_text() for t in head_groups(8, 2).axes[0].texts}
     assert {"q0", "q7", "kv0", "kv1"} <= labels
     falcon = {t.get_text() for t in head_groups(71, 1).axes[0].texts if t.get_text()[1:].isdigit()}
-    assert falcon == {f"q{h}" for h in range(0, 71, 5)}  # 10 pt labels need room: every 5th of 71
+    assert falcon == {f"q{h}" for h in range(0, 71, 4)}  # 10 pt labels need room: every 4th of 71
+    mha = {t.get_text() for t in head_groups(32, 32).axes[0].texts if t.get_text().startswith("kv")}
+    assert mha == {f"kv{j}" for j in range(0, 32, 4)}  # "kv30" is wider than "q30": every 4th, not every 2nd
 
 
 def _pool_rows(fig, pool):

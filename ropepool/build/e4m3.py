@@ -17,7 +17,7 @@ from .feedback import call, passed, wrong_case
 
 PART = 6
 FIRST = ("for each |x|, find the nearest value in ropepool.fp8.decode_table() among codes 0..0x7E (a tie "
-         "goes to the even code), clip |x| to 448 first, give NaN 0x7F, and set bit 0x80 when x is negative.")
+         "goes to the even code), clip |x| to 448 first, set bit 0x80 when x is negative, and give NaN 0x7F (either sign).")
 
 
 def cases() -> list[tuple[str, list[float]]]:
@@ -29,7 +29,7 @@ def cases() -> list[tuple[str, list[float]]]:
         ("the largest finite value, 448", [448.0, -448.0]),
         ("past 448 saturates to 448", [449.0, 464.0, 1000.0, -1e6]),
         ("infinity saturates too", [np.inf, -np.inf]),
-        ("NaN stays NaN, its sign kept", [np.nan, -np.nan]),
+        ("NaN stays NaN: 0x7F, whatever its sign", [np.nan, -np.nan]),
         ("a tie between 1.0 and 1.125 goes to the even code (1.0)", [1.0625]),
         ("a tie between 1.125 and 1.25 goes to the even code (1.25)", [1.1875]),
         ("just past a tie rounds up", [float(np.nextafter(np.float32(1.0625), np.float32(2)))]),
@@ -66,7 +66,7 @@ def _hint(x: float, want: int, got: int) -> tuple[str, str]:
     table = decode_table()
     a, g, w = abs(x), float(table[got]) if got < 256 else np.nan, float(table[want])
     if np.isnan(x):
-        return "nan_lost", ("NaN must stay NaN: code 0x7F with x's sign bit (0xFF for a negative NaN). "
+        return "nan_lost", ("NaN must stay NaN: code 0x7F, whatever its sign (NVIDIA's conversion and vLLM write 0x7F). "
                             "(MLX's own mx.to_fp8 turns NaN into 448: that hides a bug upstream.)")
     if (got & 0x80) != (want & 0x80):
         return "sign", "the sign bit (0x80) must be x's sign bit, -0.0 included (np.signbit)."

@@ -25,5 +25,5 @@ HINTS = {
     6: ["Work on |x| and put the sign back at the end: code | 0x80 where np.signbit(x).",
         "decode_table()[:0x7F] is every finite non-negative value, increasing: np.searchsorted finds the two "
         "codes around |x|.",
-        "Clip |x| to 448 first (saturate); on a tie pick the even code (lo % 2 == 0); NaN gives 0x7F."],
+        "Clip |x| to 448 first (saturate); on a tie pick the even code (lo % 2 == 0); NaN of either sign gives 0x7F."],
 }

@@ -291,8 +291,8 @@ def encode_truncates(x):
     with np.errstate(invalid="ignore"):
         mag = np.minimum(np.abs(x.astype(np.float64)), 448.0)
         code = np.clip(np.searchsorted(values, mag, side="right") - 1, 0, 0x7E)
-    code = np.where(np.isnan(x), 0x7F, code)
-    return (code | (np.signbit(x).astype(np.int64) << 7)).astype(np.uint8)
+    code = code | (np.signbit(x).astype(np.int64) << 7)
+    return np.where(np.isnan(x), 0x7F, code).astype(np.uint8)  # NaN of either sign: 0x7F
 
 
 def encode_sign_dropped(x):

@@ -106,7 +106,7 @@ class PluggedRunner(ModelRunner):
                                          **self.scales[i])
         for pools, rows, which in ((self.k_pools, k, "k"), (self.v_pools, v, "v")):
             if self.fp8:
-                rows = self._encode(rows * mx.array(1.0 / self.scales[i][f"{which}_scale"], mx.float32))
+                rows = self._encode(rows.astype(mx.float32) / mx.array(self.scales[i][f"{which}_scale"], mx.float32))
             pools[i][mx.array(np.asarray(ctx.slots), mx.int32)] = rows.astype(pools[i].dtype)
         q = q[:, None] if ctx.queries is None else q[ctx.queries]  # [R, N, Hq, D]
         o = mx.fast.scaled_dot_product_attention(

@@ -40,8 +40,8 @@ def encode_e4m3(x):
         rounded = np.rint(mag / step) * step  # np.rint: a tie goes to the even multiple, the even code
         rounded = np.where(np.isnan(x), 0.0, rounded)
     code = np.searchsorted(decode_table()[:0x7F], rounded)  # the code whose value it is
-    code = np.where(np.isnan(x), 0x7F, code)
-    return (code | (np.signbit(x).astype(np.int64) << 7)).astype(np.uint8)
+    code = code | (np.signbit(x).astype(np.int64) << 7)
+    return np.where(np.isnan(x), 0x7F, code).astype(np.uint8)  # NaN of either sign: 0x7F
 
 
 def slot_mapping(requests, page_size):

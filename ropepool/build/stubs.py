@@ -17,7 +17,7 @@ def rotate(x, positions, inv_freq, is_neox):
 
 def encode_e4m3(x):
     """The e4m3 code (uint8 [n]) of each float32 value of the row x [n]: nearest, ties to even,
-    |x| > 448 saturates to 448, NaN gives 0x7F; bit 0x80 is x's sign."""
+    |x| > 448 saturates to 448; bit 0x80 is x's sign; NaN of either sign gives 0x7F."""
     raise NotImplementedError("part 6: encode_e4m3")
 
 

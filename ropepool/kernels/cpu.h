@@ -84,6 +84,7 @@ inline rp_bfloat16 rp_from_float<rp_bfloat16>(float x) {
 }
 
 inline float rp_inv_sqrt(float x) { return 1.0f / std::sqrt(x); }
+inline float rp_div(float x, float y) { return x / y; }
 
 #define RP_DEVICE
 #include "e4m3.inc"

@@ -9,6 +9,7 @@ typedef unsigned int rp_uint;
 
 __device__ inline unsigned int rp_float_bits(float x) { return __float_as_uint(x); }
 __device__ inline float rp_inv_sqrt(float x) { return 1.0f / sqrtf(x); }  // IEEE division and sqrt
+__device__ inline float rp_div(float x, float y) { return x / y; }  // IEEE division (no fast math)
 
 __device__ inline float rp_to_float(float x) { return x; }
 __device__ inline float rp_to_float(__half x) { return __half2float(x); }

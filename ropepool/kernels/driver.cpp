@@ -61,7 +61,7 @@ struct Shape {
       const float* __restrict inv_freq, const float* __restrict cos_sin_scale, const int* positions_shape, \
       const int* k_pool_shape, DType* __restrict q_rot, DType* __restrict k_rot, PoolT* k_pool, PoolT* v_pool,  \
       const float* __restrict q_norm_weight, const float* __restrict k_norm_weight,                          \
-      const float* __restrict norm_eps, const float* __restrict kv_inv_scale, unsigned char* __restrict k_fp8, \
+      const float* __restrict norm_eps, const float* __restrict kv_scale, unsigned char* __restrict k_fp8, \
       unsigned char* __restrict v_fp8
 #define RP_ROWS_LOCALS                                                       \
   const int Hq = FD ? FHq : run.Hq, Hkv = FD ? FHkv : run.Hkv, D = FD ? FD : run.D; \
@@ -71,7 +71,7 @@ struct Shape {
   const Gid gid = rp_thread_index;
 
 struct Extra {  // QK-norm's and FP8's arguments (null where off)
-  const float *q_norm_weight, *k_norm_weight, *norm_eps, *kv_inv_scale;
+  const float *q_norm_weight, *k_norm_weight, *norm_eps, *kv_scale;
   void *k_fp8, *v_fp8;
 };
 
@@ -125,7 +125,7 @@ static void emulate(int write_pool, int fp8, int reverse, rp_uint grid, rp_uint 
   f<DType, 0, 0, 0, 0, true, rp_uint, PerThreadCosSin, PoolT>(                                                     \
       g, PerThreadCosSin{}, run, (const DType*)q, (const DType*)k, (const DType*)v, positions, slots, inv_freq,   \
       cos_sin_scale, positions_shape, k_pool_shape, (DType*)q_rot, (DType*)k_rot, (PoolT*)k_pool, (PoolT*)v_pool, \
-      x.q_norm_weight, x.k_norm_weight, x.norm_eps, x.kv_inv_scale, (unsigned char*)x.k_fp8, (unsigned char*)x.v_fp8)
+      x.q_norm_weight, x.k_norm_weight, x.norm_eps, x.kv_scale, (unsigned char*)x.k_fp8, (unsigned char*)x.v_fp8)
     if (fp8) {
       if (write_pool) RP_EMULATE(rope_rows_pool_fp8, unsigned char);
       else RP_EMULATE(rope_rows_fp8, unsigned char);
@@ -188,7 +188,7 @@ static void run_tokens(const Launch& L, float* __restrict cos, float* __restrict
         auto f = FP8 ? rope_rows_fp8<DType, FHq, FHkv, FD, FRD, FNEOX, rp_gid, TableCosSin, DType>
                      : rope_rows<DType, FHq, FHkv, FD, FRD, FNEOX, rp_gid, TableCosSin, DType>;
         f(rp_gid{row, i, HALF}, table, S, q, k, v, positions, nullptr, inv_freq, L.cos_sin_scale, shape, nullptr,
-          q_rot, k_rot, nullptr, nullptr, L.x.q_norm_weight, L.x.k_norm_weight, L.x.norm_eps, L.x.kv_inv_scale, k_fp8,
+          q_rot, k_rot, nullptr, nullptr, L.x.q_norm_weight, L.x.k_norm_weight, L.x.norm_eps, L.x.kv_scale, k_fp8,
           v_fp8);
       }
     }
@@ -260,10 +260,10 @@ void ropepool_emulate(int dtype, int write_pool, int reverse, rp_uint grid, rp_u
                       const float* inv_freq, const float* cos_sin_scale, const int* positions_shape,
                       const int* k_pool_shape, void* q_rot, void* k_rot, void* k_pool, void* v_pool, int Hq, int Hkv,
                       int D, int RD, int NEOX, int qnorm, int knorm, const float* q_norm_weight,
-                      const float* k_norm_weight, const float* norm_eps, int fp8, const float* kv_inv_scale,
+                      const float* k_norm_weight, const float* norm_eps, int fp8, const float* kv_scale,
                       void* k_fp8, void* v_fp8) {
   const Shape run{Hq, Hkv, D, RD, NEOX, qnorm, knorm};
-  const Extra x{q_norm_weight, k_norm_weight, norm_eps, kv_inv_scale, k_fp8, v_fp8};
+  const Extra x{q_norm_weight, k_norm_weight, norm_eps, kv_scale, k_fp8, v_fp8};
   if (dtype == 0) RP_DISPATCH(float);
   if (dtype == 1) RP_DISPATCH(rp_float16);
   if (dtype == 2) RP_DISPATCH(rp_bfloat16);
@@ -272,7 +272,7 @@ void ropepool_emulate(int dtype, int write_pool, int reverse, rp_uint grid, rp_u
 
 // Rotate q [T, Hq, D] and k [T, Hkv, D] into q_rot and k_rot (row-contiguous buffers), each
 // head first RMS-normalised where qnorm / knorm say so; with fp8, also write the e4m3 codes of
-// k_rot and v (times kv_inv_scale) into k_fp8 and v_fp8 [T, Hkv, D]; with write_pool, also write
+// k_rot and v (times kv_scale) into k_fp8 and v_fp8 [T, Hkv, D]; with write_pool, also write
 // k_rot and v (fp8: their codes) into rows slots[t] of k_pool and v_pool [P, Hkv, D] in place,
 // skipping any slot outside [0, P). Returns 1 if this library's compiled-in shape ran, 0 if the
 // run-time-shape build did, -1 if this library holds another shape only (nothing ran).
@@ -280,9 +280,9 @@ int ropepool_rope(int dtype, int T, int Hq, int Hkv, int D, int RD, int neox, co
                   const int32_t* positions, const float* inv_freq, const float* cos_sin_scale, void* q_rot,
                   void* k_rot, int threads, int write_pool, const void* v, const int32_t* slots, void* k_pool,
                   void* v_pool, int P, int qnorm, int knorm, const float* q_norm_weight, const float* k_norm_weight,
-                  const float* norm_eps, int fp8, const float* kv_inv_scale, void* k_fp8, void* v_fp8) {
+                  const float* norm_eps, int fp8, const float* kv_scale, void* k_fp8, void* v_fp8) {
   const Launch L{T, Shape{Hq, Hkv, D, RD, neox, qnorm, knorm}, P, q, k, v, positions, slots, inv_freq, cos_sin_scale,
-                 q_rot, k_rot, k_pool, v_pool, Extra{q_norm_weight, k_norm_weight, norm_eps, kv_inv_scale, k_fp8, v_fp8}};
+                 q_rot, k_rot, k_pool, v_pool, Extra{q_norm_weight, k_norm_weight, norm_eps, kv_scale, k_fp8, v_fp8}};
 #ifdef ROPEPOOL_SHAPE
   constexpr int fixed[5] = {ROPEPOOL_SHAPE};
   if (Hq != fixed[0] || Hkv != fixed[1] || D != fixed[2] || RD != fixed[3] || (neox != 0) != (fixed[4] != 0)) return -1;

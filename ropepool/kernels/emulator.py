@@ -168,7 +168,7 @@ def emulate(q, k, v, positions, slots, k_pool, v_pool, *, rope_base: float, dtyp
     codes = [_Guarded(k.shape, np.uint8, None) for _ in range(2)] if fp8 else []
     weights = [None if w is None else np.ascontiguousarray(w, np.float32) for w in (q_norm_weight, k_norm_weight)]
     eps = np.array([norm_eps], np.float32)
-    inv = np.array([1.0 / k_scale, 1.0 / v_scale], np.float32)
+    kv_scale = np.array([k_scale, v_scale], np.float32)
     at = [0 if w is None else w.ctypes.data for w in weights]
     positions_shape = np.array([T], np.int32)
     k_pool_shape = np.array([P, Hkv, D], np.int32)
@@ -177,7 +177,7 @@ def emulate(q, k, v, positions, slots, k_pool, v_pool, *, rope_base: float, dtyp
        positions.ctypes.data, slots.ctypes.data, inv_freq.ctypes.data, scale.ctypes.data,
        positions_shape.ctypes.data, k_pool_shape.ctypes.data, q_rot.ptr(), k_rot.ptr(), kp.ptr(), vp.ptr(),
        Hq, Hkv, D, rope.rotary_dim, int(rope.is_neox), int(weights[0] is not None), int(weights[1] is not None),
-       at[0] or None, at[1] or None, eps.ctypes.data, int(fp8), inv.ctypes.data,
+       at[0] or None, at[1] or None, eps.ctypes.data, int(fp8), kv_scale.ctypes.data,
        *((c.ptr() for c in codes) if fp8 else (None, None)))
     intact = all(b.guards_intact() for b in (q_rot, k_rot, kp, vp, *codes))
     launched = -(-grid // block) * block

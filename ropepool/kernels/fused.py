@@ -77,7 +77,7 @@ def rope_rows(q: mx.array, k: mx.array, positions: mx.array, *, rope: Rope, back
         inputs += [norm_weight32(fusion.q_norm_weight) if fusion.qnorm else one,
                    norm_weight32(fusion.k_norm_weight) if fusion.knorm else one, mx.array([fusion.norm_eps], mx.float32)]
     if variant.fp8:
-        inputs += [v, mx.array(fusion.inv_scales())]
+        inputs += [v, mx.array(fusion.scales())]
     grid = source.grid_size(T, Hq, Hkv, D)
     return tuple(build(backend, variant)(
         inputs=inputs,

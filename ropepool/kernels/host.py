@@ -250,12 +250,12 @@ def rope_rows_host(q, k, positions, *, rope_base: float | None = None, rope: Rop
         v_at = _address(mem[3]) if fusion.fp8 else None  # v read for its codes
         pool_args = (0, v_at, None, None, None, 0)  # the driver writes no pool: pool_write does
         norm_args, alive = _norm_args(fusion)
-        inv = fusion.inv_scales() if fusion.fp8 else None
-        fp8_args = (1, _address(inv), *map(_address, codes)) if fusion.fp8 else (0, None, None, None)
+        scales = fusion.scales() if fusion.fp8 else None
+        fp8_args = (1, _address(scales), *map(_address, codes)) if fusion.fp8 else (0, None, None, None)
         _, _, inv_freq_at, scale_at = _tables(rope)
         fn(DTYPE_CODE[name], T, Hq, Hkv, D, rope.rotary_dim, rope.is_neox, *map(_address, mem[:3]), inv_freq_at,
            scale_at, q_rot_at, k_rot_at, threads or default_threads(), *pool_args, *norm_args, *fp8_args)
-        del alive, inv
+        del alive, scales
     if isinstance(q, np.ndarray):
         return (q_rot, k_rot, *codes)
     return (_to_mx(q_rot, q.dtype), _to_mx(k_rot, q.dtype), *codes)

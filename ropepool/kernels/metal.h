@@ -5,6 +5,7 @@ typedef uint rp_uint;
 
 inline uint rp_float_bits(float x) { return as_type<uint>(x); }
 inline float rp_inv_sqrt(float x) { return metal::precise::divide(1.0f, metal::precise::sqrt(x)); }
+inline float rp_div(float x, float y) { return metal::precise::divide(x, y); }
 
 template <typename X>
 inline float rp_to_float(X x) {

@@ -45,14 +45,14 @@ INPUT_NAMES = ("q", "k", "positions", "inv_freq", "cos_sin_scale")
 OUTPUT_NAMES = ("q_rot", "k_rot")
 #: What QK-norm adds (weights [D] and eps [1], float32), and what an FP8 cache adds.
 NORM_INPUTS = ("q_norm_weight", "k_norm_weight", "norm_eps")
-FP8_INPUTS = ("v", "kv_inv_scale")
+FP8_INPUTS = ("v", "kv_scale")
 FP8_OUTPUTS = ("k_fp8", "v_fp8")
 
 #: Element type of each input, which MLX writes into the generated signature: "DType" is the
 #: kernel's element type (q's dtype), the others are fixed.
 INPUT_DTYPES = {"q": "DType", "k": "DType", "positions": "int32", "inv_freq": "float32", "cos_sin_scale": "float32",
                 "q_norm_weight": "float32", "k_norm_weight": "float32", "norm_eps": "float32", "v": "DType",
-                "kv_inv_scale": "float32"}
+                "kv_scale": "float32"}
 OUTPUT_DTYPES = {"q_rot": "DType", "k_rot": "DType", "k_fp8": "uint8", "v_fp8": "uint8"}
 
 

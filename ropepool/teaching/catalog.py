@@ -170,9 +170,9 @@ _SPECS = [
         _with(lambda kw: {"k": kw["k"].astype(mx.float16)}), _call),
     ErrorSpec(
         "pool_dtype",
-        "The pool stores k and v as they are, so it has their dtype.",
-        ("a float32 pool with float16 activations", "a quantized (fp8/int8) cache: this op does not quantize"),
-        "Allocate the pools in the activations' dtype.",
+        "A float pool stores k and v as they are, so it has their dtype; an FP8 cache is uint8 pools.",
+        ("a float32 pool with float16 activations", "an int8 or float8-typed cache: FP8 pools are uint8 (e4m3 codes)"),
+        "Allocate float pools in the activations' dtype, or both pools as uint8 for an FP8 cache.",
         _with(lambda kw: {"k_pool": kw["k_pool"].astype(mx.float32), "v_pool": kw["v_pool"].astype(mx.float32)},
               dtype="float16"), lambda: _call(dtype="float16")),
     ErrorSpec(

@@ -35,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import models
-from ..errors import RopePoolError
+from ..errors import CODES, RopePoolError
 from .exercises import ExerciseFailed, Verdict
 from ..inputs import make_inputs
 from ..kernels.source import grid_size
@@ -67,7 +67,10 @@ def n00(rows) -> Verdict:
     want = np.flatnonzero(np.any(np.asarray(k_pool) != kw["k_pool"], axis=(1, 2))).tolist()  # [P] -> rows
     if rows == want:
         return Verdict("00.1", True, f"rows {want} change; the token with slot -1 writes nothing.")
-    if 7 in rows or len(rows) == 3:
+    if rows == [1, 5, 6]:
+        raise ExerciseFailed("00.1", "earlier_call", "you said [1, 5, 6]: those are the rows of the call above, "
+                             "slots [5, 1, 6]. This call has slots [5, -1, 6]: which rows does slot -1 write?")
+    if 7 in rows:
         raise ExerciseFailed("00.1", "negative_index", f"you said {rows}: slot -1 is not Python's last row; "
                              "the op skips that token, so it writes nothing.")
     raise ExerciseFailed("00.1", "wrong_rows", f"you said {rows}; token t writes row slots[t], so run the "
@@ -83,6 +86,19 @@ def n01(heads) -> Verdict:
     if heads == want:
         return Verdict("01.2", True, f"query heads {want[0]}..{want[-1]}: G = {p.group_size}, so KV head 2 "
                        f"serves heads 2*G to 3*G - 1.")
+    G = p.group_size
+    for g in (4, 8):  # a group size remembered from another model
+        if g != G and heads == list(range(2 * g, 3 * g)):
+            raise ExerciseFailed("01.2", "wrong_group_size", f"you used G = {g}: Qwen2.5-7B has Hq = "
+                                 f"{p.num_qo_heads} and Hkv = {p.num_kv_heads}, so G = {p.num_qo_heads} // "
+                                 f"{p.num_kv_heads} = {G}.")
+    for kv in (1, 3):
+        if heads == list(range(kv * G, (kv + 1) * G)):
+            raise ExerciseFailed("01.2", "off_by_one", f"those are the heads of KV head {kv}: KV heads count from "
+                                 f"0, so KV head 2 serves heads 2*G = {2 * G} to 3*G - 1 = {3 * G - 1}.")
+    if heads and heads[0] in (2 * G, 2 * G + 1, 2 * G - 1) and len(heads) in (G - 1, G + 1):
+        raise ExerciseFailed("01.2", "off_by_one", f"you listed {len(heads)} heads: a group has exactly G = {G}, "
+                             f"heads 2*G = {2 * G} up to 3*G - 1 = {3 * G - 1} (range(14, 21) stops before 21).")
     if heads == [h for h in range(p.num_qo_heads) if h % p.num_kv_heads == 2]:
         raise ExerciseFailed("01.2", "interleaved", f"you picked every {p.num_kv_heads}th head (h % Hkv == 2): "
                              "groups are contiguous, query head h reads KV head h // G.")
@@ -106,6 +122,15 @@ def n02(code) -> Verdict:
     if code == want:
         return Verdict("02.1", True, f"{want}: the shapes are checked before the dtypes, in SGLang's order, "
                        "so the first rule broken in that order is the one reported.")
+    if code not in CODES:
+        raise ExerciseFailed("02.1", "not_a_code", f"{code!r} is not an error code: answer with one from the "
+                             "table's code column, as a string (e.g. 'index_dtype').")
+    if code == "index_dtype":
+        raise ExerciseFailed("02.1", "second_rule", "int64 positions do break index_dtype, but the shapes are "
+                             "checked first, in SGLang's order: which shape rule does the call break?")
+    if code.endswith("_shape"):
+        raise ExerciseFailed("02.1", "wrong_array", f"{code}'s array is well formed here (q is [3, 4, 8]: Hq = 4 "
+                             "heads); look at the array the exercise changed: its heads against num_kv_heads = 2.")
     raise ExerciseFailed("02.1", "wrong_code", f"you said {code!r}; run the call: the checks run in the order "
                          "of the catalog table (shapes before dtypes), and the first one that fails raises.")
 
@@ -155,6 +180,12 @@ def n04(rows) -> Verdict:
     if rows == want:
         return Verdict("04.1", True, f"{want:,} rows: a row costs {per_row:,} bytes (k and v) in each of 32 "
                        "layers.")
+    if rows == 32 * want or rows == 16 * 10**9 // per_row:
+        raise ExerciseFailed("04.1", "one_layer", f"{rows:,} rows fit one layer's pools: each of the 32 layers has "
+                             "its own k and v pool, so divide by 32 as well.")
+    if rows == 16 * 10**9 // (32 * per_row):
+        raise ExerciseFailed("04.1", "gb_not_gib", f"{rows:,} uses 16 GB = 16 * 10**9 bytes: 16 GiB is 16 * 2**30 "
+                             f"= {16 * 2**30:,} bytes.")
     if rows == 2 * want:
         raise ExerciseFailed("04.1", "one_pool", f"{rows:,} counts only the k pool: v has a pool of the same size.")
     if rows == want // p.group_size:

@@ -70,6 +70,16 @@ class Throughput:
     tokens_per_s: dict[str, list[float]] = field(default_factory=dict)
     tokens: dict[str, list[list[list[int]]]] = field(default_factory=dict)  # method -> per n -> per request
     engine_steps: list[int] = field(default_factory=list)  # forward passes the engine ran, per n
+    seconds: dict[str, list[list[float]]] = field(default_factory=dict)  # method -> per n -> per repeat
+
+    def ratio_range(self, method: str, n: int, other: str | None = None,
+                    m: int | None = None) -> tuple[float, float, float]:
+        """:meth:`ratio` round by round: ``(median, lowest, highest)`` over the repeats, each repeat's
+        tokens/s of ``method`` at n over ``other``'s at m in the same repeat (they ran interleaved)."""
+        other, m = other or method, m or self.requests[0]
+        a, b = self.seconds[method][self.requests.index(n)], self.seconds[other][self.requests.index(m)]
+        ratios = [(n / ta) / (m / tb) for ta, tb in zip(a, b)]
+        return statistics.median(ratios), min(ratios), max(ratios)
 
     def ratio(self, method: str, n: int, other: str | None = None, m: int | None = None) -> float:
         """tokens/s of ``method`` at n requests over ``other`` (default: the same method) at m (default 1)."""
@@ -106,6 +116,7 @@ def measure(model, prompts: Sequence[Sequence[int]], *, new: int, counts: Sequen
     for m in methods:
         _run(m, model, prompts[:1], 1)  # warm-up (also rejects an unknown method)
     out = Throughput(list(counts), new, {m: [] for m in methods}, {m: [] for m in methods})
+    out.seconds = {m: [] for m in methods}
     for n in counts:
         times: dict[str, list[float]] = {m: [] for m in methods}
         last: dict[str, list[list[int]]] = {}
@@ -119,11 +130,61 @@ def measure(model, prompts: Sequence[Sequence[int]], *, new: int, counts: Sequen
             out.engine_steps.append(steps[-1])
         for m in methods:
             out.tokens_per_s[m].append(n * new / statistics.median(times[m]))
+            out.seconds[m].append(times[m])
             out.tokens[m].append(last[m])
         if progress is not None:
             progress(f"{n} request{'s' if n > 1 else ''} at once: " + ", ".join(
                 f"{m} {out.tokens_per_s[m][-1]:.1f} tokens/s" for m in methods))
     return out
+
+
+def step_split(model, prompts: Sequence[Sequence[int]], new: int, repeats: int = 3) -> dict[str, float]:
+    """Where a step's time goes, serving ``prompts`` at once: median seconds per decode step of the
+    engine's phases (``"schedule"``: the scheduler's bookkeeping and slot tables; ``"build"``: the Python
+    that builds the step's lazy MLX graph, the op's argument handling included; ``"evaluate"``: MLX
+    running the graph; ``"postprocess"``: tokens appended, rows freed) and of mlx-lm's ``batch_generate``
+    loop as a whole (``"batch_generate step"``). Interleaved: each repeat runs both. Decode steps only
+    (the first step, the prefill, is left out of the engine's medians)."""
+    import mlx.core as mx
+
+    from ..engine import Engine
+
+    phases: dict[str, list[float]] = {k: [] for k in ("schedule", "build", "evaluate", "postprocess",
+                                                       "batch_generate step")}
+    rows = sum(len(p) + new - 1 for p in prompts)
+    mlx_lm_batch(model, prompts[:1], 1)  # warm-up
+    for _ in range(repeats):
+        engine = Engine(model, pool_rows=rows)
+        for p in prompts:
+            engine.add_request(p, new)
+        sched, runner, marks = engine.scheduler, engine.runner, {}
+
+        def timed(name, fn):
+            def wrapper(*a, **kw):
+                start = time.perf_counter()
+                out = fn(*a, **kw)
+                marks[name] = time.perf_counter() - start
+                return out
+            return wrapper
+
+        sched.schedule, sched.postprocess = timed("schedule", sched.schedule), timed("postprocess", sched.postprocess)
+        run = runner.run
+        runner.run = timed("build", lambda batch: run(batch))
+        first = True
+        while not engine.done:
+            start = time.perf_counter()
+            engine.step()
+            total = time.perf_counter() - start
+            if not first:
+                for k in ("schedule", "build", "postprocess"):
+                    phases[k].append(marks[k])
+                phases["evaluate"].append(total - marks["schedule"] - marks["build"] - marks["postprocess"])
+            first = False
+        start = time.perf_counter()
+        mlx_lm_batch(model, prompts, new)
+        phases["batch_generate step"].append((time.perf_counter() - start) / new)
+        mx.synchronize()
+    return {k: statistics.median(v) for k, v in phases.items()}
 
 
 @dataclass(frozen=True)
@@ -148,3 +209,26 @@ def pool_memory(pool_rows: int, requests: int, bytes_per_token: int, reserve: in
     """
     return PoolMemory(pool_rows, pool_rows * bytes_per_token, requests, reserve,
                       requests * reserve * bytes_per_token, bytes_per_token)
+
+
+def reserve_ratio(lengths: Sequence[int], pool_rows: int | None = None, *, step: int = 256,
+                  max_len: int | None = None) -> float:
+    """Bytes that one contiguous cache per request reserves over the bytes of one shared pool.
+
+    A request of ``L`` tokens reserves ``step * ceil(L / step)`` tokens in a cache that grows by
+    ``step`` (mlx-lm's ``KVCache``: 256), or ``max_len`` in a static cache; the pool holds ``pool_rows``
+    rows (default: ``sum(lengths)``, every request live at once; fewer where finished requests' rows are
+    reused). Per token the bytes are the same on both sides, so they cancel::
+
+        ratio = sum(reserve(L) for L in lengths) / pool_rows
+
+    With every request live (no reuse) the request count cancels too: ``step * ceil(L / step) / L``.
+
+    >>> reserve_ratio([6, 6, 6], pool_rows=16)  # notebook 07: three toy requests, rows reused
+    48.0
+    >>> round(reserve_ratio([1000] * 8), 3)  # eight 1,000-token requests: 1,024 reserved each
+    1.024
+    """
+    reserve = [max_len if max_len is not None else step * -(-n // step) for n in lengths]
+    return sum(reserve) / (pool_rows if pool_rows is not None else sum(lengths))
+

@@ -238,8 +238,9 @@ class LiveAnswers:
         self.history.append(answers_so_far(engine, self.decode))
         written = sum(len(r.tokens) for r in engine.requests)
         of = f" of at most {self.total}" if self.total else ""
-        progress = (f"step {engine.steps}: {len(batch.tokens)} tokens in this pass; {written}{of} new "
-                    f"tokens, {self._clock() - self._start:.1f} s")
+        n = len(batch.tokens)
+        progress = (f"step {engine.steps}: {n} token{'s' if n != 1 else ''} in this pass; {written}{of} new "
+                    f"token{'s' if written != 1 else ''}, {self._clock() - self._start:.1f} s")
         if self._handle is not None:
             self._handle.update(self._text(progress))
         else:

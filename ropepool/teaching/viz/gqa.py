@@ -72,12 +72,19 @@ def head_groups(num_qo_heads: int, num_kv_heads: int, *, width: float = 8.0) -> 
     links = np.stack([np.stack([q_x, np.ones_like(q_x)], -1), np.stack([kv_x[kv_of], np.zeros_like(q_x)], -1)], 1)
     ax.add_collection(LineCollection(links, colors=colours[kv_of], linewidths=1.0, gid="links"))  # [Hq, 2, 2]
 
-    # Labels at 10 pt (the projector rule): every head up to 16, else every step-th.
-    q_step = -(-num_qo_heads // 16)
+    # Labels at 10 pt (the projector rule), every step-th head: the smallest power of two whose spacing
+    # holds the longest label with half its width to spare, so neighbours never touch.
+    head_pt = width * 0.85 * 72 / num_qo_heads  # one query head's width, in points
+
+    def step(label: str, spacing_pt: float) -> int:
+        need = 1.5 * 0.6 * 10 * len(label) / spacing_pt  # label width (0.6 em a character) over the spacing
+        return next(s for s in (1, 2, 4, 8, 16, 32, 64, 128) if s >= need)
+
+    q_step = step(f"q{num_qo_heads - 1}", head_pt)
     for h, x in enumerate(q_x):
         if h % q_step == 0:
             ax.text(x, 1.25, f"q{h}", ha="center", va="center", fontsize=10)
-    kv_step = -(-num_kv_heads // 16)
+    kv_step = step(f"kv{num_kv_heads - 1}", head_pt * G)
     for j, x in enumerate(kv_x):
         if j % kv_step == 0:
             ax.text(x, -0.25, f"kv{j}", ha="center", va="center", fontsize=10)

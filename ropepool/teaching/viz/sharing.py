@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from ...engine.radix import RadixCache
-from .legible import projector
+from .legible import DISPLAY_PX, MIN_PT, SCREEN_DPI, projector
 
 SHARED, PRIVATE = "#ff7f0e", "#9ecae1"
 
@@ -64,8 +64,13 @@ def tree_text(cache: RadixCache, decode=None, *, width: int = 48) -> str:
         text = decode(ids) if decode else " ".join(map(str, ids))
         text = text.replace("\n", "⏎")
         text = text if len(text) <= width else text[:width - 1] + "…"
-        lines.append(f"{'  ' * (depth - 1)}{len(ids):4} tokens, rows {row_runs(rows)}: {text!r}")
+        lines.append(f"{'  ' * (depth - 1)}{_tokens_rows(len(ids), row_runs(rows), 4)}: {text!r}")
     return "\n".join(lines) if lines else "(empty)"
+
+
+def _tokens_rows(n: int, rows: str, pad: int = 0) -> str:
+    """"1 token, row 16" / "10 tokens, rows 3-12" (the count right-aligned in ``pad`` characters)."""
+    return f"{n:{pad}} token{'s' if n != 1 else ''}, row{'s' if n != 1 else ''} {rows}"
 
 
 def plot_radix_tree(cache: RadixCache, decode=None) -> Figure:
@@ -79,21 +84,31 @@ def plot_radix_tree(cache: RadixCache, decode=None) -> Figure:
     width = max((stop for _, _, _, stop, _, _ in layout), default=1)
     fig = Figure(figsize=(11, 1.2 + 0.42 * leaves))
     ax = fig.subplots()
+    char_pt = 0.6 * MIN_PT * 11 * SCREEN_DPI / DISPLAY_PX  # a character's width once projector() scales the text
+    x_pt = 11 * 72 * 0.85 / (2 * width)  # points per token position (the axes span 2 * width positions)
     for i, (node, depth, start, stop, top, bottom) in enumerate(layout):
         held = any(refs[p] > 1 for p in node.pages)
         ax.add_patch(Rectangle((start, top), stop - start, bottom - top, facecolor=SHARED if held else PRIVATE,
                                edgecolor="white", lw=1.5, gid=f"node {i}"))
         ids = _tokens(node)
         text = (decode(ids) if decode else " ".join(map(str, ids))).replace("\n", "⏎")
-        label = f"{text} ({len(ids)} tokens, rows {row_runs(cache.allocator.rows(node.pages))})"
+        where = _tokens_rows(len(ids), row_runs(cache.allocator.rows(node.pages)))
+        label = f"{text} ({where})"
         if not node.children:  # a leaf: its label to the right of its bar
             label = label if len(label) <= 50 else text[:50 - len(label) + len(text) - 1] + "…" + label[len(text):]
             ax.text(stop + 0.01 * width, (top + bottom) / 2, label, ha="left", va="center", fontsize=7,
                     gid=f"label {i}")
-        elif (chars := int((stop - start) / width * 70)) >= 12:  # inside its bar, cut to what fits
-            label = f"{len(ids)} tokens, rows {row_runs(cache.allocator.rows(node.pages))}: {text}"
+        elif (chars := int((stop - start) * x_pt / char_pt) - 1) >= 12:  # inside its bar, cut to what fits
+            label = f"{where}: {text}"
             label = label if len(label) <= chars else label[:chars - 1] + "…"
             ax.text(start + 0.3, (top + bottom) / 2, label, ha="left", va="center", fontsize=7, gid=f"label {i}")
+        else:  # a narrow shared node (a token or two where the branches part): its label runs up the bar
+            chars = int((bottom - top) * 0.42 * 72 / (0.92 * char_pt))  # the bar's height in characters
+            rows = row_runs(cache.allocator.rows(node.pages))
+            label = next((f for f in (f"{text!r}, row{'s' if len(ids) != 1 else ''} {rows}", repr(text))
+                          if len(f) <= chars), repr(text)[:max(chars - 1, 1)] + "…")
+            ax.text((start + stop) / 2, (top + bottom) / 2, label, ha="center", va="center", rotation=90,
+                    fontsize=7, gid=f"label {i}")
     ax.set_xlim(0, width * 2)  # room for the leaves' labels
     ax.set_ylim(leaves, 0)
     ax.set_yticks([])

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
-from ..throughput import PoolMemory, Throughput
+from ..throughput import PoolMemory, Throughput, reserve_ratio
 from .legible import projector
 
 
@@ -46,3 +46,28 @@ def plot_pool_memory(m: PoolMemory, *, reserve_label: str) -> Figure:
     ax.set_xlabel("KV memory, MB (all layers, k and v)")
     ax.set_title(f"the same tokens: {m.contiguous_bytes / max(m.pool_bytes, 1):.1f}x less in one pool", fontsize=11)
     return projector(fig)
+
+
+def plot_reserve_ratio(points: dict[str, tuple[float, float]], *, step: int = 256, max_len: int = 4096) -> Figure:
+    """Contiguous caches' reserved bytes over a shared pool's, against tokens per request (every request
+    live, no reuse: the request count cancels), for a cache growing by ``step`` and a static cache of
+    ``max_len``; ``points`` marks measured cases, ``label -> (tokens per request held in the pool, ratio)``."""
+    lengths = np.unique(np.geomspace(1, max_len, 400).astype(int))
+    fig = Figure(figsize=(6.4, 3.6), layout="constrained")
+    ax = fig.subplots()
+    ax.plot(lengths, [reserve_ratio([n], step=step) for n in lengths], label=f"cache growing by {step} (mlx-lm)",
+            gid="growing")
+    ax.plot(lengths, [reserve_ratio([n], max_len=max_len) for n in lengths], "--",
+            label=f"static cache of {max_len} tokens", gid="static")
+    for label, (x, y) in points.items():
+        ax.plot([x], [y], "o", ms=8, gid=f"point:{label}")
+        ax.annotate(f"{label}: {y:.0f}x", (x, y), xytext=(6, 4), textcoords="offset points")
+    ax.axhline(1, color="grey", lw=0.8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("tokens each request holds in the pool")
+    ax.set_ylabel("reserved / pool bytes")
+    ax.set_title("caches per request against one pool: ratio = reserve(L) / L")
+    ax.legend(loc="upper right")
+    return projector(fig)
+
