@@ -94,8 +94,9 @@ def _openblas():
 def _mlx_runtime_libs() -> list:
     """MLX's bundled libgfortran and libquadmath (``mlx_cpu.libs/``), or [] when not found."""
     for folder in _package_dirs("mlx"):  # mlx is a namespace package: any folder named mlx on sys.path
-        found = _files(os.path.join(os.path.dirname(os.path.abspath(folder)), "mlx_cpu.libs"),
-                       "libgfortran", "libquadmath")
+        found = _files(
+            os.path.join(os.path.dirname(os.path.abspath(folder)), "mlx_cpu.libs"), "libgfortran", "libquadmath"
+        )
         if found:
             return found
     return []
@@ -120,7 +121,7 @@ def _record_entry(path: str):
             with open(os.path.join(site, info, "RECORD"), newline="") as f:
                 for row in csv.reader(f):
                     if len(row) >= 3 and row[0] == relative and row[1].startswith("sha256=") and row[2].isdigit():
-                        return int(row[2]), row[1][len("sha256="):]
+                        return int(row[2]), row[1][len("sha256=") :]
         except OSError:
             continue
     return None
@@ -225,8 +226,10 @@ def _private_folder():
     st = os.fstat(fd)
     if st.st_uid != os.geteuid() or stat.S_IMODE(st.st_mode) & 0o077 or os.listdir(fd):
         os.close(fd)
-        raise Refused(f"the private folder {name} in {parent} was replaced by someone else's; "
-                      "another user can rename entries there (set TMPDIR to a folder of your own)")
+        raise Refused(
+            f"the private folder {name} in {parent} was replaced by someone else's; "
+            "another user can rename entries there (set TMPDIR to a folder of your own)"
+        )
     return parent, name, fd
 
 
@@ -316,11 +319,15 @@ def load() -> dict:
     except Exception as err:  # Refused, OSError, anything: MLX's own BLAS, never a crash in `import mlx`
         reason = " ".join(str(err).split()) or type(err).__name__
         STATE.update(status="failed", library=library, reason=reason)
-        _say(f"ropepool: OpenBLAS not loaded, MLX keeps its own BLAS ({reason}); "
-             "ROPEPOOL_BLAS=off silences this")
+        _say(f"ropepool: OpenBLAS not loaded, MLX keeps its own BLAS ({reason}); ROPEPOOL_BLAS=off silences this")
         return STATE
-    STATE.update(status="loaded", library=library, reason="loaded before MLX" if not STATE["after_mlx"]
-                 else "loaded after MLX was imported: binds only if no float32 matmul ran before")
+    STATE.update(
+        status="loaded",
+        library=library,
+        reason="loaded before MLX"
+        if not STATE["after_mlx"]
+        else "loaded after MLX was imported: binds only if no float32 matmul ran before",
+    )
     try:
         import ctypes
 

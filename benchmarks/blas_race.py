@@ -90,8 +90,11 @@ def race(attempts: int, root: Path) -> dict:
     import _ropepool_blas
 
     user = f"rp-race-{os.getpid()}"
-    subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", user],
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", user],
+        check=True,
+        capture_output=True,
+    )
     base = Path(tempfile.mkdtemp(prefix="ropepool-race-"))
     attacker = None
     try:
@@ -107,8 +110,13 @@ def race(attempts: int, root: Path) -> dict:
         os.chown(evil, who.pw_uid, who.pw_gid)
         os.chown(evil / "libopenblas.so.0", who.pw_uid, who.pw_gid)
         python = next(p for p in ("/usr/bin/python3", "/usr/local/bin/python3") if os.access(p, os.X_OK))
-        attacker = subprocess.Popen([python, "-I", "-S", "-c", ATTACKER, str(shared), str(evil / "libopenblas.so.0")],
-                                    user=who.pw_uid, group=who.pw_gid, extra_groups=[], cwd="/")
+        attacker = subprocess.Popen(
+            [python, "-I", "-S", "-c", ATTACKER, str(shared), str(evil / "libopenblas.so.0")],
+            user=who.pw_uid,
+            group=who.pw_gid,
+            extra_groups=[],
+            cwd="/",
+        )
         time.sleep(0.2)
         if attacker.poll() is not None:
             raise RuntimeError(f"the attacker did not start (exit status {attacker.returncode})")
@@ -116,8 +124,14 @@ def race(attempts: int, root: Path) -> dict:
         env.pop("ROPEPOOL_BLAS", None)
         tally = {"attempts": attempts, "wins": 0, "loads": 0, "refusals": 0, "other": 0, "reasons": []}
         for _ in range(attempts):
-            done = subprocess.run([sys.executable, "-c", VICTIM, str(evil)], env=env, capture_output=True,
-                                  text=True, timeout=60, cwd=str(base))
+            done = subprocess.run(
+                [sys.executable, "-c", VICTIM, str(evil)],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                cwd=str(base),
+            )
             try:
                 out = json.loads(done.stdout.strip().splitlines()[-1])
             except (IndexError, ValueError):

@@ -29,8 +29,9 @@ CASES = [  # (label, T, first slot)
 
 def race(backend: str, T: int, start: int, calls: int, warmup: int) -> dict[bool, float]:
     """Median seconds per call for check_values True and False, interleaved in a random order per round."""
-    kw = ropepool.make_inputs(Shapes(T, 9, 3, 64, 4096), "float32", slots=list(range(start, start + T)),
-                              positions=list(range(1000, 1000 + T)))
+    kw = ropepool.make_inputs(
+        Shapes(T, 9, 3, 64, 4096), "float32", slots=list(range(start, start + T)), positions=list(range(1000, 1000 + T))
+    )
     args = {n: kw[n] for n in ("q", "k", "v", "positions", "slots")}
     rest = dict(head_dim=64, num_qo_heads=9, num_kv_heads=3, rope_base=1e5, backend=backend)
     pools = {c: (mx.array(kw["k_pool"]), mx.array(kw["v_pool"])) for c in (True, False)}
@@ -66,8 +67,10 @@ def main() -> None:
             continue
         for label, T, start in CASES:
             med = race(backend, T, start, a.calls, a.warmup)
-            print(f"{backend:8} {label:32} {med[True] * 1e6:11.1f} {med[False] * 1e6:13.1f} "
-                  f"{med[False] / med[True]:18.3f}")
+            print(
+                f"{backend:8} {label:32} {med[True] * 1e6:11.1f} {med[False] * 1e6:13.1f} "
+                f"{med[False] / med[True]:18.3f}"
+            )
 
 
 if __name__ == "__main__":

@@ -58,8 +58,9 @@ if not HAVE_MLX:
     # two packages bare namespaces so that importing those modules runs only their own code.
     for _name, _path in (("ropepool", ROOT / "ropepool"), ("ropepool.kernels", ROOT / "ropepool" / "kernels")):
         if _name not in sys.modules:  # the package, its __init__ not run
-            _spec = importlib.util.spec_from_file_location(_name, _path / "__init__.py",
-                                                           submodule_search_locations=[str(_path)])
+            _spec = importlib.util.spec_from_file_location(
+                _name, _path / "__init__.py", submodule_search_locations=[str(_path)]
+            )
             sys.modules[_name] = importlib.util.module_from_spec(_spec)
 
 from ropepool import models  # noqa: E402
@@ -75,11 +76,16 @@ ITEM_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 GUARD_ROWS = 2
 ROPE_BASE = 10000.0
 # (name, Hq, Hkv, D): every preset's heads, and the awkward corner.
-CASES = [(n, models.preset(n).num_qo_heads, models.preset(n).num_kv_heads, models.preset(n).head_dim)
-         for n in models.preset_names()] + [("gpt-j-6b", 16, 16, 256), ("mqa-d2", 2, 1, 2)]
+CASES = [
+    (n, models.preset(n).num_qo_heads, models.preset(n).num_kv_heads, models.preset(n).head_dim)
+    for n in models.preset_names()
+] + [("gpt-j-6b", 16, 16, 256), ("mqa-d2", 2, 1, 2)]
 #: Each case's rotation: the preset's own (scaling, partial rotary), GPT-J pairs, plain RoPE.
-ROPES = {**{n: models.preset(n).rope() for n in models.preset_names()},
-         "gpt-j-6b": rope_table(256, ROPE_BASE, rotary_dim=64, is_neox=False), "mqa-d2": plain(2, ROPE_BASE)}
+ROPES = {
+    **{n: models.preset(n).rope() for n in models.preset_names()},
+    "gpt-j-6b": rope_table(256, ROPE_BASE, rotary_dim=64, is_neox=False),
+    "mqa-d2": plain(2, ROPE_BASE),
+}
 LLAMA3_8B = (32, 8, 128)
 
 
@@ -87,8 +93,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="Check ropepool's CUDA kernel on an NVIDIA GPU (CuPy; MLX if present).")
     p.add_argument("--out", default="artifacts", help="folder for cuda_check.json and cuda_check.svg")
     p.add_argument("--repeats", type=int, default=50, help="timed launches per measurement (median)")
-    p.add_argument("--tokens", type=lambda s: [int(t) for t in s.split(",")], default=[1, 64, 2048],
-                   help="comma-separated T values for the timings (Llama-3-8B heads)")
+    p.add_argument(
+        "--tokens",
+        type=lambda s: [int(t) for t in s.split(",")],
+        default=[1, 64, 2048],
+        help="comma-separated T values for the timings (Llama-3-8B heads)",
+    )
     p.add_argument("--quick", action="store_true", help="T = 1,64 and 10 repeats")
     p.add_argument("--skip-mlx", action="store_true", help="skip part (b) even where MLX's CUDA back-end imports")
     args = p.parse_args(argv)
@@ -135,8 +145,9 @@ def bits(stored: np.ndarray) -> np.ndarray:
     return stored.view({4: np.uint32, 2: np.uint16}[stored.dtype.itemsize])
 
 
-def rotation_error(got: np.ndarray, x: np.ndarray, positions: np.ndarray, dtype: str,
-                   rope: Rope | None = None) -> tuple[float, float]:
+def rotation_error(
+    got: np.ndarray, x: np.ndarray, positions: np.ndarray, dtype: str, rope: Rope | None = None
+) -> tuple[float, float]:
     """``(max |got - reference|, tolerance)`` for a rotated ``[T, H, D]`` (both float64).
 
     Tolerance: :func:`ropepool.tolerance.error_bound` at the largest position, times the largest
@@ -160,7 +171,7 @@ def pool_problems(after: np.ndarray, before: np.ndarray, rows: np.ndarray, slots
     a, b, r = bits(after), bits(before), bits(rows)
     P = a.shape[0] - 2 * guard
     problems = []
-    if not (np.array_equal(a[:guard], b[:guard]) and np.array_equal(a[guard + P:], b[guard + P:])):
+    if not (np.array_equal(a[:guard], b[:guard]) and np.array_equal(a[guard + P :], b[guard + P :])):
         problems.append("a guard row changed (a write outside the pool)")
     valid = [(t, int(s)) for t, s in enumerate(slots) if 0 <= s < P]
     for t, s in valid:
@@ -239,8 +250,9 @@ class CupyKernels:
         self.options = tuple(f"--include-path={d}" for d in [self.include, *nvrtc.include_dirs()])
 
     def function(self, dtype, Hq, Hkv, D, write_pool, rope: Rope):
-        kernel = nvrtc.kernel_text(dtype, Hq, Hkv, D, rotary_dim=rope.rotary_dim, is_neox=rope.is_neox,
-                                   write_pool=write_pool)
+        kernel = nvrtc.kernel_text(
+            dtype, Hq, Hkv, D, rotary_dim=rope.rotary_dim, is_neox=rope.is_neox, write_pool=write_pool
+        )
         if kernel.name not in self.modules:
             mod = self.cp.RawModule(code=kernel.text, options=self.options, name_expressions=[kernel.qualified_name])
             self.modules[kernel.name] = (kernel, mod.get_function(kernel.qualified_name))
@@ -260,8 +272,9 @@ class CupyKernels:
         fn(((grid + source.BLOCK - 1) // source.BLOCK,), (source.BLOCK,), tuple(args))
 
 
-def check_rotation_and_pool(cp, kernels: CupyKernels, checks: Checks, name, Hq, Hkv, D, dtype, T,
-                            rope: Rope | None = None):
+def check_rotation_and_pool(
+    cp, kernels: CupyKernels, checks: Checks, name, Hq, Hkv, D, dtype, T, rope: Rope | None = None
+):
     rope = rope or plain(D, ROPE_BASE)
     case = make_case(T, Hq, Hkv, D, dtype, seed=T * 1000 + D)
     P, g = case["pool_rows"], GUARD_ROWS
@@ -276,10 +289,12 @@ def check_rotation_and_pool(cp, kernels: CupyKernels, checks: Checks, name, Hq, 
         arrays = {**dev, **out}
         if variant == "pool":
             rng = np.random.default_rng(D)
-            pools = {n: to_storage(rng.standard_normal((g + P + g, Hkv, D)).astype(np.float32), dtype)
-                     for n in ("k_pool", "v_pool")}  # [g + P + g, Hkv, D]
+            pools = {
+                n: to_storage(rng.standard_normal((g + P + g, Hkv, D)).astype(np.float32), dtype)
+                for n in ("k_pool", "v_pool")
+            }  # [g + P + g, Hkv, D]
             dev_pools = {n: cp.asarray(p) for n, p in pools.items()}
-            arrays.update({n: p[g:g + P] for n, p in dev_pools.items()})  # the kernel sees rows g .. g+P-1
+            arrays.update({n: p[g : g + P] for n, p in dev_pools.items()})  # the kernel sees rows g .. g+P-1
         kernels.launch(dtype, Hq, Hkv, D, arrays, write_pool=(variant == "pool"), rope=rope)
         cp.cuda.runtime.deviceSynchronize()
         problems = []
@@ -290,10 +305,14 @@ def check_rotation_and_pool(cp, kernels: CupyKernels, checks: Checks, name, Hq, 
                 problems.append(f"{out_name} error {err:.3g} > {tol:.3g}")
         if variant == "pool":
             k_rot = cp.asnumpy(out["k_rot"])
-            problems += ["k_pool: " + p for p in pool_problems(cp.asnumpy(dev_pools["k_pool"]), pools["k_pool"], k_rot,
-                                                               case["slots"], g)]
-            problems += ["v_pool: " + p for p in pool_problems(cp.asnumpy(dev_pools["v_pool"]), pools["v_pool"], case["v"],
-                                                               case["slots"], g)]
+            problems += [
+                "k_pool: " + p
+                for p in pool_problems(cp.asnumpy(dev_pools["k_pool"]), pools["k_pool"], k_rot, case["slots"], g)
+            ]
+            problems += [
+                "v_pool: " + p
+                for p in pool_problems(cp.asnumpy(dev_pools["v_pool"]), pools["v_pool"], case["v"], case["slots"], g)
+            ]
         checks.record(f"cupy {variant:<4} {label}", not problems, "; ".join(problems))
 
 
@@ -328,9 +347,18 @@ def time_against_copy(cp, kernels: CupyKernels, dtype: str, T: int, write_pool: 
     copy_ms = _median_ms(cp, lambda: dst.data.copy_from_device(src.data, moved // 2), repeats)
     gbps = moved / (kernel_ms * 1e-3) / 1e9
     copy_gbps = moved / (copy_ms * 1e-3) / 1e9
-    return {"dtype": dtype, "T": T, "variant": "pool" if write_pool else "mlx", "heads": list(LLAMA3_8B),
-            "bytes": moved, "kernel_ms": kernel_ms, "copy_ms": copy_ms, "kernel_GBps": gbps, "copy_GBps": copy_gbps,
-            "fraction_of_copy": gbps / copy_gbps}
+    return {
+        "dtype": dtype,
+        "T": T,
+        "variant": "pool" if write_pool else "mlx",
+        "heads": list(LLAMA3_8B),
+        "bytes": moved,
+        "kernel_ms": kernel_ms,
+        "copy_ms": copy_ms,
+        "kernel_GBps": gbps,
+        "copy_GBps": copy_gbps,
+        "fraction_of_copy": gbps / copy_gbps,
+    }
 
 
 def part_cupy(args, checks: Checks) -> dict:
@@ -345,28 +373,49 @@ def part_cupy(args, checks: Checks) -> dict:
         return {"skipped": reason}
     dev = cp.cuda.Device()
     props = cp.cuda.runtime.getDeviceProperties(dev.id)
-    env = {"gpu": props["name"].decode(), "compute_capability": dev.compute_capability, "cupy": cp.__version__,
-           "cuda_runtime": cp.cuda.runtime.runtimeGetVersion(), "nvrtc": list(nvrtc.version()),
-           "device_headers": "MLX's" if not nvrtc.device_headers() else "ropepool's stand-in utils.cuh"}
+    env = {
+        "gpu": props["name"].decode(),
+        "compute_capability": dev.compute_capability,
+        "cupy": cp.__version__,
+        "cuda_runtime": cp.cuda.runtime.runtimeGetVersion(),
+        "nvrtc": list(nvrtc.version()),
+        "device_headers": "MLX's" if not nvrtc.device_headers() else "ropepool's stand-in utils.cuh",
+    }
     print(f"(a) CuPy {env['cupy']} on {env['gpu']} (sm_{env['compute_capability']}), NVRTC {env['nvrtc']}", flush=True)
     kernels = CupyKernels(cp)
     for name, Hq, Hkv, D in CASES:
         for dtype in DTYPES:
             for T in (1, 37):
-                checks.guard(f"cupy {name} {dtype} T={T}", check_rotation_and_pool, cp, kernels, checks, name, Hq, Hkv,
-                             D, dtype, T, ROPES[name])
+                checks.guard(
+                    f"cupy {name} {dtype} T={T}",
+                    check_rotation_and_pool,
+                    cp,
+                    kernels,
+                    checks,
+                    name,
+                    Hq,
+                    Hkv,
+                    D,
+                    dtype,
+                    T,
+                    ROPES[name],
+                )
     timings = []
     print(f"\nTimings at Llama-3-8B heads {LLAMA3_8B} (medians of {args.repeats}, CUDA events):", flush=True)
     for dtype in DTYPES:
         for T in args.tokens:
             for write_pool in (False, True):
-                row = checks.guard(f"timing {dtype} T={T}", time_against_copy, cp, kernels, dtype, T, write_pool,
-                                   args.repeats)
+                row = checks.guard(
+                    f"timing {dtype} T={T}", time_against_copy, cp, kernels, dtype, T, write_pool, args.repeats
+                )
                 if row:
                     timings.append(row)
-                    print(f"  {dtype:<9} T={T:<5} {row['variant']:<4} kernel {row['kernel_ms']:.4f} ms "
-                          f"{row['kernel_GBps']:7.1f} GB/s, copy {row['copy_ms']:.4f} ms {row['copy_GBps']:7.1f} GB/s, "
-                          f"{row['fraction_of_copy']:.2f} of copy", flush=True)
+                    print(
+                        f"  {dtype:<9} T={T:<5} {row['variant']:<4} kernel {row['kernel_ms']:.4f} ms "
+                        f"{row['kernel_GBps']:7.1f} GB/s, copy {row['copy_ms']:.4f} ms {row['copy_GBps']:7.1f} GB/s, "
+                        f"{row['fraction_of_copy']:.2f} of copy",
+                        flush=True,
+                    )
     return {"environment": env, "timings": timings}
 
 
@@ -393,7 +442,6 @@ def part_mlx(checks: Checks) -> dict:
     from ropepool.kernels import fused
     from ropepool.shapes import Shapes
 
-
     def f64(a):
         return np.array(a.astype(mx.float32), np.float64)
 
@@ -408,8 +456,11 @@ def part_mlx(checks: Checks) -> dict:
         kw = ropepool.make_inputs(Shapes(T, Hq, Hkv, D, P), dtype, slots=slots, positions=positions)
         before = (mbits(kw["k_pool"]), mbits(kw["v_pool"]))
         q_rot, k_rot, k_rows, v_rows = fused.rotate_cuda(kw["q"], kw["k"], kw["v"], kw["positions"], rope=rope)
-        out = (q_rot, k_rot, *pool_write.write(pool_write.plan(np.array(slots), P), kw["k_pool"], kw["v_pool"],
-                                               k_rows, v_rows))
+        out = (
+            q_rot,
+            k_rot,
+            *pool_write.write(pool_write.plan(np.array(slots), P), kw["k_pool"], kw["v_pool"], k_rows, v_rows),
+        )
         mx.eval(*out)
         problems = []
         for label, got, x in (("q_rot", out[0], kw["q"]), ("k_rot", out[1], kw["k"])):
@@ -422,8 +473,10 @@ def part_mlx(checks: Checks) -> dict:
         if not np.array_equal(mbits(out[3])[[slots[t] for t in written]], mbits(kw["v"])[written]):
             problems.append("v_pool rows differ from v bits")
         untouched = np.setdiff1d(np.arange(P), [s for s in slots if s >= 0])
-        if not (np.array_equal(mbits(out[2])[untouched], before[0][untouched])
-                and np.array_equal(mbits(out[3])[untouched], before[1][untouched])):
+        if not (
+            np.array_equal(mbits(out[2])[untouched], before[0][untouched])
+            and np.array_equal(mbits(out[3])[untouched], before[1][untouched])
+        ):
             problems.append("an untouched pool row changed")
         checks.record(f"mlx kernel {name} {dtype} T={T}", not problems, "; ".join(problems))
 
@@ -433,8 +486,10 @@ def part_mlx(checks: Checks) -> dict:
         before = (mbits(kw["k_pool"]), mbits(kw["v_pool"]))
         out = ropepool.rope_pool_fused(**kw, backend="cuda", check_values=False)
         mx.eval(*out)
-        checks.record(f"mlx out-of-range slots write nothing ({dtype})",
-                      np.array_equal(mbits(out[2]), before[0]) and np.array_equal(mbits(out[3]), before[1]))
+        checks.record(
+            f"mlx out-of-range slots write nothing ({dtype})",
+            np.array_equal(mbits(out[2]), before[0]) and np.array_equal(mbits(out[3]), before[1]),
+        )
 
     def auto_picks_cuda(dtype):
         kw = ropepool.make_inputs(Shapes(16, 32, 8, 128, 64), dtype, positions=list(range(1000, 1016)))
@@ -444,8 +499,11 @@ def part_mlx(checks: Checks) -> dict:
         mx.eval(*a, *b)
         worst = max(float(np.abs(f64(x) - f64(y)).max()) for x, y in zip(a[:2], b[:2]))
         bound = 2 * float(error_bound(dtype, 1015, 8))  # each within the bound of the reference; pairs < 8
-        checks.record(f"mlx auto picks cuda and agrees with the MLX path ({dtype})", picked == "cuda" and worst <= bound,
-                      f"auto={picked!r}, max |cuda - mlx| = {worst:.3g}")
+        checks.record(
+            f"mlx auto picks cuda and agrees with the MLX path ({dtype})",
+            picked == "cuda" and worst <= bound,
+            f"auto={picked!r}, max |cuda - mlx| = {worst:.3g}",
+        )
 
     print(f"\n(b) MLX {mx.__version__}, default device {mx.default_device()}", flush=True)
     for name, Hq, Hkv, D in CASES:
@@ -469,29 +527,43 @@ def svg_plot(timings: list[dict], title: str) -> str:
     plot_h = height - bottom - top
     scale = max([1.0] + [b["fraction_of_copy"] for b in bars])
     colors = {"mlx": "#3b6ea5", "pool": "#d08c2f"}
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
-           f'font-size="11">', f'<text x="{left}" y="20" font-size="13">{title}</text>']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+        f'font-size="11">',
+        f'<text x="{left}" y="20" font-size="13">{title}</text>',
+    ]
     for frac in (0.25, 0.5, 0.75, 1.0):
         y = top + plot_h * (1 - frac / scale)
-        out.append(f'<line x1="{left}" x2="{width - 10}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ccc"/>'
-                   f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{frac:.2f}</text>')
+        out.append(
+            f'<line x1="{left}" x2="{width - 10}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ccc"/>'
+            f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{frac:.2f}</text>'
+        )
     for i, b in enumerate(bars):
         h = plot_h * b["fraction_of_copy"] / scale
         x = left + 10 + 46 * i
-        out.append(f'<rect x="{x}" y="{top + plot_h - h:.1f}" width="36" height="{h:.1f}" fill="{colors[b["variant"]]}"/>')
-        out.append(f'<text x="{x + 18}" y="{height - bottom + 14}" text-anchor="middle">{b["dtype"][:4]}</text>'
-                   f'<text x="{x + 18}" y="{height - bottom + 28}" text-anchor="middle">T={b["T"]}</text>'
-                   f'<text x="{x + 18}" y="{height - bottom + 42}" text-anchor="middle">{b["variant"]}</text>')
-    out.append(f'<text x="12" y="{top + plot_h / 2}" transform="rotate(-90 12 {top + plot_h / 2})" '
-               f'text-anchor="middle">fraction of copy bandwidth</text></svg>')
+        out.append(
+            f'<rect x="{x}" y="{top + plot_h - h:.1f}" width="36" height="{h:.1f}" fill="{colors[b["variant"]]}"/>'
+        )
+        out.append(
+            f'<text x="{x + 18}" y="{height - bottom + 14}" text-anchor="middle">{b["dtype"][:4]}</text>'
+            f'<text x="{x + 18}" y="{height - bottom + 28}" text-anchor="middle">T={b["T"]}</text>'
+            f'<text x="{x + 18}" y="{height - bottom + 42}" text-anchor="middle">{b["variant"]}</text>'
+        )
+    out.append(
+        f'<text x="12" y="{top + plot_h / 2}" transform="rotate(-90 12 {top + plot_h / 2})" '
+        f'text-anchor="middle">fraction of copy bandwidth</text></svg>'
+    )
     return "\n".join(out)
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     checks = Checks()
-    report = {"platform": f"{platform.system()} {platform.machine()}, Python {platform.python_version()}",
-              "kernel": source.kernel_name("cuda"), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    report = {
+        "platform": f"{platform.system()} {platform.machine()}, Python {platform.python_version()}",
+        "kernel": source.kernel_name("cuda"),
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
     start = time.perf_counter()
     report["cupy"] = part_cupy(args, checks)
     skip = "--skip-mlx given" if args.skip_mlx else mlx_skip_reason()
@@ -508,10 +580,13 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "cuda_check.json").write_text(json.dumps(report, indent=2))
     gpu = report["cupy"].get("environment", {}).get("gpu", "no GPU")
-    (out / "cuda_check.svg").write_text(svg_plot(report["cupy"].get("timings", []),
-                                                 f"ropepool CUDA kernel vs a device copy of the same bytes ({gpu})"))
-    print(f"\n{passed}/{len(checks.rows)} checks passed in {report['seconds']:.0f} s; "
-          f"wrote {out / 'cuda_check.json'} and {out / 'cuda_check.svg'}")
+    (out / "cuda_check.svg").write_text(
+        svg_plot(report["cupy"].get("timings", []), f"ropepool CUDA kernel vs a device copy of the same bytes ({gpu})")
+    )
+    print(
+        f"\n{passed}/{len(checks.rows)} checks passed in {report['seconds']:.0f} s; "
+        f"wrote {out / 'cuda_check.json'} and {out / 'cuda_check.svg'}"
+    )
     return 0 if checks.rows and passed == len(checks.rows) else 1
 
 

@@ -38,8 +38,10 @@ def main(argv=None) -> int:
     ap.add_argument("--dtypes", nargs="+", default=["float16", "bfloat16", "float32"])
     args = ap.parse_args(argv)
     Hq, Hkv, D = args.heads
-    print(f"rope_pool_fused at T=1, Hq={Hq}, Hkv={Hkv}, D={D}, P={args.pool}; backend {best_backend()} on "
-          f"{mx.default_device()}; medians of {args.repeats} interleaved calls; load {os.getloadavg()[0]:.1f}")
+    print(
+        f"rope_pool_fused at T=1, Hq={Hq}, Hkv={Hkv}, D={D}, P={args.pool}; backend {best_backend()} on "
+        f"{mx.default_device()}; medians of {args.repeats} interleaved calls; load {os.getloadavg()[0]:.1f}"
+    )
     checks = []
     for dtype in args.dtypes:
         shapes = Shapes(1, Hq, Hkv, D, args.pool)

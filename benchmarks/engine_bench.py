@@ -34,8 +34,15 @@ from ropepool.engine.tiny_models import tiny
 
 
 def build(hidden: int, layers: int, vocab: int):
-    return tiny("llama", hidden_size=hidden, num_hidden_layers=layers, intermediate_size=2 * hidden,
-                num_attention_heads=max(hidden // 32, 2), num_key_value_heads=max(hidden // 64, 1), vocab_size=vocab)
+    return tiny(
+        "llama",
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        intermediate_size=2 * hidden,
+        num_attention_heads=max(hidden // 32, 2),
+        num_key_value_heads=max(hidden // 64, 1),
+        vocab_size=vocab,
+    )
 
 
 def mlx_lm_tokens(model, prompt, new):
@@ -88,7 +95,9 @@ def blas_line() -> str:
         t1 = time.perf_counter()
         a @ a
         t2 = time.perf_counter()
-        return f"BLAS under MLX: MLX's own; float32 1024^3 matmul {2 / (t1 - t0):.1f} GF/s, NumPy {2 / (t2 - t1):.1f} GF/s"
+        return (
+            f"BLAS under MLX: MLX's own; float32 1024^3 matmul {2 / (t1 - t0):.1f} GF/s, NumPy {2 / (t2 - t1):.1f} GF/s"
+        )
     return line(repeats=5)
 
 
@@ -104,10 +113,12 @@ def smollm2(args):
     float32 = not hasattr(model.model.layers[0].self_attn.q_proj, "scales")
     prompts = [tokenizer.apply_chat_template([{"role": "user", "content": q}]) for q in (*QUESTIONS, EXTRA_QUESTION)]
     line = blas_line()
-    print(f"SmolLM2-135M-Instruct ({'float32' if float32 else 'Q4_1/Q8_0 as shipped'}, GGUF rows, GPT-J pairs); "
-          f"prompts of {[len(p) for p in prompts]} tokens, {args.new} new tokens each, no stop token; backend "
-          f"{Engine(model, pool_rows=1, backend=args.backend.split(',')[0]).runner.backend}; device {mx.default_device()}; medians of {args.repeats} rounds; "
-          f"load {os.getloadavg()[0]:.1f}")
+    print(
+        f"SmolLM2-135M-Instruct ({'float32' if float32 else 'Q4_1/Q8_0 as shipped'}, GGUF rows, GPT-J pairs); "
+        f"prompts of {[len(p) for p in prompts]} tokens, {args.new} new tokens each, no stop token; backend "
+        f"{Engine(model, pool_rows=1, backend=args.backend.split(',')[0]).runner.backend}; device {mx.default_device()}; medians of {args.repeats} rounds; "
+        f"load {os.getloadavg()[0]:.1f}"
+    )
     print(line)
 
     backends = args.backend.split(",")  # the first one's numbers meet the targets; the others are raced beside
@@ -146,11 +157,18 @@ def smollm2(args):
         (f"prefill {rate['prefill']:.0f} tok/s >= {TARGET_PREFILL:.0f}", rate["prefill"] >= TARGET_PREFILL),
         (f"one request {one:.1f} tok/s >= {TARGET_ONE:.0f}", one >= TARGET_ONE),
         (f"four requests {four / one:.2f}x one request >= {TARGET_BATCH_GAIN}x", four / one >= TARGET_BATCH_GAIN),
-        (f"four requests {four / base:.2f}x mlx-lm's batch_generate >= {TARGET_VS_MLX_LM}x", four / base >= TARGET_VS_MLX_LM),
+        (
+            f"four requests {four / base:.2f}x mlx-lm's batch_generate >= {TARGET_VS_MLX_LM}x",
+            four / base >= TARGET_VS_MLX_LM,
+        ),
     ]
     if len(gf) == 2:
-        checks.append((f"MLX float32 1024^3 matmul {gf[0] / gf[1]:.2f}x NumPy's >= {TARGET_MATMUL}x",
-                       gf[0] / gf[1] >= TARGET_MATMUL))
+        checks.append(
+            (
+                f"MLX float32 1024^3 matmul {gf[0] / gf[1]:.2f}x NumPy's >= {TARGET_MATMUL}x",
+                gf[0] / gf[1] >= TARGET_MATMUL,
+            )
+        )
     print("Targets (fast-CPU issue; notebook 08's Run All and make test are timed apart)")
     print("\n".join(f"  {'met ' if ok else 'MISS'}  {text}" for text, ok in checks))
 
@@ -163,10 +181,17 @@ def main(argv=None):
     ap.add_argument("--prompt", type=int, default=32, help="prompt tokens")
     ap.add_argument("--new", type=int, default=None, help="new tokens (default 64; --smollm2 24)")
     ap.add_argument("--repeats", type=int, default=None, help="timed runs (default 5; --smollm2 3 rounds)")
-    ap.add_argument("--smollm2", action="store_true", help="the real model: prefill, one and four requests, "
-                                                          "batch_generate; the targets")
-    ap.add_argument("--backend", default="auto", help="with --smollm2: the engine's rope_pool_fused backend; "
-                                                      "a comma list races the others' four requests beside")
+    ap.add_argument(
+        "--smollm2",
+        action="store_true",
+        help="the real model: prefill, one and four requests, batch_generate; the targets",
+    )
+    ap.add_argument(
+        "--backend",
+        default="auto",
+        help="with --smollm2: the engine's rope_pool_fused backend; "
+        "a comma list races the others' four requests beside",
+    )
     ap.add_argument("--quantized", action="store_true", help="with --smollm2: Q4_1/Q8_0 weights as shipped")
     args = ap.parse_args(argv)
     if args.smollm2:
@@ -178,8 +203,10 @@ def main(argv=None):
     prompt = [(7 * i + 3) % args.vocab for i in range(args.prompt)]
     want = mlx_lm_tokens(model, prompt, args.new)
     backends = [name for name, s in ropepool.available_backends().items() if s.available]
-    print(f"Llama hidden {args.hidden}, {args.layers} layers, vocab {args.vocab}; one request: "
-          f"{args.prompt} prompt + {args.new} new tokens; median of {args.repeats}; device {mx.default_device()}")
+    print(
+        f"Llama hidden {args.hidden}, {args.layers} layers, vocab {args.vocab}; one request: "
+        f"{args.prompt} prompt + {args.new} new tokens; median of {args.repeats}; device {mx.default_device()}"
+    )
     base = median_seconds(lambda: mlx_lm_tokens(model, prompt, args.new), args.repeats)
     print(f"  {'mlx-lm generate_step':28} {args.new / base:9.1f} tokens/s")
     for b in backends:

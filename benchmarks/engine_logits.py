@@ -43,8 +43,10 @@ def main(argv=None):
     ap.add_argument("--smollm2", action="store_true", help="also the real model (fetched by make setup)")
     args = ap.parse_args(argv)
     backends = [n for n, s in ropepool.available_backends().items() if s.available]
-    print(f"largest |logit difference| against mlx-lm, float32 (tests allow atol {ENGINE_LOGITS_FLOAT32['atol']:g}, "
-          f"rtol {ENGINE_LOGITS_FLOAT32['rtol']:g}); device {mx.default_device()}")
+    print(
+        f"largest |logit difference| against mlx-lm, float32 (tests allow atol {ENGINE_LOGITS_FLOAT32['atol']:g}, "
+        f"rtol {ENGINE_LOGITS_FLOAT32['rtol']:g}); device {mx.default_device()}"
+    )
     print(f"  {'model':24}" + "".join(f"{b:>12}" for b in backends))
     for name, (label, _, _) in ARCHS.items():
         model = build(name)
@@ -56,8 +58,11 @@ def main(argv=None):
         model, tokenizer, _ = load_smollm2(pairs="gptj")  # as shipped: GGUF rows, GPT-J pairs
         prompts = [tokenizer.apply_chat_template([{"role": "user", "content": q}]) for q in QUESTIONS]
         diffs = [largest_difference(model, prompts, 10, b, 96, stop=tokenizer.eos_token_id) for b in backends]
-        print(f"  {'SmolLM2-135M (Q4_1)':24}" + "".join(f"{d:>12.1e}" for d in diffs)
-              + f"   (tests allow atol {ENGINE_LOGITS_SMOLLM2['atol']:g}: 30 layers of quantized matmuls)")
+        print(
+            f"  {'SmolLM2-135M (Q4_1)':24}"
+            + "".join(f"{d:>12.1e}" for d in diffs)
+            + f"   (tests allow atol {ENGINE_LOGITS_SMOLLM2['atol']:g}: 30 layers of quantized matmuls)"
+        )
 
 
 if __name__ == "__main__":

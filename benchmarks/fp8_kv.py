@@ -45,12 +45,19 @@ def compare(model, prompts, new, pool_rows, stop=None) -> dict:
     scales = calibrate(model, prompts)
     kws = {"float": {}, "fp8": dict(kv_dtype="fp8"), "fp8 calibrated": dict(kv_dtype="fp8", kv_scales=scales)}
     runs = {name: generate(model, prompts, new, pool_rows=pool_rows, stop=stop, **kw) for name, kw in kws.items()}
-    out = dict(runs=runs, bytes=pool_bytes(model, pool_rows), largest=max(float(mx.abs(a.logits).max()) for a in runs["float"]))
+    out = dict(
+        runs=runs, bytes=pool_bytes(model, pool_rows), largest=max(float(mx.abs(a.logits).max()) for a in runs["float"])
+    )
     for name in ("fp8", "fp8 calibrated"):
         pairs = list(zip(runs["float"], runs[name]))
-        out[name] = (max(float(mx.abs(a.logits[:n] - b.logits[:n]).max())
-                         for a, b in pairs for n in [comparable(a.tokens, b.tokens)]),
-                     all(a.tokens == b.tokens for a, b in pairs))
+        out[name] = (
+            max(
+                float(mx.abs(a.logits[:n] - b.logits[:n]).max())
+                for a, b in pairs
+                for n in [comparable(a.tokens, b.tokens)]
+            ),
+            all(a.tokens == b.tokens for a, b in pairs),
+        )
     return out
 
 
@@ -74,8 +81,10 @@ def main(argv=None):
         print(f"  {label:30}{r['largest']:>12.3g}{cells}{b['fp8']:>14,} / {b['float16']:,} / {b['float32']:,}")
         if stop is not None:
             for name, run in r["runs"].items():
-                print(f"    {name:>15}: " + " | ".join(repr(tokenizer.decode(x.tokens, skip_special_tokens=True))
-                                                 for x in run))
+                print(
+                    f"    {name:>15}: "
+                    + " | ".join(repr(tokenizer.decode(x.tokens, skip_special_tokens=True)) for x in run)
+                )
 
 
 if __name__ == "__main__":

@@ -50,8 +50,20 @@ def write(path: str) -> None:
             for scale in SCALES:
                 pool = mx.zeros((T, 1, 8), mx.uint8)
                 _, _, _, v_pool = ropepool.rope_pool_fused(
-                    rows, rows, rows, mx.zeros(T, mx.int32), mx.arange(T, dtype=mx.int32), pool, pool,
-                    head_dim=8, num_qo_heads=1, num_kv_heads=1, rope_base=1e4, v_scale=scale, backend=backend)
+                    rows,
+                    rows,
+                    rows,
+                    mx.zeros(T, mx.int32),
+                    mx.arange(T, dtype=mx.int32),
+                    pool,
+                    pool,
+                    head_dim=8,
+                    num_qo_heads=1,
+                    num_kv_heads=1,
+                    rope_base=1e4,
+                    v_scale=scale,
+                    backend=backend,
+                )
                 store[f"{name}/{backend}/{scale}"] = np.array(v_pool).reshape(-1)
         store[f"{name}/values"] = x
     np.savez(path, **store)

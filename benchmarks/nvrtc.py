@@ -49,8 +49,13 @@ from ropepool.kernels import source
 ARCHS = ("sm_80", "sm_90")
 
 #: MLX's ``dtype_to_cuda_type`` (mlx/backend/cuda/utils.cpp), for the dtypes the kernel uses.
-CUDA_TYPES = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16", "int32": "int32_t",
-              "uint8": "uint8_t"}
+CUDA_TYPES = {
+    "float32": "float",
+    "float16": "__half",
+    "bfloat16": "__nv_bfloat16",
+    "int32": "int32_t",
+    "uint8": "uint8_t",
+}
 
 # MLX's get_type_string, used only in the kernel's name (the template hash).
 _TYPE_STRINGS = {"float32": "float", "float16": "float16_t", "bfloat16": "bfloat16_t"}
@@ -102,8 +107,15 @@ def _nvidia_dirs() -> list[Path]:
     import site
     import sysconfig
 
-    sites = {Path(p).resolve() for p in (*site.getsitepackages(), site.getusersitepackages(),
-                                         sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"])}
+    sites = {
+        Path(p).resolve()
+        for p in (
+            *site.getsitepackages(),
+            site.getusersitepackages(),
+            sysconfig.get_paths()["purelib"],
+            sysconfig.get_paths()["platlib"],
+        )
+    }
     spec = importlib.util.find_spec("nvidia")
     found = [Path(p).resolve() for p in (spec.submodule_search_locations or [])] if spec else []
     return [p for p in found if p.parent in sites]
@@ -237,8 +249,18 @@ def _template_lines(template) -> str:
     return "".join(lines) + "\n" if lines else ""
 
 
-def assemble(name: str, input_names, input_dtypes, output_names, output_dtypes, body: str, header: str,
-             template, *, extra_shapes=()) -> KernelText:
+def assemble(
+    name: str,
+    input_names,
+    input_dtypes,
+    output_names,
+    output_dtypes,
+    body: str,
+    header: str,
+    template,
+    *,
+    extra_shapes=(),
+) -> KernelText:
     """The text ``mx.fast.cuda_kernel`` compiles, as ``build_kernel`` writes it.
 
     Dtypes are names ("float16", "int32", ...). A ``<name>_shape`` parameter follows an input
@@ -262,15 +284,29 @@ def assemble(name: str, input_names, input_dtypes, output_names, output_dtypes, 
     for n in extra_shapes:
         lines.append(f"    const __grid_constant__ Shape {n}")
         params.append((n, "shape"))
-    kernel = ("namespace mlx::core::cu {\n\nnamespace cg = cooperative_groups;\n\n"
-              + f"__global__ void {full_name}(\n" + ",\n".join(lines) + ") {\n"
-              + _template_lines(template) + body + "\n}\n\n} // namespace mlx::core::cu\n")
+    kernel = (
+        "namespace mlx::core::cu {\n\nnamespace cg = cooperative_groups;\n\n"
+        + f"__global__ void {full_name}(\n"
+        + ",\n".join(lines)
+        + ") {\n"
+        + _template_lines(template)
+        + body
+        + "\n}\n\n} // namespace mlx::core::cu\n"
+    )
     return KernelText(full_name, DEFAULT_HEADER + header, kernel, tuple(params))
 
 
-def kernel_text(dtype: str, num_qo_heads: int, num_kv_heads: int, head_dim: int, *, rotary_dim: int | None = None,
-                is_neox: bool = True, write_pool: bool = False,
-                variant: source.Variant = source.PLAIN) -> KernelText:
+def kernel_text(
+    dtype: str,
+    num_qo_heads: int,
+    num_kv_heads: int,
+    head_dim: int,
+    *,
+    rotary_dim: int | None = None,
+    is_neox: bool = True,
+    write_pool: bool = False,
+    variant: source.Variant = source.PLAIN,
+) -> KernelText:
     """ropepool's CUDA kernel for one specialisation, from :mod:`ropepool.kernels.source`.
 
     ``rotary_dim`` and ``is_neox`` are the RoPE variant's template arguments (RD, NEOX);
@@ -286,18 +322,31 @@ def kernel_text(dtype: str, num_qo_heads: int, num_kv_heads: int, head_dim: int,
         raise ValueError(f"source.INPUT_DTYPES has no dtype for input(s) {missing}")
     outputs = list(source.output_names(variant))
     extra = ()
-    dtypes = {**source.INPUT_DTYPES, "v": "DType", "slots": "int32", **source.OUTPUT_DTYPES,
-              "k_pool": "uint8" if variant.fp8 else "DType", "v_pool": "uint8" if variant.fp8 else "DType"}
+    dtypes = {
+        **source.INPUT_DTYPES,
+        "v": "DType",
+        "slots": "int32",
+        **source.OUTPUT_DTYPES,
+        "k_pool": "uint8" if variant.fp8 else "DType",
+        "v_pool": "uint8" if variant.fp8 else "DType",
+    }
     if write_pool:
         inputs += [n for n in ("v", "slots") if n not in inputs]
         outputs += ["k_pool", "v_pool"]
         extra = ("k_pool_shape",)
     in_dtypes = [dtype if dtypes[n] == "DType" else dtypes[n] for n in inputs]
     out_dtypes = [dtype if dtypes[n] == "DType" else dtypes[n] for n in outputs]
-    text = assemble(source.kernel_name("cuda", variant) + ("_pool" if write_pool else ""), inputs, in_dtypes, outputs,
-                    out_dtypes, source.body("cuda"), source.header("cuda", variant),
-                    source.template_args(dtype, num_qo_heads, num_kv_heads, head_dim, rotary_dim, is_neox),
-                    extra_shapes=extra)
+    text = assemble(
+        source.kernel_name("cuda", variant) + ("_pool" if write_pool else ""),
+        inputs,
+        in_dtypes,
+        outputs,
+        out_dtypes,
+        source.body("cuda"),
+        source.header("cuda", variant),
+        source.template_args(dtype, num_qo_heads, num_kv_heads, head_dim, rotary_dim, is_neox),
+        extra_shapes=extra,
+    )
     if write_pool:  # around the kernel block, not the headers (which never read it): one prologue for all
         text = replace(text, kernel="#define RP_WRITE_POOL\n" + text.kernel + "#undef RP_WRITE_POOL\n")
     return text
@@ -392,8 +441,12 @@ def compile_cuda(kernels, arch: str) -> Compiled:
     names = (ctypes.c_char_p * len(headers))(*[n.encode() for n in headers])
     texts = (ctypes.c_char_p * len(headers))(*[t.encode() for t in headers.values()])
     prog = ctypes.c_void_p()
-    _check(lib.nvrtcCreateProgram(ctypes.byref(prog), text.encode(), f"{kernels[0].name}.cu".encode(),
-                                  len(headers), texts, names), "nvrtcCreateProgram")
+    _check(
+        lib.nvrtcCreateProgram(
+            ctypes.byref(prog), text.encode(), f"{kernels[0].name}.cu".encode(), len(headers), texts, names
+        ),
+        "nvrtcCreateProgram",
+    )
     try:
         for k in kernels:
             _check(lib.nvrtcAddNameExpression(prog, k.qualified_name.encode()), "nvrtcAddNameExpression")
@@ -431,8 +484,16 @@ def compile_specialisations(specs: tuple, arch: str) -> tuple[Compiled, ...]:
     cached per process."""
     groups: dict[str, dict[str, KernelText]] = {}
     for dtype, hq, hkv, d, rd, neox, write_pool, *variant in specs:
-        k = kernel_text(dtype, hq, hkv, d, rotary_dim=rd, is_neox=neox, write_pool=write_pool,
-                        variant=variant[0] if variant else source.PLAIN)
+        k = kernel_text(
+            dtype,
+            hq,
+            hkv,
+            d,
+            rotary_dim=rd,
+            is_neox=neox,
+            write_pool=write_pool,
+            variant=variant[0] if variant else source.PLAIN,
+        )
         groups.setdefault(k.prologue, {})[k.name] = k
     return tuple(compile_cuda(g.values(), arch) for g in groups.values())
 
@@ -440,11 +501,15 @@ def compile_specialisations(specs: tuple, arch: str) -> tuple[Compiled, ...]:
 def resource_table(rows) -> str:
     """A text table of ``(arch, dtype, variant, [Resources, ...])`` rows: registers per thread
     (min to max over the shapes) and spill bytes, for the test's report."""
-    lines = [f"{'arch':<6} {'dtype':<9} {'variant':<8} {'registers/thread':>16} {'spill bytes':>11} {'stack':>6} "
-             f"{'kernels':>7}"]
+    lines = [
+        f"{'arch':<6} {'dtype':<9} {'variant':<8} {'registers/thread':>16} {'spill bytes':>11} {'stack':>6} "
+        f"{'kernels':>7}"
+    ]
     for arch, dtype, variant, res in rows:
         regs = sorted({r.registers for r in res})
         span = f"{regs[0]}" if len(regs) == 1 else f"{regs[0]}-{regs[-1]}"
-        lines.append(f"{arch:<6} {dtype:<9} {variant:<8} {span:>16} {sum(r.spills for r in res):>11} "
-                     f"{max(r.stack_bytes for r in res):>6} {len(res):>7}")
+        lines.append(
+            f"{arch:<6} {dtype:<9} {variant:<8} {span:>16} {sum(r.spills for r in res):>11} "
+            f"{max(r.stack_bytes for r in res):>6} {len(res):>7}"
+        )
     return "\n".join(lines)

@@ -38,30 +38,49 @@ def target_checks(results: dict) -> list[tuple[str, bool]]:
         for m in ("ropepool", "ropepool-inplace"):
             if m in got and "mx.fast.rope" in got:
                 speedup = got["mx.fast.rope"].median_ms / got[m].median_ms
-                checks.append((f"{m} {dt} T={T}: {speedup:.2f}x faster than mx.fast.rope + scatter",
-                               speedup >= TARGET_SPEEDUP))
+                checks.append(
+                    (f"{m} {dt} T={T}: {speedup:.2f}x faster than mx.fast.rope + scatter", speedup >= TARGET_SPEEDUP)
+                )
             if m in got and "copy (mlx)" in got:
                 floor = got[m].median_ms / got["copy (mlx)"].median_ms
-                checks.append((f"{m} {dt} T={T}: {floor:.2f}x the MLX copy floor"
-                               + (f" ({got[m].median_ms / got['memcpy (numpy)'].median_ms:.1f}x memcpy)"
-                                  if "memcpy (numpy)" in got else ""), floor <= TARGET_FLOOR))
+                checks.append(
+                    (
+                        f"{m} {dt} T={T}: {floor:.2f}x the MLX copy floor"
+                        + (
+                            f" ({got[m].median_ms / got['memcpy (numpy)'].median_ms:.1f}x memcpy)"
+                            if "memcpy (numpy)" in got
+                            else ""
+                        ),
+                        floor <= TARGET_FLOOR,
+                    )
+                )
     if results["pools"]:
         P0 = min(r.pool_rows for r in results["pools"])
         P1 = max(r.pool_rows for r in results["pools"])
         for m in ("ropepool", "ropepool-unchecked", "ropepool-inplace"):
             a, b = _lookup(results["pools"], pool_rows=P0).get(m), _lookup(results["pools"], pool_rows=P1).get(m)
             if a and b:
-                checks.append((f"{m}: P={P1:,} takes {b.median_ms / a.median_ms:.2f}x P={P0:,}",
-                               b.median_ms / a.median_ms <= TARGET_POOL_FLAT))
+                checks.append(
+                    (
+                        f"{m}: P={P1:,} takes {b.median_ms / a.median_ms:.2f}x P={P0:,}",
+                        b.median_ms / a.median_ms <= TARGET_POOL_FLAT,
+                    )
+                )
     return checks
 
 
-TARGETS_LINE = (f"Targets (>= {TARGET_SPEEDUP}x mx.fast.rope, <= {TARGET_FLOOR}x copy floor, "
-                f"<= {TARGET_POOL_FLAT}x across pool sizes)")
-DECODE_LINE = (f"Decode in place, T = 1 (>= {TARGET_DECODE_MX}x mx.fast.rope + scatter with mx inputs, "
-               f">= {TARGET_DECODE_NUMPY}x the NumPy implementation with NumPy inputs)")
-ENGINE_LINE = (f"The engine issue's op targets (decode in place T = 1 >= {TARGET_DECODE_MX}x, "
-               f"prefill T = 64 and 2048 >= {TARGET_SPEEDUP}x mx.fast.rope + scatter, every dtype)")
+TARGETS_LINE = (
+    f"Targets (>= {TARGET_SPEEDUP}x mx.fast.rope, <= {TARGET_FLOOR}x copy floor, "
+    f"<= {TARGET_POOL_FLAT}x across pool sizes)"
+)
+DECODE_LINE = (
+    f"Decode in place, T = 1 (>= {TARGET_DECODE_MX}x mx.fast.rope + scatter with mx inputs, "
+    f">= {TARGET_DECODE_NUMPY}x the NumPy implementation with NumPy inputs)"
+)
+ENGINE_LINE = (
+    f"The engine issue's op targets (decode in place T = 1 >= {TARGET_DECODE_MX}x, "
+    f"prefill T = 64 and 2048 >= {TARGET_SPEEDUP}x mx.fast.rope + scatter, every dtype)"
+)
 
 
 def engine_checks(rows) -> list[tuple[str, bool]]:
@@ -85,26 +104,36 @@ def decode_checks(rows) -> list[tuple[str, bool]]:
         got = _lookup(rows, dtype=dt, tokens=1)
         if "ropepool-inplace" in got and "mx.fast.rope" in got:
             x = got["mx.fast.rope"].median_ms / got["ropepool-inplace"].median_ms
-            out.append((f"{dt:<9} mx inputs:    {x:.2f}x faster than mx.fast.rope + scatter "
-                        f"({got['ropepool-inplace'].median_ms * 1e3:.0f} us against {got['mx.fast.rope'].median_ms * 1e3:.0f} us)",
-                        x >= TARGET_DECODE_MX))
+            out.append(
+                (
+                    f"{dt:<9} mx inputs:    {x:.2f}x faster than mx.fast.rope + scatter "
+                    f"({got['ropepool-inplace'].median_ms * 1e3:.0f} us against {got['mx.fast.rope'].median_ms * 1e3:.0f} us)",
+                    x >= TARGET_DECODE_MX,
+                )
+            )
         if "ropepool-inplace-np" in got and "numpy" in got:
             x = got["numpy"].median_ms / got["ropepool-inplace-np"].median_ms
-            out.append((f"{dt:<9} NumPy inputs: {x:.2f}x the NumPy implementation's speed "
-                        f"({got['ropepool-inplace-np'].median_ms * 1e3:.0f} us against {got['numpy'].median_ms * 1e3:.0f} us)",
-                        x >= TARGET_DECODE_NUMPY))
+            out.append(
+                (
+                    f"{dt:<9} NumPy inputs: {x:.2f}x the NumPy implementation's speed "
+                    f"({got['ropepool-inplace-np'].median_ms * 1e3:.0f} us against {got['numpy'].median_ms * 1e3:.0f} us)",
+                    x >= TARGET_DECODE_NUMPY,
+                )
+            )
     return out
 
 
 def markdown(results: dict) -> str:
     """The README's table: per dtype and T, ropepool against mx.fast.rope + scatter and the copy
     floor, then every target with "met" or "MISS". ``results`` as :func:`ropepool.cli.bench.run` returns it."""
-    lines = [f"`{results['command']}` on {results['date']}: {results['machine']}; backend "
-             f"`{results['backend']}`. Llama-3-8B shapes (Hq = 32, Hkv = 8, D = 128), P = 4,096, medians "
-             f"of one run; speed-up = `mx.fast.rope` on q and k + two scatters, divided by ropepool's time.",
-             "",
-             "| dtype | T | ropepool | speed-up | in place | speed-up | copy floor | ropepool / floor |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"`{results['command']}` on {results['date']}: {results['machine']}; backend "
+        f"`{results['backend']}`. Llama-3-8B shapes (Hq = 32, Hkv = 8, D = 128), P = 4,096, medians "
+        f"of one run; speed-up = `mx.fast.rope` on q and k + two scatters, divided by ropepool's time.",
+        "",
+        "| dtype | T | ropepool | speed-up | in place | speed-up | copy floor | ropepool / floor |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
 
     def ms(r):
         return f"{r.median_ms:.3f} ms" if r else "n/a"
@@ -216,19 +245,24 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=None, help="timed calls per method (default 10; --quick 5)")
     ap.add_argument("--out", default="artifacts", help="folder for bench.md, bench.png and bench.json")
     ap.add_argument("--no-plot", action="store_true")
-    ap.add_argument("--readme", default=None, metavar="FILE",
-                    help="also paste bench.md between FILE's bench markers")
+    ap.add_argument("--readme", default=None, metavar="FILE", help="also paste bench.md between FILE's bench markers")
     args = ap.parse_args(argv)
     problem = bad_arguments(args.repeats, args.out) or (readme_problem(args.readme) if args.readme else None)
     if problem:
         print(f"op_bench: {problem}", file=sys.stderr)
         return 2
-    command = "python benchmarks/op_bench.py" + (" --quick" if args.quick else "") + (
-        f" --repeats {args.repeats}" if args.repeats else "")
+    command = (
+        "python benchmarks/op_bench.py"
+        + (" --quick" if args.quick else "")
+        + (f" --repeats {args.repeats}" if args.repeats else "")
+    )
     results = run_default(args.quick, args.repeats, args.out, not args.no_plot, command)
     print(report(results))
-    for title, checks in ((DECODE_LINE, decode_checks(results["shapes"])), (TARGETS_LINE, target_checks(results)),
-                          (ENGINE_LINE, engine_checks(results["shapes"]))):
+    for title, checks in (
+        (DECODE_LINE, decode_checks(results["shapes"])),
+        (TARGETS_LINE, target_checks(results)),
+        (ENGINE_LINE, engine_checks(results["shapes"])),
+    ):
         print(f"\n{title}")
         print("\n".join(f"  {'met ' if ok else 'MISS'}  {text}" for text, ok in checks))
     table = Path(args.out) / "bench.md"

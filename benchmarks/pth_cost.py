@@ -30,8 +30,12 @@ ROOT = Path(__file__).resolve().parent.parent
 def make_venv(where: Path, loader: str, pth: str | None) -> str:
     subprocess.run([sys._base_executable, "-m", "venv", "--without-pip", str(where)], check=True)
     python = where / "bin" / "python"
-    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          check=True, capture_output=True, text=True).stdout.strip()
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     Path(site, "_ropepool_blas.py").write_text(loader)
     if pth is not None:
         Path(site, "ropepool-blas.pth").write_text(pth)
@@ -71,8 +75,10 @@ def race(commands: dict[str, tuple[list[str], dict]], starts: int) -> dict[str, 
 def show(title: str, results: dict[str, tuple[float, float]], base: str) -> None:
     print(title)
     for name, (wall, cpu) in results.items():
-        print(f"  {name:<30} wall {wall:7.2f} ms ({wall - results[base][0]:+6.2f})   "
-              f"CPU {cpu:7.2f} ms ({cpu - results[base][1]:+6.2f})")
+        print(
+            f"  {name:<30} wall {wall:7.2f} ms ({wall - results[base][0]:+6.2f})   "
+            f"CPU {cpu:7.2f} ms ({cpu - results[base][1]:+6.2f})"
+        )
 
 
 IN_PROCESS = r"""
@@ -97,13 +103,16 @@ def in_process(pth: str, tmp: str) -> str:
     with_pth.mkdir()
     empty.mkdir()
     (with_pth / "ropepool-blas.pth").write_text(pth)
-    return subprocess.run([sys._base_executable, "-S", "-c", IN_PROCESS, str(with_pth), str(empty)], check=True,
-                          capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        [sys._base_executable, "-S", "-c", IN_PROCESS, str(with_pth), str(empty)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
 
 
 def git_show(rev: str, path: str) -> str:
-    return subprocess.run(["git", "show", f"{rev}:{path}"], cwd=ROOT, check=True, capture_output=True,
-                          text=True).stdout
+    return subprocess.run(["git", "show", f"{rev}:{path}"], cwd=ROOT, check=True, capture_output=True, text=True).stdout
 
 
 def main(argv=None) -> None:
@@ -114,26 +123,38 @@ def main(argv=None) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "ROPEPOOL_BLAS", "PYTHONDONTWRITEBYTECODE")}
     loader, pth = (ROOT / "_ropepool_blas.py").read_text(), (ROOT / "ropepool-blas.pth").read_text()
     with tempfile.TemporaryDirectory() as tmp:
-        venvs = {"without the hook": make_venv(Path(tmp, "none"), loader, None),
-                 "with the hook": make_venv(Path(tmp, "hook"), loader, pth)}
+        venvs = {
+            "without the hook": make_venv(Path(tmp, "none"), loader, None),
+            "with the hook": make_venv(Path(tmp, "hook"), loader, pth),
+        }
         if args.before:
             old_loader, old_pth = (git_show(args.before, f) for f in ("_ropepool_blas.py", "ropepool-blas.pth"))
             venvs[f"with the hook at {args.before}"] = make_venv(Path(tmp, "before"), old_loader, old_pth)
         starts = race({name: ([py, "-c", "pass"], env) for name, py in venvs.items()}, args.starts)
-        show(f"python -c pass, medians of {args.starts} interleaved starts ({sys.version.split()[0]}):", starts,
-             "without the hook")
+        show(
+            f"python -c pass, medians of {args.starts} interleaved starts ({sys.version.split()[0]}):",
+            starts,
+            "without the hook",
+        )
         print(in_process(pth, tmp))
         here = dict(env, PYTHONPATH=str(ROOT))
-        imports = {"OpenBLAS loaded": ([sys.executable, "-c", "import mlx.core"], here),
-                   "ROPEPOOL_BLAS=off": ([sys.executable, "-c", "import mlx.core"], dict(here, ROPEPOOL_BLAS="off"))}
+        imports = {
+            "OpenBLAS loaded": ([sys.executable, "-c", "import mlx.core"], here),
+            "ROPEPOOL_BLAS=off": ([sys.executable, "-c", "import mlx.core"], dict(here, ROPEPOOL_BLAS="off")),
+        }
         if args.before:
             old = Path(tmp, "old-loader")
             old.mkdir()
             (old / "_ropepool_blas.py").write_text(git_show(args.before, "_ropepool_blas.py"))
-            imports[f"loaded by {args.before}'s loader"] = ([sys.executable, "-c", "import mlx.core"],
-                                                           dict(env, PYTHONPATH=str(old)))
-        show(f"python -c 'import mlx.core' in this venv, medians of {args.starts} interleaved starts:",
-             race(imports, args.starts), "ROPEPOOL_BLAS=off")
+            imports[f"loaded by {args.before}'s loader"] = (
+                [sys.executable, "-c", "import mlx.core"],
+                dict(env, PYTHONPATH=str(old)),
+            )
+        show(
+            f"python -c 'import mlx.core' in this venv, medians of {args.starts} interleaved starts:",
+            race(imports, args.starts),
+            "ROPEPOOL_BLAS=off",
+        )
 
 
 if __name__ == "__main__":

@@ -22,8 +22,12 @@ from ropepool.tolerance import error_bound, pair_norms
 
 MODELS = {
     "default (llama-3-8b)": "llama-3-8b",
-    "linear x4": {"num_attention_heads": 8, "hidden_size": 1024, "rope_theta": 10000.0,
-                  "rope_scaling": {"type": "linear", "factor": 4.0}},
+    "linear x4": {
+        "num_attention_heads": 8,
+        "hidden_size": 1024,
+        "rope_theta": 10000.0,
+        "rope_scaling": {"type": "linear", "factor": 4.0},
+    },
     "llama3 (llama-3.1-8b)": "llama-3.1-8b",
     "yarn (qwen2.5-7b-yarn)": "qwen2.5-7b-yarn",
     "longrope (phi-3.5-mini)": "phi-3.5-mini",
@@ -34,8 +38,7 @@ MODELS = {
 
 def measure(p: models.RopeParams, dtype: str, max_position: int, backend: str, chunk: int = 4096):
     rope = p.rope()
-    module = initialize_rope(rope.rotary_dim, p.rope_base, not rope.is_neox, p.rope_scaling,
-                             p.max_position_embeddings)
+    module = initialize_rope(rope.rotary_dim, p.rope_base, not rope.is_neox, p.rope_scaling, p.max_position_embeddings)
     variant = {k: v for k, v in p.op_kwargs().items() if k not in ("num_qo_heads", "num_kv_heads")}
     rng = np.random.default_rng(0)
     worst_abs = worst_ratio = 0.0
@@ -46,8 +49,19 @@ def measure(p: models.RopeParams, dtype: str, max_position: int, backend: str, c
         q = x[0].transpose(1, 0, 2)  # [T, 1, D]
         positions = mx.arange(start, start + T, dtype=mx.int32)
         pool = mx.zeros((T, 1, p.head_dim), q.dtype)
-        ours = ropepool.rope_pool_fused(q, q, q, positions, mx.arange(T, dtype=mx.int32), pool, pool,
-                                        num_qo_heads=1, num_kv_heads=1, backend=backend, **variant)[0]
+        ours = ropepool.rope_pool_fused(
+            q,
+            q,
+            q,
+            positions,
+            mx.arange(T, dtype=mx.int32),
+            pool,
+            pool,
+            num_qo_heads=1,
+            num_kv_heads=1,
+            backend=backend,
+            **variant,
+        )[0]
         ours = np.array(ours.astype(mx.float32))[:, 0]  # [T, D]
         diff = np.abs(ours - theirs).max(axis=-1)  # [T]
         r = pair_norms(np.array(q.astype(mx.float32))[:, 0], rope).max(axis=-1)  # [T]
@@ -63,8 +77,10 @@ def main() -> None:
     ap.add_argument("--max-position", type=int, default=32768)
     args = ap.parse_args()
     backends = [b for b in ("cpu", "mlx") if ropepool.available_backends()[b].available]
-    print(f"q_rot against mlx-lm {getattr(__import__('mlx_lm'), '__version__', '?')}, {args.dtype}, "
-          f"positions 0..{args.max_position - 1}")
+    print(
+        f"q_rot against mlx-lm {getattr(__import__('mlx_lm'), '__version__', '?')}, {args.dtype}, "
+        f"positions 0..{args.max_position - 1}"
+    )
     print(f"{'type (model)':<26}" + "".join(f"{b + ' max |diff|':>18}{'/ bound':>9}" for b in backends))
     for label, config in MODELS.items():
         p = models.preset(config) if isinstance(config, str) else models.from_config(config)

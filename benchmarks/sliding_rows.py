@@ -26,8 +26,7 @@ def serve(name: str, pool_rows: int = 40):
     """(engine, requests, most requests running at once) after serving :data:`PROMPTS` for 4 x window tokens."""
     model = build(name)
     window = model.args.sliding_window
-    engine = Engine(model, pool_rows=pool_rows, keep_logits=True, prefix_cache=False, max_step_tokens=5,
-                    page_size=PAGE)
+    engine = Engine(model, pool_rows=pool_rows, keep_logits=True, prefix_cache=False, max_step_tokens=5, page_size=PAGE)
     reqs = [engine.add_request(p, 4 * window) for p in PROMPTS]
     running = 0
     while not engine.done:
@@ -38,17 +37,28 @@ def serve(name: str, pool_rows: int = 40):
 
 def main(argv=None) -> list[dict]:
     rows = []
-    print(f"{'model':<10}{'window':>7}{'full-layer peak':>17}{'sliding peak':>14}{'bound':>7}{'preempted':>11}"
-          f"{'max |logit diff|':>18}")
+    print(
+        f"{'model':<10}{'window':>7}{'full-layer peak':>17}{'sliding peak':>14}{'bound':>7}{'preempted':>11}"
+        f"{'max |logit diff|':>18}"
+    )
     for name in ("gemma3", "gpt-oss"):
         model, engine, reqs, running = serve(name)
         W = model.args.sliding_window
         want = greedy(model, [r.prompt for r in reqs], [len(r.tokens) for r in reqs])
         diff = max(float(np.abs(np.array(r.logits) - np.array(w.logits)).max()) for r, w in zip(reqs, want))
-        row = dict(name=name, window=W, full=engine.stats.peak_rows, sliding=engine.runner.rings.peak,
-                   bound=(W + PAGE) * running, preemptions=engine.stats.preemptions, diff=diff)
-        print(f"{name:<10}{W:>7}{row['full']:>17}{row['sliding']:>14}{row['bound']:>7}{row['preemptions']:>11}"
-              f"{diff:>18.2e}")
+        row = dict(
+            name=name,
+            window=W,
+            full=engine.stats.peak_rows,
+            sliding=engine.runner.rings.peak,
+            bound=(W + PAGE) * running,
+            preemptions=engine.stats.preemptions,
+            diff=diff,
+        )
+        print(
+            f"{name:<10}{W:>7}{row['full']:>17}{row['sliding']:>14}{row['bound']:>7}{row['preemptions']:>11}"
+            f"{diff:>18.2e}"
+        )
         rows.append(row)
     return rows
 

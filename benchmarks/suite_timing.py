@@ -57,8 +57,12 @@ def widget_updates() -> list[tuple[str, float, float]]:
 
 def suite_seconds() -> float:
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", "--nbmake", "notebooks"], cwd=ROOT, check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-n", "2", "--nbmake", "notebooks"],
+        cwd=ROOT,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     return time.perf_counter() - start
 
 

@@ -44,8 +44,10 @@ def main(argv=None) -> int:
     if args.torch_threads:
         torch.set_num_threads(args.torch_threads)
     prompt = tokenizer.apply_chat_template([{"role": "user", "content": QUESTIONS[0]}])
-    print(f"SmolLM2-135M-Instruct, one prompt of {len(prompt)} tokens, {args.new} new tokens; torch "
-          f"{torch.__version__} ({torch.get_num_threads()} threads), MLX {mx.__version__}; load {os.getloadavg()[0]:.1f}")
+    print(
+        f"SmolLM2-135M-Instruct, one prompt of {len(prompt)} tokens, {args.new} new tokens; torch "
+        f"{torch.__version__} ({torch.get_num_threads()} threads), MLX {mx.__version__}; load {os.getloadavg()[0]:.1f}"
+    )
 
     def ours():
         (r,) = generate(model, [prompt], args.new, pool_rows=len(prompt) + args.new)
@@ -54,9 +56,16 @@ def main(argv=None) -> int:
     def theirs():
         with torch.no_grad():
             ids = torch.tensor([prompt])  # every token attended: the prompt holds <|im_end|>, the pad id
-            out = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=args.new, do_sample=False,
-                              output_logits=True, return_dict_in_generate=True, pad_token_id=tokenizer.eos_token_id)
-        return out.sequences[0, len(prompt):].tolist(), torch.stack(out.logits)[:, 0].float().numpy()
+            out = hf.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=args.new,
+                do_sample=False,
+                output_logits=True,
+                return_dict_in_generate=True,
+                pad_token_id=tokenizer.eos_token_id,
+            )
+        return out.sequences[0, len(prompt) :].tolist(), torch.stack(out.logits)[:, 0].float().numpy()
 
     r = ours()
     tokens, logits = theirs()
@@ -64,8 +73,10 @@ def main(argv=None) -> int:
     ours_logits = np.array(mx.stack(r.logits))  # [new, vocab]
     first = float(np.abs(ours_logits[0] - logits[0]).max())
     along = float(np.abs(ours_logits[:same] - logits[:same]).max()) if same else float("nan")
-    print(f"  logits: largest difference {first:.1e} at the first new token, {along:.1e} over the {same} tokens "
-          f"both chose alike; tokens {'identical' if same == len(tokens) else f'differ from token {same}'}")
+    print(
+        f"  logits: largest difference {first:.1e} at the first new token, {along:.1e} over the {same} tokens "
+        f"both chose alike; tokens {'identical' if same == len(tokens) else f'differ from token {same}'}"
+    )
     times = {"ropepool.engine": [], "transformers": []}
     for _ in range(args.repeats):
         for name, run in (("ropepool.engine", ours), ("transformers", theirs)):
@@ -73,8 +84,10 @@ def main(argv=None) -> int:
             run()
             times[name].append(time.perf_counter() - t0)
     rate = {k: args.new / statistics.median(v) for k, v in times.items()}
-    print(f"  ropepool.engine {rate['ropepool.engine']:.1f} tok/s, transformers {rate['transformers']:.1f} tok/s "
-          f"({rate['ropepool.engine'] / rate['transformers']:.2f}x transformers; target >= 1.0x)")
+    print(
+        f"  ropepool.engine {rate['ropepool.engine']:.1f} tok/s, transformers {rate['transformers']:.1f} tok/s "
+        f"({rate['ropepool.engine'] / rate['transformers']:.2f}x transformers; target >= 1.0x)"
+    )
     return 0
 
 

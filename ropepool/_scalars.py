@@ -61,11 +61,20 @@ def check_types(**arguments) -> None:
             ok, kind, hint = is_flag(value), "a bool", f"pass {name}=True or {name}=False."
         else:
             ok, kind = is_int(value), "an int"
-            hint = (f"pass {name}={int(float(value))}: a float is not rounded for you." if _whole(value)
-                    else f"read {name} from the model's config, as an int.")
+            hint = (
+                f"pass {name}={int(float(value))}: a float is not rounded for you."
+                if _whole(value)
+                else f"read {name} from the model's config, as an int."
+            )
         if not ok:
-            raise fail("argument_type", name=name, kind=kind, expected=f"{name} {kind}",
-                       got=f"{value!r} ({type(value).__name__})", hint=hint)
+            raise fail(
+                "argument_type",
+                name=name,
+                kind=kind,
+                expected=f"{name} {kind}",
+                got=f"{value!r} ({type(value).__name__})",
+                hint=hint,
+            )
 
 
 def _whole(value) -> bool:

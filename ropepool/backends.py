@@ -37,7 +37,9 @@ class BackendStatus:
 
 
 def _kernel_statuses() -> dict[str, tuple[BackendStatus, Callable | None]]:
-    return {name: (BackendStatus(name, runs, reason), impl) for name, (runs, reason, impl) in kernels.statuses().items()}
+    return {
+        name: (BackendStatus(name, runs, reason), impl) for name, (runs, reason, impl) in kernels.statuses().items()
+    }
 
 
 @lru_cache(maxsize=1)
@@ -76,20 +78,37 @@ def resolve(backend: str, inplace: bool = False) -> tuple[str, Callable]:
     """
     reg = _registry()
     if not isinstance(backend, str):
-        raise fail("unknown_backend", expected=f"a string: 'auto' or one of {list(reg)}",
-                   got=f"{backend!r} ({type(backend).__name__})", hint="Name one backend, as a string.")
+        raise fail(
+            "unknown_backend",
+            expected=f"a string: 'auto' or one of {list(reg)}",
+            got=f"{backend!r} ({type(backend).__name__})",
+            hint="Name one backend, as a string.",
+        )
     if backend == "auto":
-        backend = next(name for name, (status, _) in reg.items()
-                       if status.available and (name in INPLACE_BACKENDS or not inplace))
+        backend = next(
+            name for name, (status, _) in reg.items() if status.available and (name in INPLACE_BACKENDS or not inplace)
+        )
     if backend not in reg:
-        raise fail("unknown_backend", expected=f"'auto' or one of {list(reg)}", got=repr(backend),
-                   hint="See ropepool.available_backends().")
+        raise fail(
+            "unknown_backend",
+            expected=f"'auto' or one of {list(reg)}",
+            got=repr(backend),
+            hint="See ropepool.available_backends().",
+        )
     status, impl = reg[backend]
     if not status.available:
-        raise fail("backend_unavailable", expected=f"a backend that runs here: {best_backend()!r} or 'auto'",
-                   got=repr(backend), hint=f"{status}.")
+        raise fail(
+            "backend_unavailable",
+            expected=f"a backend that runs here: {best_backend()!r} or 'auto'",
+            got=repr(backend),
+            hint=f"{status}.",
+        )
     if inplace and backend not in INPLACE_BACKENDS:
-        raise fail("inplace_unsupported", got=f"backend {backend!r}", expected=f"one of {list(INPLACE_BACKENDS)}",
-                   hint="The fused GPU kernels produce new rows for a scatter, not host writes: "
-                        "use backend='auto', or call without inplace=True.")
+        raise fail(
+            "inplace_unsupported",
+            got=f"backend {backend!r}",
+            expected=f"one of {list(INPLACE_BACKENDS)}",
+            hint="The fused GPU kernels produce new rows for a scatter, not host writes: "
+            "use backend='auto', or call without inplace=True.",
+        )
     return backend, impl

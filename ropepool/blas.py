@@ -30,7 +30,7 @@ def _got_offset(path: str, symbol: str) -> int | None:
         header = f.read(64)
         if header[:4] != b"\x7fELF" or header[4] != 2:  # ELF, 64-bit
             return None
-        shoff, = struct.unpack_from("<Q", header, 0x28)
+        (shoff,) = struct.unpack_from("<Q", header, 0x28)
         shentsize, shnum = struct.unpack_from("<HH", header, 0x3A)
         f.seek(shoff)
         raw = f.read(shentsize * shnum)
@@ -49,8 +49,8 @@ def _got_offset(path: str, symbol: str) -> int | None:
             relocs = read((kind, _, size, link, entsize))
             for i in range(0, len(relocs), entsize):
                 r_offset, r_info = struct.unpack_from("<QQ", relocs, i)
-                name_at, = struct.unpack_from("<I", syms, (r_info >> 32) * 24)
-                if names[name_at:names.index(b"\0", name_at)] == symbol.encode():
+                (name_at,) = struct.unpack_from("<I", syms, (r_info >> 32) * 24)
+                if names[name_at : names.index(b"\0", name_at)] == symbol.encode():
                     return r_offset
     return None
 
@@ -75,8 +75,12 @@ def sgemm_library() -> str | None:
         target = ctypes.c_void_p.from_address(base + offset).value
 
         class DlInfo(ctypes.Structure):
-            _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
-                        ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+            _fields_ = [
+                ("dli_fname", ctypes.c_char_p),
+                ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p),
+                ("dli_saddr", ctypes.c_void_p),
+            ]
 
         info = DlInfo()
         if not libdl.dladdr(ctypes.c_void_p(target), ctypes.byref(info)) or not info.dli_fname:
@@ -102,7 +106,7 @@ def matmul_gflops(n: int = 1024, repeats: int = 5) -> tuple[float, float]:
         t2 = time.perf_counter()
         times["mlx"].append(t1 - t0)
         times["numpy"].append(t2 - t1)
-    flop = 2 * n ** 3
+    flop = 2 * n**3
     return tuple(flop / float(np.median(times[k])) / 1e9 for k in ("mlx", "numpy"))
 
 
@@ -122,5 +126,7 @@ def describe() -> str:
 def blas_line(n: int = 1024, repeats: int = 3) -> str:
     """One line: the BLAS under MLX's float32 matmul and its GF/s beside NumPy's, measured now."""
     mlx_gf, np_gf = matmul_gflops(n, repeats)  # first, so that cblas_sgemm is bound when read
-    return (f"BLAS under MLX: {describe()}; float32 {n}^3 matmul {mlx_gf:.1f} GF/s, "
-            f"NumPy {np_gf:.1f} GF/s ({mlx_gf / np_gf:.2f}x)")
+    return (
+        f"BLAS under MLX: {describe()}; float32 {n}^3 matmul {mlx_gf:.1f} GF/s, "
+        f"NumPy {np_gf:.1f} GF/s ({mlx_gf / np_gf:.2f}x)"
+    )

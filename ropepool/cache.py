@@ -32,17 +32,23 @@ def private_dir(path: Path, what: str, error: type[Exception] = RuntimeError) ->
     if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
         raise error(f"{what} {path} is not a directory (a symlink or a file): refused")
     if st.st_uid != os.geteuid():
-        raise error(f"{what} {path} is owned by uid {st.st_uid}, not this user ({os.geteuid()}): refused, "
-                    "what it holds could be anyone's")
+        raise error(
+            f"{what} {path} is owned by uid {st.st_uid}, not this user ({os.geteuid()}): refused, "
+            "what it holds could be anyone's"
+        )
     if st.st_mode & 0o022:
-        raise error(f"{what} {path} can be written by others (mode {stat.S_IMODE(st.st_mode):o}): refused; "
-                    "remove it or chmod 700 it")
+        raise error(
+            f"{what} {path} can be written by others (mode {stat.S_IMODE(st.st_mode):o}): refused; "
+            "remove it or chmod 700 it"
+        )
     real = Path(os.path.realpath(path))
     for folder in real.parents:
         reason = _unsafe_ancestor(folder)
         if reason:
-            raise error(f"{what} {path} is refused: {folder} above it {reason}, so another user could swap "
-                        "the cache for her own; use a folder under your home")
+            raise error(
+                f"{what} {path} is refused: {folder} above it {reason}, so another user could swap "
+                "the cache for her own; use a folder under your home"
+            )
     if st.st_mode & 0o077:
         os.chmod(real, 0o700)
     return real

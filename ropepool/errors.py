@@ -53,8 +53,14 @@ def wrap(text: str, width: int = WRAP_WIDTH, indent: str = "  ") -> str:
 
     A word longer than a line (a shape, a path) stays whole on a line of its own.
     """
-    return textwrap.fill(" ".join(text.split()), width=width, initial_indent=indent, subsequent_indent=indent,
-                         break_long_words=False, break_on_hyphens=False)
+    return textwrap.fill(
+        " ".join(text.split()),
+        width=width,
+        initial_indent=indent,
+        subsequent_indent=indent,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
 
 
 class RopePoolRuntimeError(RopePoolError, RuntimeError):
@@ -98,16 +104,20 @@ CODES: dict[str, Code] = {
     "longrope_factors": Code("longrope {which} must hold one factor per rotated pair, got {got}", "ropepool"),
     "max_position_missing": Code("rope_scaling type {rope_type!r} needs max_position_embeddings", "ropepool"),
     "rope_scaling_value": Code("rope_scaling type {rope_type!r} needs {key} {need}, got {got}", "ropepool"),
-    "rope_base_range": Code("rope_base gives inverse frequencies float32 cannot hold for head_dim={head_dim}, "
-                            "got {got}", "ropepool"),
-    "norm_weight_shape": Code("{name} must be one weight per head dimension, [head_dim] = [{head_dim}], got {got}",
-                              "ropepool"),
+    "rope_base_range": Code(
+        "rope_base gives inverse frequencies float32 cannot hold for head_dim={head_dim}, got {got}", "ropepool"
+    ),
+    "norm_weight_shape": Code(
+        "{name} must be one weight per head dimension, [head_dim] = [{head_dim}], got {got}", "ropepool"
+    ),
     "norm_weight_dtype": Code("{name} must be float16, bfloat16 or float32, got {got}", "ropepool"),
     "norm_eps": Code("norm_eps must be a finite number >= 1e-30, got {got}", "ropepool"),
-    "norm_overflow": Code("{name} is too large for QK-norm in float32: |values| must stay below {limit}, got {got}",
-                          "ropepool"),
-    "kv_scale": Code("{name} must be a number from 2**-126 to 2**126, and 1.0 unless the pools are FP8, got {got}",
-                     "ropepool"),
+    "norm_overflow": Code(
+        "{name} is too large for QK-norm in float32: |values| must stay below {limit}, got {got}", "ropepool"
+    ),
+    "kv_scale": Code(
+        "{name} must be a number from 2**-126 to 2**126, and 1.0 unless the pools are FP8, got {got}", "ropepool"
+    ),
     "argument_type": Code("{name} must be {kind}, got {got}", "ropepool"),
     "position_negative": Code("positions must be >= 0, got {got}", "ropepool"),
     "position_too_large": Code("positions must be below 2**24 = 16777216, got {got}", "ropepool"),
@@ -123,8 +133,7 @@ CODES: dict[str, Code] = {
 #: Its other checks (arrays, index dtypes and lengths, values, scales, backends) raise the codes above.
 MLA_CODES: dict[str, Code] = {
     "mla_ndim": Code("rope_pool_fused_mla expects q_pe/k_pe 3-D, c_kv 2-D and latent_pool 3-D", "ropepool"),
-    "mla_sizes": Code("num_qo_heads, kv_lora_rank and rope_dim must be positive, rope_dim even, got {got}",
-                      "ropepool"),
+    "mla_sizes": Code("num_qo_heads, kv_lora_rank and rope_dim must be positive, rope_dim even, got {got}", "ropepool"),
     "q_pe_shape": Code("q_pe shape must be [num_tokens, num_qo_heads, rope_dim], got {shape}", "ropepool"),
     "k_pe_shape": Code("k_pe shape must be [num_tokens, 1, rope_dim], got {shape}", "ropepool"),
     "c_kv_shape": Code("c_kv shape must be [num_tokens, kv_lora_rank], got {shape}", "ropepool"),
@@ -142,5 +151,6 @@ def error_class(code: str) -> type[RopePoolError]:
 
 def fail(code: str, *, expected, got, hint: str, **fmt) -> RopePoolError:
     """Build the error ``code`` with its message formatted by ``fmt``."""
-    return error_class(code)(code, _ALL_CODES[code].message.format(got=got, **fmt), expected=expected, got=got,
-                             hint=hint, details=fmt)
+    return error_class(code)(
+        code, _ALL_CODES[code].message.format(got=got, **fmt), expected=expected, got=got, hint=hint, details=fmt
+    )

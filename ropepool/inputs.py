@@ -79,30 +79,53 @@ def make_inputs(
 MLA_ARRAYS = ("q_pe", "k_pe", "c_kv", "positions", "slots", "latent_pool")
 
 
-def mla_inputs(tokens: int, num_qo_heads: int, kv_lora_rank: int, rope_dim: int, pool_rows: int,
-               dtype: str = "float32", *, kind: str = "mlx", seed: int = 0, positions=None, slots=None,
-               rope_base: float = 10000.0, fp8_pool: bool = False) -> dict:
+def mla_inputs(
+    tokens: int,
+    num_qo_heads: int,
+    kv_lora_rank: int,
+    rope_dim: int,
+    pool_rows: int,
+    dtype: str = "float32",
+    *,
+    kind: str = "mlx",
+    seed: int = 0,
+    positions=None,
+    slots=None,
+    rope_base: float = 10000.0,
+    fp8_pool: bool = False,
+) -> dict:
     """Keyword arguments of one valid :func:`rope_pool_fused_mla` call: standard-normal arrays (the pool too,
     or random codes of finite values if ``fp8_pool``), positions ``0..T-1``, distinct random slots."""
     rng = np.random.default_rng(seed)
     T = tokens
     positions = np.arange(T) if positions is None else positions
     slots = rng.permutation(pool_rows)[:T] if slots is None else slots
-    arrays = {"q_pe": rng.standard_normal((T, num_qo_heads, rope_dim)),  # [T, Hq, rd]
-              "k_pe": rng.standard_normal((T, 1, rope_dim)),  # [T, 1, rd]
-              "c_kv": rng.standard_normal((T, kv_lora_rank))}  # [T, R]
+    arrays = {
+        "q_pe": rng.standard_normal((T, num_qo_heads, rope_dim)),  # [T, Hq, rd]
+        "k_pe": rng.standard_normal((T, 1, rope_dim)),  # [T, 1, rd]
+        "c_kv": rng.standard_normal((T, kv_lora_rank)),
+    }  # [T, R]
     pool_shape = (pool_rows, 1, kv_lora_rank + rope_dim)  # [P, 1, R + rd]
     if kind == "mlx":
         out = {n: mx.array(a.astype(np.float32)).astype(getattr(mx, dtype)) for n, a in arrays.items()}
         pool = rng.standard_normal(pool_shape).astype(np.float32)
-        out["positions"], out["slots"] = mx.array(np.asarray(positions, np.int32)), mx.array(np.asarray(slots, np.int32))
-        out["latent_pool"] = (mx.array(rng.integers(0, 0x7F, pool_shape).astype(np.uint8)) if fp8_pool
-                              else mx.array(pool).astype(getattr(mx, dtype)))
+        out["positions"], out["slots"] = (
+            mx.array(np.asarray(positions, np.int32)),
+            mx.array(np.asarray(slots, np.int32)),
+        )
+        out["latent_pool"] = (
+            mx.array(rng.integers(0, 0x7F, pool_shape).astype(np.uint8))
+            if fp8_pool
+            else mx.array(pool).astype(getattr(mx, dtype))
+        )
     else:
         out = {n: a.astype(dtype) for n, a in arrays.items()}
         out["positions"], out["slots"] = np.asarray(positions, np.int32), np.asarray(slots, np.int32)
-        out["latent_pool"] = (rng.integers(0, 0x7F, pool_shape).astype(np.uint8) if fp8_pool
-                              else rng.standard_normal(pool_shape).astype(dtype))
+        out["latent_pool"] = (
+            rng.integers(0, 0x7F, pool_shape).astype(np.uint8)
+            if fp8_pool
+            else rng.standard_normal(pool_shape).astype(dtype)
+        )
     ordered = {n: out[n] for n in MLA_ARRAYS}
     ordered.update(num_qo_heads=num_qo_heads, kv_lora_rank=kv_lora_rank, rope_dim=rope_dim, rope_base=rope_base)
     return ordered

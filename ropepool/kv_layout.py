@@ -117,8 +117,9 @@ def layout_from_config(config: dict) -> CacheLayout:
     name = str(config.get("_name_or_path") or config.get("model_type") or "config")
     layers = config.get("num_hidden_layers")
     if not isinstance(layers, int) or layers <= 0:
-        raise ConfigError(f"{name}: num_hidden_layers must be a positive int, got {layers!r}",
-                          fields=("num_hidden_layers",))
+        raise ConfigError(
+            f"{name}: num_hidden_layers must be a positive int, got {layers!r}", fields=("num_hidden_layers",)
+        )
     sliding, window = _sliding_layers(config, layers)
     sinks = config.get("model_type") == "gpt_oss"
     if config.get("kv_lora_rank"):
@@ -126,8 +127,7 @@ def layout_from_config(config: dict) -> CacheLayout:
         return CacheLayout(name, "MLA", layers, ("latent_pool",), (1, width), sliding, window, sinks)
     p = from_config(config)
     kind = "MHA" if p.num_kv_heads == p.num_qo_heads else "MQA" if p.num_kv_heads == 1 else "GQA"
-    return CacheLayout(p.name, kind, layers, ("k_pool", "v_pool"), (p.num_kv_heads, p.head_dim), sliding, window,
-                       sinks)
+    return CacheLayout(p.name, kind, layers, ("k_pool", "v_pool"), (p.num_kv_heads, p.head_dim), sliding, window, sinks)
 
 
 def mla_op_kwargs(config: dict) -> dict:
@@ -142,8 +142,11 @@ def mla_op_kwargs(config: dict) -> dict:
     """
     name = str(config.get("_name_or_path") or config.get("model_type") or "config")
     sizes = {}
-    for arg, key in (("num_qo_heads", "num_attention_heads"), ("kv_lora_rank", "kv_lora_rank"),
-                     ("rope_dim", "qk_rope_head_dim")):
+    for arg, key in (
+        ("num_qo_heads", "num_attention_heads"),
+        ("kv_lora_rank", "kv_lora_rank"),
+        ("rope_dim", "qk_rope_head_dim"),
+    ):
         value = config.get(key)
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             raise ConfigError(f"{name}: {key} must be a positive int, got {value!r}", fields=(key,))

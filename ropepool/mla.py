@@ -36,9 +36,26 @@ from .rope import rope_table
 from .validation import _validate_values
 
 
-def rope_pool_fused_mla(q_pe, k_pe, c_kv, positions, slots, latent_pool, *, num_qo_heads, kv_lora_rank, rope_dim,
-                        rope_base, is_neox=True, rope_scaling=None, max_position_embeddings=None, backend="auto",
-                        check_values=True, inplace=False, kv_scale=1.0):
+def rope_pool_fused_mla(
+    q_pe,
+    k_pe,
+    c_kv,
+    positions,
+    slots,
+    latent_pool,
+    *,
+    num_qo_heads,
+    kv_lora_rank,
+    rope_dim,
+    rope_base,
+    is_neox=True,
+    rope_scaling=None,
+    max_position_embeddings=None,
+    backend="auto",
+    check_values=True,
+    inplace=False,
+    kv_scale=1.0,
+):
     """Rotate q's RoPE part and the shared RoPE key, and write ``[c_kv ‖ k_pe_rot]`` into the latent pool.
 
     Parameters
@@ -76,11 +93,24 @@ def rope_pool_fused_mla(q_pe, k_pe, c_kv, positions, slots, latent_pool, *, num_
     >>> pool.shape, bool((pool[kw["slots"][0].item(), 0, :8] == kw["c_kv"][0]).all())
     ((5, 1, 12), True)
     """
-    p, fp8_pool = validate_mla(q_pe, k_pe, c_kv, positions, slots, latent_pool, num_qo_heads=num_qo_heads,
-                               kv_lora_rank=kv_lora_rank, rope_dim=rope_dim, rope_base=rope_base,
-                               check_values=check_values, inplace=inplace, kv_scale=kv_scale)
-    rope = rope_table(rope_dim, rope_base, is_neox=is_neox, rope_scaling=rope_scaling,
-                      max_position_embeddings=max_position_embeddings)
+    p, fp8_pool = validate_mla(
+        q_pe,
+        k_pe,
+        c_kv,
+        positions,
+        slots,
+        latent_pool,
+        num_qo_heads=num_qo_heads,
+        kv_lora_rank=kv_lora_rank,
+        rope_dim=rope_dim,
+        rope_base=rope_base,
+        check_values=check_values,
+        inplace=inplace,
+        kv_scale=kv_scale,
+    )
+    rope = rope_table(
+        rope_dim, rope_base, is_neox=is_neox, rope_scaling=rope_scaling, max_position_embeddings=max_position_embeddings
+    )
     name, rotate_fn = resolve(backend, inplace)
     numpy_out = isinstance(q_pe, np.ndarray)
     q_pe, k_pe, c_kv, positions = (native(x) for x in (q_pe, k_pe, c_kv, positions))
@@ -112,91 +142,168 @@ def latent_rows(c_kv, k_pe_rot, kv_scale: float | None = None) -> mx.array:
     return fp8.encode(rows.astype(mx.float32) / mx.array(np.float32(kv_scale)))
 
 
-def validate_mla(q_pe, k_pe, c_kv, positions, slots, latent_pool, *, num_qo_heads, kv_lora_rank, rope_dim,
-                 rope_base, check_values=True, inplace=False, kv_scale=1.0) -> tuple[Plan, bool]:
+def validate_mla(
+    q_pe,
+    k_pe,
+    c_kv,
+    positions,
+    slots,
+    latent_pool,
+    *,
+    num_qo_heads,
+    kv_lora_rank,
+    rope_dim,
+    rope_base,
+    check_values=True,
+    inplace=False,
+    kv_scale=1.0,
+) -> tuple[Plan, bool]:
     """Raise :class:`~ropepool.errors.RopePoolError` for the first problem; else ``(plan, fp8_pool)``."""
     named = dict(q_pe=q_pe, k_pe=k_pe, c_kv=c_kv, positions=positions, slots=slots, latent_pool=latent_pool)
     for name, x in named.items():
         if not is_array(x):
-            raise fail("not_an_array", name=name, kind=type(x).__name__, expected="mx.array or np.ndarray",
-                       got=type(x).__name__, hint=f"wrap {name} with mx.array(...) or np.asarray(...).")
-    check_types(num_qo_heads=num_qo_heads, kv_lora_rank=kv_lora_rank, rope_dim=rope_dim, check_values=check_values,
-                inplace=inplace)
+            raise fail(
+                "not_an_array",
+                name=name,
+                kind=type(x).__name__,
+                expected="mx.array or np.ndarray",
+                got=type(x).__name__,
+                hint=f"wrap {name} with mx.array(...) or np.asarray(...).",
+            )
+    check_types(
+        num_qo_heads=num_qo_heads,
+        kv_lora_rank=kv_lora_rank,
+        rope_dim=rope_dim,
+        check_values=check_values,
+        inplace=inplace,
+    )
     if q_pe.ndim != 3 or k_pe.ndim != 3 or c_kv.ndim != 2 or latent_pool.ndim != 3:
-        raise fail("mla_ndim", expected="q_pe [T, Hq, rope_dim], k_pe [T, 1, rope_dim], c_kv [T, kv_lora_rank], "
-                   "latent_pool [P, 1, kv_lora_rank + rope_dim]",
-                   got=f"q_pe {tuple(q_pe.shape)}, k_pe {tuple(k_pe.shape)}, c_kv {tuple(c_kv.shape)}, "
-                       f"latent_pool {tuple(latent_pool.shape)}",
-                   hint="c_kv is one latent per token, without a head axis; split q into q_nope and q_pe and "
-                        "pass q_pe only.")
+        raise fail(
+            "mla_ndim",
+            expected="q_pe [T, Hq, rope_dim], k_pe [T, 1, rope_dim], c_kv [T, kv_lora_rank], "
+            "latent_pool [P, 1, kv_lora_rank + rope_dim]",
+            got=f"q_pe {tuple(q_pe.shape)}, k_pe {tuple(k_pe.shape)}, c_kv {tuple(c_kv.shape)}, "
+            f"latent_pool {tuple(latent_pool.shape)}",
+            hint="c_kv is one latent per token, without a head axis; split q into q_nope and q_pe and pass q_pe only.",
+        )
     if positions.ndim != 1 or slots.ndim != 1:
-        raise fail("index_ndim", expected="positions [T] and slots [T]",
-                   got=f"positions {tuple(positions.shape)}, slots {tuple(slots.shape)}",
-                   hint="flatten them with .reshape(-1).")
+        raise fail(
+            "index_ndim",
+            expected="positions [T] and slots [T]",
+            got=f"positions {tuple(positions.shape)}, slots {tuple(slots.shape)}",
+            hint="flatten them with .reshape(-1).",
+        )
     if not (num_qo_heads > 0 and kv_lora_rank > 0 and rope_dim > 0 and rope_dim % 2 == 0):
-        raise fail("mla_sizes", expected="positive sizes and an even rope_dim",
-                   got=f"num_qo_heads={num_qo_heads}, kv_lora_rank={kv_lora_rank}, rope_dim={rope_dim}",
-                   hint="read them from the config: num_attention_heads, kv_lora_rank, qk_rope_head_dim.")
+        raise fail(
+            "mla_sizes",
+            expected="positive sizes and an even rope_dim",
+            got=f"num_qo_heads={num_qo_heads}, kv_lora_rank={kv_lora_rank}, rope_dim={rope_dim}",
+            hint="read them from the config: num_attention_heads, kv_lora_rank, qk_rope_head_dim.",
+        )
     T = q_pe.shape[0]
     if tuple(q_pe.shape) != (T, num_qo_heads, rope_dim):
         hint = f"q_pe has {q_pe.shape[1]} heads of size {q_pe.shape[2]}."
         if q_pe.shape[2] > rope_dim:
             hint += " Pass only q's RoPE part: q_nope, q_pe = split(q, [qk_nope_head_dim], axis=-1)."
-        raise fail("q_pe_shape", shape=tuple(q_pe.shape), expected=f"{(T, num_qo_heads, rope_dim)} = [T, Hq, rope_dim]",
-                   got=tuple(q_pe.shape), hint=hint)
+        raise fail(
+            "q_pe_shape",
+            shape=tuple(q_pe.shape),
+            expected=f"{(T, num_qo_heads, rope_dim)} = [T, Hq, rope_dim]",
+            got=tuple(q_pe.shape),
+            hint=hint,
+        )
     if tuple(k_pe.shape) != (T, 1, rope_dim):
         hint = "every head shares one RoPE key in MLA: k_pe is [T, 1, rope_dim]."
         if k_pe.shape[1] == num_qo_heads != 1:
             hint += " Do not repeat it over the heads."
-        raise fail("k_pe_shape", shape=tuple(k_pe.shape), expected=f"{(T, 1, rope_dim)} = [T, 1, rope_dim]",
-                   got=tuple(k_pe.shape), hint=hint)
+        raise fail(
+            "k_pe_shape",
+            shape=tuple(k_pe.shape),
+            expected=f"{(T, 1, rope_dim)} = [T, 1, rope_dim]",
+            got=tuple(k_pe.shape),
+            hint=hint,
+        )
     if tuple(c_kv.shape) != (T, kv_lora_rank):
         hint = "c_kv is kv_a_proj_with_mqa's first kv_lora_rank outputs, after kv_a_layernorm."
         if c_kv.shape[-1] == kv_lora_rank + rope_dim:
             hint += " It still holds k_pe: split it off with split(x, [kv_lora_rank], axis=-1)."
-        raise fail("c_kv_shape", shape=tuple(c_kv.shape), expected=f"{(T, kv_lora_rank)} = [T, kv_lora_rank]",
-                   got=tuple(c_kv.shape), hint=hint)
+        raise fail(
+            "c_kv_shape",
+            shape=tuple(c_kv.shape),
+            expected=f"{(T, kv_lora_rank)} = [T, kv_lora_rank]",
+            got=tuple(c_kv.shape),
+            hint=hint,
+        )
     if positions.shape[0] != T or slots.shape[0] != T:
-        raise fail("index_len", expected=f"{T} positions and {T} slots (one per token)",
-                   got=f"{positions.shape[0]} positions, {slots.shape[0]} slots",
-                   hint="in a decode step pass only the new tokens' positions and slots.")
+        raise fail(
+            "index_len",
+            expected=f"{T} positions and {T} slots (one per token)",
+            got=f"{positions.shape[0]} positions, {slots.shape[0]} slots",
+            hint="in a decode step pass only the new tokens' positions and slots.",
+        )
     width = kv_lora_rank + rope_dim
     if tuple(latent_pool.shape[1:]) != (1, width):
-        raise fail("latent_pool_shape", shape=tuple(latent_pool.shape), expected=f"[P, 1, {width}]",
-                   got=tuple(latent_pool.shape),
-                   hint=f"one latent row per token: kv_lora_rank + rope_dim = {kv_lora_rank} + {rope_dim} values, "
-                        "one 'head' (not Hq heads, not a k and a v pool).")
+        raise fail(
+            "latent_pool_shape",
+            shape=tuple(latent_pool.shape),
+            expected=f"[P, 1, {width}]",
+            got=tuple(latent_pool.shape),
+            hint=f"one latent row per token: kv_lora_rank + rope_dim = {kv_lora_rank} + {rope_dim} values, "
+            "one 'head' (not Hq heads, not a k and a v pool).",
+        )
     dt = {name: dtype_name(x) for name, x in named.items()}
     pool_dt = dt["latent_pool"]
     if not (dt["q_pe"] == dt["k_pe"] == dt["c_kv"] and pool_dt in (dt["q_pe"], "uint8")):
-        raise fail("mla_dtype", expected="q_pe, k_pe, c_kv in one dtype, latent_pool in it or uint8",
-                   got=f"q_pe {dt['q_pe']}, k_pe {dt['k_pe']}, c_kv {dt['c_kv']}, latent_pool {pool_dt}",
-                   hint=f"cast k_pe and c_kv to {dt['q_pe']}; allocate the pool in that dtype (or uint8 for FP8).")
+        raise fail(
+            "mla_dtype",
+            expected="q_pe, k_pe, c_kv in one dtype, latent_pool in it or uint8",
+            got=f"q_pe {dt['q_pe']}, k_pe {dt['k_pe']}, c_kv {dt['c_kv']}, latent_pool {pool_dt}",
+            hint=f"cast k_pe and c_kv to {dt['q_pe']}; allocate the pool in that dtype (or uint8 for FP8).",
+        )
     if dt["positions"] != "int32" or dt["slots"] != "int32":
-        raise fail("index_dtype", expected="int32 positions and slots",
-                   got=f"positions {dt['positions']}, slots {dt['slots']}",
-                   hint="arange defaults to int64: cast with .astype(np.int32) or .astype(mx.int32).")
+        raise fail(
+            "index_dtype",
+            expected="int32 positions and slots",
+            got=f"positions {dt['positions']}, slots {dt['slots']}",
+            hint="arange defaults to int64: cast with .astype(np.int32) or .astype(mx.int32).",
+        )
     if dt["q_pe"] not in FLOAT_DTYPES:
-        raise fail("unsupported_dtype", expected="float16, bfloat16 or float32", got=dt["q_pe"],
-                   hint="NumPy defaults to float64: cast to float32 (or float16).")
+        raise fail(
+            "unsupported_dtype",
+            expected="float16, bfloat16 or float32",
+            got=dt["q_pe"],
+            hint="NumPy defaults to float64: cast to float32 (or float16).",
+        )
     base = finite_float(rope_base)
     if base is None or base <= 0:
-        raise fail("rope_base", expected="a finite rope_base > 0, e.g. 10000.0", got=repr(rope_base),
-                   hint="pass config.rope_theta (10000.0 where the config has none).")
+        raise fail(
+            "rope_base",
+            expected="a finite rope_base > 0, e.g. 10000.0",
+            got=repr(rope_base),
+            hint="pass config.rope_theta (10000.0 where the config has none).",
+        )
     fp8_pool = pool_dt == "uint8"
     x = finite_float(kv_scale)
     if x is None or x <= 0 or not 2.0**-126 <= 1.0 / x < 2.0**127 or (not fp8_pool and x != 1.0):
-        raise fail("kv_scale", name="kv_scale", expected="a finite kv_scale > 0 (1.0 with a float pool)",
-                   got=repr(kv_scale), hint="kv_scale divides the latent rows before FP8 rounding: use the "
-                                            "checkpoint's scale, or 1.0; a float pool stores the values as they are.")
+        raise fail(
+            "kv_scale",
+            name="kv_scale",
+            expected="a finite kv_scale > 0 (1.0 with a float pool)",
+            got=repr(kv_scale),
+            hint="kv_scale divides the latent rows before FP8 rounding: use the "
+            "checkpoint's scale, or 1.0; a float pool stores the values as they are.",
+        )
     host_slots = to_numpy(slots, np.int64)
     if check_values:
         _validate_values(to_numpy(positions, np.int64), host_slots, latent_pool.shape[0])
     if inplace:
         problem = pool_problem(latent_pool)
         if problem:
-            raise fail("inplace_unsupported", got=f"latent_pool is {problem}",
-                       expected="a writable, row-contiguous pool in host memory",
-                       hint="pass a contiguous, writable copy (np.array(pool)), or call without inplace=True "
-                            "and rebind the pool it returns.")
+            raise fail(
+                "inplace_unsupported",
+                got=f"latent_pool is {problem}",
+                expected="a writable, row-contiguous pool in host memory",
+                hint="pass a contiguous, writable copy (np.array(pool)), or call without inplace=True "
+                "and rebind the pool it returns.",
+            )
     return plan(host_slots, latent_pool.shape[0], checked=check_values), fp8_pool

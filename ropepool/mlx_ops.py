@@ -73,8 +73,9 @@ def _rotate_pairs(x: mx.array, cos: mx.array, sin_signed: mx.array, dtype=None) 
     return y if RD == D else mx.concatenate([y, x[..., RD:].astype(dtype)], axis=-1)  # [T, H, D]; the rest copied
 
 
-def rotate_qk(q: mx.array, k: mx.array, positions: mx.array, rope: Rope,
-              fusion: Fusion = PLAIN) -> tuple[mx.array, mx.array]:
+def rotate_qk(
+    q: mx.array, k: mx.array, positions: mx.array, rope: Rope, fusion: Fusion = PLAIN
+) -> tuple[mx.array, mx.array]:
     """``(q_rot [T, Hq, D], k_rot [T, Hkv, D])``: the rotation alone (after ``fusion``'s QK-norm)."""
     if not (fusion.qnorm or fusion.knorm):
         return _rope_qk(q, k, positions, *_pair_tables(rope))

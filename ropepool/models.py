@@ -56,8 +56,19 @@ from .errors import RopePoolError
 from .rope import READS_MAX_POSITION, Rope, rope_table, scaling_type
 from .shapes import Shapes
 
-_PRESETS = ("llama-3-8b", "llama-3-70b", "mistral-7b", "qwen2.5-7b", "gemma-2-9b", "phi-3-mini", "falcon-7b",
-            "llama-3.1-8b", "qwen2.5-7b-yarn", "phi-3.5-mini", "phi-2")
+_PRESETS = (
+    "llama-3-8b",
+    "llama-3-70b",
+    "mistral-7b",
+    "qwen2.5-7b",
+    "gemma-2-9b",
+    "phi-3-mini",
+    "falcon-7b",
+    "llama-3.1-8b",
+    "qwen2.5-7b-yarn",
+    "phi-3.5-mini",
+    "phi-2",
+)
 
 #: Presets of the models beyond GQA (:mod:`ropepool.kv_layout`, notebook 11): MHA, MLA (which
 #: ``from_config`` refuses: :mod:`ropepool.mla` is its op), sliding windows, mrope. Loaded like the others;
@@ -79,6 +90,7 @@ DEFAULT_ROPE_BASE = 10000.0
 
 # Fields that mark multi-head latent attention (DeepSeek-V2/V3, Kimi-K2, ...).
 _MLA_FIELDS = ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim")
+
 
 class ConfigError(ValueError):
     """A config this op cannot serve, or one whose fields disagree.
@@ -136,17 +148,31 @@ class RopeParams:
     def op_kwargs(self) -> dict:
         """``head_dim``, ``num_qo_heads``, ``num_kv_heads``, ``rope_base`` and the RoPE keywords that
         differ from their defaults, for ``rope_pool_fused(..., **params.op_kwargs())``."""
-        kw = dict(head_dim=self.head_dim, num_qo_heads=self.num_qo_heads, num_kv_heads=self.num_kv_heads,
-                  rope_base=self.rope_base)
-        variant = dict(rotary_dim=self.rotary_dim, is_neox=self.is_neox, rope_scaling=self.rope_scaling,
-                       max_position_embeddings=self.max_position_embeddings)
+        kw = dict(
+            head_dim=self.head_dim,
+            num_qo_heads=self.num_qo_heads,
+            num_kv_heads=self.num_kv_heads,
+            rope_base=self.rope_base,
+        )
+        variant = dict(
+            rotary_dim=self.rotary_dim,
+            is_neox=self.is_neox,
+            rope_scaling=self.rope_scaling,
+            max_position_embeddings=self.max_position_embeddings,
+        )
         kw.update({k: v for k, v in variant.items() if v != _VARIANT_DEFAULTS[k]})
         return kw
 
     def rope(self) -> Rope:
         """The model's :class:`~ropepool.rope.Rope`: inverse frequencies, scale, pairing."""
-        return rope_table(self.head_dim, self.rope_base, rotary_dim=self.rotary_dim, is_neox=self.is_neox,
-                          rope_scaling=self.rope_scaling, max_position_embeddings=self.max_position_embeddings)
+        return rope_table(
+            self.head_dim,
+            self.rope_base,
+            rotary_dim=self.rotary_dim,
+            is_neox=self.is_neox,
+            rope_scaling=self.rope_scaling,
+            max_position_embeddings=self.max_position_embeddings,
+        )
 
 
 def preset_names() -> list[str]:
@@ -318,8 +344,10 @@ def _rope_parameters(config: dict, name: str, layer_type, notes: list, warnings:
         full = dict(config.get("rope_scaling") or rope)
         if _present(config, "rope_theta"):
             full["rope_theta"] = config["rope_theta"]
-        rope = {"full_attention": full, "sliding_attention": {"rope_type": "default",
-                                                              "rope_theta": config["rope_local_base_freq"]}}
+        rope = {
+            "full_attention": full,
+            "sliding_attention": {"rope_type": "default", "rope_theta": config["rope_local_base_freq"]},
+        }
         notes.append("rope_local_base_freq: the sliding-window layers' base (Gemma-3's older layout)")
     declared = config.get("layer_types") if isinstance(config.get("layer_types"), list) else []
     nested = bool(rope) and all(isinstance(v, dict) for v in rope.values())  # as transformers: keys that are
@@ -333,14 +361,19 @@ def _rope_parameters(config: dict, name: str, layer_type, notes: list, warnings:
     elif layer_type in kinds:
         chosen = layer_type
     else:
-        raise ConfigError(f"{name}: layer_type {layer_type!r} is not one of rope_parameters' layer types "
-                          f"({', '.join(map(repr, kinds))})", fields=("rope_parameters",))
+        raise ConfigError(
+            f"{name}: layer_type {layer_type!r} is not one of rope_parameters' layer types "
+            f"({', '.join(map(repr, kinds))})",
+            fields=("rope_parameters",),
+        )
     notes.append(f"rope_parameters per layer type: {chosen!r} read ({_rope_summary(rope[chosen])})")
     if layer_type is None:
         for other in kinds:
             if other != chosen and rope[other] != rope[chosen]:
-                warnings.append(f"{other!r} layers rotate differently ({_rope_summary(rope[other])}): these "
-                                f"parameters are {chosen!r}'s; from_config(config, layer_type={other!r}) gives theirs")
+                warnings.append(
+                    f"{other!r} layers rotate differently ({_rope_summary(rope[other])}): these "
+                    f"parameters are {chosen!r}'s; from_config(config, layer_type={other!r}) gives theirs"
+                )
     return rope[chosen], f"rope_parameters.{chosen}"
 
 
@@ -396,10 +429,14 @@ def from_config(config: dict, layer_type: str | None = None) -> RopeParams:
             f"{name} uses multi-head latent attention ({got}): its cache holds a compressed latent per "
             "token plus one shared RoPE key, not per-head k and v, and RoPE covers only qk_rope_head_dim "
             "of each head; rope_pool_fused does not fit this model: ropepool.rope_pool_fused_mla does "
-            "(ropepool.kv_layout.mla_op_kwargs reads its arguments)", fields=tuple(mla))
+            "(ropepool.kv_layout.mla_op_kwargs reads its arguments)",
+            fields=tuple(mla),
+        )
     if config.get("alibi") is True:
-        raise ConfigError(f"{name} uses ALiBi (alibi: true), not rotary embeddings: rope_pool_fused does not "
-                          "fit this model", fields=("alibi",))
+        raise ConfigError(
+            f"{name} uses ALiBi (alibi: true), not rotary embeddings: rope_pool_fused does not fit this model",
+            fields=("alibi",),
+        )
 
     # --- Hq ---------------------------------------------------------------------------------
     heads_key = _first(config, ("num_attention_heads", "n_head"))
@@ -413,23 +450,33 @@ def from_config(config: dict, layer_type: str | None = None) -> RopeParams:
     if _present(config, "head_dim"):
         D = _positive_int(config, "head_dim", name)
         if hidden is not None and hidden != Hq * D:
-            notes.append(f"head_dim = {D} is set by the config; {hidden_key} / {heads_key} = {hidden} / {Hq} "
-                         f"= {hidden / Hq:g} would be wrong (q_proj is {Hq} x {D} = {Hq * D} wide, "
-                         f"not {hidden})")
+            notes.append(
+                f"head_dim = {D} is set by the config; {hidden_key} / {heads_key} = {hidden} / {Hq} "
+                f"= {hidden / Hq:g} would be wrong (q_proj is {Hq} x {D} = {Hq * D} wide, "
+                f"not {hidden})"
+            )
     elif hidden is None:
-        raise ConfigError(f"{name}: neither head_dim nor hidden_size is set, so head_dim is unknown",
-                          fields=("head_dim", "hidden_size"))
+        raise ConfigError(
+            f"{name}: neither head_dim nor hidden_size is set, so head_dim is unknown",
+            fields=("head_dim", "hidden_size"),
+        )
     elif hidden % Hq:
-        raise ConfigError(f"{name}: {hidden_key} = {hidden} is not a multiple of {heads_key} = {Hq} and the "
-                          "config sets no head_dim", fields=(hidden_key, heads_key, "head_dim"))
+        raise ConfigError(
+            f"{name}: {hidden_key} = {hidden} is not a multiple of {heads_key} = {Hq} and the config sets no head_dim",
+            fields=(hidden_key, heads_key, "head_dim"),
+        )
     else:
         D = hidden // Hq
     if D > MAX_HEAD_DIM:
-        raise ConfigError(f"{name}: head_dim = {D} is past {MAX_HEAD_DIM}, far more than any model's (Gemma-2: 256)",
-                          fields=("head_dim",) if _present(config, "head_dim") else (hidden_key, heads_key))
+        raise ConfigError(
+            f"{name}: head_dim = {D} is past {MAX_HEAD_DIM}, far more than any model's (Gemma-2: 256)",
+            fields=("head_dim",) if _present(config, "head_dim") else (hidden_key, heads_key),
+        )
     if D % 2:
-        raise ConfigError(f"{name}: head_dim = {D} is odd; NeoX RoPE pairs dimension i with i + head_dim/2",
-                          fields=("head_dim",) if _present(config, "head_dim") else (hidden_key, heads_key))
+        raise ConfigError(
+            f"{name}: head_dim = {D} is odd; NeoX RoPE pairs dimension i with i + head_dim/2",
+            fields=("head_dim",) if _present(config, "head_dim") else (hidden_key, heads_key),
+        )
 
     # --- Hkv --------------------------------------------------------------------------------
     kv_key = _first(config, ("num_key_value_heads", "num_kv_heads", "n_head_kv"))
@@ -441,8 +488,10 @@ def from_config(config: dict, layer_type: str | None = None) -> RopeParams:
         # transformers' Falcon saves num_kv_heads = num_attention_heads by default, and ignores it here.
         saved_default = kv_key == "num_kv_heads" and config[kv_key] == Hq
         if kv_key is not None and config[kv_key] != 1 and not saved_default:
-            raise ConfigError(f"{name}: multi_query is true (one KV head) but {kv_key} = {config[kv_key]!r}",
-                              fields=("multi_query", kv_key))
+            raise ConfigError(
+                f"{name}: multi_query is true (one KV head) but {kv_key} = {config[kv_key]!r}",
+                fields=("multi_query", kv_key),
+            )
         Hkv = 1
         notes.append(f"multi_query: true: one KV head shared by all {Hq} query heads (MQA)")
         if kv_key is not None and config[kv_key] != 1:
@@ -453,15 +502,18 @@ def from_config(config: dict, layer_type: str | None = None) -> RopeParams:
         Hkv = Hq
         notes.append(f"num_key_value_heads absent: MHA, one KV head per query head ({Hq})")
     if Hq % Hkv:
-        raise ConfigError(f"{name}: {kv_key or 'num_key_value_heads'} = {Hkv} does not divide {heads_key} = "
-                          f"{Hq}; each KV head must serve a whole group of query heads",
-                          fields=(heads_key, kv_key or "num_key_value_heads"))
+        raise ConfigError(
+            f"{name}: {kv_key or 'num_key_value_heads'} = {Hkv} does not divide {heads_key} = "
+            f"{Hq}; each KV head must serve a whole group of query heads",
+            fields=(heads_key, kv_key or "num_key_value_heads"),
+        )
 
     # --- RoPE fields: transformers 5's rope_parameters, else the older top-level ones -----------
     for key in ("rope_scaling", "rope_parameters"):
         if _present(config, key) and not isinstance(config[key], dict):
-            raise ConfigError(f"{name}: {key} must be a dict (a JSON object) or null, got {config[key]!r}",
-                              fields=(key,))
+            raise ConfigError(
+                f"{name}: {key} must be a dict (a JSON object) or null, got {config[key]!r}", fields=(key,)
+            )
     rope, rope_key = _rope_parameters(config, name, layer_type, notes, warnings)
 
     def rope_field(key: str) -> tuple[str, object]:
@@ -480,8 +532,10 @@ def from_config(config: dict, layer_type: str | None = None) -> RopeParams:
         if value is None or not 0 < value < 1:
             raise ConfigError(f"{name}: {where} must be a number in (0, 1], got {fraction!r}", fields=(where,))
         rotary_dim = int(float(fraction) * D)
-        notes.append(f"{where} = {fraction}: rotary_dim = int({fraction} * {D}) = {rotary_dim} of {D} dimensions "
-                     "rotate, the rest pass through")
+        notes.append(
+            f"{where} = {fraction}: rotary_dim = int({fraction} * {D}) = {rotary_dim} of {D} dimensions "
+            "rotate, the rest pass through"
+        )
         break
     given = _positive_int(config, "rotary_dim", name) if _present(config, "rotary_dim") else D
     if given != D:
@@ -514,20 +568,37 @@ def from_config(config: dict, layer_type: str | None = None) -> RopeParams:
         elif is_int(config["max_position_embeddings"]) and 0 < config["max_position_embeddings"] < 2**31:
             max_pos = int(config["max_position_embeddings"])
         else:
-            notes.append(f"max_position_embeddings {printable(repr(config['max_position_embeddings']), 40)} ignored: "
-                         f"not a positive integer below 2**31, and {kind!r} scaling does not read it")
-    top_level_original = (scaling and "original_max_position_embeddings" not in scaling
-                          and _present(config, "original_max_position_embeddings"))
+            notes.append(
+                f"max_position_embeddings {printable(repr(config['max_position_embeddings']), 40)} ignored: "
+                f"not a positive integer below 2**31, and {kind!r} scaling does not read it"
+            )
+    top_level_original = (
+        scaling
+        and "original_max_position_embeddings" not in scaling
+        and _present(config, "original_max_position_embeddings")
+    )
     if top_level_original:
         scaling["original_max_position_embeddings"] = config["original_max_position_embeddings"]
         notes.append("original_max_position_embeddings read from the config's top level (as Phi-3 keeps it)")
-    params = RopeParams(name, Hq, Hkv, D, float(base), tuple(notes), tuple(warnings), rotary_dim=rotary_dim,
-                        is_neox=is_neox, rope_scaling=scaling or None, max_position_embeddings=max_pos)
+    params = RopeParams(
+        name,
+        Hq,
+        Hkv,
+        D,
+        float(base),
+        tuple(notes),
+        tuple(warnings),
+        rotary_dim=rotary_dim,
+        is_neox=is_neox,
+        rope_scaling=scaling or None,
+        max_position_embeddings=max_pos,
+    )
     try:
         params.rope()
     except RecursionError:
-        raise ConfigError(f"{name}: {scaling_key} is nested too deeply to be a RoPE config",
-                          fields=(scaling_key,)) from None
+        raise ConfigError(
+            f"{name}: {scaling_key} is nested too deeply to be a RoPE config", fields=(scaling_key,)
+        ) from None
     except RopePoolError as err:
         if err.code == "rotary_dim":
             fields = ("rotary_dim", "partial_rotary_factor")
@@ -541,4 +612,3 @@ def from_config(config: dict, layer_type: str | None = None) -> RopeParams:
             fields = (scaling_key,)
         raise ConfigError(f"{name}: {err.first_line} ({err.hint})", fields=fields) from None
     return params
-

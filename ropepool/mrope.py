@@ -24,10 +24,14 @@ def rotate_mrope(rotate, q, k, v, positions, *, rope: Rope, fusion: Fusion = PLA
     positions : int32 ``[3, T]`` (time, height, width) or ``[T]`` (every axis the same: a text token)
     """
     if fusion.qnorm or fusion.knorm:
-        raise fail("rope_type_refused", rope_type="mrope", expected="mrope without QK-norm",
-                   got="q_norm_weight or k_norm_weight given",
-                   hint="normalise q and k first (the model's q_norm, k_norm), then call with rope_scaling "
-                        "type mrope and no norm weights.")
+        raise fail(
+            "rope_type_refused",
+            rope_type="mrope",
+            expected="mrope without QK-norm",
+            got="q_norm_weight or k_norm_weight given",
+            hint="normalise q and k first (the model's q_norm, k_norm), then call with rope_scaling "
+            "type mrope and no norm weights.",
+        )
     rows = positions if positions.ndim == 2 else (positions, positions, positions)
     last = replace(fusion, q_norm_weight=None, k_norm_weight=None)
     for axis in range(3):

@@ -71,8 +71,9 @@ def plan_step(positions, slots, pool_rows: int, *, check_values: bool = True) ->
     return StepPlan(native(positions), plan_values(positions, slots, pool_rows, check_values), pool_rows)
 
 
-def apply_plan(q, k, v, k_pool, v_pool, plan: StepPlan, *, rope: Rope, fusion: Fusion = PLAIN, backend="auto",
-               inplace=False):
+def apply_plan(
+    q, k, v, k_pool, v_pool, plan: StepPlan, *, rope: Rope, fusion: Fusion = PLAIN, backend="auto", inplace=False
+):
     """The layer's half of ``rope_pool_fused``: rotate q and k with ``rope`` (after ``fusion``'s QK-norm),
     write k_rot and v (FP8-encoded where ``fusion`` says) into the pools as ``plan`` says.
 
@@ -82,9 +83,12 @@ def apply_plan(q, k, v, k_pool, v_pool, plan: StepPlan, *, rope: Rope, fusion: F
     :func:`ropepool.validation.fusion_settings`. Returns what :func:`rope_pool_fused` returns.
     """
     if q.shape[0] != plan.tokens or k_pool.shape[0] != plan.pool_rows:
-        raise fail("index_len", expected=f"q for the plan's {plan.tokens} tokens, pools of its {plan.pool_rows} rows",
-                   got=f"q {tuple(q.shape)}, k_pool {tuple(k_pool.shape)}",
-                   hint="make the plan (plan_step) from this step's positions and slots and these pools' rows.")
+        raise fail(
+            "index_len",
+            expected=f"q for the plan's {plan.tokens} tokens, pools of its {plan.pool_rows} rows",
+            got=f"q {tuple(q.shape)}, k_pool {tuple(k_pool.shape)}",
+            hint="make the plan (plan_step) from this step's positions and slots and these pools' rows.",
+        )
     positions = plan.positions
     name, rotate = resolve(backend, inplace)
     numpy_out = isinstance(q, np.ndarray)
@@ -110,10 +114,32 @@ def apply_plan(q, k, v, k_pool, v_pool, plan: StepPlan, *, rope: Rope, fusion: F
     return q_rot, k_rot, k_pool, v_pool
 
 
-def rope_pool_fused(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_heads, num_kv_heads,
-                    rope_base, rotary_dim=None, is_neox=True, rope_scaling=None, max_position_embeddings=None,
-                    backend="auto", check_values=True, inplace=False, q_norm_weight=None, k_norm_weight=None,
-                    norm_eps=1e-6, k_scale=1.0, v_scale=1.0):
+def rope_pool_fused(
+    q,
+    k,
+    v,
+    positions,
+    slots,
+    k_pool,
+    v_pool,
+    *,
+    head_dim,
+    num_qo_heads,
+    num_kv_heads,
+    rope_base,
+    rotary_dim=None,
+    is_neox=True,
+    rope_scaling=None,
+    max_position_embeddings=None,
+    backend="auto",
+    check_values=True,
+    inplace=False,
+    q_norm_weight=None,
+    k_norm_weight=None,
+    norm_eps=1e-6,
+    k_scale=1.0,
+    v_scale=1.0,
+):
     """Rotate q and k with RoPE and write rotated k and raw v into the KV pools.
 
     By default the rotation is SGLang's: NeoX RoPE over the whole head, as in
@@ -179,13 +205,35 @@ def rope_pool_fused(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_
     >>> k_pool.shape
     (5, 2, 8)
     """
-    write_plan, fusion = validate(q, k, v, positions, slots, k_pool, v_pool, head_dim=head_dim,
-                                  num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads, rope_base=rope_base,
-                                  check_values=check_values, inplace=inplace, q_norm_weight=q_norm_weight,
-                                  k_norm_weight=k_norm_weight, norm_eps=norm_eps, k_scale=k_scale, v_scale=v_scale,
-                                  position_rows=position_rows(rope_scaling))
-    rope = rope_table(head_dim, rope_base, rotary_dim=rotary_dim, is_neox=is_neox, rope_scaling=rope_scaling,
-                      max_position_embeddings=max_position_embeddings)
+    write_plan, fusion = validate(
+        q,
+        k,
+        v,
+        positions,
+        slots,
+        k_pool,
+        v_pool,
+        head_dim=head_dim,
+        num_qo_heads=num_qo_heads,
+        num_kv_heads=num_kv_heads,
+        rope_base=rope_base,
+        check_values=check_values,
+        inplace=inplace,
+        q_norm_weight=q_norm_weight,
+        k_norm_weight=k_norm_weight,
+        norm_eps=norm_eps,
+        k_scale=k_scale,
+        v_scale=v_scale,
+        position_rows=position_rows(rope_scaling),
+    )
+    rope = rope_table(
+        head_dim,
+        rope_base,
+        rotary_dim=rotary_dim,
+        is_neox=is_neox,
+        rope_scaling=rope_scaling,
+        max_position_embeddings=max_position_embeddings,
+    )
     resolve(backend, inplace)  # after the inputs: every check runs in the catalog's order
     plan = StepPlan(native(positions), write_plan, k_pool.shape[0])
     return apply_plan(q, k, v, k_pool, v_pool, plan, rope=rope, fusion=fusion, backend=backend, inplace=inplace)

@@ -84,7 +84,9 @@ def row_word(x):
     whatever its width: a float16 row moved as uint64 words is a quarter as many elements.
     """
     nbytes = x.shape[-1] * x.dtype.size
-    return next(w for w in (mx.uint64, mx.uint32, mx.uint16, mx.uint8) if nbytes % w.size == 0 and w.size >= x.dtype.size)
+    return next(
+        w for w in (mx.uint64, mx.uint32, mx.uint16, mx.uint8) if nbytes % w.size == 0 and w.size >= x.dtype.size
+    )
 
 
 def write(p: Plan, k_pool: mx.array, v_pool: mx.array, k_rows, v_rows) -> tuple[mx.array, mx.array]:
@@ -155,7 +157,7 @@ def _copy_host_rows(p: Plan, pool, src: np.ndarray) -> None:
     if p.tokens is not None:
         src = src[p.tokens]
     if p.start is not None:
-        target[p.start:p.start + src.shape[0]] = src
+        target[p.start : p.start + src.shape[0]] = src
     else:
         target[p.rows] = src
 

@@ -122,9 +122,23 @@ def rope_of(kw: dict) -> Rope:
     return rope_table(kw["head_dim"], kw["rope_base"], **{n: kw[n] for n in ROPE_KEYWORDS if n in kw})
 
 
-def rope_pool_reference(q, k, v, positions, slots, k_pool, v_pool, *, rope_base: float, q_norm_weight=None,
-                        k_norm_weight=None, norm_eps: float = 1e-6, k_scale: float = 1.0, v_scale: float = 1.0,
-                        **variant):
+def rope_pool_reference(
+    q,
+    k,
+    v,
+    positions,
+    slots,
+    k_pool,
+    v_pool,
+    *,
+    rope_base: float,
+    q_norm_weight=None,
+    k_norm_weight=None,
+    norm_eps: float = 1e-6,
+    k_scale: float = 1.0,
+    v_scale: float = 1.0,
+    **variant,
+):
     """Float64 reference of ``rope_pool_fused`` (no validation: give it valid input).
 
     Parameters
@@ -165,15 +179,18 @@ def rope_pool_reference(q, k, v, positions, slots, k_pool, v_pool, *, rope_base:
     k_rot = rotate(k, positions, rope)  # [T, Hkv, D]
     if dtype_name(k_pool) == "uint8":  # an FP8 cache
         k_codes = quantize_rows(_rounded(k_rot, dtype_name(q)), k_scale)
-        return q_rot, k_rot, write_rows(to_numpy(k_pool), k_codes, slots), write_rows(to_numpy(v_pool),
-                                                                                     quantize_rows(v, v_scale), slots)
+        return (
+            q_rot,
+            k_rot,
+            write_rows(to_numpy(k_pool), k_codes, slots),
+            write_rows(to_numpy(v_pool), quantize_rows(v, v_scale), slots),
+        )
     k_pool_new = write_rows(to_numpy(k_pool, np.float64), k_rot, slots)  # [P, Hkv, D]
     v_pool_new = write_rows(to_numpy(v_pool, np.float64), to_numpy(v, np.float64), slots)
     return q_rot, k_rot, k_pool_new, v_pool_new
 
 
-def rope_pool_mla_reference(q_pe, k_pe, c_kv, positions, slots, latent_pool, *, rope_base, kv_scale=1.0,
-                            **variant):
+def rope_pool_mla_reference(q_pe, k_pe, c_kv, positions, slots, latent_pool, *, rope_base, kv_scale=1.0, **variant):
     """Float64 reference of :func:`rope_pool_fused_mla` (no validation): ``(q_pe_rot, k_pe_rot, pool)``.
 
     ``variant``: ``is_neox``, ``rope_scaling``, ``max_position_embeddings``. A float pool comes back

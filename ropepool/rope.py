@@ -93,7 +93,7 @@ READS_MAX_POSITION = ("yarn", "longrope")
 #: Types refused, with why.
 REFUSED_TYPES = {
     "dynamic": "dynamic NTK scaling changes rope_theta with the current sequence length, so one "
-               "call's rotation depends on tokens it does not see",
+    "call's rotation depends on tokens it does not see",
 }
 
 
@@ -130,8 +130,14 @@ class Rope:
         """This rotation with only mrope's run ``axis`` turning: every other pair's inverse frequency is 0,
         so it keeps its values bit for bit (cos 0 = 1, sin 0 = 0)."""
         inv = np.where(self.pair_axes() == axis, np.asarray(self.inv_freq), 0.0)
-        return Rope(self.head_dim, self.rotary_dim, self.is_neox, tuple(inv.tolist()), self.scale,
-                    f"{self.rope_type}-section-{axis}")
+        return Rope(
+            self.head_dim,
+            self.rotary_dim,
+            self.is_neox,
+            tuple(inv.tolist()),
+            self.scale,
+            f"{self.rope_type}-section-{axis}",
+        )
 
     def inv_freq32(self) -> np.ndarray:
         """``inv_freq`` rounded to float32 ``[rotary_dim/2]``: the table every kernel reads."""
@@ -161,8 +167,9 @@ def plain(head_dim: int, rope_base: float) -> Rope:
     return _rope_table(head_dim, float(rope_base), _rotary_dim(None, head_dim), True, None, None)
 
 
-def rope_table(head_dim: int, rope_base: float, *, rotary_dim=None, is_neox=True, rope_scaling=None,
-               max_position_embeddings=None) -> Rope:
+def rope_table(
+    head_dim: int, rope_base: float, *, rotary_dim=None, is_neox=True, rope_scaling=None, max_position_embeddings=None
+) -> Rope:
     """The :class:`Rope` of a model, from the op's RoPE keywords; cached.
 
     Parameters
@@ -185,16 +192,25 @@ def rope_table(head_dim: int, rope_base: float, *, rotary_dim=None, is_neox=True
     head_dim = int(head_dim)
     check_types(is_neox=is_neox)
     if rope_scaling is not None and not isinstance(rope_scaling, Mapping):
-        raise fail("argument_type", name="rope_scaling", kind="a dict or None", expected="the config's rope_scaling "
-                   "dict, or None", got=f"{rope_scaling!r} ({type(rope_scaling).__name__})",
-                   hint="Pass the whole dict, e.g. rope_scaling={'rope_type': 'linear', 'factor': 2.0}, not "
-                        "only its type.")
+        raise fail(
+            "argument_type",
+            name="rope_scaling",
+            kind="a dict or None",
+            expected="the config's rope_scaling dict, or None",
+            got=f"{rope_scaling!r} ({type(rope_scaling).__name__})",
+            hint="Pass the whole dict, e.g. rope_scaling={'rope_type': 'linear', 'factor': 2.0}, not only its type.",
+        )
     max_pos = max_position_embeddings
     if max_pos is not None:
         if not (is_int(max_pos) and 0 < max_pos < 2**63):
-            raise fail("argument_type", name="max_position_embeddings", kind="an int in [1, 2**63) or None",
-                       expected="max_position_embeddings an int in [1, 2**63), or None", got=f"{max_pos!r} "
-                       f"({type(max_pos).__name__})", hint="Pass config.max_position_embeddings, an int.")
+            raise fail(
+                "argument_type",
+                name="max_position_embeddings",
+                kind="an int in [1, 2**63) or None",
+                expected="max_position_embeddings an int in [1, 2**63), or None",
+                got=f"{max_pos!r} ({type(max_pos).__name__})",
+                hint="Pass config.max_position_embeddings, an int.",
+            )
         max_pos = int(max_pos)
     frozen = None if rope_scaling is None else _freeze(rope_scaling)
     return _rope_table(head_dim, float(rope_base), _rotary_dim(rotary_dim, head_dim), bool(is_neox), frozen, max_pos)
@@ -204,8 +220,12 @@ def _rotary_dim(rotary_dim, head_dim: int) -> int:
     """``rotary_dim`` as an int, or the catalog's error."""
     rd = head_dim if rotary_dim is None else rotary_dim
     if not is_int(rd) or rd <= 0 or rd % 2 or rd > head_dim:
-        raise fail("rotary_dim", expected=f"an even rotary_dim in [2, head_dim={head_dim}]", got=repr(rotary_dim),
-                   hint="rotary_dim = int(partial_rotary_factor * head_dim), e.g. 32 for Phi-2 (0.4 * 80).")
+        raise fail(
+            "rotary_dim",
+            expected=f"an even rotary_dim in [2, head_dim={head_dim}]",
+            got=repr(rotary_dim),
+            hint="rotary_dim = int(partial_rotary_factor * head_dim), e.g. 32 for Phi-2 (0.4 * 80).",
+        )
     return int(rd)
 
 
@@ -251,9 +271,14 @@ def _freeze(x):
     try:
         hash(x)
     except TypeError:
-        raise fail("argument_type", name="rope_scaling", kind="a dict of numbers, strings, lists and dicts",
-                   expected="a config's rope_scaling, as JSON holds it", got=f"{x!r} ({type(x).__name__}) in it",
-                   hint="Copy rope_scaling from the model's config.json as it is.") from None
+        raise fail(
+            "argument_type",
+            name="rope_scaling",
+            kind="a dict of numbers, strings, lists and dicts",
+            expected="a config's rope_scaling, as JSON holds it",
+            got=f"{x!r} ({type(x).__name__}) in it",
+            hint="Copy rope_scaling from the model's config.json as it is.",
+        ) from None
     return _Typed(x)
 
 
@@ -274,22 +299,36 @@ def _rope_table(head_dim, rope_base, rd, is_neox, frozen_scaling, max_position_e
     scaling = dict(frozen_scaling or ())
     rope_type = scaling_type(scaling)
     if rope_type in REFUSED_TYPES:
-        raise fail("rope_type_refused", rope_type=rope_type, expected=f"one of {list(KNOWN_TYPES)}",
-                   got=repr(rope_type), hint=f"{REFUSED_TYPES[rope_type]}. Apply it outside the op (e.g. "
-                   "rotate with the model's own RoPE module) and write the pools with the rotated k.")
+        raise fail(
+            "rope_type_refused",
+            rope_type=rope_type,
+            expected=f"one of {list(KNOWN_TYPES)}",
+            got=repr(rope_type),
+            hint=f"{REFUSED_TYPES[rope_type]}. Apply it outside the op (e.g. "
+            "rotate with the model's own RoPE module) and write the pools with the rotated k.",
+        )
     if rope_type not in KNOWN_TYPES:
-        raise fail("rope_type", expected=f"one of {list(KNOWN_TYPES)}", got=repr(rope_type),
-                   hint="rope_type (or the older 'type') comes from the config's rope_scaling dict.")
+        raise fail(
+            "rope_type",
+            expected=f"one of {list(KNOWN_TYPES)}",
+            got=repr(rope_type),
+            hint="rope_type (or the older 'type') comes from the config's rope_scaling dict.",
+        )
     base = _default_inv_freq(rd, rope_base)  # [rd/2]
     _check_float32(base, head_dim, rope_base)
     inv_freq, scale = _SCALERS[rope_type](base, scaling, rd, rope_base, max_position_embeddings)
     f32 = np.finfo(np.float32)
     if not float(f32.tiny) <= scale <= float(f32.max):  # the kernels multiply cos and sin by float32(scale)
-        raise fail("rope_scaling_value", rope_type=rope_type, key="attention_factor (or mscale)",
-                   need=f"giving a cos/sin scale in float32's range [{f32.tiny:.3g}, {f32.max:.3g}]",
-                   expected=f"a cos/sin scale in [{f32.tiny:.3g}, {f32.max:.3g}]", got=f"a scale of {scale!r}",
-                   hint="attention_factor and mscale are small numbers near 1 in real configs: copy rope_scaling "
-                        "from the model's config.json as it is.")
+        raise fail(
+            "rope_scaling_value",
+            rope_type=rope_type,
+            key="attention_factor (or mscale)",
+            need=f"giving a cos/sin scale in float32's range [{f32.tiny:.3g}, {f32.max:.3g}]",
+            expected=f"a cos/sin scale in [{f32.tiny:.3g}, {f32.max:.3g}]",
+            got=f"a scale of {scale!r}",
+            hint="attention_factor and mscale are small numbers near 1 in real configs: copy rope_scaling "
+            "from the model's config.json as it is.",
+        )
     table = np.asarray(inv_freq, np.float64)
     section = _mrope_section(scaling, rd) if rope_type == "mrope" else ()
     return Rope(head_dim, rd, is_neox, tuple(table.tolist()), float(scale), rope_type, section)
@@ -311,12 +350,15 @@ def _check_float32(table: np.ndarray, head_dim: int, rope_base: float) -> None:
     per position: a base below 1 turns pairs faster than positions, a huge one gives zero angles."""
     ok, inv = _in_range(table)
     if not ok:
-        raise fail("rope_base_range", head_dim=head_dim,
-                   expected=f"float32 inverse frequencies in [{np.finfo(np.float32).tiny:.3g}, 1]",
-                   got=f"rope_base={rope_base!r}: from {inv[0]:.3g} to {inv[-1]:.3g}",
-                   hint="Pass config.rope_theta as it is (10000.0, 500000.0, ...): a base below 1 turns pairs "
-                        "faster than one radian per position, which float32 angles cannot follow, and a huge "
-                        "one gives zero angles.")
+        raise fail(
+            "rope_base_range",
+            head_dim=head_dim,
+            expected=f"float32 inverse frequencies in [{np.finfo(np.float32).tiny:.3g}, 1]",
+            got=f"rope_base={rope_base!r}: from {inv[0]:.3g} to {inv[-1]:.3g}",
+            hint="Pass config.rope_theta as it is (10000.0, 500000.0, ...): a base below 1 turns pairs "
+            "faster than one radian per position, which float32 angles cannot follow, and a huge "
+            "one gives zero angles.",
+        )
 
 
 def _check_scaled(table, rope_type: str, key: str, value) -> np.ndarray:
@@ -324,12 +366,16 @@ def _check_scaled(table, rope_type: str, key: str, value) -> np.ndarray:
     of rope_scaling that pushed it out (a factor below 1 turns pairs faster than positions)."""
     ok, inv = _in_range(table)
     if not ok:
-        raise fail("rope_scaling_value", rope_type=rope_type, key=key,
-                   need="giving inverse frequencies float32 holds and at most 1 radian per position",
-                   expected=f"inverse frequencies in [{np.finfo(np.float32).tiny:.3g}, 1]",
-                   got=f"{value!r}: from {inv.min():.3g} to {inv.max():.3g}",
-                   hint=f"{key} stretches the rotation: a value below 1 makes pairs turn faster than positions "
-                        "(which float32 angles cannot follow); copy rope_scaling from the model's config.json as it is.")
+        raise fail(
+            "rope_scaling_value",
+            rope_type=rope_type,
+            key=key,
+            need="giving inverse frequencies float32 holds and at most 1 radian per position",
+            expected=f"inverse frequencies in [{np.finfo(np.float32).tiny:.3g}, 1]",
+            got=f"{value!r}: from {inv.min():.3g} to {inv.max():.3g}",
+            hint=f"{key} stretches the rotation: a value below 1 makes pairs turn faster than positions "
+            "(which float32 angles cannot follow); copy rope_scaling from the model's config.json as it is.",
+        )
     return table
 
 
@@ -344,8 +390,15 @@ _POSITIVE = ("> 0", lambda x: x > 0)
 _NON_NEGATIVE = (">= 0", lambda x: x >= 0)
 
 
-def _number(scaling: dict, key: str, rope_type: str, default=None, rule=_POSITIVE, why: str = "",
-            code: str = "rope_scaling_value") -> float:
+def _number(
+    scaling: dict,
+    key: str,
+    rope_type: str,
+    default=None,
+    rule=_POSITIVE,
+    why: str = "",
+    code: str = "rope_scaling_value",
+) -> float:
     """``rope_scaling[key]`` (``default`` where absent or None) as a float: a finite real number
     (int, float, NumPy scalar; not a bool or a string) that passes ``rule``; else the error ``code``
     (``rope_scaling_value``, or ``rope_factor`` for the factor). Every number a scaler reads comes
@@ -359,12 +412,21 @@ def _number(scaling: dict, key: str, rope_type: str, default=None, rule=_POSITIV
         if value is None:
             hint = f"{key} is missing: copy rope_scaling from the model's config.json as it is."
         elif f is None:
-            hint = (f"{key} is read as a number (an int or a float, not a string, a bool or a list): copy "
-                    "rope_scaling from the model's config.json as it is.")
+            hint = (
+                f"{key} is read as a number (an int or a float, not a string, a bool or a list): copy "
+                "rope_scaling from the model's config.json as it is."
+            )
         else:
             hint = why or "copy rope_scaling from the model's config.json as it is."
-        raise fail(code, rope_type=rope_type, key=key, need=need,
-                   expected=f"rope_scaling[{key!r}] a finite number {need}", got=repr(value), hint=hint)
+        raise fail(
+            code,
+            rope_type=rope_type,
+            key=key,
+            need=need,
+            expected=f"rope_scaling[{key!r}] a finite number {need}",
+            got=repr(value),
+            hint=hint,
+        )
     return f
 
 
@@ -386,11 +448,16 @@ def _mrope_section(scaling: dict, rd: int) -> tuple:
     section = scaling.get("mrope_section")
     ok = isinstance(section, tuple) and len(section) == 3 and all(is_int(n) and n >= 0 for n in section)
     if not ok or sum(section) != rd // 2:
-        raise fail("rope_scaling_value", rope_type="mrope", key="mrope_section",
-                   need=f"three ints summing to rotary_dim / 2 = {rd // 2}",
-                   expected=f"mrope_section [time, height, width] pairs summing to {rd // 2}", got=repr(section),
-                   hint="copy rope_scaling from the model's config.json as it is (Qwen2-VL-7B: [16, 24, 24] for "
-                        "head_dim 128).")
+        raise fail(
+            "rope_scaling_value",
+            rope_type="mrope",
+            key="mrope_section",
+            need=f"three ints summing to rotary_dim / 2 = {rd // 2}",
+            expected=f"mrope_section [time, height, width] pairs summing to {rd // 2}",
+            got=repr(section),
+            hint="copy rope_scaling from the model's config.json as it is (Qwen2-VL-7B: [16, 24, 24] for "
+            "head_dim 128).",
+        )
     return tuple(int(n) for n in section)
 
 
@@ -401,13 +468,29 @@ def _linear(base, scaling, rd, rope_base, max_pos):
 
 def _llama3(base, scaling, rd, rope_base, max_pos):
     factor = _factor(scaling, "llama3")
-    low = _number(scaling, "low_freq_factor", "llama3", 1.0,
-                  why="the slowest pairs are those whose wavelength exceeds original / low_freq_factor.")
-    high = _number(scaling, "high_freq_factor", "llama3", 4.0, (f"> low_freq_factor = {low:g}", lambda x: x > low),
-                   why="llama3 blends between the two wavelengths original / low_freq_factor and original / "
-                       "high_freq_factor, dividing by high_freq_factor - low_freq_factor.")
-    original = _number(scaling, "original_max_position_embeddings", "llama3", 8192,
-                       why="it is the context length the model was trained for.")
+    low = _number(
+        scaling,
+        "low_freq_factor",
+        "llama3",
+        1.0,
+        why="the slowest pairs are those whose wavelength exceeds original / low_freq_factor.",
+    )
+    high = _number(
+        scaling,
+        "high_freq_factor",
+        "llama3",
+        4.0,
+        (f"> low_freq_factor = {low:g}", lambda x: x > low),
+        why="llama3 blends between the two wavelengths original / low_freq_factor and original / "
+        "high_freq_factor, dividing by high_freq_factor - low_freq_factor.",
+    )
+    original = _number(
+        scaling,
+        "original_max_position_embeddings",
+        "llama3",
+        8192,
+        why="it is the context length the model was trained for.",
+    )
     wavelen = 2 * math.pi / base
     smooth = (original / wavelen - low) / (high - low)  # 0 at the low-frequency edge, 1 at the high one
     blended = (1 - smooth) * base / factor + smooth * base
@@ -423,19 +506,34 @@ def _yarn_mscale(factor: float, mscale: float = 1.0) -> float:
 def _yarn(base, scaling, rd, rope_base, max_pos):
     factor = _factor(scaling, "yarn")
     if scaling.get("original_max_position_embeddings") is None and max_pos is None:
-        raise fail("max_position_missing", rope_type="yarn", expected="original_max_position_embeddings "
-                   "in rope_scaling, or max_position_embeddings", got="neither",
-                   hint="Pass max_position_embeddings=config.max_position_embeddings.")
-    original = _number(scaling, "original_max_position_embeddings", "yarn", max_pos,
-                       why="it is the context length the model was trained for.")
+        raise fail(
+            "max_position_missing",
+            rope_type="yarn",
+            expected="original_max_position_embeddings in rope_scaling, or max_position_embeddings",
+            got="neither",
+            hint="Pass max_position_embeddings=config.max_position_embeddings.",
+        )
+    original = _number(
+        scaling,
+        "original_max_position_embeddings",
+        "yarn",
+        max_pos,
+        why="it is the context length the model was trained for.",
+    )
     rotations = "yarn's ramp runs between the pairs that turn beta_fast and beta_slow times over the original context."
     beta_fast = _number(scaling, "beta_fast", "yarn", 32, why=rotations)
     beta_slow = _number(scaling, "beta_slow", "yarn", 1, why=rotations)
     if rope_base == 1:
-        raise fail("rope_scaling_value", rope_type="yarn", key="rope_base", need="!= 1",
-                   expected="rope_base != 1 (yarn divides by log(rope_base))", got=repr(rope_base),
-                   hint="At base 1 every pair turns at 1 radian per position, so no pair index marks where "
-                        "yarn's ramp starts (transformers and mlx-lm divide by zero): pass config.rope_theta.")
+        raise fail(
+            "rope_scaling_value",
+            rope_type="yarn",
+            key="rope_base",
+            need="!= 1",
+            expected="rope_base != 1 (yarn divides by log(rope_base))",
+            got=repr(rope_base),
+            hint="At base 1 every pair turns at 1 radian per position, so no pair index marks where "
+            "yarn's ramp starts (transformers and mlx-lm divide by zero): pass config.rope_theta.",
+        )
 
     def correction_dim(rotations):  # the pair index that turns `rotations` times over `original` positions
         turns = original / (rotations * 2 * math.pi)
@@ -448,9 +546,15 @@ def _yarn(base, scaling, rd, rope_base, max_pos):
     truncate = scaling.get("truncate")
     if truncate is not None:  # a bool arrives tagged (_freeze); anything else is refused
         if not (isinstance(truncate, _Typed) and isinstance(truncate.value, (bool, np.bool_))):
-            raise fail("rope_scaling_value", rope_type="yarn", key="truncate", need="true or false",
-                       expected="rope_scaling['truncate'] true or false", got=repr(truncate),
-                       hint="truncate says whether the ramp's ends are rounded to whole pairs (GPT-OSS: false).")
+            raise fail(
+                "rope_scaling_value",
+                rope_type="yarn",
+                key="truncate",
+                need="true or false",
+                expected="rope_scaling['truncate'] true or false",
+                got=repr(truncate),
+                hint="truncate says whether the ramp's ends are rounded to whole pairs (GPT-OSS: false).",
+            )
         truncate = bool(truncate.value)
     low, high = correction_dim(beta_fast), correction_dim(beta_slow)
     if truncate is not False:  # transformers' default: the ends rounded out to whole pairs
@@ -467,33 +571,54 @@ def _yarn(base, scaling, rd, rope_base, max_pos):
         mscales = "0.1 * mscale * ln(factor) + 1 must stay positive."
         mscale = _number(scaling, "mscale", "yarn", 0.0, _NON_NEGATIVE, mscales)
         mscale_all_dim = _number(scaling, "mscale_all_dim", "yarn", 0.0, _NON_NEGATIVE, mscales)
-        scale = (_yarn_mscale(factor, mscale) / _yarn_mscale(factor, mscale_all_dim) if mscale and mscale_all_dim
-                 else _yarn_mscale(factor))
+        scale = (
+            _yarn_mscale(factor, mscale) / _yarn_mscale(factor, mscale_all_dim)
+            if mscale and mscale_all_dim
+            else _yarn_mscale(factor)
+        )
     return inv_freq, scale
 
 
 def _longrope(base, scaling, rd, rope_base, max_pos):
     original = scaling.get("original_max_position_embeddings")
     if original is None or max_pos is None:
-        raise fail("max_position_missing", rope_type="longrope",
-                   expected="max_position_embeddings and original_max_position_embeddings",
-                   got=f"max_position_embeddings={max_pos!r}, original_max_position_embeddings={original!r}",
-                   hint="Pass max_position_embeddings=config.max_position_embeddings; Phi-3 keeps "
-                        "original_max_position_embeddings at the top level of config.json: put it in rope_scaling.")
-    original = _number(scaling, "original_max_position_embeddings", "longrope", rule=("> 1", lambda x: x > 1),
-                       why="longrope's scale sqrt(1 + ln(max / original) / ln(original)) divides by ln(original).")
+        raise fail(
+            "max_position_missing",
+            rope_type="longrope",
+            expected="max_position_embeddings and original_max_position_embeddings",
+            got=f"max_position_embeddings={max_pos!r}, original_max_position_embeddings={original!r}",
+            hint="Pass max_position_embeddings=config.max_position_embeddings; Phi-3 keeps "
+            "original_max_position_embeddings at the top level of config.json: put it in rope_scaling.",
+        )
+    original = _number(
+        scaling,
+        "original_max_position_embeddings",
+        "longrope",
+        rule=("> 1", lambda x: x > 1),
+        why="longrope's scale sqrt(1 + ln(max / original) / ln(original)) divides by ln(original).",
+    )
     which = "long_factor" if max_pos > original else "short_factor"
     factors = scaling.get(which)  # lists, tuples and NumPy arrays are all tuples here (_freeze)
     if not isinstance(factors, tuple) or len(factors) != rd // 2:
         n = len(factors) if isinstance(factors, tuple) else repr(factors)
-        raise fail("longrope_factors", which=which, expected=f"{rd // 2} factors (rotary_dim / 2)", got=n,
-                   hint="The factor lists must belong to this model's head: one per rotated pair.")
+        raise fail(
+            "longrope_factors",
+            which=which,
+            expected=f"{rd // 2} factors (rotary_dim / 2)",
+            got=n,
+            hint="The factor lists must belong to this model's head: one per rotated pair.",
+        )
     values = [finite_float(f) for f in factors]
     bad = next((i for i, f in enumerate(values) if f is None or f <= 0), None)
     if bad is not None:
-        raise fail("longrope_factors", which=which, expected="finite numbers > 0", got=f"factor {bad} = {factors[bad]!r}",
-                   hint="Each factor is a number that divides its pair's frequency: copy rope_scaling from the "
-                        "model's config.json as it is.")
+        raise fail(
+            "longrope_factors",
+            which=which,
+            expected="finite numbers > 0",
+            got=f"factor {bad} = {factors[bad]!r}",
+            hint="Each factor is a number that divides its pair's frequency: copy rope_scaling from the "
+            "model's config.json as it is.",
+        )
     ratio = max_pos / original
     if scaling.get("attention_factor") is not None:
         scale = _number(scaling, "attention_factor", "longrope", why="it multiplies cos and sin.")
@@ -502,5 +627,11 @@ def _longrope(base, scaling, rd, rope_base, max_pos):
     return _check_scaled(base / np.asarray(values, np.float64), "longrope", which, min(values)), scale
 
 
-_SCALERS = {"default": _default, "linear": _linear, "llama3": _llama3, "yarn": _yarn, "longrope": _longrope,
-            "mrope": _default}
+_SCALERS = {
+    "default": _default,
+    "linear": _linear,
+    "llama3": _llama3,
+    "yarn": _yarn,
+    "longrope": _longrope,
+    "mrope": _default,
+}

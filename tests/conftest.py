@@ -49,8 +49,11 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "claims: reruns a notebook's speed measurement five times and checks the "
-                                       "claimed range (minutes; outside the timed suite: run with -m claims)")
+    config.addinivalue_line(
+        "markers",
+        "claims: reruns a notebook's speed measurement five times and checks the "
+        "claimed range (minutes; outside the timed suite: run with -m claims)",
+    )
 
 
 @pytest.hookimpl(optionalhook=True)  # xdist's hook: absent under -p no:xdist
@@ -70,4 +73,3 @@ def pytest_xdist_make_scheduler(config, log):
             return "e2e" if nodeid.startswith("tests/e2e/") else super()._split_scope(nodeid)
 
     return ByPlace(config, log)
-

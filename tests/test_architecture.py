@@ -40,8 +40,12 @@ def imports_of(path: Path) -> set[str]:
                 continue
             for alias in node.names:  # "from . import x" may name a submodule
                 sub = f"{target}.{alias.name}"
-                found.add(sub if (PACKAGE.parent / Path(*sub.split("."))).with_suffix(".py").exists()
-                          or (PACKAGE.parent / Path(*sub.split(".")) / "__init__.py").exists() else target)
+                found.add(
+                    sub
+                    if (PACKAGE.parent / Path(*sub.split("."))).with_suffix(".py").exists()
+                    or (PACKAGE.parent / Path(*sub.split(".")) / "__init__.py").exists()
+                    else target
+                )
     return found - {name}
 
 
@@ -59,7 +63,7 @@ def find_cycle(g: dict[str, set[str]]) -> list[str] | None:
         stack.append(n)
         for m in sorted(g[n]):
             if state.get(m) == 1:
-                return stack[stack.index(m):] + [m]
+                return stack[stack.index(m) :] + [m]
             if m not in state:
                 found = visit(m)
                 if found:
@@ -86,8 +90,14 @@ def test_no_import_cycle():
     assert cycle is None, " -> ".join(cycle)
 
 
-UPPER = ("ropepool.teaching", "ropepool.build", "ropepool.cli", "ropepool.engine", "ropepool.loaders",
-         "ropepool.__main__")
+UPPER = (
+    "ropepool.teaching",
+    "ropepool.build",
+    "ropepool.cli",
+    "ropepool.engine",
+    "ropepool.loaders",
+    "ropepool.__main__",
+)
 
 
 def test_the_op_and_the_kernels_never_import_teaching_cli_engine_or_loaders():
@@ -99,16 +109,23 @@ def test_the_op_and_the_kernels_never_import_teaching_cli_engine_or_loaders():
 
 # layer, and the layers it must not import
 APART = [
-    ("ropepool.engine", ("ropepool.loaders", "ropepool.teaching", "ropepool.build", "ropepool.cli", "ropepool.__main__")),
-    ("ropepool.loaders", ("ropepool.engine", "ropepool.teaching", "ropepool.build", "ropepool.cli", "ropepool.__main__")),
+    (
+        "ropepool.engine",
+        ("ropepool.loaders", "ropepool.teaching", "ropepool.build", "ropepool.cli", "ropepool.__main__"),
+    ),
+    (
+        "ropepool.loaders",
+        ("ropepool.engine", "ropepool.teaching", "ropepool.build", "ropepool.cli", "ropepool.__main__"),
+    ),
     ("ropepool.teaching", ("ropepool.build",)),
 ]
 
 
 def test_the_engine_and_the_loaders_never_import_each_other_or_above():
     g = graph()
-    bad = {n: sorted(t for t in g[n] if t.startswith(banned))
-           for layer, banned in APART for n in g if n.startswith(layer)}
+    bad = {
+        n: sorted(t for t in g[n] if t.startswith(banned)) for layer, banned in APART for n in g if n.startswith(layer)
+    }
     assert not {n: t for n, t in bad.items() if t}
 
 
@@ -117,8 +134,6 @@ def test_the_tiny_models_import_mlx_lm_only_when_built():
     import subprocess
     import sys
 
-    code = ("import sys; sys.modules['mlx_lm'] = None; import ropepool.engine.tiny_models as t; "
-            "print(len(t.ARCHS))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         cwd=PACKAGE.parent)
+    code = "import sys; sys.modules['mlx_lm'] = None; import ropepool.engine.tiny_models as t; print(len(t.ARCHS))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=PACKAGE.parent)
     assert out.returncode == 0 and int(out.stdout) > 0, out.stderr[-1500:]

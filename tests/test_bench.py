@@ -22,8 +22,12 @@ ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("op_bench", ROOT / "benchmarks" / "op_bench.py")
 op_bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(op_bench)
-README_START, README_END, markdown, paste_into = (op_bench.README_START, op_bench.README_END, op_bench.markdown,
-                                                  op_bench.paste_into)
+README_START, README_END, markdown, paste_into = (
+    op_bench.README_START,
+    op_bench.README_END,
+    op_bench.markdown,
+    op_bench.paste_into,
+)
 
 ORDER = ("q", "k", "v", "positions", "slots", "k_pool", "v_pool")
 
@@ -72,8 +76,9 @@ def test_mx_fast_rope_with_a_scalar_offset_would_be_wrong():
     gives positions[0] + t, not positions[t]."""
     kw = make_inputs(Shapes(3, 4, 2, 8, 5), "float32", positions=[10, 0, 7])
     q = kw["q"]
-    wrong = mx.fast.rope(q.transpose(1, 0, 2)[None], 8, traditional=False, base=kw["rope_base"], scale=1.0,
-                         offset=10)[0].transpose(1, 0, 2)
+    wrong = mx.fast.rope(q.transpose(1, 0, 2)[None], 8, traditional=False, base=kw["rope_base"], scale=1.0, offset=10)[
+        0
+    ].transpose(1, 0, 2)
     ref = rope_pool_reference(*(kw[n] for n in ORDER), rope_base=kw["rope_base"])[0]
     assert np.abs(f64(wrong) - ref).max() > 1e-2
 
@@ -113,9 +118,16 @@ def test_compare_rejects_an_unknown_method():
 
 
 def test_report_gives_the_tables_and_the_targets_say_met_or_miss():
-    shapes = [Timing(m, "float16", 1, 4096, ms, ms, 1) for m, ms in
-              (("ropepool", 1.0), ("ropepool-inplace", 2.0), ("mx.fast.rope", 3.0), ("copy (mlx)", 0.5),
-               ("memcpy (numpy)", 0.1))]
+    shapes = [
+        Timing(m, "float16", 1, 4096, ms, ms, 1)
+        for m, ms in (
+            ("ropepool", 1.0),
+            ("ropepool-inplace", 2.0),
+            ("mx.fast.rope", 3.0),
+            ("copy (mlx)", 0.5),
+            ("memcpy (numpy)", 0.1),
+        )
+    ]
     pools = [Timing("ropepool", "float16", 64, P, ms, ms, 1) for P, ms in ((4096, 1.0), (1048576, 1.5))]
     results = {"backend": "mlx", "device": "cpu", "shapes": shapes, "pools": pools}
     text = report(results)
@@ -132,8 +144,14 @@ def test_decode_checks_say_hit_or_miss_against_the_issue_targets():
     def t(method, ms, dtype="float16"):
         return Timing(method, dtype, 1, 4096, ms, ms, 10)
 
-    rows = [t("ropepool-inplace", 0.10), t("mx.fast.rope", 0.11), t("ropepool-inplace-np", 0.05), t("numpy", 0.06),
-            t("ropepool-inplace", 0.10, "bfloat16"), t("mx.fast.rope", 0.16, "bfloat16")]
+    rows = [
+        t("ropepool-inplace", 0.10),
+        t("mx.fast.rope", 0.11),
+        t("ropepool-inplace-np", 0.05),
+        t("numpy", 0.06),
+        t("ropepool-inplace", 0.10, "bfloat16"),
+        t("mx.fast.rope", 0.16, "bfloat16"),
+    ]
     checks = op_bench.decode_checks(rows)
     assert [ok for _, ok in checks] == [True, False, True]  # bfloat16 mx (1.6x); float16 mx (1.1x), NumPy (1.2x)
     assert checks[1][0].startswith("float16   mx inputs:    1.10x faster")
@@ -143,20 +161,39 @@ def test_engine_checks_judge_decode_in_place_and_prefill_by_their_own_goals():
     def t(method, ms, tokens, dtype="float32"):
         return Timing(method, dtype, tokens, 4096, ms, ms, 10)
 
-    rows = [t("ropepool-inplace", 1.0, 1), t("mx.fast.rope", 1.6, 1), t("ropepool", 1.0, 64), t("mx.fast.rope", 1.9, 64),
-            t("ropepool", 1.0, 2048), t("mx.fast.rope", 2.5, 2048), t("ropepool", 1.0, 8), t("mx.fast.rope", 9.0, 8)]
+    rows = [
+        t("ropepool-inplace", 1.0, 1),
+        t("mx.fast.rope", 1.6, 1),
+        t("ropepool", 1.0, 64),
+        t("mx.fast.rope", 1.9, 64),
+        t("ropepool", 1.0, 2048),
+        t("mx.fast.rope", 2.5, 2048),
+        t("ropepool", 1.0, 8),
+        t("mx.fast.rope", 9.0, 8),
+    ]
     checks = op_bench.engine_checks(rows)
-    assert checks == [("ropepool-inplace float32 T=1: 1.60x faster than mx.fast.rope + scatter (>= 1.5x)", True),
-                      ("ropepool float32 T=64: 1.90x faster than mx.fast.rope + scatter (>= 2.0x)", False),
-                      ("ropepool float32 T=2048: 2.50x faster than mx.fast.rope + scatter (>= 2.0x)", True)]
+    assert checks == [
+        ("ropepool-inplace float32 T=1: 1.60x faster than mx.fast.rope + scatter (>= 1.5x)", True),
+        ("ropepool float32 T=64: 1.90x faster than mx.fast.rope + scatter (>= 2.0x)", False),
+        ("ropepool float32 T=2048: 2.50x faster than mx.fast.rope + scatter (>= 2.0x)", True),
+    ]
 
 
 def _results():
-    shapes = [Timing(m, "float16", 1, 4096, ms, ms, 1) for m, ms in
-              (("ropepool", 1.0), ("ropepool-inplace", 2.0), ("mx.fast.rope", 3.0), ("copy (mlx)", 0.5))]
+    shapes = [
+        Timing(m, "float16", 1, 4096, ms, ms, 1)
+        for m, ms in (("ropepool", 1.0), ("ropepool-inplace", 2.0), ("mx.fast.rope", 3.0), ("copy (mlx)", 0.5))
+    ]
     pools = [Timing("ropepool", "float16", 64, P, ms, ms, 1) for P, ms in ((4096, 1.0), (1048576, 1.1))]
-    return {"backend": "cpu", "device": "Device(cpu, 0)", "machine": "a test machine", "date": "2026-01-02",
-            "command": "python benchmarks/op_bench.py", "shapes": shapes, "pools": pools}
+    return {
+        "backend": "cpu",
+        "device": "Device(cpu, 0)",
+        "machine": "a test machine",
+        "date": "2026-01-02",
+        "command": "python benchmarks/op_bench.py",
+        "shapes": shapes,
+        "pools": pools,
+    }
 
 
 def test_markdown_gives_the_table_and_every_target_met_or_missed():
@@ -179,8 +216,9 @@ def test_paste_into_replaces_only_the_block_between_the_markers(tmp_path):
     assert readme.read_text().count("| new |") == 1
 
 
-@pytest.mark.parametrize("text", ["no markers", f"{README_END}\n{README_START}\n",
-                                  f"{README_START}\n{README_START}\n{README_END}\n"])
+@pytest.mark.parametrize(
+    "text", ["no markers", f"{README_END}\n{README_START}\n", f"{README_START}\n{README_START}\n{README_END}\n"]
+)
 def test_paste_into_refuses_a_file_without_one_ordered_pair_of_markers(tmp_path, text):
     readme = tmp_path / "README.md"
     readme.write_text(text)
@@ -191,7 +229,7 @@ def test_paste_into_refuses_a_file_without_one_ordered_pair_of_markers(tmp_path,
 
 def test_readme_table_is_the_bench_commands_output():
     text = (ROOT / "README.md").read_text()
-    block = text[text.index(README_START) + len(README_START): text.index(README_END)]
+    block = text[text.index(README_START) + len(README_START) : text.index(README_END)]
     assert block.lstrip().startswith(("`python benchmarks/op_bench.py", "`python -m ropepool bench"))
     assert "| dtype | T | ropepool | speed-up | in place | speed-up | copy floor | ropepool / floor |" in block
     # the counts and the derived column agree with the rows: a table typed or edited by hand rarely does
@@ -292,8 +330,20 @@ def test_a_readme_too_big_is_refused_after_reading_a_bounded_part(tmp_path):
 def test_the_command_refuses_a_fifo_before_any_timing(tmp_path):
     fifo = tmp_path / "README.md"
     os.mkfifo(fifo)
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "op_bench.py"), "--quick", "--readme", str(fifo),
-                           "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "op_bench.py"),
+            "--quick",
+            "--readme",
+            str(fifo),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip() == f"op_bench: --readme {fifo}: not a regular file"

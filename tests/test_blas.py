@@ -23,9 +23,11 @@ HOOK = [Path(p) / "ropepool-blas.pth" for p in site.getsitepackages()]
 
 needs_openblas = pytest.mark.skipif(
     not (_ropepool_blas.applies() and _ropepool_blas._openblas()),
-    reason="OpenBLAS is loaded on Linux x86-64 only, from ngsolve-openblas (not installed in this venv: make setup)")
-needs_hook = pytest.mark.skipif(not any(p.exists() for p in HOOK),
-                                reason="ropepool-blas.pth is not installed in this venv (make setup installs it)")
+    reason="OpenBLAS is loaded on Linux x86-64 only, from ngsolve-openblas (not installed in this venv: make setup)",
+)
+needs_hook = pytest.mark.skipif(
+    not any(p.exists() for p in HOOK), reason="ropepool-blas.pth is not installed in this venv (make setup installs it)"
+)
 
 # Seeded float32 products, transposes and a batch included (MLX passes those to sgemm as flags).
 PRODUCTS = r"""
@@ -50,8 +52,14 @@ def run(first: str = "import mlx.core as mx", env: dict | None = None):
     """The products, the library libmlx bound cblas_sgemm to, the hook's state, and stderr."""
     full = {k: v for k, v in os.environ.items() if k != "ROPEPOOL_BLAS"}
     full.update(PYTHONPATH=str(ROOT), **(env or {}))
-    done = subprocess.run([sys.executable, "-c", PRODUCTS.format(first=first)], capture_output=True, text=True,
-                          env=full, timeout=300, cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, "-c", PRODUCTS.format(first=first)],
+        capture_output=True,
+        text=True,
+        env=full,
+        timeout=300,
+        cwd=ROOT,
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout), done.stderr
 
@@ -61,8 +69,11 @@ def expected():
     a, b = rng.standard_normal((257, 300), np.float32), rng.standard_normal((300, 129), np.float32)
     c = rng.standard_normal((3, 64, 96), np.float32)
     a, b, c = (x.astype(np.float64) for x in (a, b, c))  # the same float32 inputs, multiplied exactly
-    return {"a@b": (a @ b, np.abs(a) @ np.abs(b), 300), "aT.T@b": (a @ b, np.abs(a) @ np.abs(b), 300),
-            "c@cT": (c @ c.transpose(0, 2, 1), np.abs(c) @ np.abs(c).transpose(0, 2, 1), 96)}
+    return {
+        "a@b": (a @ b, np.abs(a) @ np.abs(b), 300),
+        "aT.T@b": (a @ b, np.abs(a) @ np.abs(b), 300),
+        "c@cT": (c @ c.transpose(0, 2, 1), np.abs(c) @ np.abs(c).transpose(0, 2, 1), 96),
+    }
 
 
 def assert_float32_close(products):
@@ -70,7 +81,9 @@ def assert_float32_close(products):
     for name, (exact, magnitude, k) in expected().items():
         got = np.array(products[name])
         bound = k * np.finfo(np.float32).eps * magnitude
-        assert np.all(np.abs(got - exact) <= bound), f"{name}: max error {np.max(np.abs(got - exact) / bound):.2f}x the bound"
+        assert np.all(np.abs(got - exact) <= bound), (
+            f"{name}: max error {np.max(np.abs(got - exact) / bound):.2f}x the bound"
+        )
 
 
 @needs_openblas
@@ -101,8 +114,10 @@ def test_off_keeps_mlx_blas_and_both_agree():
 @needs_openblas
 def test_failed_load_falls_back_with_one_line():
     """A library that will not load (here: a file that is not one) leaves MLX's BLAS, says why once."""
-    first = ("import _ropepool_blas\n_ropepool_blas._openblas = lambda: '/etc/hostname'\n"
-             "import ropepool\nimport mlx.core as mx")
+    first = (
+        "import _ropepool_blas\n_ropepool_blas._openblas = lambda: '/etc/hostname'\n"
+        "import ropepool\nimport mlx.core as mx"
+    )
     out, err = run(first)
     assert out["state"]["status"] == "failed"
     assert "libblas" in os.path.basename(out["bound"]), out["bound"]

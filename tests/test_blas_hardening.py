@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 needs_openblas = pytest.mark.skipif(
     not (_ropepool_blas.applies() and _ropepool_blas._openblas()),
-    reason="OpenBLAS is loaded on Linux x86-64 only, from ngsolve-openblas (not installed in this venv: make setup)")
+    reason="OpenBLAS is loaded on Linux x86-64 only, from ngsolve-openblas (not installed in this venv: make setup)",
+)
 
 
 def fresh_hook():
@@ -84,6 +85,7 @@ def run_venv(code, *, pythonpath, tmpdir, env=None, shell_suffix=""):
 
 # 1. The race ---------------------------------------------------------------------------------------
 
+
 def test_second_user_cannot_win_the_race():
     """A real second user races the loader through a group-writable, non-sticky TMPDIR. A few
     attempts here (time); `benchmarks/blas_race.py` runs 100."""
@@ -136,6 +138,7 @@ def test_a_perfectly_timed_swap_never_reaches_dlopen(tmp_path, monkeypatch):
 
 # 2. Damaged library, FIFO ---------------------------------------------------------------------------
 
+
 @needs_openblas
 @pytest.mark.parametrize("case", ["1 KiB", "half", "fifo"])
 def test_a_damaged_library_or_fifo_falls_back_with_one_line(tmp_path, case):
@@ -165,13 +168,15 @@ def test_a_replaced_library_of_the_right_size_is_refused(tmp_path):
         f.seek(-1, os.SEEK_CUR)
         f.write(bytes([byte[0] ^ 0xFF]))
     hook = fresh_hook()
-    hook._package_dirs = lambda name: ([str(site / name)] if name == "ngsolve_openblas"
-                                       else _ropepool_blas._package_dirs(name))
+    hook._package_dirs = lambda name: (
+        [str(site / name)] if name == "ngsolve_openblas" else _ropepool_blas._package_dirs(name)
+    )
     with pytest.raises(hook.Refused, match="SHA-256"):
         hook._open_checked(str(lib))
 
 
 # 3. The start-up hook: cheap and silent --------------------------------------------------------------
+
 
 def pth_site(tmp_path) -> Path:
     site = tmp_path / "pth"
@@ -182,10 +187,17 @@ def pth_site(tmp_path) -> Path:
 
 def test_the_hook_imports_nothing(tmp_path):
     """What `python -c pass` pays: the .pth defines a small finder and imports no module, not even the loader."""
-    code = ("import sys, site; before = set(sys.modules); site.addsitedir(sys.argv[1]); "
-            "print(sorted(set(sys.modules) - before))")
-    done = subprocess.run([sys.executable, "-S", "-c", code, str(pth_site(tmp_path))], capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=60)
+    code = (
+        "import sys, site; before = set(sys.modules); site.addsitedir(sys.argv[1]); "
+        "print(sorted(set(sys.modules) - before))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", code, str(pth_site(tmp_path))],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        timeout=60,
+    )
     assert done.stderr == ""
     assert json.loads(done.stdout.replace("'", '"')) == [], done.stdout
 
@@ -194,15 +206,23 @@ def test_an_unimportable_loader_is_skipped_silently(tmp_path):
     """A moved editable checkout: the .pth finds no _ropepool_blas and says nothing at all, at start
     or when mlx is imported."""
     site = pth_site(tmp_path)
-    code = ("import site, sys; site.addsitedir(sys.argv[1]); import importlib.util; "
-            "importlib.util.find_spec('mlx'); print('ok')")
-    done = subprocess.run([sys.executable, "-S", "-c", code,
-                           str(site)], capture_output=True, text=True, cwd=str(tmp_path),
-                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, timeout=60)
+    code = (
+        "import site, sys; site.addsitedir(sys.argv[1]); import importlib.util; "
+        "importlib.util.find_spec('mlx'); print('ok')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", code, str(site)],
+        capture_output=True,
+        text=True,
+        cwd=str(tmp_path),
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+        timeout=60,
+    )
     assert (done.stdout, done.stderr) == ("ok\n", ""), done.stderr
 
 
 # 4. Settings, paths, stderr, doctor -----------------------------------------------------------------
+
 
 @pytest.mark.parametrize("word", ["off", "0", "false", "no", " FALSE ", "Off"])
 def test_false_words_keep_mlx_blas(monkeypatch, word):
@@ -228,8 +248,10 @@ def test_a_venv_path_with_glob_characters_loads_and_doctor_agrees(tmp_path):
 
 @needs_openblas
 def test_with_stderr_closed_nothing_reaches_stdout(tmp_path):
-    code = ("import _ropepool_blas\n_ropepool_blas._openblas = lambda: '/etc/hostname'\n"
-            "import mlx.core\nprint(_ropepool_blas.STATE['status'])")
+    code = (
+        "import _ropepool_blas\n_ropepool_blas._openblas = lambda: '/etc/hostname'\n"
+        "import mlx.core\nprint(_ropepool_blas.STATE['status'])"
+    )
     done = run_venv(code, pythonpath=[ROOT], tmpdir=tmp_path, shell_suffix="2>&-")
     assert done.stdout == "failed\n", done.stdout
 

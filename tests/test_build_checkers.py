@@ -48,6 +48,7 @@ def test_an_error_the_learner_raises_is_reported_not_raised():
 
 def test_an_allocator_refusing_with_another_error_type_is_told_so():
     """ValueError is the allocator's refusal (judged against the engine's); any other error is reported."""
+
     class KeyErrors(solutions.Allocator):
         def release(self, pages):
             try:

@@ -28,16 +28,25 @@ def model_and_reference():
 
 
 def _same(results, reference) -> bool:
-    return all(tokens == want.tokens and np.allclose(np.array(logits), np.array(want.logits), **ENGINE_LOGITS_FLOAT32)
-               for (tokens, logits), want in zip(results, reference))
+    return all(
+        tokens == want.tokens and np.allclose(np.array(logits), np.array(want.logits), **ENGINE_LOGITS_FLOAT32)
+        for (tokens, logits), want in zip(results, reference)
+    )
 
 
 def test_all_five_engine_parts_together_serve_mlx_lm_s_tokens_and_logits(model_and_reference):
     model, reference = model_and_reference
     history = []
-    eng = serve.engine(model, rotate=S.rotate, allocator=Paged.factory(S.Allocator), slot_mapping=S.slot_mapping,
-                       prefix_cache=Cached.factory(S.PrefixTree), scheduler=Planned.factory(S.plan_step),
-                       pool_rows=24, max_step_tokens=6)
+    eng = serve.engine(
+        model,
+        rotate=S.rotate,
+        allocator=Paged.factory(S.Allocator),
+        slot_mapping=S.slot_mapping,
+        prefix_cache=Cached.factory(S.PrefixTree),
+        scheduler=Planned.factory(S.plan_step),
+        pool_rows=24,
+        max_step_tokens=6,
+    )
     out = serve.run(eng, PROMPTS, NEW, history)
     assert _same(out, reference)
     assert serve.pool_is_clean(eng) and eng.stats.cached_tokens > 0  # request 1 shared request 0's first rows
@@ -47,8 +56,14 @@ def test_all_five_engine_parts_together_serve_mlx_lm_s_tokens_and_logits(model_a
 @pytest.mark.parametrize("page_size", [1, 4])
 def test_the_slot_mapping_and_the_allocator_with_pages(model_and_reference, page_size):
     model, reference = model_and_reference
-    eng = serve.engine(model, slot_mapping=S.slot_mapping, allocator=Paged.factory(S.Allocator),
-                       prefix_cache=Cached.factory(S.PrefixTree), pool_rows=32, page_size=page_size)
+    eng = serve.engine(
+        model,
+        slot_mapping=S.slot_mapping,
+        allocator=Paged.factory(S.Allocator),
+        prefix_cache=Cached.factory(S.PrefixTree),
+        pool_rows=32,
+        page_size=page_size,
+    )
     assert _same(serve.run(eng, PROMPTS, NEW), reference) and serve.pool_is_clean(eng)
 
 

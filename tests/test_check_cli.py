@@ -29,19 +29,50 @@ def row(out, name):
 
 # preset, T, P, dtype, (q, k/v, pool) shapes, group size line, per-token and per-layer pool memory
 REPORTS = [
-    ("llama-3-8b", 8, 64, "float16", ("(8, 32, 128)", "(8, 8, 128)", "(64, 8, 128)"),
-     "G = Hq // Hkv = 4  (GQA: each KV head serves 4 query heads)", "4.0 KiB", "256.0 KiB"),
-    ("gemma-2-9b", 3, 10, "bfloat16", ("(3, 16, 256)", "(3, 8, 256)", "(10, 8, 256)"),
-     "G = Hq // Hkv = 2  (GQA", "8.0 KiB", "80.0 KiB"),
-    ("phi-3-mini", 1, 1, "float32", ("(1, 32, 96)", "(1, 32, 96)", "(1, 32, 96)"),
-     "G = Hq // Hkv = 1  (MHA: one KV head per query head)", "24.0 KiB", "24.0 KiB"),
-    ("falcon-7b", 0, 4, "float16", ("(0, 71, 64)", "(0, 1, 64)", "(4, 1, 64)"),
-     "G = Hq // Hkv = 71  (MQA: all 71 query heads share one KV head)", "256 B", "1.0 KiB"),
+    (
+        "llama-3-8b",
+        8,
+        64,
+        "float16",
+        ("(8, 32, 128)", "(8, 8, 128)", "(64, 8, 128)"),
+        "G = Hq // Hkv = 4  (GQA: each KV head serves 4 query heads)",
+        "4.0 KiB",
+        "256.0 KiB",
+    ),
+    (
+        "gemma-2-9b",
+        3,
+        10,
+        "bfloat16",
+        ("(3, 16, 256)", "(3, 8, 256)", "(10, 8, 256)"),
+        "G = Hq // Hkv = 2  (GQA",
+        "8.0 KiB",
+        "80.0 KiB",
+    ),
+    (
+        "phi-3-mini",
+        1,
+        1,
+        "float32",
+        ("(1, 32, 96)", "(1, 32, 96)", "(1, 32, 96)"),
+        "G = Hq // Hkv = 1  (MHA: one KV head per query head)",
+        "24.0 KiB",
+        "24.0 KiB",
+    ),
+    (
+        "falcon-7b",
+        0,
+        4,
+        "float16",
+        ("(0, 71, 64)", "(0, 1, 64)", "(4, 1, 64)"),
+        "G = Hq // Hkv = 71  (MQA: all 71 query heads share one KV head)",
+        "256 B",
+        "1.0 KiB",
+    ),
 ]
 
 
-@pytest.mark.parametrize("name, T, P, dtype, shapes, group, per_token, per_layer", REPORTS,
-                         ids=[r[0] for r in REPORTS])
+@pytest.mark.parametrize("name, T, P, dtype, shapes, group, per_token, per_layer", REPORTS, ids=[r[0] for r in REPORTS])
 def test_report(capsys, name, T, P, dtype, shapes, group, per_token, per_layer):
     rc, out, err = check(capsys, name, "--tokens", T, "--pool", P, "--dtype", dtype)
     assert (rc, err) == (0, "")
@@ -63,8 +94,12 @@ def test_report_names_model_source_and_parameters(capsys):
     assert rc == 0
     assert "model       Qwen/Qwen2.5-7B" in out
     assert "source      https://huggingface.co/Qwen/Qwen2.5-7B/blob/main/config.json" in out
-    for line in ("num_qo_heads  Hq  = 28", "num_kv_heads  Hkv = 4", "head_dim      D   = 128",
-                 "rope_base         = 1000000.0"):
+    for line in (
+        "num_qo_heads  Hq  = 28",
+        "num_kv_heads  Hkv = 4",
+        "head_dim      D   = 128",
+        "rope_base         = 1000000.0",
+    ):
         assert line in out
     assert re.search(r"^  x 28 layers +3\.5 MiB$", out, re.M)  # 2 x 4 x 128 x 2 B x 64 rows x 28
     # 2 x 4 x 128 x 2 B x 131072 tokens
@@ -72,10 +107,20 @@ def test_report_names_model_source_and_parameters(capsys):
 
 
 def test_report_shows_the_rotation_and_notes(capsys, tmp_path):
-    config = {"_name_or_path": "meta-llama/Llama-3.1-8B", "num_attention_heads": 32, "num_key_value_heads": 8,
-              "hidden_size": 4096, "rope_theta": 500000.0,
-              "rope_scaling": {"factor": 8.0, "rope_type": "llama3", "low_freq_factor": 1.0,
-                               "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}}
+    config = {
+        "_name_or_path": "meta-llama/Llama-3.1-8B",
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "hidden_size": 4096,
+        "rope_theta": 500000.0,
+        "rope_scaling": {
+            "factor": 8.0,
+            "rope_type": "llama3",
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192,
+        },
+    }
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
     rc, out, _ = check(capsys, path)
@@ -100,11 +145,19 @@ def test_folder_with_config_json(capsys, tmp_path):
 
 # preset, N, the hint's phrase (from ropepool.validation), the fix
 MISMATCHES = [
-    ("llama-3-8b", 32, "num_kv_heads was likely taken from config.num_attention_heads",
-     "fix: pass num_kv_heads=8, the heads of the K projection (config.num_key_value_heads)"),
+    (
+        "llama-3-8b",
+        32,
+        "num_kv_heads was likely taken from config.num_attention_heads",
+        "fix: pass num_kv_heads=8, the heads of the K projection (config.num_key_value_heads)",
+    ),
     ("qwen2.5-7b", 2, "k has 4 heads but num_kv_heads=2", "fix: pass num_kv_heads=4"),
-    ("falcon-7b", 71, "num_kv_heads was likely taken from config.num_attention_heads",
-     "fix: pass num_kv_heads=1, the heads of the K projection (multi_query: true"),
+    (
+        "falcon-7b",
+        71,
+        "num_kv_heads was likely taken from config.num_attention_heads",
+        "fix: pass num_kv_heads=1, the heads of the K projection (multi_query: true",
+    ),
 ]
 
 
@@ -131,8 +184,12 @@ FAILURES = [
     ("malformed-json", ["{tmp}/bad.json"], 2, "bad.json: malformed JSON at line 2 column 1"),
     ("json-list", ["{tmp}/list.json"], 2, "list.json: expected a JSON object"),
     ("mla-model-without-rope-dim", ["{tmp}/mla.json"], 1, "qk_rope_head_dim must be a positive int, got None"),
-    ("too-many-tokens", ["llama-3-8b", "--tokens", "9", "--pool", "4"], 2,
-     "need 0 <= --tokens <= --pool (each token writes its own row), got --tokens 9 --pool 4"),
+    (
+        "too-many-tokens",
+        ["llama-3-8b", "--tokens", "9", "--pool", "4"],
+        2,
+        "need 0 <= --tokens <= --pool (each token writes its own row), got --tokens 9 --pool 4",
+    ),
     ("zero-kv-heads", ["llama-3-8b", "--num-kv-heads", "0"], 2, "--num-kv-heads must be > 0, got 0"),
 ]
 
@@ -141,8 +198,9 @@ FAILURES = [
 def files(tmp_path):
     (tmp_path / "bad.json").write_text('{"num_attention_heads": 32,\n}')
     (tmp_path / "list.json").write_text("[]")
-    (tmp_path / "mla.json").write_text(json.dumps({"num_attention_heads": 16, "hidden_size": 2048,
-                                                   "kv_lora_rank": 512}))
+    (tmp_path / "mla.json").write_text(
+        json.dumps({"num_attention_heads": 16, "hidden_size": 2048, "kv_lora_rank": 512})
+    )
     return tmp_path
 
 
@@ -156,22 +214,28 @@ def test_failure_is_one_line(capsys, files, name, args, rc, line):
 
 @pytest.mark.parametrize("name, args, rc, line", [FAILURES[2], FAILURES[0]], ids=["malformed-json", "unknown-preset"])
 def test_failure_in_a_subprocess(files, name, args, rc, line):
-    run = subprocess.run([sys.executable, "-m", "ropepool", "check", *[a.format(tmp=files) for a in args]],
-                         capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [sys.executable, "-m", "ropepool", "check", *[a.format(tmp=files) for a in args]],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == rc and run.stdout == ""
     assert line in run.stderr and run.stderr.count("\n") == 1 and "Traceback" not in run.stderr
 
 
 def test_subprocess_runs_a_preset():
-    run = subprocess.run([sys.executable, "-m", "ropepool", "check", "mistral-7b"], capture_output=True,
-                         text=True, timeout=60)
+    run = subprocess.run(
+        [sys.executable, "-m", "ropepool", "check", "mistral-7b"], capture_output=True, text=True, timeout=60
+    )
     assert run.returncode == 0, run.stderr
     assert "model       mistralai/Mistral-7B-v0.1" in run.stdout and ": ok\n" in run.stdout
 
 
 def test_help_lists_the_presets():
-    run = subprocess.run([sys.executable, "-m", "ropepool", "check", "--help"], capture_output=True, text=True,
-                         timeout=60)
+    run = subprocess.run(
+        [sys.executable, "-m", "ropepool", "check", "--help"], capture_output=True, text=True, timeout=60
+    )
     assert run.returncode == 0
     assert all(name in run.stdout for name in preset_names())
 
@@ -189,51 +253,98 @@ def test_human_bytes(n, text):
 LLAMA_FIELDS = {"num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096}
 ESCAPES = "\x1b]0;owned\x07\x1b[2J"  # an OSC title change, then clear screen
 HOSTILE = [
-    ("head_dim 2**28 (40 bytes)", '{"num_attention_heads":1,"head_dim":268435456}',
-     "head_dim = 268435456 is past 1024"),
-    ("hidden_size 2**30 and no head_dim", json.dumps({"num_attention_heads": 1, "hidden_size": 2**30}),
-     "head_dim = 1073741824 is past 1024"),
-    ("a million heads", json.dumps({**LLAMA_FIELDS, "num_attention_heads": 10**6}),
-     "num_attention_heads must be at most 1024, got 1000000"),
+    (
+        "head_dim 2**28 (40 bytes)",
+        '{"num_attention_heads":1,"head_dim":268435456}',
+        "head_dim = 268435456 is past 1024",
+    ),
+    (
+        "hidden_size 2**30 and no head_dim",
+        json.dumps({"num_attention_heads": 1, "hidden_size": 2**30}),
+        "head_dim = 1073741824 is past 1024",
+    ),
+    (
+        "a million heads",
+        json.dumps({**LLAMA_FIELDS, "num_attention_heads": 10**6}),
+        "num_attention_heads must be at most 1024, got 1000000",
+    ),
     ("JSON nested 100,000 deep", "[" * 100_000 + "]" * 100_000, "JSON nested too deeply"),
-    ("a 5,000-digit integer", '{"num_attention_heads": ' + "7" * 5000 + "}",
-     "not a model config: Exceeds the limit (4300 digits) for integer string conversion"),
-    ("max_position_embeddings 10**4000", json.dumps({**LLAMA_FIELDS, "max_position_embeddings": 10**4000,
-                                                     "rope_scaling": {"rope_type": "yarn", "factor": 4.0}}),
-     "max_position_embeddings must be at most 2147483647, got an integer of 13288 bits"),
-    ("a lone surrogate in _name_or_path", '{"_name_or_path": "evil\\ud800", "num_attention_heads": 0}',
-     "evil\\ud800: num_attention_heads must be a positive integer, got 0"),
-    ("terminal escapes in _name_or_path", json.dumps({"_name_or_path": ESCAPES, "num_attention_heads": 0}),
-     "\\x1b]0;owned\\x07\\x1b[2J: num_attention_heads must be a positive integer"),
-    ("terminal escapes in a field's value", json.dumps({**LLAMA_FIELDS, "rope_scaling": {"rope_type": ESCAPES}}),
-     "unknown rope_scaling type '\\x1b]0;owned\\x07\\x1b[2J'"),
+    (
+        "a 5,000-digit integer",
+        '{"num_attention_heads": ' + "7" * 5000 + "}",
+        "not a model config: Exceeds the limit (4300 digits) for integer string conversion",
+    ),
+    (
+        "max_position_embeddings 10**4000",
+        json.dumps(
+            {**LLAMA_FIELDS, "max_position_embeddings": 10**4000, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}}
+        ),
+        "max_position_embeddings must be at most 2147483647, got an integer of 13288 bits",
+    ),
+    (
+        "a lone surrogate in _name_or_path",
+        '{"_name_or_path": "evil\\ud800", "num_attention_heads": 0}',
+        "evil\\ud800: num_attention_heads must be a positive integer, got 0",
+    ),
+    (
+        "terminal escapes in _name_or_path",
+        json.dumps({"_name_or_path": ESCAPES, "num_attention_heads": 0}),
+        "\\x1b]0;owned\\x07\\x1b[2J: num_attention_heads must be a positive integer",
+    ),
+    (
+        "terminal escapes in a field's value",
+        json.dumps({**LLAMA_FIELDS, "rope_scaling": {"rope_type": ESCAPES}}),
+        "unknown rope_scaling type '\\x1b]0;owned\\x07\\x1b[2J'",
+    ),
 ]
 
 
 @pytest.mark.parametrize("name, text, line", HOSTILE, ids=[h[0] for h in HOSTILE])
 def test_hostile_config_is_one_line_in_seconds(tmp_path, name, text, line):
     (tmp_path / "config.json").write_text(text, encoding="utf-8", errors="surrogatepass")
-    run = subprocess.run([sys.executable, "-m", "ropepool", "check", str(tmp_path / "config.json")],
-                         capture_output=True, text=True, timeout=60, encoding="utf-8", errors="replace")
+    run = subprocess.run(
+        [sys.executable, "-m", "ropepool", "check", str(tmp_path / "config.json")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        encoding="utf-8",
+        errors="replace",
+    )
     assert run.returncode in (1, 2) and run.stdout == "", (run.returncode, run.stdout[-500:])
     assert run.stderr.count("\n") == 1 and line in run.stderr and "Traceback" not in run.stderr, run.stderr[-1500:]
     assert "\x1b" not in run.stderr
 
 
-@pytest.mark.parametrize("name_or_path, shown", [(ESCAPES, "\\x1b]0;owned\\x07\\x1b[2J"), ("evil\ud800", "evil\\ud800")],
-                         ids=["terminal escapes", "a lone surrogate"])
+@pytest.mark.parametrize(
+    "name_or_path, shown",
+    [(ESCAPES, "\\x1b]0;owned\\x07\\x1b[2J"), ("evil\ud800", "evil\\ud800")],
+    ids=["terminal escapes", "a lone surrogate"],
+)
 def test_a_hostile_name_in_a_good_config_is_shown_escaped(tmp_path, name_or_path, shown):
     (tmp_path / "config.json").write_text(json.dumps({**LLAMA_FIELDS, "_name_or_path": name_or_path}))
-    run = subprocess.run([sys.executable, "-m", "ropepool", "check", str(tmp_path), "--tokens", "1", "--pool", "2"],
-                         capture_output=True, text=True, timeout=60, encoding="utf-8", errors="replace")
+    run = subprocess.run(
+        [sys.executable, "-m", "ropepool", "check", str(tmp_path), "--tokens", "1", "--pool", "2"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        encoding="utf-8",
+        errors="replace",
+    )
     assert run.returncode == 0, run.stderr[-1500:]
     assert f"model       {shown}\n" in run.stdout and "\x1b" not in run.stdout
 
 
 # preset, lines the report must hold: the new pool shapes and what the layers keep
 BEYOND = [
-    ("deepseek-v3", ["latent_pool [P, 1, R + rd]  (64, 1, 576)", "cache layout (MLA)",
-                     "latent_pool   [P, 1, 576] = (64, 1, 576) per layer", "ran rope_pool_fused_mla once"]),
+    (
+        "deepseek-v3",
+        [
+            "latent_pool [P, 1, R + rd]  (64, 1, 576)",
+            "cache layout (MLA)",
+            "latent_pool   [P, 1, 576] = (64, 1, 576) per layer",
+            "ran rope_pool_fused_mla once",
+        ],
+    ),
     ("gemma-3-27b", ["k_pool        [P, 16, 128]", "62: 10 full, 52 sliding (window 1024"]),
     ("gpt-oss-20b", ["k_pool        [P, 8, 64]", "24: 12 full, 12 sliding (window 128", "attention-sink"]),
     ("llama-2-7b", ["cache layout (MHA)", "k_pool        [P, 32, 128]", "32, every one keeps every token"]),

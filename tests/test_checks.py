@@ -42,8 +42,7 @@ def test_no_emoji_needed():
 def test_the_claim_defaults_to_the_source(capsys):
     rows = [5, 1, 6]
     check(rows == [5, 1, 6])  # row slots[t] holds token t
-    check_equal(np.array(rows),
-                [5, 1, 6])
+    check_equal(np.array(rows), [5, 1, 6])
     check_close(np.float64(1.0), 1.0 + 1e-9, atol=1e-6)
     assert capsys.readouterr().out.splitlines() == [
         "[ok] rows == [5, 1, 6]  # row slots[t] holds token t",

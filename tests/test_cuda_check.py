@@ -42,8 +42,13 @@ def test_parse_args_quick_and_tokens(cc):
     assert (args.repeats, args.tokens, args.out) == (10, [1, 64], "x")
 
 
-@pytest.mark.parametrize("argv,message", [(["--repeats", "0"], "--repeats must be at least 1, got 0"),
-                                          (["--tokens", "0,4"], r"--tokens must be positive, got \[0, 4\]")])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--repeats", "0"], "--repeats must be at least 1, got 0"),
+        (["--tokens", "0,4"], r"--tokens must be positive, got \[0, 4\]"),
+    ],
+)
 def test_parse_args_rejects(cc, capsys, argv, message):
     with pytest.raises(SystemExit):
         cc.parse_args(argv)
@@ -99,12 +104,15 @@ def test_pool_problems_clean(cc):
     assert cc.pool_problems(after, before, rows, slots, g) == []
 
 
-@pytest.mark.parametrize("damage,message", [
-    (lambda a, g, P: a.__setitem__(g + P, 0), "a guard row changed (a write outside the pool)"),
-    (lambda a, g, P: a.__setitem__(g - 1, 0), "a guard row changed (a write outside the pool)"),
-    (lambda a, g, P: a.__setitem__((g + 5, 1, 3), 7), "pool row 5 (token 0) differs from the expected bits"),
-    (lambda a, g, P: a.__setitem__(g + 2, 0), "an untouched pool row changed"),
-])
+@pytest.mark.parametrize(
+    "damage,message",
+    [
+        (lambda a, g, P: a.__setitem__(g + P, 0), "a guard row changed (a write outside the pool)"),
+        (lambda a, g, P: a.__setitem__(g - 1, 0), "a guard row changed (a write outside the pool)"),
+        (lambda a, g, P: a.__setitem__((g + 5, 1, 3), 7), "pool row 5 (token 0) differs from the expected bits"),
+        (lambda a, g, P: a.__setitem__(g + 2, 0), "an untouched pool row changed"),
+    ],
+)
 def test_pool_problems_finds(cc, damage, message):
     before, after, rows, slots, g = _pool_case(cc)
     damage(after, g, 6)
@@ -119,8 +127,10 @@ def test_moved_bytes(cc):
 
 
 def test_script_imports_without_mlx():
-    code = ("import sys; sys.modules['mlx'] = None; sys.path.insert(0, 'benchmarks'); import cuda_check as c; "
-            "print(c.HAVE_MLX, c.mlx_skip_reason(), len(c.CASES))")
+    code = (
+        "import sys; sys.modules['mlx'] = None; sys.path.insert(0, 'benchmarks'); import cuda_check as c; "
+        "print(c.HAVE_MLX, c.mlx_skip_reason(), len(c.CASES))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False MLX does not import here (pip install -e '.[cuda]' installs mlx[cuda13]) 13"
@@ -149,8 +159,13 @@ class _FakeFunction:
         T = int(a["positions_shape"]["v"][0])
         assert grid[0] * block[0] >= source.grid_size(T, Hq, Hkv, D) and block[0] == source.BLOCK
         # the rotation the kernel's template and tables say: RD, NEOX, inv_freq [RD/2], cos_sin_scale [1]
-        rope = Rope(D, self.consts["RD"], self.consts["NEOX"], tuple(np.asarray(a["inv_freq"], np.float64)),
-                    float(a["cos_sin_scale"][0]))
+        rope = Rope(
+            D,
+            self.consts["RD"],
+            self.consts["NEOX"],
+            tuple(np.asarray(a["inv_freq"], np.float64)),
+            float(a["cos_sin_scale"][0]),
+        )
         for src, dst in (("q", "q_rot"), ("k", "k_rot")):
             x = cc.to_float64(a[src], self.dtype)
             a[dst][...] = cc.to_storage(rotate(x, a["positions"], rope).astype(np.float32), self.dtype)
@@ -159,7 +174,7 @@ class _FakeFunction:
             for t, s in enumerate(a["slots"]):
                 if 0 <= s < P or (self.leak and s == P):
                     for pool, rows in ((a["k_pool"], a["k_rot"]), (a["v_pool"], a["v"])):
-                        (pool if s < P else pool.base[cc.GUARD_ROWS:])[s] = rows[t]
+                        (pool if s < P else pool.base[cc.GUARD_ROWS :])[s] = rows[t]
 
 
 class _FakeCupy:
@@ -186,10 +201,20 @@ class _FakeCupy:
 def test_check_passes_a_correct_kernel(cc, dtype, tmp_path):
     cp, checks = _FakeCupy(cc), cc.Checks()
     kernels = cc.CupyKernels(cp)
-    cases = [("gqa", 4, 2, 8, None), ("mqa-d2", 2, 1, 2, None),
-             ("partial-gptj", 4, 2, 20, rope_table(20, 10000.0, rotary_dim=8, is_neox=False)),
-             ("yarn", 2, 1, 16, rope_table(16, 10000.0, rope_scaling={"rope_type": "yarn", "factor": 4.0,
-                                                                     "original_max_position_embeddings": 64}))]
+    cases = [
+        ("gqa", 4, 2, 8, None),
+        ("mqa-d2", 2, 1, 2, None),
+        ("partial-gptj", 4, 2, 20, rope_table(20, 10000.0, rotary_dim=8, is_neox=False)),
+        (
+            "yarn",
+            2,
+            1,
+            16,
+            rope_table(
+                16, 10000.0, rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}
+            ),
+        ),
+    ]
     for name, hq, hkv, d, rope in cases:
         for T in (1, 37):
             cc.check_rotation_and_pool(cp, kernels, checks, name, hq, hkv, d, dtype, T, rope)

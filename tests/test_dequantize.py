@@ -34,7 +34,9 @@ def test_weights_are_float32_exact_from_float16_scales(bits):
             expected[path] = (codes * scale + bias, codes * np.abs(scale) + np.abs(bias))  # value, magnitude
     dequantize_model(model, mx.float32)
     found = dict(model.named_modules())
-    assert isinstance(found["model.embed_tokens"], nn.Embedding) and isinstance(found["model.layers.0.mlp.up_proj"], nn.Linear)
+    assert isinstance(found["model.embed_tokens"], nn.Embedding) and isinstance(
+        found["model.layers.0.mlp.up_proj"], nn.Linear
+    )
     for path, (want, magnitude) in expected.items():
         got = found[path].weight
         assert got.dtype == mx.float32, path

@@ -41,8 +41,11 @@ def test_readme_commands_exist_in_makefile():
     readme = (ROOT / "README.md").read_text()
     makefile = (ROOT / "Makefile").read_text()
     assert "make lab" in readme and "make test" in readme
-    rules = {line.split(":")[0]: line.split(":", 1)[1].split() for line in makefile.splitlines()
-             if re.match(r"^[a-z-]+:", line)}
+    rules = {
+        line.split(":")[0]: line.split(":", 1)[1].split()
+        for line in makefile.splitlines()
+        if re.match(r"^[a-z-]+:", line)
+    }
     assert rules["lab"][0] == "venv" and "venv-test" not in rules["lab"]  # the runtime only
     assert rules["test"][0] == "venv-test" and "lint" in rules["test"]  # the test extra, the linter
 

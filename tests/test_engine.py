@@ -8,8 +8,16 @@ import pytest
 from mlx_lm.models.cache import make_prompt_cache
 
 import ropepool
-from ropepool.engine import (Allocator, Engine, EngineArgumentError, PoolTooSmallError, Status, UnsupportedModelError,
-                             generate, rope_kwargs)
+from ropepool.engine import (
+    Allocator,
+    Engine,
+    EngineArgumentError,
+    PoolTooSmallError,
+    Status,
+    UnsupportedModelError,
+    generate,
+    rope_kwargs,
+)
 from ropepool.engine.mlx_lm_loop import greedy
 from ropepool.engine.tiny_models import ARCHS, build, tiny
 from ropepool.tolerance import ENGINE_LOGITS_FLOAT32
@@ -39,8 +47,9 @@ def check_against_mlx_lm(model, prompts, new, results):
         got = np.array(r.logits)
         assert r.logits.dtype == mx.float32 and got.shape == (n, model.args.vocab_size), f"request {i}"
         assert r.tokens == got.argmax(-1).tolist(), f"request {i}: a token is not the argmax of its logits"
-        np.testing.assert_allclose(got, mlx_lm_logits(model, prompt, r.tokens), **ENGINE_LOGITS_FLOAT32,
-                                   err_msg=f"request {i}")
+        np.testing.assert_allclose(
+            got, mlx_lm_logits(model, prompt, r.tokens), **ENGINE_LOGITS_FLOAT32, err_msg=f"request {i}"
+        )
 
 
 @pytest.mark.parametrize("name", ARCHS)
@@ -72,6 +81,7 @@ def test_phi3_reads_original_max_position_embeddings_from_the_top_level():
 
 
 # --- The pool: waiting, reuse, no row held twice ---------------------------------------------
+
 
 def test_rows_are_never_shared_and_are_reused_without_the_cache():
     model = tiny("llama", num_attention_heads=4, num_key_value_heads=2)
@@ -159,12 +169,16 @@ def test_allocator_pages_and_references():
         a.retain([0])
 
 
-@pytest.mark.parametrize("pages, message", [
-    ([0, 0], "page 0 given 2 times, held 1"),
-    ([1, 4], "page 4 is not held"),
-    ([0, 2], "page 2 is not held"),  # held pages first, then a free one
-    ([1, -1], "page -1 is not held"),
-], ids=["twice", "out of range", "free page", "negative"])
+@pytest.mark.parametrize(
+    "pages, message",
+    [
+        ([0, 0], "page 0 given 2 times, held 1"),
+        ([1, 4], "page 4 is not held"),
+        ([0, 2], "page 2 is not held"),  # held pages first, then a free one
+        ([1, -1], "page -1 is not held"),
+    ],
+    ids=["twice", "out of range", "free page", "negative"],
+)
 def test_a_refused_release_changes_nothing(pages, message):
     a = Allocator(4)
     a.allocate(2)  # pages 0 and 1 held, 2 and 3 free
@@ -176,17 +190,22 @@ def test_a_refused_release_changes_nothing(pages, message):
     assert a.num_free == 4
 
 
-@pytest.mark.parametrize("rows, size, message", [
-    (10, 4, "page_size 4 must divide pool_rows 10"),
-    (8, 0, r"page_size must be an int in \[1, 8\], got 0"),
-    (8, 2.0, "page_size must be an int, got float 2.0"),
-], ids=["not a divisor", "zero", "float"])
+@pytest.mark.parametrize(
+    "rows, size, message",
+    [
+        (10, 4, "page_size 4 must divide pool_rows 10"),
+        (8, 0, r"page_size must be an int in \[1, 8\], got 0"),
+        (8, 2.0, "page_size must be an int, got float 2.0"),
+    ],
+    ids=["not a divisor", "zero", "float"],
+)
 def test_a_bad_page_size_is_refused(rows, size, message):
     with pytest.raises(EngineArgumentError, match=message):
         Allocator(rows, page_size=size)
 
 
 # --- Errors --------------------------------------------------------------------------------
+
 
 def test_unsupported_model_is_refused():
     model = tiny("gemma", num_attention_heads=4, num_key_value_heads=1, head_dim=16)
@@ -204,8 +223,9 @@ def test_a_request_that_can_never_fit_fails_before_anything_runs():
 
 
 def test_dynamic_scaling_is_refused_before_anything_runs():
-    model = tiny("llama", num_attention_heads=4, num_key_value_heads=2,
-                 rope_scaling={"rope_type": "dynamic", "factor": 2.0})
+    model = tiny(
+        "llama", num_attention_heads=4, num_key_value_heads=2, rope_scaling={"rope_type": "dynamic", "factor": 2.0}
+    )
     with pytest.raises(UnsupportedModelError, match=r"llama model: .*'dynamic' cannot be computed by this op"):
         generate(model, [[1, 2]], 2, pool_rows=8)
 
@@ -224,14 +244,17 @@ BAD_CALLS = [
 def test_bad_call_is_refused(name, change, message):
     call = dict(prompts=[[1, 2]], max_new_tokens=2, pool_rows=8) | change
     with pytest.raises(ValueError, match=message):
-        generate(tiny("llama", num_attention_heads=4, num_key_value_heads=2), call.pop("prompts"),
-                 call.pop("max_new_tokens"), **call)
+        generate(
+            tiny("llama", num_attention_heads=4, num_key_value_heads=2),
+            call.pop("prompts"),
+            call.pop("max_new_tokens"),
+            **call,
+        )
 
 
 def test_unknown_backend_is_refused_before_anything_runs():
     with pytest.raises(ropepool.RopePoolError, match="unknown_backend|backend"):
-        generate(tiny("llama", num_attention_heads=4, num_key_value_heads=2), [[1]], 1, pool_rows=4,
-                 backend="tpu")
+        generate(tiny("llama", num_attention_heads=4, num_key_value_heads=2), [[1]], 1, pool_rows=4, backend="tpu")
 
 
 def test_the_logits_benchmark_prints_a_row_per_model(capsys):
@@ -242,4 +265,4 @@ def test_the_logits_benchmark_prints_a_row_per_model(capsys):
     rows = capsys.readouterr().out.splitlines()[2:]
     assert [r.split("  ")[1].strip() for r in rows] == [label for label, _, _ in ARCHS.values()]
     for row in rows:  # every difference printed is within the tests' bound
-        assert all(float(d) <= ENGINE_LOGITS_FLOAT32["atol"] for d in row.split()[-len(backends()):])
+        assert all(float(d) <= ENGINE_LOGITS_FLOAT32["atol"] for d in row.split()[-len(backends()) :])

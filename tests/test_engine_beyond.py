@@ -44,6 +44,7 @@ def test_the_bench_prints_each_peak_within_its_bound(capsys):
 def test_an_interrupted_ring_step_is_undone():
     """Every step's first attempt fails after every pool (rings included) was written; the engine undoes it,
     and the run ends with the tokens and logits of an undisturbed one, bit for bit."""
+
     def run(inject):
         engine = Engine(build("gpt-oss"), pool_rows=24, keep_logits=True, prefix_cache=False, max_step_tokens=5)
         reqs = [engine.add_request(p, 9) for p in ([1, 5, 9, 3, 7, 2, 8, 8], [2, 4], [3])]
@@ -85,9 +86,9 @@ def test_mla_latent_pool_rows_are_c_kv_then_rotated_k_pe():
     x = layer.input_layernorm(model.model.embed_tokens(mx.array(prompt)))  # [T, hidden]
     c_kv, k_pe = mx.split(layer.self_attn.kv_a_proj_with_mqa(x), [a.kv_lora_rank], axis=-1)
     rows = pool[req.slot_table[:5], 0]
-    np.testing.assert_allclose(rows[:, :a.kv_lora_rank], np.array(layer.self_attn.kv_a_layernorm(c_kv)), atol=1e-6)
+    np.testing.assert_allclose(rows[:, : a.kv_lora_rank], np.array(layer.self_attn.kv_a_layernorm(c_kv)), atol=1e-6)
     want = layer.self_attn.rope(k_pe[None, None])[0, 0]  # mlx-lm's own rotation of k_pe at 0..4
-    np.testing.assert_allclose(rows[:, a.kv_lora_rank:], np.array(want), atol=1e-5)
+    np.testing.assert_allclose(rows[:, a.kv_lora_rank :], np.array(want), atol=1e-5)
 
 
 def test_fp8_is_refused_for_the_layered_models():

@@ -83,10 +83,18 @@ def test_calibrated_scales_map_each_layer_below_448_and_move_logits_less():
         layer.self_attn.v_proj.weight = layer.self_attn.v_proj.weight * 0.01
     scales = calibrate(model, PROMPTS, headroom=2.0)
     assert len(scales) == len(model.model.layers) and all(0 < k < 1 and 0 < v < 1 for k, v in scales)
-    runs = {name: generate(model, PROMPTS, NEW, pool_rows=POOL_ROWS, **kw) for name, kw in
-            (("float", {}), ("fp8", dict(kv_dtype="fp8")), ("fp8 calibrated", dict(kv_dtype="fp8", kv_scales=scales)))}
-    diff = {n: max(float(mx.abs(a.logits - b.logits).max()) for a, b in zip(runs["float"], runs[n]))
-            for n in ("fp8", "fp8 calibrated")}
+    runs = {
+        name: generate(model, PROMPTS, NEW, pool_rows=POOL_ROWS, **kw)
+        for name, kw in (
+            ("float", {}),
+            ("fp8", dict(kv_dtype="fp8")),
+            ("fp8 calibrated", dict(kv_dtype="fp8", kv_scales=scales)),
+        )
+    }
+    diff = {
+        n: max(float(mx.abs(a.logits - b.logits).max()) for a, b in zip(runs["float"], runs[n]))
+        for n in ("fp8", "fp8 calibrated")
+    }
     assert diff["fp8 calibrated"] < diff["fp8"] / 2, diff
     with pytest.raises(ValueError, match="one \\(k_scale, v_scale\\) per layer"):
         generate(model, PROMPTS, 1, pool_rows=POOL_ROWS, kv_dtype="fp8", kv_scales=scales[:1])

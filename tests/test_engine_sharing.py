@@ -41,12 +41,14 @@ class Watch:
             now = self.read(engine, kept)
             index = [self.shared.index(row) for row in kept]
             for before, after in zip(self.bits, now):
-                np.testing.assert_array_equal(before[index], after,
-                                              err_msg=f"step {engine.steps}: a shared row changed")
+                np.testing.assert_array_equal(
+                    before[index], after, err_msg=f"step {engine.steps}: a shared row changed"
+                )
         self.steps.append((list(batch.lengths), [r.rid for r in batch.requests], list(batch.positions)))
         check_references(engine)
-        pages = cached_pages(engine) + [p for r in engine.requests if r.status is Status.RUNNING
-                                        for p in engine.scheduler.pages(r)]
+        pages = cached_pages(engine) + [
+            p for r in engine.requests if r.status is Status.RUNNING for p in engine.scheduler.pages(r)
+        ]
         counts = np.bincount(pages, minlength=a.num_pages) if pages else np.zeros(a.num_pages, int)
         self.shared = a.rows([p for p in range(a.num_pages) if counts[p] > 1 or p in set(cached_pages(engine))])
         self.bits = self.read(engine, self.shared)
@@ -116,8 +118,10 @@ def test_prompts_share_a_finished_requests_rows(prefix_cache):
         assert starts[r] == want, f"{name}: computed from position {starts[r]}, not {want}"
         assert r.slot_table[:want] == a.slot_table[:want], f"{name}: its slot table does not point at A's rows"
     assert engine.stats.cached_tokens == (sum(s for _, s in cases.values()) if prefix_cache else 0)
-    assert engine.stats.prefill_tokens == len(a.prompt) + sum(len(p) for p, _ in cases.values()) - \
-        engine.stats.cached_tokens
+    assert (
+        engine.stats.prefill_tokens
+        == len(a.prompt) + sum(len(p) for p, _ in cases.values()) - engine.stats.cached_tokens
+    )
     watch(engine, first)
     run(engine, watch)
     check_against_mlx_lm(m, [a.prompt] + [r.prompt for r in reqs], [3] + [4] * len(reqs), results([a] + reqs))
@@ -155,6 +159,7 @@ def test_requests_admitted_together_keep_one_copy_of_their_common_rows():
 
 # --- Chunked prefill ----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("prefix_cache", [True, False], ids=["cache", "no cache"])
 def test_a_long_prompt_is_prefilled_in_chunks_while_others_decode(prefix_cache):
     m = model()
@@ -174,6 +179,7 @@ def test_a_long_prompt_is_prefilled_in_chunks_while_others_decode(prefix_cache):
 
 
 # --- Preemption and eviction --------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("prefix_cache", [True, False], ids=["cache", "no cache"])
 def test_a_small_pool_preempts_and_evicts_and_changes_no_logit(prefix_cache):
@@ -212,11 +218,13 @@ def test_a_preempted_request_resumes_with_the_same_tokens_and_logits():
     for r, want in zip((a, b), generate(m, [a.prompt, b.prompt], [6, 4], pool_rows=32)):
         assert r.tokens == want.tokens
         np.testing.assert_allclose(np.array(mx.stack(r.logits)), np.array(want.logits), **ENGINE_LOGITS_FLOAT32)
-    np.testing.assert_allclose(np.array(mx.stack(b.logits)), mlx_lm_logits(m, b.prompt, b.tokens),
-                               **ENGINE_LOGITS_FLOAT32)
+    np.testing.assert_allclose(
+        np.array(mx.stack(b.logits)), mlx_lm_logits(m, b.prompt, b.tokens), **ENGINE_LOGITS_FLOAT32
+    )
 
 
 # --- Pages --------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("page_size, prefix_cache", [(4, True), (4, False), (2, True)])
 def test_pages_change_no_logit_and_waste_the_tails(page_size, prefix_cache):

@@ -41,7 +41,7 @@ def valuable_rows(engine):
     """Rows whose k and v matter: cached, or written by a running request."""
     rows = {row for node in engine.scheduler.cache.nodes() for row in engine.allocator.rows(node.pages)}
     for r in engine.scheduler.running:
-        rows |= set(r.slot_table[:r.num_cached])
+        rows |= set(r.slot_table[: r.num_cached])
     return sorted(rows)
 
 
@@ -115,6 +115,7 @@ def calls(n):
     def when(*args):
         count[0] += 1
         return count[0] == n
+
     return when
 
 
@@ -156,6 +157,7 @@ def test_a_bad_slot_is_refused_before_any_pool_is_written():
 
 
 # --- A long-lived engine holds only what it serves ------------------------------------------------
+
 
 def test_finished_requests_go_to_the_caller_and_are_let_go():
     engine = Engine(model(), pool_rows=64)
@@ -231,6 +233,7 @@ def test_a_bad_argument_is_refused_naming_it(name, change, message):
 
 # --- Threads ------------------------------------------------------------------------------------------
 
+
 def in_thread(f):
     out = {}
 
@@ -267,6 +270,7 @@ def test_an_engine_made_and_stepped_in_a_worker_thread_works():
 
 # --- The undo log: a second Ctrl-C, a Ctrl-C after the commit, the cache's books -----------------------
 
+
 def books_recounted(engine):
     """The radix tree's counts, recounted from scratch: they must equal what it keeps up to date."""
     cache, refs = engine.scheduler.cache, engine.allocator.refs
@@ -277,7 +281,8 @@ def books_recounted(engine):
     assert cache.leaves == leaves, "the evictable leaves drifted"
     assert cache.tails == {node.pages[-1]: node for node in nodes}
     assert [p for p in range(engine.allocator.num_pages) if cache.in_tree[p]] == sorted(
-        p for node in nodes for p in node.pages)
+        p for node in nodes for p in node.pages
+    )
 
 
 @contextmanager
@@ -293,6 +298,7 @@ def interrupted_twice(engine, k):
             if undone[0] == k:
                 signal.raise_signal(signal.SIGINT)  # Ctrl-C, delivered while the rollback runs
             return undo(*a)
+
         original(wrapped, *args)
 
     journal.record = record
@@ -337,6 +343,7 @@ def test_an_interrupt_after_the_commit_does_not_lose_the_step(line):
             if event == "line" and frame.f_lineno == line:
                 signal.raise_signal(signal.SIGINT)
             return local
+
         return local
 
     finished, interrupts, steps = [], 0, 0
@@ -364,6 +371,7 @@ def test_the_cache_books_hold_through_failed_steps():
 
 
 # --- A radix tree 100,000 levels deep ---------------------------------------------------------------
+
 
 def test_a_tree_100000_levels_deep_works():
     levels = 100_000
@@ -403,14 +411,14 @@ def test_a_tree_100000_levels_deep_works():
 
 # --- The op's step half runs once per step --------------------------------------------------------------
 
+
 @pytest.mark.parametrize("layers", [1, 6])
 def test_the_slots_are_read_on_the_host_once_per_step(layers, monkeypatch):
     from ropepool import validation
 
     reads, original = [], validation.read_slots
     monkeypatch.setattr(validation, "read_slots", lambda slots: reads.append(1) or original(slots))
-    engine = Engine(tiny("llama", num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2),
-                    pool_rows=32)
+    engine = Engine(tiny("llama", num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2), pool_rows=32)
     for i in range(3):
         engine.add_request([i + 1, 2, 3], 3)
     while not engine.done:
@@ -420,6 +428,7 @@ def test_the_slots_are_read_on_the_host_once_per_step(layers, monkeypatch):
 
 
 # --- A part of your own, without an undo log (ropepool.engine.protocols) ---------------------------------
+
 
 class PlainAllocator:
     """An allocator as a learner first writes it: no journal, no watchers (so: no radix cache over it)."""
@@ -466,6 +475,7 @@ def test_a_part_without_an_undo_log_is_copied_each_step_and_steps_stay_transacti
     assert engine._unjournaled == [engine.allocator]
     reqs = [engine.add_request(p, n) for p, n in REQUESTS]
     failures = 0
+
     def state():
         s, a = engine.scheduler, engine.allocator
         books = [(r.rid, r.status, list(r.slot_table), r.num_cached, list(r.tokens)) for r in reqs]
@@ -483,8 +493,9 @@ def test_a_part_without_an_undo_log_is_copied_each_step_and_steps_stay_transacti
     assert [r.tokens for r in reqs] == [w.tokens for w in want]
 
 
-BOOKKEEPING = tuple(str(Path(ropepool.__file__).parent / "engine" / f"{m}.py")
-                    for m in ("allocator", "radix", "scheduler", "request"))
+BOOKKEEPING = tuple(
+    str(Path(ropepool.__file__).parent / "engine" / f"{m}.py") for m in ("allocator", "radix", "scheduler", "request")
+)
 
 
 @pytest.mark.parametrize("n", [1, 7, 40, 150, 400])
@@ -509,6 +520,7 @@ def test_a_ctrl_c_at_any_line_of_the_bookkeeping_is_undone(n):
                 if lines[0] == n:
                     signal.raise_signal(signal.SIGINT)
             return local
+
         return local
 
     interrupts = 0
@@ -562,8 +574,9 @@ def test_plugged_parts_serve_as_the_engines_own(scheduler):
     keeping no undo log (copied each step instead); failed steps are still undone."""
     want, plain, _ = served()
     m = model()
-    engine = Engine(m, pool_rows=16, keep_logits=True, max_step_tokens=8, prefix_cache=lambda a: RadixCache(a),
-                    scheduler=scheduler)
+    engine = Engine(
+        m, pool_rows=16, keep_logits=True, max_step_tokens=8, prefix_cache=lambda a: RadixCache(a), scheduler=scheduler
+    )
     assert (engine._unjournaled == [engine.scheduler]) == (scheduler is UnloggedScheduler)
     reqs = [engine.add_request(*WARM)]
     while not engine.done:

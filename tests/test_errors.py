@@ -36,12 +36,16 @@ SGLANG_FIRST_LINES = [
 
 def _pools(kw) -> list[np.ndarray]:
     """The pools' values as NumPy copies (bfloat16 through float32, exactly)."""
-    return [np.array(p.astype(mx.float32) if isinstance(p, mx.array) else p, copy=True)
-            for p in (kw["k_pool"], kw["v_pool"]) if hasattr(p, "shape")]
+    return [
+        np.array(p.astype(mx.float32) if isinstance(p, mx.array) else p, copy=True)
+        for p in (kw["k_pool"], kw["v_pool"])
+        if hasattr(p, "shape")
+    ]
 
 
 def test_every_trigger_raises_exactly_its_error():
     """Each catalog trigger raises its code; the explanation says expected, got and the hint."""
+
     def check(code):
         err = expect_error(code, rope_pool_fused, **CATALOG[code].trigger())
         assert isinstance(err, ValueError)
@@ -164,17 +168,28 @@ def test_head_dim_mismatch_hint_mentions_gemma():
 
 # Inputs with two problems report SGLang's first check, in SGLang's order.
 ORDER_CASES = [
-    ("q 2-D beats int64 positions", "qkv_ndim",
-     lambda kw: {"q": kw["q"].reshape(3, 32), "positions": kw["positions"].astype(mx.int64)}),
-    ("k shape beats pool dtype", "k_shape",
-     lambda kw: {"num_kv_heads": 4, "k_pool": kw["k_pool"].astype(mx.float16)}),
-    ("pool shape beats dtype", "k_pool_shape",
-     lambda kw: {"k_pool": kw["k_pool"][:, :1], "k": kw["k"].astype(mx.float16)}),
+    (
+        "q 2-D beats int64 positions",
+        "qkv_ndim",
+        lambda kw: {"q": kw["q"].reshape(3, 32), "positions": kw["positions"].astype(mx.int64)},
+    ),
+    ("k shape beats pool dtype", "k_shape", lambda kw: {"num_kv_heads": 4, "k_pool": kw["k_pool"].astype(mx.float16)}),
+    (
+        "pool shape beats dtype",
+        "k_pool_shape",
+        lambda kw: {"k_pool": kw["k_pool"][:, :1], "k": kw["k"].astype(mx.float16)},
+    ),
     ("dtype beats odd head_dim", "qkv_dtype", lambda kw: {"v": kw["v"].astype(mx.float16)}),
-    ("sglang checks beat ours", "index_dtype",
-     lambda kw: {"slots": mx.array([0, 9, 9], dtype=mx.int64), "rope_base": -1.0}),
-    ("rope_base beats slot values", "rope_base",
-     lambda kw: {"slots": mx.array([0, 9, 9], dtype=mx.int32), "rope_base": float("nan")}),
+    (
+        "sglang checks beat ours",
+        "index_dtype",
+        lambda kw: {"slots": mx.array([0, 9, 9], dtype=mx.int64), "rope_base": -1.0},
+    ),
+    (
+        "rope_base beats slot values",
+        "rope_base",
+        lambda kw: {"slots": mx.array([0, 9, 9], dtype=mx.int32), "rope_base": float("nan")},
+    ),
 ]
 
 

@@ -14,6 +14,7 @@ def test_solution_passes(n):
 
 # --- 1: heads from a config --------------------------------------------------------------------
 
+
 def _heads(qo, kv, d):
     return lambda c: {"num_qo_heads": qo(c), "num_kv_heads": kv(c), "head_dim": d(c)}
 
@@ -42,16 +43,31 @@ MISTAKES_1 = [
     # (name, answer, problem, a phrase the message must hold)
     ("classic GQA bug", _heads(_hq, _hq, _d_right), "kv_from_attention_heads", "num_key_value_heads"),
     ("Gemma's explicit head_dim", _heads(_hq, _kv_right, _d_naive), "head_dim_explicit", "head_dim = 256"),
-    ("Falcon's multi_query ignored", _heads(_hq, lambda c: c.get("num_key_value_heads", _hq(c)), _d_right),
-     "multi_query", "multi_query: true"),
-    ("MHA default of 1", _heads(_hq, lambda c: 1 if c.get("multi_query") else c.get("num_key_value_heads", 1),
-                                _d_right), "kv_default", "MHA"),
-    ("KeyError on a missing field", _heads(_hq, lambda c: c["num_key_value_heads"], _d_right), "raised",
-     "config.get"),
-    ("true division", _heads(_hq, _kv_right, lambda c: c.get("head_dim") or c["hidden_size"] / _hq(c)),
-     "float_not_int", "//"),
-    ("divided by KV heads", _heads(_hq, _kv_right, lambda c: c.get("head_dim") or c["hidden_size"] // _kv_right(c)),
-     "head_dim_kv", "num_attention_heads"),
+    (
+        "Falcon's multi_query ignored",
+        _heads(_hq, lambda c: c.get("num_key_value_heads", _hq(c)), _d_right),
+        "multi_query",
+        "multi_query: true",
+    ),
+    (
+        "MHA default of 1",
+        _heads(_hq, lambda c: 1 if c.get("multi_query") else c.get("num_key_value_heads", 1), _d_right),
+        "kv_default",
+        "MHA",
+    ),
+    ("KeyError on a missing field", _heads(_hq, lambda c: c["num_key_value_heads"], _d_right), "raised", "config.get"),
+    (
+        "true division",
+        _heads(_hq, _kv_right, lambda c: c.get("head_dim") or c["hidden_size"] / _hq(c)),
+        "float_not_int",
+        "//",
+    ),
+    (
+        "divided by KV heads",
+        _heads(_hq, _kv_right, lambda c: c.get("head_dim") or c["hidden_size"] // _kv_right(c)),
+        "head_dim_kv",
+        "num_attention_heads",
+    ),
     ("query heads from KV", _heads(_kv_right, _kv_right, _d_right), "num_qo_heads", "num_attention_heads"),
     ("forgot return", lambda c: None, "returned_none", "return"),
     ("missing key", lambda c: {"num_qo_heads": 1}, "missing_key", "num_kv_heads, head_dim"),
@@ -77,11 +93,14 @@ def test_check_1_reports_the_first_failing_config_and_counts_the_rest():
 
 # --- 2: fix a broken call ----------------------------------------------------------------------
 
+
 def _fix(*names):
     """Apply only some of solution_2's fixes."""
+
     def fix(kw):
         full = ex.solution_2(kw)
         return {**kw, **{n: full[n] for n in names}}
+
     return fix
 
 
@@ -102,13 +121,25 @@ MISTAKES_2 = [
     ("positions left int64", _fix("num_kv_heads", "k_pool", "v_pool"), "index_dtype", "int32"),
     ("k repeated to the query heads", _repeat_k, "changed_shape", "Repeating k's heads"),
     ("activations cast instead of pools", _cast_activations, "cast_activations", "cast the pools"),
-    ("positions rewritten", lambda kw: {**ex.solution_2(kw), "positions": np.arange(1, 5, dtype=np.int32)},
-     "changed_values", "positions"),
+    (
+        "positions rewritten",
+        lambda kw: {**ex.solution_2(kw), "positions": np.arange(1, 5, dtype=np.int32)},
+        "changed_values",
+        "positions",
+    ),
     ("returned None", lambda kw: None, "wrong_type", "kwargs dict"),
-    ("dropped an argument", lambda kw: {k: v for k, v in ex.solution_2(kw).items() if k != "rope_base"},
-     "bad_kwargs", "rope_base"),
-    ("dropped an array", lambda kw: {k: v for k, v in ex.solution_2(kw).items() if k != "v_pool"},
-     "bad_kwargs", "v_pool"),
+    (
+        "dropped an argument",
+        lambda kw: {k: v for k, v in ex.solution_2(kw).items() if k != "rope_base"},
+        "bad_kwargs",
+        "rope_base",
+    ),
+    (
+        "dropped an array",
+        lambda kw: {k: v for k, v in ex.solution_2(kw).items() if k != "v_pool"},
+        "bad_kwargs",
+        "v_pool",
+    ),
     ("wrong rope_base", lambda kw: {**ex.solution_2(kw), "rope_base": 500000.0}, "wrong_param", "rope_base"),
 ]
 
@@ -136,6 +167,7 @@ def test_check_2_explains_with_the_catalog():
 
 # --- 3: NeoX RoPE ------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("problem", sorted(ex.ROPE_MISTAKES))
 def test_check_3_recognises_each_common_mistake(problem):
     knobs, message = ex.ROPE_MISTAKES[problem]
@@ -152,8 +184,9 @@ def test_check_3_messages_name_the_mistake():
 
 def test_variant_without_knobs_is_the_reference():
     case = ex.exercise_3_cases()[1]
-    np.testing.assert_allclose(ex._variant(case["x"], case["positions"], case["rope_base"]),
-                               ex.solution_3(**case), rtol=1e-12)
+    np.testing.assert_allclose(
+        ex._variant(case["x"], case["positions"], case["rope_base"]), ex.solution_3(**case), rtol=1e-12
+    )
 
 
 def test_check_3_locates_an_unknown_mistake():
@@ -164,8 +197,9 @@ def test_check_3_locates_an_unknown_mistake():
 def test_check_3_second_half_only():
     def half_wrong(x, p, b):
         out = ex.solution_3(x, p, b)
-        out[..., x.shape[-1] // 2:] *= 2
+        out[..., x.shape[-1] // 2 :] *= 2
         return out
+
     err = ex.expect_rejection(ex.check_3, half_wrong, "mismatch")
     assert "the second half" in str(err)
 
@@ -174,6 +208,7 @@ def test_check_3_rejects_in_place_edits_and_wrong_shapes():
     def in_place(x, p, b):
         x[...] = ex.solution_3(x, p, b)
         return x
+
     ex.expect_rejection(ex.check_3, in_place, "modified_input")
     err = ex.expect_rejection(ex.check_3, lambda x, p, b: ex.solution_3(x, p, b)[..., :4], "shape")
     assert "[T, H, D]" in str(err)
@@ -186,7 +221,7 @@ def _rope_float32(x, positions, rope_base):
     inv_freq = np.float32(rope_base) ** (-2 * np.arange(D // 2, dtype=np.float32) / np.float32(D))
     theta = np.asarray(positions, np.float32)[:, None] * inv_freq  # [T, D/2]
     cos, sin = np.cos(theta)[:, None], np.sin(theta)[:, None]
-    x1, x2 = x[..., : D // 2], x[..., D // 2:]
+    x1, x2 = x[..., : D // 2], x[..., D // 2 :]
     return np.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1)
 
 
@@ -205,6 +240,7 @@ def test_check_3_rejects_float16_precision():
 
 
 # --- 4: the pool after a batch -----------------------------------------------------------------
+
 
 def _python_indexing():
     s = ex.pool_scenario()
@@ -243,6 +279,7 @@ def test_check_4_accepts_a_list():
 
 
 # --- 5: slots for a decode step ----------------------------------------------------------------
+
 
 def _first_rows(occupancy, needs):
     return list(range(len(needs)))
@@ -291,6 +328,7 @@ def test_check_5_runs_the_op_on_the_chosen_slots():
 
 
 # --- The helpers -------------------------------------------------------------------------------
+
 
 def test_feedback_returns_a_verdict_either_way():
     bad = ex.feedback(ex.check_5, _first_rows)

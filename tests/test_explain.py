@@ -109,7 +109,8 @@ def test_head_dim_mismatch(name):
     kw["k"] = kw["k"][..., : p.head_dim - 2]
     case, report = case_for(name, kw)
     assert case == "head_dim" and f"k's last axis is {p.head_dim - 2}, the model's head_dim {p.head_dim}" in " ".join(
-        report.split())
+        report.split()
+    )
 
 
 def test_head_dim_mismatch_from_a_wrong_reshape():
@@ -150,13 +151,15 @@ def test_q_and_kv_heads_swapped():
 
 def test_group_size_names_the_count_that_is_not_the_models():
     p, kw = model_call("qwen2.5-7b")
-    kw.update(num_kv_heads=3, k=kw["k"][:, :3], v=kw["v"][:, :3], k_pool=kw["k_pool"][:, :3],
-              v_pool=kw["v_pool"][:, :3])
+    kw.update(
+        num_kv_heads=3, k=kw["k"][:, :3], v=kw["v"][:, :3], k_pool=kw["k_pool"][:, :3], v_pool=kw["v_pool"][:, :3]
+    )
     case, report = case_for("qwen2.5-7b", kw)
     assert case == "group_size" and "num_kv_heads=3 (the model's is 4)" in " ".join(report.split())
 
 
 # --- The op's own hint reasons the same way, with the numbers it has ---------------------------
+
 
 def test_op_hint_for_a_k_of_neither_count_does_not_blame_num_kv_heads():
     p, kw = model_call("qwen2.5-7b")
@@ -174,6 +177,7 @@ def test_op_hint_for_the_classic_bug():
 
 
 # --- The command line ---------------------------------------------------------------------------
+
 
 def run(capsys, *args, stdin=None, monkeypatch=None):
     if stdin is not None:
@@ -198,8 +202,9 @@ def test_cli_explains_with_a_model(capsys):
 
 def test_cli_reads_stdin_and_uses_the_count_passed(capsys, monkeypatch):
     text = "RuntimeError: k shape must be [num_tokens, num_kv_heads, head_dim], got (4, 8, 128)\n"
-    rc, out, _ = run(capsys, "-", "--model", "llama-3-8b", "--passed-kv-heads", "16", stdin=text,
-                     monkeypatch=monkeypatch)
+    rc, out, _ = run(
+        capsys, "-", "--model", "llama-3-8b", "--passed-kv-heads", "16", stdin=text, monkeypatch=monkeypatch
+    )
     assert rc == 0 and "num_kv_heads=16 was passed" in " ".join(out.split())
 
 
@@ -215,8 +220,12 @@ def test_cli_text_without_a_message_exits_1(capsys):
 
 
 def test_cli_reads_a_suffixed_checkpoint_as_its_preset(capsys):
-    rc, out, err = run(capsys, "k shape must be [num_tokens, num_kv_heads, head_dim], got (6, 32, 128)",
-                       "--model", "Qwen2.5-7B-Instruct")
+    rc, out, err = run(
+        capsys,
+        "k shape must be [num_tokens, num_kv_heads, head_dim], got (6, 32, 128)",
+        "--model",
+        "Qwen2.5-7B-Instruct",
+    )
     assert rc == 0 and "read as the preset qwen2.5-7b" in err and "case      foreign_k" in out
 
 
@@ -225,9 +234,17 @@ def test_cli_unknown_model_exits_2_with_the_preset_meant(capsys):
     assert rc == 2 and "did you mean 'qwen2.5-7b'?" in err
 
 
-@pytest.mark.parametrize("name, want", [("qwen2.5-7b-instruct", "qwen2.5-7b"), ("Llama-3-8B-Instruct", "llama-3-8b"),
-                                        ("mistral-7b-chat", "mistral-7b"), ("llama-3.1-8b-base", "llama-3.1-8b"),
-                                        ("qwen2.5-7b-yarn-instruct", "qwen2.5-7b-yarn"), ("gpt2", None)])
+@pytest.mark.parametrize(
+    "name, want",
+    [
+        ("qwen2.5-7b-instruct", "qwen2.5-7b"),
+        ("Llama-3-8B-Instruct", "llama-3-8b"),
+        ("mistral-7b-chat", "mistral-7b"),
+        ("llama-3.1-8b-base", "llama-3.1-8b"),
+        ("qwen2.5-7b-yarn-instruct", "qwen2.5-7b-yarn"),
+        ("gpt2", None),
+    ],
+)
 def test_preset_suffixes_are_ignored(name, want):
     assert closest_preset(name) == want
 

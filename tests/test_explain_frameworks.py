@@ -58,52 +58,104 @@ def test_mlx_rope_of_the_wrong_width(name):
     p = preset(name)
     rd = p.rotary_dim or p.head_dim
     x = mx.zeros((1, p.num_kv_heads, 5, p.head_dim))
-    d = diagnosis_of(mlx_error(lambda: mx.fast.rope(x, p.head_dim + 2, traditional=False, base=1e4, scale=1.0,
-                                                    offset=0)), name)
+    d = diagnosis_of(
+        mlx_error(lambda: mx.fast.rope(x, p.head_dim + 2, traditional=False, base=1e4, scale=1.0, offset=0)), name
+    )
     assert d.case == "rotary_dim" and f"dims = {rd}" in d.fix
 
 
 LAYOUTS = {  # Llama-3-8B's fields, as transformers 4 and 5 save them
-    "transformers 4": {"num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096,
-                       "rope_theta": 500000.0},
-    "transformers 5": {"num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096,
-                       "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}},
+    "transformers 4": {
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "hidden_size": 4096,
+        "rope_theta": 500000.0,
+    },
+    "transformers 5": {
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "hidden_size": 4096,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0},
+    },
 }
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_config_folder_in_either_layout(tmp_path, capsys, layout):
     (tmp_path / "config.json").write_text(json.dumps(LAYOUTS[layout]))
-    rc = main(["explain", "AttributeError: 'LlamaConfig' object has no attribute 'rope_theta'", "--config",
-               str(tmp_path)])
+    rc = main(
+        ["explain", "AttributeError: 'LlamaConfig' object has no attribute 'rope_theta'", "--config", str(tmp_path)]
+    )
     out = " ".join(capsys.readouterr().out.split())
     assert rc == 0 and "Hq = 32, Hkv = 8, D = 128" in out and "rope_theta = 500000" in out and "(here 500000)" in out
-    rc = main(["explain", "RuntimeError: shape '[1, 7, 32, 128]' is invalid for input of size 7168", "--config",
-               str(tmp_path / "config.json"), "--num-kv-heads", "8"])
+    rc = main(
+        [
+            "explain",
+            "RuntimeError: shape '[1, 7, 32, 128]' is invalid for input of size 7168",
+            "--config",
+            str(tmp_path / "config.json"),
+            "--num-kv-heads",
+            "8",
+        ]
+    )
     assert rc == 0 and "kv_viewed_with_hq" in capsys.readouterr().out
 
 
 # Held out of the corpus: messages of the same families whose numbers allow more than one reading, and
 # messages of other causes. Right or honestly ambiguous; never a single fix for the wrong mistake.
 HELD_OUT = [
-    ("head counts on the tokens axis", "llama-3-8b",
-     "The size of tensor a (32) must match the size of tensor b (8) at non-singleton dimension 2", {"ambiguous"}),
-    ("two sequence lengths", "llama-3-8b",
-     "The size of tensor a (17) must match the size of tensor b (16) at non-singleton dimension 2", {"foreign"}),
-    ("a view with the wrong batch", "llama-3-8b",
-     "ValueError: [reshape] Cannot reshape array of size 10 into shape (1,7,32,128).", {"tokens"}),
-    ("no model: a head count viewed", None, "shape '[2, 16, 32, 128]' is invalid for input of size 32768",
-     {"ambiguous"}),
-    ("no model: SDPA head counts", None, "[scaled_dot_product_attention] n_heads must be a multiple of n_kv_heads, "
-                                         "found n_heads 32 for n_kv_heads 6.", {"ambiguous"}),
-    ("no model: rope dims", None, "[rope] dims must not exceed the input's last dimension (64) but got 128.",
-     {"ambiguous"}),
-    ("an MLP weight", "qwen2.5-7b", "size mismatch for model.layers.0.mlp.up_proj.weight: copying a param with "
-                                    "shape torch.Size([512, 10]) from checkpoint, the shape in current model is "
-                                    "torch.Size([3584, 10]).", None),
-    ("vocabulary, not attention", None, "llama_model_load: error loading model: check_tensor_dims: tensor "
-                                        "'token_embd.weight' has wrong shape; expected  4096, 128256, got  4096, "
-                                        "128258,     1,     1", {"not_attention"}),
+    (
+        "head counts on the tokens axis",
+        "llama-3-8b",
+        "The size of tensor a (32) must match the size of tensor b (8) at non-singleton dimension 2",
+        {"ambiguous"},
+    ),
+    (
+        "two sequence lengths",
+        "llama-3-8b",
+        "The size of tensor a (17) must match the size of tensor b (16) at non-singleton dimension 2",
+        {"foreign"},
+    ),
+    (
+        "a view with the wrong batch",
+        "llama-3-8b",
+        "ValueError: [reshape] Cannot reshape array of size 10 into shape (1,7,32,128).",
+        {"tokens"},
+    ),
+    (
+        "no model: a head count viewed",
+        None,
+        "shape '[2, 16, 32, 128]' is invalid for input of size 32768",
+        {"ambiguous"},
+    ),
+    (
+        "no model: SDPA head counts",
+        None,
+        "[scaled_dot_product_attention] n_heads must be a multiple of n_kv_heads, found n_heads 32 for n_kv_heads 6.",
+        {"ambiguous"},
+    ),
+    (
+        "no model: rope dims",
+        None,
+        "[rope] dims must not exceed the input's last dimension (64) but got 128.",
+        {"ambiguous"},
+    ),
+    (
+        "an MLP weight",
+        "qwen2.5-7b",
+        "size mismatch for model.layers.0.mlp.up_proj.weight: copying a param with "
+        "shape torch.Size([512, 10]) from checkpoint, the shape in current model is "
+        "torch.Size([3584, 10]).",
+        None,
+    ),
+    (
+        "vocabulary, not attention",
+        None,
+        "llama_model_load: error loading model: check_tensor_dims: tensor "
+        "'token_embd.weight' has wrong shape; expected  4096, 128256, got  4096, "
+        "128258,     1,     1",
+        {"not_attention"},
+    ),
     ("a KeyError of another dict", None, "KeyError: 'type'", None),
     ("the op's value check", "llama-3-8b", "rope_base must be a finite number > 0, got nan", {"catalog"}),
 ]

@@ -28,34 +28,87 @@ def _not_dividing(hq: int) -> int:
 # mistake: (applies to the preset?, bad call from (params, kw), case of the full form, cases the line alone may give,
 #           the argument fix as {keyword: value} from params, or None)
 MISTAKES = {
-    "num_kv_heads_wrong": (lambda p: True,
-                           lambda p, kw: {**kw, "num_kv_heads": p.num_qo_heads if p.group_size > 1 else 1},
-                           "num_kv_heads", {"ambiguous"}, lambda p: {"num_kv_heads": p.num_kv_heads}),
-    "k_repeated_to_hq": (lambda p: p.group_size > 1,
-                         lambda p, kw: {**kw, "k": mx.repeat(kw["k"], p.group_size, axis=1)},
-                         "repeated_k", {"repeated_k"}, None),
-    "k_head_dim": (lambda p: True, lambda p, kw: {**kw, "k": kw["k"][..., : p.head_dim // 2]},
-                   "head_dim", {"head_dim"}, None),
-    "k_one_token_longer": (lambda p: True, lambda p, kw: {**kw, "k": _zeros(T + 1, p.num_kv_heads, p.head_dim)},
-                           "tokens", {"ambiguous"}, None),
-    "q_with_kv_heads": (lambda p: p.group_size > 1, lambda p, kw: {**kw, "q": _zeros(T, p.num_kv_heads, p.head_dim)},
-                        "q_as_kv", {"q_as_kv"}, None),
-    "head_counts_swapped": (lambda p: p.group_size > 1,
-                            lambda p, kw: {**kw, "num_qo_heads": p.num_kv_heads, "num_kv_heads": p.num_qo_heads},
-                            "num_qo_heads", {"ambiguous"},
-                            lambda p: {"num_qo_heads": p.num_qo_heads, "num_kv_heads": p.num_kv_heads}),
-    "head_dim_passed_wrong": (lambda p: True, lambda p, kw: {**kw, "head_dim": _wrong_head_dim(p)},
-                              "head_dim", {"ambiguous"}, lambda p: {"head_dim": p.head_dim}),
-    "pool_with_hq": (lambda p: p.group_size > 1,
-                     lambda p, kw: {**kw, "k_pool": _zeros(8, p.num_qo_heads, p.head_dim),
-                                    "v_pool": _zeros(8, p.num_qo_heads, p.head_dim)},
-                     "pool_with_hq", {"pool_with_hq"}, None),
-    "v_repeated": (lambda p: p.group_size > 1, lambda p, kw: {**kw, "v": mx.repeat(kw["v"], p.group_size, axis=1)},
-                   "repeated_v", {"repeated_v"}, None),
-    "kv_heads_not_dividing": (lambda p: True, lambda p, kw: _not_dividing_call(p, kw), "group_size", {"group_size"},
-                              lambda p: {"num_kv_heads": p.num_kv_heads}),
-    "k_zero_heads": (lambda p: True, lambda p, kw: {**kw, "k": _zeros(T, 0, p.head_dim)}, "zero_heads",
-                     {"zero_heads"}, None),
+    "num_kv_heads_wrong": (
+        lambda p: True,
+        lambda p, kw: {**kw, "num_kv_heads": p.num_qo_heads if p.group_size > 1 else 1},
+        "num_kv_heads",
+        {"ambiguous"},
+        lambda p: {"num_kv_heads": p.num_kv_heads},
+    ),
+    "k_repeated_to_hq": (
+        lambda p: p.group_size > 1,
+        lambda p, kw: {**kw, "k": mx.repeat(kw["k"], p.group_size, axis=1)},
+        "repeated_k",
+        {"repeated_k"},
+        None,
+    ),
+    "k_head_dim": (
+        lambda p: True,
+        lambda p, kw: {**kw, "k": kw["k"][..., : p.head_dim // 2]},
+        "head_dim",
+        {"head_dim"},
+        None,
+    ),
+    "k_one_token_longer": (
+        lambda p: True,
+        lambda p, kw: {**kw, "k": _zeros(T + 1, p.num_kv_heads, p.head_dim)},
+        "tokens",
+        {"ambiguous"},
+        None,
+    ),
+    "q_with_kv_heads": (
+        lambda p: p.group_size > 1,
+        lambda p, kw: {**kw, "q": _zeros(T, p.num_kv_heads, p.head_dim)},
+        "q_as_kv",
+        {"q_as_kv"},
+        None,
+    ),
+    "head_counts_swapped": (
+        lambda p: p.group_size > 1,
+        lambda p, kw: {**kw, "num_qo_heads": p.num_kv_heads, "num_kv_heads": p.num_qo_heads},
+        "num_qo_heads",
+        {"ambiguous"},
+        lambda p: {"num_qo_heads": p.num_qo_heads, "num_kv_heads": p.num_kv_heads},
+    ),
+    "head_dim_passed_wrong": (
+        lambda p: True,
+        lambda p, kw: {**kw, "head_dim": _wrong_head_dim(p)},
+        "head_dim",
+        {"ambiguous"},
+        lambda p: {"head_dim": p.head_dim},
+    ),
+    "pool_with_hq": (
+        lambda p: p.group_size > 1,
+        lambda p, kw: {
+            **kw,
+            "k_pool": _zeros(8, p.num_qo_heads, p.head_dim),
+            "v_pool": _zeros(8, p.num_qo_heads, p.head_dim),
+        },
+        "pool_with_hq",
+        {"pool_with_hq"},
+        None,
+    ),
+    "v_repeated": (
+        lambda p: p.group_size > 1,
+        lambda p, kw: {**kw, "v": mx.repeat(kw["v"], p.group_size, axis=1)},
+        "repeated_v",
+        {"repeated_v"},
+        None,
+    ),
+    "kv_heads_not_dividing": (
+        lambda p: True,
+        lambda p, kw: _not_dividing_call(p, kw),
+        "group_size",
+        {"group_size"},
+        lambda p: {"num_kv_heads": p.num_kv_heads},
+    ),
+    "k_zero_heads": (
+        lambda p: True,
+        lambda p, kw: {**kw, "k": _zeros(T, 0, p.head_dim)},
+        "zero_heads",
+        {"zero_heads"},
+        None,
+    ),
 }
 
 
@@ -66,8 +119,14 @@ def _wrong_head_dim(p):
 
 def _not_dividing_call(p, kw):
     h = _not_dividing(p.num_qo_heads)
-    return {**kw, "num_kv_heads": h, "k": _zeros(T, h, p.head_dim), "v": _zeros(T, h, p.head_dim),
-            "k_pool": _zeros(8, h, p.head_dim), "v_pool": _zeros(8, h, p.head_dim)}
+    return {
+        **kw,
+        "num_kv_heads": h,
+        "k": _zeros(T, h, p.head_dim),
+        "v": _zeros(T, h, p.head_dim),
+        "k_pool": _zeros(8, h, p.head_dim),
+        "v_pool": _zeros(8, h, p.head_dim),
+    }
 
 
 _name = {preset(n).name: n for n in preset_names()}
@@ -106,7 +165,7 @@ def test_the_line_alone_is_named_once_the_passed_count_is_known(name):
     """k one token longer, SGLang's line alone: with the num_kv_heads the call passed (the model's, right),
     only the token count is left; with a wrong count passed, the count is named."""
     p = preset(name)
-    line = (f"k shape must be [num_tokens, num_kv_heads, head_dim], got ({T + 1}, {p.num_kv_heads}, {p.head_dim})")
+    line = f"k shape must be [num_tokens, num_kv_heads, head_dim], got ({T + 1}, {p.num_kv_heads}, {p.head_dim})"
     assert diagnose(line, facts_of(name, passed_kv_heads=p.num_kv_heads)).case == "tokens"
     wrong = p.num_qo_heads if p.group_size > 1 else 2
     d = diagnose(line, facts_of(name, passed_kv_heads=wrong))

@@ -59,23 +59,37 @@ def test_escapes_are_shown_escaped(capsys):
     assert "\x07" not in out + err
 
 
-@pytest.mark.parametrize("text", [
-    K_LINE.replace("128)", "1" + "2" * 4400 + ")"),
-    "num_qo_heads must be a multiple of num_kv_heads, got " + "9" * 5000 + " and 8",
-    "RuntimeError: shape '[1, 7, 32, 128]' is invalid for input of size " + "7" * 4400,
-    "[reshape] Cannot reshape array of size " + "7" * 4400 + " into shape (1,7,32,128).",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        K_LINE.replace("128)", "1" + "2" * 4400 + ")"),
+        "num_qo_heads must be a multiple of num_kv_heads, got " + "9" * 5000 + " and 8",
+        "RuntimeError: shape '[1, 7, 32, 128]' is invalid for input of size " + "7" * 4400,
+        "[reshape] Cannot reshape array of size " + "7" * 4400 + " into shape (1,7,32,128).",
+    ],
+)
 def test_huge_numbers_are_refused_in_one_line(capsys, text):
     rc, out, err = run(capsys, text, "--model", "llama-3-8b")
     assert rc == 1 and out == "" and err.count("\n") == 1 and "Traceback" not in err and len(err) < 400
 
 
 BAD_OPTIONS = [
-    ["x", "--num-kv-heads", "0"], ["x", "--num-kv-heads", "-3"], ["x", "--num-kv-heads", "eight"],
-    ["x", "--num-kv-heads", "9" * 5000], ["x", "--head-dim", "100000"], ["x", "--rope-theta", "nan"],
-    ["x", "--rope-theta", "-1"], ["x", "--rope-theta", "1" * 5000], ["x", "--bogus"], ["x", "--model", "nope"],
-    ["x", "--config", "/nonexistent/config.json"], ["x", "--model", "llama-3-8b", "--config", "llama-3-8b"],
-    ["--silent", "nonsense"], [], ["x", "--config", "/dev/zero"], ["x", "--model", "qwen2.5-7c"],
+    ["x", "--num-kv-heads", "0"],
+    ["x", "--num-kv-heads", "-3"],
+    ["x", "--num-kv-heads", "eight"],
+    ["x", "--num-kv-heads", "9" * 5000],
+    ["x", "--head-dim", "100000"],
+    ["x", "--rope-theta", "nan"],
+    ["x", "--rope-theta", "-1"],
+    ["x", "--rope-theta", "1" * 5000],
+    ["x", "--bogus"],
+    ["x", "--model", "nope"],
+    ["x", "--config", "/nonexistent/config.json"],
+    ["x", "--model", "llama-3-8b", "--config", "llama-3-8b"],
+    ["--silent", "nonsense"],
+    [],
+    ["x", "--config", "/dev/zero"],
+    ["x", "--model", "qwen2.5-7c"],
 ]
 
 
@@ -124,10 +138,11 @@ def test_readme_shows_explain_on_a_transformers_error_as_it_prints(capsys):
     from ropepool.diagnosis import FAMILIES
 
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    first_screen = readme[:readme.index("## ")]
+    first_screen = readme[: readme.index("## ")]
     for family in ("SGLang", "transformers", "PyTorch", "MLX", "mlx-lm", "vLLM", "llama.cpp", "TensorRT-LLM"):
         assert family in first_screen and any(family in f for f in FAMILIES)
-    command, printed = re.search(r"```sh\n(python -m ropepool explain .*)\n```\n```\n(.*?)```", first_screen,
-                                 re.S).groups()
+    command, printed = re.search(
+        r"```sh\n(python -m ropepool explain .*)\n```\n```\n(.*?)```", first_screen, re.S
+    ).groups()
     rc, out, err = run(capsys, *shlex.split(command)[4:])
     assert rc == 0 and printed in out

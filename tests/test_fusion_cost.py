@@ -47,13 +47,16 @@ def test_measure_counts_and_races():
     assert cost.spread[0] <= cost.ratio <= cost.spread[1] and all(v > 0 for v in cost.seconds.values())
 
 
-@pytest.mark.parametrize("lengths, rows, kw, want", [
-    ([9, 7, 11], 16, {}, 48.0),  # notebook 07: three short requests, a 16-row pool with reuse
-    ([30, 31, 35], 96, {}, 8.0),  # notebook 08: 3 x 256 reserved against 96 rows
-    ([256] * 4, None, {}, 1.0),  # exactly a step: nothing wasted
-    ([257] * 4, None, {}, 512 / 257),  # one past: a second step
-    ([100], None, {"max_len": 4096}, 40.96),  # a static cache
-])
+@pytest.mark.parametrize(
+    "lengths, rows, kw, want",
+    [
+        ([9, 7, 11], 16, {}, 48.0),  # notebook 07: three short requests, a 16-row pool with reuse
+        ([30, 31, 35], 96, {}, 8.0),  # notebook 08: 3 x 256 reserved against 96 rows
+        ([256] * 4, None, {}, 1.0),  # exactly a step: nothing wasted
+        ([257] * 4, None, {}, 512 / 257),  # one past: a second step
+        ([100], None, {"max_len": 4096}, 40.96),  # a static cache
+    ],
+)
 def test_reserve_ratio(lengths, rows, kw, want):
     assert tp.reserve_ratio(lengths, rows, **kw) == pytest.approx(want)
 

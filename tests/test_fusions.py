@@ -49,11 +49,18 @@ def _call(T, Hq, Hkv, D, P, dtype, slots=None, **kw):
 def test_qk_norm_matches_the_reference(backend, dtype, name, T, Hq, Hkv, D, P, variant):
     kw = {**_call(T, Hq, Hkv, D, P, dtype), **variant}
     qw, kw_w = _weights(D)
-    q_rot, k_rot, k_pool, v_pool = rope_pool_fused(**kw, q_norm_weight=mx.array(qw).astype(kw["q"].dtype),
-                                                   k_norm_weight=kw_w, norm_eps=1e-6, backend=backend)
+    q_rot, k_rot, k_pool, v_pool = rope_pool_fused(
+        **kw, q_norm_weight=mx.array(qw).astype(kw["q"].dtype), k_norm_weight=kw_w, norm_eps=1e-6, backend=backend
+    )
     qw = np.array(mx.array(qw).astype(kw["q"].dtype).astype(mx.float32))  # the weight as the op got it
-    ref = rope_pool_reference(*(kw[n] for n in ARGS), rope_base=kw["rope_base"], q_norm_weight=qw,
-                              k_norm_weight=kw_w, norm_eps=1e-6, **variant)
+    ref = rope_pool_reference(
+        *(kw[n] for n in ARGS),
+        rope_base=kw["rope_base"],
+        q_norm_weight=qw,
+        k_norm_weight=kw_w,
+        norm_eps=1e-6,
+        **variant,
+    )
     rope, pos = rope_of(kw), np.array(kw["positions"])
     for got, want, x, w in ((q_rot, ref[0], kw["q"], qw), (k_rot, ref[1], kw["k"], kw_w)):
         normed = rms_norm(x, w, 1e-6)  # [T, H, D], what turns
@@ -62,8 +69,9 @@ def test_qk_norm_matches_the_reference(backend, dtype, name, T, Hq, Hkv, D, P, v
     tol = allclose_tolerance(dtype, pos, rms_norm(kw["k"], kw_w, 1e-6), rope=rope, norm_dim=D)
     np.testing.assert_allclose(np.array(k_pool.astype(mx.float32)), ref[2], **tol)
     written = [s for s in np.array(kw["slots"]) if s >= 0]
-    np.testing.assert_array_equal(np.array(k_pool.astype(mx.float32))[written],
-                                  np.array(k_rot.astype(mx.float32)))  # the pool row is k_rot, bit for bit
+    np.testing.assert_array_equal(
+        np.array(k_pool.astype(mx.float32))[written], np.array(k_rot.astype(mx.float32))
+    )  # the pool row is k_rot, bit for bit
     np.testing.assert_array_equal(np.array(v_pool.astype(mx.float32)), ref[3])  # v is written as it is
 
 
@@ -83,9 +91,20 @@ def test_qk_norm_matches_mlx_lm_qwen3_attention():
     from mlx_lm.models import qwen3
 
     mx.random.seed(3)
-    args = qwen3.ModelArgs(model_type="qwen3", hidden_size=64, num_hidden_layers=1, intermediate_size=128,
-                           num_attention_heads=4, rms_norm_eps=1e-6, vocab_size=32, num_key_value_heads=2,
-                           max_position_embeddings=512, head_dim=32, tie_word_embeddings=True, rope_theta=1e6)
+    args = qwen3.ModelArgs(
+        model_type="qwen3",
+        hidden_size=64,
+        num_hidden_layers=1,
+        intermediate_size=128,
+        num_attention_heads=4,
+        rms_norm_eps=1e-6,
+        vocab_size=32,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        head_dim=32,
+        tie_word_embeddings=True,
+        rope_theta=1e6,
+    )
     attn = qwen3.Attention(args)
     attn.q_norm.weight = mx.random.uniform(0.5, 1.5, (32,))
     attn.k_norm.weight = mx.random.uniform(0.5, 1.5, (32,))
@@ -99,10 +118,27 @@ def test_qk_norm_matches_mlx_lm_qwen3_attention():
     pool = mx.zeros((T, 2, 32))
     pos = mx.arange(T, dtype=mx.int32)
     for backend in BACKENDS:
-        q_rot, k_rot, _, _ = rope_pool_fused(q_in, k_in, v, pos, pos, pool, pool, head_dim=32, num_qo_heads=4,
-                                             num_kv_heads=2, rope_base=1e6, q_norm_weight=attn.q_norm.weight,
-                                             k_norm_weight=attn.k_norm.weight, norm_eps=1e-6, backend=backend)
-        for got, want, x_in, w in ((q_rot, want_q, q_in, attn.q_norm.weight), (k_rot, want_k, k_in, attn.k_norm.weight)):
+        q_rot, k_rot, _, _ = rope_pool_fused(
+            q_in,
+            k_in,
+            v,
+            pos,
+            pos,
+            pool,
+            pool,
+            head_dim=32,
+            num_qo_heads=4,
+            num_kv_heads=2,
+            rope_base=1e6,
+            q_norm_weight=attn.q_norm.weight,
+            k_norm_weight=attn.k_norm.weight,
+            norm_eps=1e-6,
+            backend=backend,
+        )
+        for got, want, x_in, w in (
+            (q_rot, want_q, q_in, attn.q_norm.weight),
+            (k_rot, want_k, k_in, attn.k_norm.weight),
+        ):
             tol = allclose_tolerance("float32", np.arange(T), rms_norm(x_in, w, 1e-6), norm_dim=32)
             np.testing.assert_allclose(np.array(got), np.array(want), rtol=0, atol=2 * tol["atol"])
 
@@ -160,17 +196,29 @@ def _values_call(values: np.ndarray, D=8):
     rows = values.astype(np.float32).reshape(-1, 1, D)  # [T, 1, D]
     T = rows.shape[0]
     k_pool, v_pool = _fp8_pools(T, 1, D)
-    return dict(q=mx.array(rows), k=mx.array(rows), v=mx.array(rows), positions=mx.zeros(T, mx.int32),
-                slots=mx.arange(T, dtype=mx.int32)[::-1], k_pool=k_pool, v_pool=v_pool, head_dim=D,
-                num_qo_heads=1, num_kv_heads=1, rope_base=10000.0)
+    return dict(
+        q=mx.array(rows),
+        k=mx.array(rows),
+        v=mx.array(rows),
+        positions=mx.zeros(T, mx.int32),
+        slots=mx.arange(T, dtype=mx.int32)[::-1],
+        k_pool=k_pool,
+        v_pool=v_pool,
+        head_dim=D,
+        num_qo_heads=1,
+        num_kv_heads=1,
+        rope_base=10000.0,
+    )
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("what", ["every code", "boundaries", "saturation and NaN"])
 def test_fp8_pools_hold_the_reference_codes(backend, what):
-    values = {"every code": VALUES,
-              "boundaries": _boundaries(),
-              "saturation and NaN": np.array([448, 449, 464, 480, 1e30, np.inf, np.nan, -np.nan] * 2, np.float32)}[what]
+    values = {
+        "every code": VALUES,
+        "boundaries": _boundaries(),
+        "saturation and NaN": np.array([448, 449, 464, 480, 1e30, np.inf, np.nan, -np.nan] * 2, np.float32),
+    }[what]
     values = np.concatenate([values, np.zeros((-values.size) % 8, np.float32)])
     kw = _values_call(values)
     _, k_rot, k_pool, v_pool = rope_pool_fused(**kw, backend=backend)
@@ -252,7 +300,7 @@ def test_fp8_codes_are_the_same_on_every_backend(dtype):
     first = outs[BACKENDS[0]]
     for b, (k_rot, k_pool, v_pool) in outs.items():
         assert np.array_equal(v_pool, first[2]), f"{b}: v codes differ from {BACKENDS[0]}'s"
-        same = (k_rot == first[0])  # [T, Hkv, D]
+        same = k_rot == first[0]  # [T, Hkv, D]
         assert np.array_equal(k_pool[rows][same[tokens]], first[1][rows][same[tokens]]), b
         assert same.mean() > 0.5
 
@@ -290,12 +338,22 @@ def test_qk_norm_and_fp8_together_on_every_backend():
 # --- errors beyond the catalog's minimal triggers --------------------------------------------
 
 ERROR_CASES = [
-    ("float pools keep SGLang's message", "pool_dtype",
-     lambda kw: {"k_pool": kw["k_pool"].astype(mx.float16), "v_pool": kw["v_pool"].astype(mx.float16)}),
+    (
+        "float pools keep SGLang's message",
+        "pool_dtype",
+        lambda kw: {"k_pool": kw["k_pool"].astype(mx.float16), "v_pool": kw["v_pool"].astype(mx.float16)},
+    ),
     ("uint8 v with float k", "fp8_pool_dtype", lambda kw: {"v_pool": kw["v_pool"].astype(mx.uint8)}),
     ("a scale with float pools", "kv_scale", lambda kw: {"v_scale": 2.0}),
-    ("a NaN scale", "kv_scale", lambda kw: {"k_pool": kw["k_pool"].astype(mx.uint8),
-                                            "v_pool": kw["v_pool"].astype(mx.uint8), "k_scale": float("nan")}),
+    (
+        "a NaN scale",
+        "kv_scale",
+        lambda kw: {
+            "k_pool": kw["k_pool"].astype(mx.uint8),
+            "v_pool": kw["v_pool"].astype(mx.uint8),
+            "k_scale": float("nan"),
+        },
+    ),
     ("a weight as a list", "not_an_array", lambda kw: {"k_norm_weight": [1.0] * 8}),
     ("an int weight", "norm_weight_dtype", lambda kw: {"q_norm_weight": mx.ones((8,), mx.int32)}),
     ("a [1, D] weight", "norm_weight_shape", lambda kw: {"q_norm_weight": mx.ones((1, 8))}),
@@ -318,8 +376,9 @@ def test_qk_norm_of_an_all_zero_head_is_zero_not_nan(backend):
     kw = _call(2, 2, 1, 8, 3, "float16")
     kw["q"] = mx.zeros_like(kw["q"])
     kw["k"] = mx.concatenate([mx.zeros((1, 1, 8), mx.float16), kw["k"][1:]])
-    q_rot, k_rot, _, _ = rope_pool_fused(**kw, q_norm_weight=np.ones(8, np.float32),
-                                         k_norm_weight=np.ones(8, np.float32), backend=backend)
+    q_rot, k_rot, _, _ = rope_pool_fused(
+        **kw, q_norm_weight=np.ones(8, np.float32), k_norm_weight=np.ones(8, np.float32), backend=backend
+    )
     assert not np.array(q_rot).any() and not np.array(k_rot)[0].any()
     assert np.isfinite(np.array(k_rot)).all()
 
@@ -331,17 +390,28 @@ def test_qk_norm_random_shapes_on_the_mlx_path():
         Hkv = int(rng.integers(1, 4))
         Hq, D = Hkv * int(rng.integers(1, 4)), 2 * int(rng.integers(1, 40))
         T, dtype = int(rng.integers(0, 6)), str(rng.choice(DTYPES))
-        variant = {} if rng.random() < 0.5 else {"rotary_dim": 2 * int(rng.integers(1, D // 2 + 1)),
-                                                 "is_neox": bool(rng.random() < 0.5)}
+        variant = (
+            {}
+            if rng.random() < 0.5
+            else {"rotary_dim": 2 * int(rng.integers(1, D // 2 + 1)), "is_neox": bool(rng.random() < 0.5)}
+        )
         kw = {**_call(T, Hq, Hkv, D, T + 2, dtype), **variant}
         w = rng.uniform(-2, 2, D).astype(np.float32)
         eps = float(10.0 ** rng.uniform(-8, -1))
-        q_rot, k_rot, _, _ = rope_pool_fused(**kw, q_norm_weight=w, k_norm_weight=w[::-1].copy(), norm_eps=eps,
-                                             backend="mlx")
-        ref = rope_pool_reference(*(kw[n] for n in ARGS), rope_base=kw["rope_base"], q_norm_weight=w,
-                                  k_norm_weight=w[::-1], norm_eps=eps, **variant)
+        q_rot, k_rot, _, _ = rope_pool_fused(
+            **kw, q_norm_weight=w, k_norm_weight=w[::-1].copy(), norm_eps=eps, backend="mlx"
+        )
+        ref = rope_pool_reference(
+            *(kw[n] for n in ARGS),
+            rope_base=kw["rope_base"],
+            q_norm_weight=w,
+            k_norm_weight=w[::-1],
+            norm_eps=eps,
+            **variant,
+        )
         rope, pos = rope_of(kw), np.array(kw["positions"])
         for got, want, x, ww in ((q_rot, ref[0], kw["q"], w), (k_rot, ref[1], kw["k"], w[::-1])):
-            ratio = error_ratio(np.array(got.astype(mx.float32)), want, rms_norm(x, ww, eps), pos, dtype, rope,
-                                norm_dim=D)
+            ratio = error_ratio(
+                np.array(got.astype(mx.float32)), want, rms_norm(x, ww, eps), pos, dtype, rope, norm_dim=D
+            )
             assert ratio <= 1, (T, Hq, Hkv, D, dtype, variant, eps, ratio)

@@ -19,10 +19,12 @@ from ropepool.loaders.tokenizer import GGUFTokenizer, TokenizerError
 
 CONTROL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 # SmolLM2's ChatML template, as its GGUF holds it (tokenizer.chat_template)
-CHATML = ("{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
-          "{{ '<|im_start|>system\nYou are a helpful AI assistant<|im_end|>\n' }}{% endif %}"
-          "{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"
-          "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+CHATML = (
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\nYou are a helpful AI assistant<|im_end|>\n' }}{% endif %}"
+    "{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
 #: The bytes SmolLM2's vocabulary has no single-byte token for (control characters).
 SMOLLM2_MISSING = (0x04, 0x06, 0x13, 0x14, 0x16, 0x1D)
 
@@ -33,11 +35,16 @@ def metadata(missing=()) -> dict:
     dropped = {level.pre_tokenize_str(chr(b))[0][0] for b in missing}  # ASCII bytes: one character each
     byte_tokens = [c for c in sorted(pre_tokenizers.ByteLevel.alphabet()) if c not in dropped]
     tokens = CONTROL + byte_tokens + ["hi", "Ġt"]
-    return {"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "smollm", "tokenizer.ggml.tokens": tokens,
-            "tokenizer.ggml.merges": ["h i", "Ġ t"],
-            "tokenizer.ggml.token_type": mx.array([3] * len(CONTROL) + [1] * (len(tokens) - len(CONTROL))),
-            "tokenizer.ggml.bos_token_id": mx.array(1), "tokenizer.ggml.eos_token_id": mx.array(2),
-            "tokenizer.chat_template": CHATML}
+    return {
+        "tokenizer.ggml.model": "gpt2",
+        "tokenizer.ggml.pre": "smollm",
+        "tokenizer.ggml.tokens": tokens,
+        "tokenizer.ggml.merges": ["h i", "Ġ t"],
+        "tokenizer.ggml.token_type": mx.array([3] * len(CONTROL) + [1] * (len(tokens) - len(CONTROL))),
+        "tokenizer.ggml.bos_token_id": mx.array(1),
+        "tokenizer.ggml.eos_token_id": mx.array(2),
+        "tokenizer.chat_template": CHATML,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +95,10 @@ def test_every_string_round_trips_through_a_whole_byte_level_vocabulary(full):
 def test_a_character_the_vocabulary_cannot_spell_is_refused_not_dropped(like_smollm2):
     for text in STRINGS:
         if any(b in SMOLLM2_MISSING for b in text.encode()):
-            with pytest.raises(TokenizerError, match=re.escape(f"text holds {text!r} at index 0: ") + "this vocabulary has no token for it"):
+            with pytest.raises(
+                TokenizerError,
+                match=re.escape(f"text holds {text!r} at index 0: ") + "this vocabulary has no token for it",
+            ):
                 like_smollm2.encode(text)
         else:
             assert like_smollm2.decode(like_smollm2.encode(text)) == text, repr(text)
@@ -108,8 +118,9 @@ def test_a_lone_surrogate_is_refused(full):
         full.encode("a\ud800")
 
 
-@pytest.mark.parametrize("ids", [[5, 1000], [-1], [True], [2.0]], ids=["past the vocabulary", "negative", "a bool",
-                                                                        "a float"])
+@pytest.mark.parametrize(
+    "ids", [[5, 1000], [-1], [True], [2.0]], ids=["past the vocabulary", "negative", "a bool", "a float"]
+)
 def test_decode_refuses_ids_outside_the_vocabulary(full, ids):
     with pytest.raises(TokenizerError, match=rf"token id {ids[-1]!r} is not in this vocabulary \(ids 0 to 260\)"):
         full.decode(ids)
@@ -117,18 +128,35 @@ def test_decode_refuses_ids_outside_the_vocabulary(full, ids):
 
 # --- the model's fields in GGUF metadata ----------------------------------------------------------
 LLAMA_METADATA = {
-    "general.architecture": "llama", "llama.attention.head_count": mx.array(9, mx.uint32),
-    "llama.attention.head_count_kv": mx.array(3, mx.uint32), "llama.embedding_length": mx.array(576, mx.uint32),
-    "llama.block_count": mx.array(30, mx.uint32), "llama.feed_forward_length": mx.array(1536, mx.uint32),
-    "llama.attention.layer_norm_rms_epsilon": mx.array(1e-5, mx.float32), "llama.vocab_size": mx.array(49152),
-    "llama.context_length": mx.array(8192, mx.uint32), "llama.rope.freq_base": mx.array(100000.0, mx.float32)}
+    "general.architecture": "llama",
+    "llama.attention.head_count": mx.array(9, mx.uint32),
+    "llama.attention.head_count_kv": mx.array(3, mx.uint32),
+    "llama.embedding_length": mx.array(576, mx.uint32),
+    "llama.block_count": mx.array(30, mx.uint32),
+    "llama.feed_forward_length": mx.array(1536, mx.uint32),
+    "llama.attention.layer_norm_rms_epsilon": mx.array(1e-5, mx.float32),
+    "llama.vocab_size": mx.array(49152),
+    "llama.context_length": mx.array(8192, mx.uint32),
+    "llama.rope.freq_base": mx.array(100000.0, mx.float32),
+}
 
 # name, field changed, the message
 BAD_METADATA = [
-    ("head_count 0", {"llama.attention.head_count": mx.array(0, mx.uint32)},
-     "llama.attention.head_count must be an integer > 0, got 0"),
-    ("head_count '9'", {"llama.attention.head_count": "9"}, "llama.attention.head_count must be an integer > 0, got '9'"),
-    ("freq_base a string", {"llama.rope.freq_base": "1e4"}, "llama.rope.freq_base must be a finite number > 0, got '1e4'"),
+    (
+        "head_count 0",
+        {"llama.attention.head_count": mx.array(0, mx.uint32)},
+        "llama.attention.head_count must be an integer > 0, got 0",
+    ),
+    (
+        "head_count '9'",
+        {"llama.attention.head_count": "9"},
+        "llama.attention.head_count must be an integer > 0, got '9'",
+    ),
+    (
+        "freq_base a string",
+        {"llama.rope.freq_base": "1e4"},
+        "llama.rope.freq_base must be a finite number > 0, got '1e4'",
+    ),
     ("freq_base NaN", {"llama.rope.freq_base": mx.array(np.nan, mx.float32)}, "llama.rope.freq_base must be a finite"),
     ("embedding_length 2.5", {"llama.embedding_length": mx.array(2.5)}, "llama.embedding_length must be an integer"),
 ]

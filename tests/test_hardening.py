@@ -47,6 +47,7 @@ def _call(kw: dict, **opts):
 # Each case rewrites some arrays into the same values in another layout; the call must give what
 # the plain (native, row-contiguous) arrays give, and never read bytes of the wrong order.
 
+
 def _swapped(x: np.ndarray) -> np.ndarray:
     return x.astype(x.dtype.newbyteorder("S"))
 
@@ -91,9 +92,12 @@ def _layout_pair(names, change, dtype, P=300, slots=(256, -1, 7)):
 
 
 # Pools written in place must be plain (test_inplace_refuses_odd_pools): odd pools only without inplace.
-LAYOUT_CALLS = [pytest.param(*case, inplace, id=f"{case[0]}, {'inplace' if inplace else 'new pools'}")
-                for case in LAYOUT_CASES for inplace in (False, True)
-                if not (inplace and {"k_pool", "v_pool"} & set(case[1]))]
+LAYOUT_CALLS = [
+    pytest.param(*case, inplace, id=f"{case[0]}, {'inplace' if inplace else 'new pools'}")
+    for case in LAYOUT_CASES
+    for inplace in (False, True)
+    if not (inplace and {"k_pool", "v_pool"} & set(case[1]))
+]
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
@@ -128,12 +132,21 @@ def test_inplace_refuses_odd_pools(backend, label, change):
 # --- 3: argument types and ranges ------------------------------------------------------------------
 
 # rope_scaling dicts of each type, valid for BASE's head of 8 (4 pairs)
-LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-          "original_max_position_embeddings": 8192}
+LLAMA3 = {
+    "rope_type": "llama3",
+    "factor": 8.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 8192,
+}
 YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096}
 YARN_NO_ORIGINAL = {"rope_type": "yarn", "factor": 4.0}
-LONGROPE = {"rope_type": "longrope", "original_max_position_embeddings": 4096, "short_factor": [1.0, 1.0, 1.5, 2.0],
-            "long_factor": [1.0, 2.0, 3.0, 4.0]}
+LONGROPE = {
+    "rope_type": "longrope",
+    "original_max_position_embeddings": 4096,
+    "short_factor": [1.0, 1.0, 1.5, 2.0],
+    "long_factor": [1.0, 2.0, 3.0, 4.0],
+}
 
 ARGUMENT_CASES = [
     ("rope_base an int too large for a float", dict(rope_base=10**400), "rope_base"),
@@ -169,12 +182,21 @@ ARGUMENT_CASES = [
     ("rope_scaling 'linear'", dict(rope_scaling="linear"), "argument_type"),
     ("rope_scaling a list of pairs", dict(rope_scaling=[("rope_type", "linear"), ("factor", 2.0)]), "argument_type"),
     ("rope_scaling holding a set", dict(rope_scaling={"rope_type": "linear", "factor": {2.0}}), "argument_type"),
-    ("max_position_embeddings [131072]", dict(rope_scaling=LONGROPE, max_position_embeddings=[131072]),
-     "argument_type"),
-    ("max_position_embeddings np.array(131072)", dict(rope_scaling=LONGROPE, max_position_embeddings=np.array(131072)),
-     "argument_type"),
-    ("max_position_embeddings 131072.0", dict(rope_scaling=LONGROPE, max_position_embeddings=131072.0),
-     "argument_type"),
+    (
+        "max_position_embeddings [131072]",
+        dict(rope_scaling=LONGROPE, max_position_embeddings=[131072]),
+        "argument_type",
+    ),
+    (
+        "max_position_embeddings np.array(131072)",
+        dict(rope_scaling=LONGROPE, max_position_embeddings=np.array(131072)),
+        "argument_type",
+    ),
+    (
+        "max_position_embeddings 131072.0",
+        dict(rope_scaling=LONGROPE, max_position_embeddings=131072.0),
+        "argument_type",
+    ),
     ("max_position_embeddings 0", dict(rope_scaling=YARN_NO_ORIGINAL, max_position_embeddings=0), "argument_type"),
     ("factor '2'", dict(rope_scaling={"rope_type": "linear", "factor": "2"}), "rope_factor"),
     ("factor True", dict(rope_scaling={"rope_type": "linear", "factor": True}), "rope_factor"),
@@ -182,37 +204,73 @@ ARGUMENT_CASES = [
     ("llama3 low_freq_factor 'x'", dict(rope_scaling={**LLAMA3, "low_freq_factor": "x"}), "rope_scaling_value"),
     ("llama3 low_freq_factor 0", dict(rope_scaling={**LLAMA3, "low_freq_factor": 0}), "rope_scaling_value"),
     ("llama3 high_freq_factor == low", dict(rope_scaling={**LLAMA3, "high_freq_factor": 1.0}), "rope_scaling_value"),
-    ("llama3 original '8192'", dict(rope_scaling={**LLAMA3, "original_max_position_embeddings": "8192"}),
-     "rope_scaling_value"),
+    (
+        "llama3 original '8192'",
+        dict(rope_scaling={**LLAMA3, "original_max_position_embeddings": "8192"}),
+        "rope_scaling_value",
+    ),
     ("yarn rope_base 1.0", dict(rope_base=1.0, rope_scaling=YARN), "rope_scaling_value"),
     ("yarn beta_fast 0", dict(rope_scaling={**YARN, "beta_fast": 0}), "rope_scaling_value"),
     ("yarn beta_slow -1", dict(rope_scaling={**YARN, "beta_slow": -1}), "rope_scaling_value"),
     ("yarn beta_fast 'x'", dict(rope_scaling={**YARN, "beta_fast": "x"}), "rope_scaling_value"),
     ("yarn original 0", dict(rope_scaling={**YARN, "original_max_position_embeddings": 0}), "rope_scaling_value"),
     ("yarn attention_factor 'x'", dict(rope_scaling={**YARN, "attention_factor": "x"}), "rope_scaling_value"),
-    ("yarn attention_factor 1e39 (past float32)", dict(rope_scaling={**YARN, "attention_factor": 1e39}),
-     "rope_scaling_value"),
+    (
+        "yarn attention_factor 1e39 (past float32)",
+        dict(rope_scaling={**YARN, "attention_factor": 1e39}),
+        "rope_scaling_value",
+    ),
     ("yarn attention_factor 1e300", dict(rope_scaling={**YARN, "attention_factor": 1e300}), "rope_scaling_value"),
-    ("yarn attention_factor 1e-300 (zero in float32)", dict(rope_scaling={**YARN, "attention_factor": 1e-300}),
-     "rope_scaling_value"),
-    ("longrope attention_factor 1e39", dict(rope_scaling={**LONGROPE, "attention_factor": 1e39},
-                                            max_position_embeddings=131072), "rope_scaling_value"),
-    ("yarn mscale_all_dim -1", dict(rope_scaling={**YARN, "factor": 1e6, "mscale_all_dim": -1.0}),
-     "rope_scaling_value"),
-    ("longrope original 1", dict(rope_scaling={**LONGROPE, "original_max_position_embeddings": 1},
-                                 max_position_embeddings=131072), "rope_scaling_value"),
-    ("longrope original '4096'", dict(rope_scaling={**LONGROPE, "original_max_position_embeddings": "4096"},
-                                      max_position_embeddings=131072), "rope_scaling_value"),
-    ("longrope attention_factor [1.0]", dict(rope_scaling={**LONGROPE, "attention_factor": [1.0]},
-                                             max_position_embeddings=131072), "rope_scaling_value"),
-    ("longrope factors strings", dict(rope_scaling={**LONGROPE, "long_factor": ["2.0"] * 4},
-                                      max_position_embeddings=131072), "longrope_factors"),
-    ("longrope factors nested", dict(rope_scaling={**LONGROPE, "long_factor": [[2.0]] * 4},
-                                     max_position_embeddings=131072), "longrope_factors"),
-    ("longrope factor True", dict(rope_scaling={**LONGROPE, "long_factor": [2.0, True, 2.0, 2.0]},
-                                  max_position_embeddings=131072), "longrope_factors"),
-    ("longrope factors a 2-D array", dict(rope_scaling={**LONGROPE, "long_factor": np.full((4, 1), 2.0)},
-                                          max_position_embeddings=131072), "longrope_factors"),
+    (
+        "yarn attention_factor 1e-300 (zero in float32)",
+        dict(rope_scaling={**YARN, "attention_factor": 1e-300}),
+        "rope_scaling_value",
+    ),
+    (
+        "longrope attention_factor 1e39",
+        dict(rope_scaling={**LONGROPE, "attention_factor": 1e39}, max_position_embeddings=131072),
+        "rope_scaling_value",
+    ),
+    (
+        "yarn mscale_all_dim -1",
+        dict(rope_scaling={**YARN, "factor": 1e6, "mscale_all_dim": -1.0}),
+        "rope_scaling_value",
+    ),
+    (
+        "longrope original 1",
+        dict(rope_scaling={**LONGROPE, "original_max_position_embeddings": 1}, max_position_embeddings=131072),
+        "rope_scaling_value",
+    ),
+    (
+        "longrope original '4096'",
+        dict(rope_scaling={**LONGROPE, "original_max_position_embeddings": "4096"}, max_position_embeddings=131072),
+        "rope_scaling_value",
+    ),
+    (
+        "longrope attention_factor [1.0]",
+        dict(rope_scaling={**LONGROPE, "attention_factor": [1.0]}, max_position_embeddings=131072),
+        "rope_scaling_value",
+    ),
+    (
+        "longrope factors strings",
+        dict(rope_scaling={**LONGROPE, "long_factor": ["2.0"] * 4}, max_position_embeddings=131072),
+        "longrope_factors",
+    ),
+    (
+        "longrope factors nested",
+        dict(rope_scaling={**LONGROPE, "long_factor": [[2.0]] * 4}, max_position_embeddings=131072),
+        "longrope_factors",
+    ),
+    (
+        "longrope factor True",
+        dict(rope_scaling={**LONGROPE, "long_factor": [2.0, True, 2.0, 2.0]}, max_position_embeddings=131072),
+        "longrope_factors",
+    ),
+    (
+        "longrope factors a 2-D array",
+        dict(rope_scaling={**LONGROPE, "long_factor": np.full((4, 1), 2.0)}, max_position_embeddings=131072),
+        "longrope_factors",
+    ),
 ]
 
 
@@ -248,20 +306,40 @@ def test_valid_argument_kinds_still_run(label, change):
 NUMPY_SPELLINGS = [
     ("rotary_dim np.int64(4)", dict(rotary_dim=np.int64(4)), dict(rotary_dim=4)),
     ("is_neox np.bool_(False)", dict(is_neox=np.bool_(False)), dict(is_neox=False)),
-    ("factor np.float32(2)", dict(rope_scaling={"rope_type": "linear", "factor": np.float32(2)}),
-     dict(rope_scaling={"rope_type": "linear", "factor": 2.0})),
-    ("llama3 numbers np.int64", dict(rope_scaling={**LLAMA3, "low_freq_factor": np.int64(1),
-                                                   "original_max_position_embeddings": np.int64(8192)}),
-     dict(rope_scaling=LLAMA3)),
-    ("yarn numbers NumPy", dict(rope_scaling={**YARN, "factor": np.float64(4), "beta_fast": np.int32(32)}),
-     dict(rope_scaling={**YARN, "beta_fast": 32})),
-    ("longrope factor arrays, max_position_embeddings np.int64",
-     dict(rope_scaling={**LONGROPE, "short_factor": np.array(LONGROPE["short_factor"], np.float32),
-                        "long_factor": np.array(LONGROPE["long_factor"])}, max_position_embeddings=np.int64(131072)),
-     dict(rope_scaling=LONGROPE, max_position_embeddings=131072)),
-    ("longrope factor tuples of ints", dict(rope_scaling={**LONGROPE, "long_factor": (1, 2, 3, 4)},
-                                            max_position_embeddings=131072),
-     dict(rope_scaling=LONGROPE, max_position_embeddings=131072)),
+    (
+        "factor np.float32(2)",
+        dict(rope_scaling={"rope_type": "linear", "factor": np.float32(2)}),
+        dict(rope_scaling={"rope_type": "linear", "factor": 2.0}),
+    ),
+    (
+        "llama3 numbers np.int64",
+        dict(
+            rope_scaling={**LLAMA3, "low_freq_factor": np.int64(1), "original_max_position_embeddings": np.int64(8192)}
+        ),
+        dict(rope_scaling=LLAMA3),
+    ),
+    (
+        "yarn numbers NumPy",
+        dict(rope_scaling={**YARN, "factor": np.float64(4), "beta_fast": np.int32(32)}),
+        dict(rope_scaling={**YARN, "beta_fast": 32}),
+    ),
+    (
+        "longrope factor arrays, max_position_embeddings np.int64",
+        dict(
+            rope_scaling={
+                **LONGROPE,
+                "short_factor": np.array(LONGROPE["short_factor"], np.float32),
+                "long_factor": np.array(LONGROPE["long_factor"]),
+            },
+            max_position_embeddings=np.int64(131072),
+        ),
+        dict(rope_scaling=LONGROPE, max_position_embeddings=131072),
+    ),
+    (
+        "longrope factor tuples of ints",
+        dict(rope_scaling={**LONGROPE, "long_factor": (1, 2, 3, 4)}, max_position_embeddings=131072),
+        dict(rope_scaling=LONGROPE, max_position_embeddings=131072),
+    ),
 ]
 
 
@@ -272,8 +350,11 @@ def test_numpy_spellings_of_the_rope_keywords_give_the_plain_result(label, numpy
         np.testing.assert_array_equal(bits(got), bits(want))
 
 
-@pytest.mark.parametrize("plain, other", [(1.0, True), (2, Decimal(2)), (2.0, Decimal("2.0"))],
-                         ids=["True after 1.0", "Decimal(2) after 2", "Decimal('2.0') after 2.0"])
+@pytest.mark.parametrize(
+    "plain, other",
+    [(1.0, True), (2, Decimal(2)), (2.0, Decimal("2.0"))],
+    ids=["True after 1.0", "Decimal(2) after 2", "Decimal('2.0') after 2.0"],
+)
 def test_a_value_refused_alone_is_refused_where_an_equal_number_was_cached(plain, other):
     """True == 1 and Decimal(2) == 2 in Python, with equal hashes: what is refused on a fresh cache must
     not find the table cached for the plain number."""
@@ -286,28 +367,57 @@ def test_a_value_refused_alone_is_refused_where_an_equal_number_was_cached(plain
 
 # from_config: every bad RoPE field a one-line ConfigError naming its field
 LLAMA_CONFIG = {"num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096, "rope_theta": 500000.0}
-LONGROPE_64 = {"rope_type": "longrope", "original_max_position_embeddings": 4096, "short_factor": [1.0] * 64,
-               "long_factor": [2.0] * 64}
+LONGROPE_64 = {
+    "rope_type": "longrope",
+    "original_max_position_embeddings": 4096,
+    "short_factor": [1.0] * 64,
+    "long_factor": [2.0] * 64,
+}
 CONFIG_CASES = [
     ("rope_scaling 'linear'", dict(rope_scaling="linear"), ("rope_scaling",), "rope_scaling must be a dict"),
-    ("rope_parameters a list", dict(rope_parameters=[10000.0]), ("rope_parameters",),
-     "rope_parameters must be a dict"),
-    ("factor '2'", dict(rope_scaling={"rope_type": "linear", "factor": "2"}), ("rope_scaling",),
-     "needs a factor > 0, got '2'"),
-    ("yarn beta_fast 'x'", dict(rope_scaling={**YARN, "beta_fast": "x"}), ("rope_scaling",),
-     "needs beta_fast > 0, got 'x'"),
+    ("rope_parameters a list", dict(rope_parameters=[10000.0]), ("rope_parameters",), "rope_parameters must be a dict"),
+    (
+        "factor '2'",
+        dict(rope_scaling={"rope_type": "linear", "factor": "2"}),
+        ("rope_scaling",),
+        "needs a factor > 0, got '2'",
+    ),
+    (
+        "yarn beta_fast 'x'",
+        dict(rope_scaling={**YARN, "beta_fast": "x"}),
+        ("rope_scaling",),
+        "needs beta_fast > 0, got 'x'",
+    ),
     ("yarn beta_fast 0", dict(rope_scaling={**YARN, "beta_fast": 0}), ("rope_scaling",), "needs beta_fast > 0, got 0"),
     ("rope_theta 1e-300: frequencies past float32", dict(rope_theta=1e-300), ("rope_theta",), "rope_base"),
-    ("yarn rope_theta 1", dict(rope_theta=1.0, rope_scaling=YARN), ("rope_theta", "rope_scaling"),
-     "needs rope_base != 1"),
-    ("longrope original 1 at the top level", dict(rope_scaling={k: v for k, v in LONGROPE_64.items()
-                                                                 if k != "original_max_position_embeddings"},
-                                                  original_max_position_embeddings=1, max_position_embeddings=131072),
-     ("original_max_position_embeddings",), "needs original_max_position_embeddings > 1, got 1"),
-    ("longrope factors strings", dict(rope_scaling={**LONGROPE_64, "long_factor": ["2"] * 64},
-                                      max_position_embeddings=131072), ("rope_scaling",), "got factor 0 = '2'"),
-    ("max_position_embeddings a list", dict(rope_scaling=LONGROPE_64, max_position_embeddings=[131072]),
-     ("max_position_embeddings",), "max_position_embeddings must be a positive integer"),
+    (
+        "yarn rope_theta 1",
+        dict(rope_theta=1.0, rope_scaling=YARN),
+        ("rope_theta", "rope_scaling"),
+        "needs rope_base != 1",
+    ),
+    (
+        "longrope original 1 at the top level",
+        dict(
+            rope_scaling={k: v for k, v in LONGROPE_64.items() if k != "original_max_position_embeddings"},
+            original_max_position_embeddings=1,
+            max_position_embeddings=131072,
+        ),
+        ("original_max_position_embeddings",),
+        "needs original_max_position_embeddings > 1, got 1",
+    ),
+    (
+        "longrope factors strings",
+        dict(rope_scaling={**LONGROPE_64, "long_factor": ["2"] * 64}, max_position_embeddings=131072),
+        ("rope_scaling",),
+        "got factor 0 = '2'",
+    ),
+    (
+        "max_position_embeddings a list",
+        dict(rope_scaling=LONGROPE_64, max_position_embeddings=[131072]),
+        ("max_position_embeddings",),
+        "max_position_embeddings must be a positive integer",
+    ),
     ("rotary_dim '32'", dict(rotary_dim="32"), ("rotary_dim",), "rotary_dim must be a positive integer"),
 ]
 
@@ -323,8 +433,9 @@ def test_bad_rope_configs_are_config_errors(label, change, fields, phrase):
 def test_a_field_only_some_scaling_types_read_is_not_checked_for_the_others():
     """linear and llama3 never read max_position_embeddings: a float there (as some hand-written
     configs have) is no reason to refuse them; yarn and longrope read it and refuse it."""
-    p = from_config({**LLAMA_CONFIG, "max_position_embeddings": 4096.0,
-                     "rope_scaling": {"rope_type": "linear", "factor": 2.0}})
+    p = from_config(
+        {**LLAMA_CONFIG, "max_position_embeddings": 4096.0, "rope_scaling": {"rope_type": "linear", "factor": 2.0}}
+    )
     assert p.rope_scaling == {"rope_type": "linear", "factor": 2.0} and p.max_position_embeddings is None
     assert any("max_position_embeddings 4096.0 ignored" in n for n in p.notes)
     with pytest.raises(ConfigError) as info:
@@ -333,17 +444,23 @@ def test_a_field_only_some_scaling_types_read_is_not_checked_for_the_others():
 
 
 def test_from_config_takes_numpy_values():
-    numpy_config = {"num_attention_heads": np.int64(32), "num_key_value_heads": np.int32(8),
-                    "hidden_size": np.int64(4096), "rope_theta": np.float32(500000.0),
-                    "max_position_embeddings": np.int64(131072),
-                    "rope_scaling": {**LONGROPE_64, "long_factor": np.full(64, 2.0)}}
+    numpy_config = {
+        "num_attention_heads": np.int64(32),
+        "num_key_value_heads": np.int32(8),
+        "hidden_size": np.int64(4096),
+        "rope_theta": np.float32(500000.0),
+        "max_position_embeddings": np.int64(131072),
+        "rope_scaling": {**LONGROPE_64, "long_factor": np.full(64, 2.0)},
+    }
     p = from_config(numpy_config)
-    assert p.rope() == from_config({**LLAMA_CONFIG, "rope_scaling": LONGROPE_64,
-                                    "max_position_embeddings": 131072}).rope()
+    assert (
+        p.rope() == from_config({**LLAMA_CONFIG, "rope_scaling": LONGROPE_64, "max_position_embeddings": 131072}).rope()
+    )
 
 
 def test_from_config_lets_an_uncatalogued_error_through(monkeypatch):
     """Only the catalog's errors become ConfigErrors; any other is a bug, raised as it is."""
+
     def broken(self):
         raise ValueError("not from the catalog")
 
@@ -373,11 +490,11 @@ def test_empty_and_tiny_calls_run(backend, label, shapes, slots, inplace, check_
         expect_error("slot_out_of_range", rope_pool_fused, **kw, backend=backend, inplace=inplace)
         return
     want_k, want_v = kw["k_pool"].copy(), kw["v_pool"].copy()  # before the call: inplace writes kw's pools
-    q_rot, k_rot, k_pool, v_pool = rope_pool_fused(**kw, backend=backend, inplace=inplace,
-                                                   check_values=check_values)
+    q_rot, k_rot, k_pool, v_pool = rope_pool_fused(**kw, backend=backend, inplace=inplace, check_values=check_values)
     assert q_rot.shape == kw["q"].shape and k_pool.shape == (shapes.pool_rows, shapes.num_kv_heads, 8)
-    ref_q, ref_k, _, _ = rope_pool_reference(*(kw[n] for n in ("q", "k", "v", "positions", "slots", "k_pool",
-                                                                 "v_pool")), rope_base=kw["rope_base"])
+    ref_q, ref_k, _, _ = rope_pool_reference(
+        *(kw[n] for n in ("q", "k", "v", "positions", "slots", "k_pool", "v_pool")), rope_base=kw["rope_base"]
+    )
     for got, want, x in ((q_rot, ref_q, kw["q"]), (k_rot, ref_k, kw["k"])):
         assert error_ratio(got, want, x, kw["positions"], "float32") <= 1
     for t, s in enumerate(slots):  # each token in range wrote its row; every other row kept its bits
@@ -440,6 +557,7 @@ def test_only_sglang_cpp_codes_are_runtime_errors():
 
 # --- 7: inplace=True refuses inputs that share memory with a pool ---------------------------------
 
+
 def _np_overlap(name_of_input: str, pool: str):
     def build(kw):
         P = kw[pool]
@@ -447,6 +565,7 @@ def _np_overlap(name_of_input: str, pool: str):
         n = int(np.prod(shape))
         view = P.reshape(-1)[:n].reshape(shape) if n <= P.size else None
         return {name_of_input: view}
+
     return build
 
 
@@ -455,8 +574,11 @@ OVERLAP_CASES = [
     ("v a view of v_pool rows", "numpy", lambda kw: {"v": kw["v_pool"][3:]}),
     ("k a view of v_pool rows", "numpy", lambda kw: {"k": kw["v_pool"][1:4]}),
     ("q over all of k_pool's memory", "numpy", _np_overlap("q", "k_pool")),
-    ("slots the bits of a v_pool row", "numpy",
-     lambda kw: {"slots": _zeroed(kw["v_pool"]).reshape(-1).view(np.int32)[:3]}),
+    (
+        "slots the bits of a v_pool row",
+        "numpy",
+        lambda kw: {"slots": _zeroed(kw["v_pool"]).reshape(-1).view(np.int32)[:3]},
+    ),
     ("v a strided view of k_pool", "numpy", lambda kw: {"v": kw["k_pool"][::2]}),
     ("mx: v a slice of k_pool", "mlx", lambda kw: {"v": kw["k_pool"][:3]}),
     ("mx: k a slice of v_pool", "mlx", lambda kw: {"k": kw["v_pool"][2:5]}),
@@ -475,8 +597,7 @@ def test_inplace_refuses_inputs_sharing_a_pool(backend, label, kind, change):
     kw = make_inputs(BASE, "float32", kind=kind, slots=[0, 2, 4])
     kw.update(change(kw))
     before = [bits(kw[n]) for n in ("k_pool", "v_pool")]
-    err = expect_error("inplace_unsupported", rope_pool_fused, **kw, backend=backend, inplace=True,
-                       check_values=False)
+    err = expect_error("inplace_unsupported", rope_pool_fused, **kw, backend=backend, inplace=True, check_values=False)
     assert "shares memory with" in err.got
     for n, b in zip(("k_pool", "v_pool"), before):
         np.testing.assert_array_equal(bits(kw[n]), b)
@@ -487,8 +608,9 @@ def test_inplace_accepts_disjoint_slices_of_one_buffer(backend):
     kw = make_inputs(BASE, "float32", kind="numpy", slots=[0, 2, 4])
     arena = np.concatenate([kw["k_pool"], kw["v_pool"], kw["v"]])  # [P + P + T, Hkv, D]
     k_pool, v_pool, v = arena[:6], arena[6:12], arena[12:]
-    _, k_rot, _, _ = rope_pool_fused(**{**kw, "k_pool": k_pool, "v_pool": v_pool, "v": v}, backend=backend,
-                                     inplace=True)
+    _, k_rot, _, _ = rope_pool_fused(
+        **{**kw, "k_pool": k_pool, "v_pool": v_pool, "v": v}, backend=backend, inplace=True
+    )
     np.testing.assert_array_equal(k_pool[2], k_rot[1])
     np.testing.assert_array_equal(v_pool[4], kw["v"][2])
 
@@ -496,8 +618,7 @@ def test_inplace_accepts_disjoint_slices_of_one_buffer(backend):
 # --- 8, 9: the kernel cache ------------------------------------------------------------------------
 
 TINY = 'extern "C" int ropepool_tiny() { return 7; }\n'
-TINY_CALL = ("from ropepool.kernels import build; "
-             "print(build.shared_library('tiny', {src!r}, ['-O0']).ropepool_tiny())")
+TINY_CALL = "from ropepool.kernels import build; print(build.shared_library('tiny', {src!r}, ['-O0']).ropepool_tiny())"
 
 
 def _python(code: str, env: dict, timeout: float = 240) -> subprocess.CompletedProcess:
@@ -561,8 +682,11 @@ def host_cache(tmp_path_factory):
     if host.unavailable_reason() is not None:
         pytest.skip(host.unavailable_reason())
     cache = tmp_path_factory.mktemp("host-cache")
-    out = _python("from ropepool.kernels import host; print(host.unavailable_reason())",
-                  {"ROPEPOOL_KERNEL_CACHE": str(cache)}, timeout=600)
+    out = _python(
+        "from ropepool.kernels import host; print(host.unavailable_reason())",
+        {"ROPEPOOL_KERNEL_CACHE": str(cache)},
+        timeout=600,
+    )
     assert out.stdout.strip().splitlines()[-1] == "None", out.stderr  # after the build's progress lines
     return cache
 
@@ -633,8 +757,11 @@ BAD_CACHE_DIRS = [
     ("owned by another user", lambda p: (p.mkdir(mode=0o700), _chown_other(p)), "owned by uid"),
     ("writable by everyone", lambda p: (p.mkdir(), os.chmod(p, 0o777)), "written by others"),
     ("writable by its group", lambda p: (p.mkdir(), os.chmod(p, 0o770)), "written by others"),
-    ("a symlink to a private folder",
-     lambda p: ((p.parent / "real").mkdir(mode=0o700), p.symlink_to(p.parent / "real")), "symlink"),
+    (
+        "a symlink to a private folder",
+        lambda p: ((p.parent / "real").mkdir(mode=0o700), p.symlink_to(p.parent / "real")),
+        "symlink",
+    ),
     ("a regular file", lambda p: p.write_text("x"), "unusable"),
 ]
 
@@ -653,6 +780,7 @@ def test_cache_dir_not_ours_alone_is_refused(tmp_path, monkeypatch, label, make,
 
 def _shared(mode: int, owner: int | None = None):
     """A folder of ``mode`` (and ``owner``) above the cache: what another user can or cannot swap."""
+
     def make(tmp: Path) -> Path:
         (tmp / "shared").mkdir()
         os.chmod(tmp / "shared", mode)
@@ -730,6 +858,7 @@ def test_lock_file_symlink_is_not_followed(tmp_path, monkeypatch):
 
 # --- background builds: one compiler at a time, a bounded cache, a timeout, the whole message -------
 
+
 def _fake_compiler(tmp: Path, body: str) -> Path:
     """A shell script standing in for g++ (``body`` runs; arguments ignored)."""
     script = tmp / "fake-cxx"
@@ -756,10 +885,18 @@ def test_new_shapes_build_one_at_a_time_and_at_most_max_specialised(tmp_path):
     """40 new shapes: one compiler at a time, and no more builds than MAX_SPECIALISED shapes allow
     (each shape tries -march=native, then a portable build)."""
     log = tmp_path / "log"
-    cxx = _fake_compiler(tmp_path, f'mkdir "{tmp_path}/running.$$"\nls -d "{tmp_path}"/running.* | wc -l >> "{log}"\n'
-                                   f'sleep 0.2\nrmdir "{tmp_path}/running.$$"\necho "fake: no" >&2\nexit 1\n')
-    out = subprocess.run([sys.executable, "-c", QUEUE, str(cxx)], capture_output=True, text=True, timeout=240,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    cxx = _fake_compiler(
+        tmp_path,
+        f'mkdir "{tmp_path}/running.$$"\nls -d "{tmp_path}"/running.* | wc -l >> "{log}"\n'
+        f'sleep 0.2\nrmdir "{tmp_path}/running.$$"\necho "fake: no" >&2\nexit 1\n',
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", QUEUE, str(cxx)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     limit = int(out.stdout.split()[-1])
     running = [int(n) for n in log.read_text().split()]
@@ -806,10 +943,17 @@ def test_the_kernel_cache_keeps_the_most_recently_used_libraries(tmp_path, monke
 
 # --- 11: the command line ---------------------------------------------------------------------------
 
+
 def _cli(args: list[str], env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
     full = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "ropepool", *args], capture_output=True, text=True, env=full,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "ropepool", *args],
+        capture_output=True,
+        text=True,
+        env=full,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def _fifo(tmp: Path) -> str:
@@ -834,6 +978,7 @@ def _a_file(tmp: Path) -> str:
 
 def _config(**fields):
     """A config.json of Llama's heads with ``fields`` changed, in the test's folder."""
+
     def write(tmp: Path) -> str:
         (tmp / "config.json").write_text(json.dumps({**LLAMA_CONFIG, **fields}))
         return str(tmp / "config.json")
@@ -844,32 +989,57 @@ def _config(**fields):
 CLI_CASES = [
     ("preset typo suggests the closest", lambda t: ["check", "lama-3-8b"], 2, "did you mean 'llama-3-8b'"),
     ("preset typo names no other preset", lambda t: ["check", "mistral-7"], 2, "did you mean 'mistral-7b'"),
-    ("preset in capitals", lambda t: ["check", "Llama-3-8B", "--tokens", "1", "--pool", "2"], 0,
-     "ran rope_pool_fused once"),
+    (
+        "preset in capitals",
+        lambda t: ["check", "Llama-3-8B", "--tokens", "1", "--pool", "2"],
+        0,
+        "ran rope_pool_fused once",
+    ),
     ("folder without config.json", lambda t: ["check", _folder(t)], 2, "without a config.json"),
     ("a FIFO", lambda t: ["check", _fifo(t)], 2, "not a regular file"),
     ("/dev/zero", lambda t: ["check", "/dev/zero"], 2, "not a regular file"),
     ("a 2 MiB config", lambda t: ["check", _big(t)], 2, "larger than"),
-    ("rope_scaling 'linear'", lambda t: ["check", _config(rope_scaling="linear")(t)], 1,
-     "rope_scaling must be a dict"),
-    ("yarn beta_fast 'x'", lambda t: ["check", _config(rope_scaling={**YARN, "beta_fast": "x"})(t)], 1,
-     "needs beta_fast > 0"),
-    ("yarn rope_theta 1", lambda t: ["check", _config(rope_theta=1.0, rope_scaling=YARN)(t)], 1,
-     "needs rope_base != 1"),
-    ("longrope original 1", lambda t: ["check", _config(rope_scaling={**LONGROPE_64, "original_max_position_embeddings": 1},
-                                                        max_position_embeddings=131072)(t)], 1,
-     "needs original_max_position_embeddings > 1"),
-    ("bench --repeats 0", lambda t: ["bench", "--quick", "--repeats", "0", "--out", str(t)], 2,
-     "--repeats must be"),
-    ("bench --repeats -3", lambda t: ["bench", "--quick", "--repeats", "-3", "--out", str(t)], 2,
-     "--repeats must be"),
+    ("rope_scaling 'linear'", lambda t: ["check", _config(rope_scaling="linear")(t)], 1, "rope_scaling must be a dict"),
+    (
+        "yarn beta_fast 'x'",
+        lambda t: ["check", _config(rope_scaling={**YARN, "beta_fast": "x"})(t)],
+        1,
+        "needs beta_fast > 0",
+    ),
+    (
+        "yarn rope_theta 1",
+        lambda t: ["check", _config(rope_theta=1.0, rope_scaling=YARN)(t)],
+        1,
+        "needs rope_base != 1",
+    ),
+    (
+        "longrope original 1",
+        lambda t: [
+            "check",
+            _config(
+                rope_scaling={**LONGROPE_64, "original_max_position_embeddings": 1}, max_position_embeddings=131072
+            )(t),
+        ],
+        1,
+        "needs original_max_position_embeddings > 1",
+    ),
+    ("bench --repeats 0", lambda t: ["bench", "--quick", "--repeats", "0", "--out", str(t)], 2, "--repeats must be"),
+    ("bench --repeats -3", lambda t: ["bench", "--quick", "--repeats", "-3", "--out", str(t)], 2, "--repeats must be"),
     ("bench --out a file", lambda t: ["bench", "--quick", "--out", _a_file(t)], 2, "is not a folder"),
     ("bench --out under a file", lambda t: ["bench", "--quick", "--out", _a_file(t) + "/sub"], 2, "cannot create"),
     ("bench --out ''", lambda t: ["bench", "--quick", "--out", ""], 2, "must name a folder"),
-    ("bench --readme missing", lambda t: ["bench", "--quick", "--out", str(t), "--readme", str(t / "no.md")], 2,
-     "cannot read it"),
-    ("bench --readme without markers", lambda t: ["bench", "--quick", "--out", str(t), "--readme", _a_file(t)], 2,
-     "needs one <!-- bench: start --> line"),
+    (
+        "bench --readme missing",
+        lambda t: ["bench", "--quick", "--out", str(t), "--readme", str(t / "no.md")],
+        2,
+        "cannot read it",
+    ),
+    (
+        "bench --readme without markers",
+        lambda t: ["bench", "--quick", "--out", str(t), "--readme", _a_file(t)],
+        2,
+        "needs one <!-- bench: start --> line",
+    ),
 ]
 
 

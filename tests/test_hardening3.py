@@ -38,18 +38,21 @@ def test_zero_sized_k_gives_sglangs_k_shape_error(backend, name, k_shape):
     with pytest.raises(RopePoolError) as err:
         rope_pool_fused(**call(k_shape=k_shape), backend=backend)
     assert err.value.code == "k_shape" and str(err.value).startswith(
-        f"k shape must be [num_tokens, num_kv_heads, head_dim], got {k_shape}"), str(err.value)
+        f"k shape must be [num_tokens, num_kv_heads, head_dim], got {k_shape}"
+    ), str(err.value)
     report = explain(str(err.value), ropepool.models.preset("qwen2.5-7b"))
     assert report.startswith("check     k_shape, ") and "\ncase      " in report, report
 
 
 def test_zero_kv_heads_is_explained_as_a_tensor_parallel_split():
-    report = explain("k shape must be [num_tokens, num_kv_heads, head_dim], got (6, 0, 128)",
-                     ropepool.models.preset("qwen2.5-7b"))
+    report = explain(
+        "k shape must be [num_tokens, num_kv_heads, head_dim], got (6, 0, 128)", ropepool.models.preset("qwen2.5-7b")
+    )
     assert "tensor-parallel split with more ranks than KV heads" in report, report
 
 
 # 6. QK-norm at the ends of float32; FP8 scales at the ends of their range -----------------------------
+
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("eps", [NORM_EPS_MIN, 1e-6])
@@ -75,12 +78,22 @@ def test_qk_norm_of_huge_values_matches_the_reference_or_is_refused(backend, dty
     kw = call(T=2, Hq=4, Hkv=2, D=D)
     sign = np.where(np.arange(2 * 4 * D).reshape(2, 4, D) % 3, 1.0, -1.0).astype(np.float32)
     big = mx.array(sign * np.float32(norm_limit(D) * 0.9)).astype(getattr(mx, dtype))
-    kw.update(q=big, k=big[:, :2], v=kw["v"].astype(big.dtype),
-              k_pool=kw["k_pool"].astype(big.dtype), v_pool=kw["v_pool"].astype(big.dtype))
+    kw.update(
+        q=big,
+        k=big[:, :2],
+        v=kw["v"].astype(big.dtype),
+        k_pool=kw["k_pool"].astype(big.dtype),
+        v_pool=kw["v_pool"].astype(big.dtype),
+    )
     w = mx.ones((D,))
     q_rot, k_rot, _, _ = rope_pool_fused(**kw, q_norm_weight=w, k_norm_weight=w, backend=backend)
-    ref = rope_pool_reference(*(kw[n] for n in ARGS), rope_base=kw["rope_base"], q_norm_weight=np.ones(D),
-                              k_norm_weight=np.ones(D), norm_eps=1e-6)
+    ref = rope_pool_reference(
+        *(kw[n] for n in ARGS),
+        rope_base=kw["rope_base"],
+        q_norm_weight=np.ones(D),
+        k_norm_weight=np.ones(D),
+        norm_eps=1e-6,
+    )
     for got, want in ((q_rot, ref[0]), (k_rot, ref[1])):
         assert np.abs(np.array(got.astype(mx.float32)) - want).max() < 0.02, (backend, dtype)
     kw["q"] = mx.full((2, 4, D), 2e19).astype(big.dtype)
@@ -154,8 +167,14 @@ def test_calibrate_refuses_a_bad_headroom_by_name(headroom):
         calibrate(tiny(), PROMPTS, headroom=headroom)
 
 
-@pytest.mark.parametrize("prompts,named", [([], "^prompts is empty"), ("1 5 9", "^prompts must be an iterable"),
-                                           ([[1, 2], "ab"], r"^prompts\[1\] must be a list of token ids")])
+@pytest.mark.parametrize(
+    "prompts,named",
+    [
+        ([], "^prompts is empty"),
+        ("1 5 9", "^prompts must be an iterable"),
+        ([[1, 2], "ab"], r"^prompts\[1\] must be a list of token ids"),
+    ],
+)
 def test_calibrate_names_the_argument_it_was_given(prompts, named):
     from ropepool.engine import EngineArgumentError
     from ropepool.engine.kv_scales import calibrate
@@ -176,15 +195,18 @@ def test_calibrated_scales_are_always_taken_by_the_op(weights, headroom):
     assert [len(r.tokens) for r in out] == [2, 2, 2]
 
 
-@pytest.mark.parametrize("kw,named", [
-    (dict(kv_dtype="int8"), "^kv_dtype must be None"),
-    (dict(kv_dtype=["fp8"]), "^kv_dtype must be None"),
-    (dict(kv_scales=[(1.0, 1.0)] * 2), "^kv_scales scale an FP8 cache"),
-    (dict(kv_dtype="fp8", kv_scales=[(1.0, 1.0)]), r"^kv_scales must be one \(k_scale, v_scale\) per layer \(2\)"),
-    (dict(kv_dtype="fp8", kv_scales=[(0.0, 1.0), (1.0, 1.0)]), r"^kv_scales\[0\] must be a pair"),
-    (dict(kv_dtype="fp8", kv_scales=[(1.0, "1"), (1.0, 1.0)]), r"^kv_scales\[0\] must be a pair"),
-    (dict(kv_dtype="fp8", kv_scales=5), "^kv_scales must be one"),
-])
+@pytest.mark.parametrize(
+    "kw,named",
+    [
+        (dict(kv_dtype="int8"), "^kv_dtype must be None"),
+        (dict(kv_dtype=["fp8"]), "^kv_dtype must be None"),
+        (dict(kv_scales=[(1.0, 1.0)] * 2), "^kv_scales scale an FP8 cache"),
+        (dict(kv_dtype="fp8", kv_scales=[(1.0, 1.0)]), r"^kv_scales must be one \(k_scale, v_scale\) per layer \(2\)"),
+        (dict(kv_dtype="fp8", kv_scales=[(0.0, 1.0), (1.0, 1.0)]), r"^kv_scales\[0\] must be a pair"),
+        (dict(kv_dtype="fp8", kv_scales=[(1.0, "1"), (1.0, 1.0)]), r"^kv_scales\[0\] must be a pair"),
+        (dict(kv_dtype="fp8", kv_scales=5), "^kv_scales must be one"),
+    ],
+)
 def test_engine_fp8_arguments_are_refused_by_name(kw, named):
     from ropepool.engine import Engine, EngineArgumentError
 
@@ -201,8 +223,10 @@ def test_engine_takes_kv_scales_from_a_generator():
 
 # 8. Every GPU kernel variant checked on first use; a failing one falls back to mlx -------------------
 
-COMPILER = ("[metal::Device] Unable to build metal library from source\n"
-            "program_source:12:5: error: unknown type name 'bfloat'\nprogram_source:40: error: later")
+COMPILER = (
+    "[metal::Device] Unable to build metal library from source\n"
+    "program_source:12:5: error: unknown type name 'bfloat'\nprogram_source:40: error: later"
+)
 
 
 def broken_metal(calls):
@@ -246,13 +270,18 @@ def test_a_variant_that_fails_to_compile_falls_back_with_one_line(fake_metal, ca
     bf = {n: kw[n].astype(mx.bfloat16) for n in ("q", "k", "v", "k_pool", "v_pool")}
     got = rope_pool_fused(**{**kw, **bf}, backend="metal")
     want = rope_pool_fused(**{**kw, **bf}, backend="mlx")
-    assert all(np.array_equal(np.array(a.astype(mx.float32)), np.array(b.astype(mx.float32)))
-               for a, b in zip(got, want))
+    assert all(
+        np.array_equal(np.array(a.astype(mx.float32)), np.array(b.astype(mx.float32))) for a, b in zip(got, want)
+    )
     rope_pool_fused(**{**kw, **bf}, backend="metal")  # checked once: no second line, no second build
     lines = capsys.readouterr().err.strip().splitlines()
-    assert lines == [("ropepool: the metal kernel's variant bfloat16 Hq=4 Hkv=2 D=8 failed its first check and runs "
-                      "on mlx from now on: RuntimeError: [metal::Device] Unable to build metal library from source: "
-                      "program_source:12:5: error: unknown type name 'bfloat'")], lines
+    assert lines == [
+        (
+            "ropepool: the metal kernel's variant bfloat16 Hq=4 Hkv=2 D=8 failed its first check and runs "
+            "on mlx from now on: RuntimeError: [metal::Device] Unable to build metal library from source: "
+            "program_source:12:5: error: unknown type name 'bfloat'"
+        )
+    ], lines
     assert fake_metal == ["mlx.core.bfloat16"]
     rope_pool_fused(**kw, backend="metal")  # float32 plain still runs on the kernel
     assert fake_metal[1:] == ["mlx.core.float32", "mlx.core.float32"] and len(FALLEN_BACK) == 1

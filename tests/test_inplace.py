@@ -66,19 +66,29 @@ def test_mx_pools_keep_their_buffer(backend):
     mx.eval(k_pool, v_pool)
     address = np.frombuffer(k_pool, np.uint16).ctypes.data
     for step in range(3):
-        kw.update(positions=mx.array([10 + step, 20 + step], mx.int32), slots=mx.array([7 + 2 * step, 8 + 2 * step],
-                                                                                         mx.int32))
+        kw.update(
+            positions=mx.array([10 + step, 20 + step], mx.int32), slots=mx.array([7 + 2 * step, 8 + 2 * step], mx.int32)
+        )
         _, k_rot, k_pool, v_pool = rope_pool_fused(**kw, backend=backend, inplace=True)
         assert np.frombuffer(k_pool, np.uint16).ctypes.data == address
         np.testing.assert_array_equal(bits(k_pool)[[7 + 2 * step, 8 + 2 * step]], bits(k_rot))
 
 
-@pytest.mark.parametrize("case,change", [
-    ("strided NumPy view", lambda kw: {"k_pool": np.repeat(np.array(kw["k_pool"]), 2, axis=2)[:, :, ::2],
-                                       "v_pool": np.array(kw["v_pool"])}),
-    ("one array as both pools", lambda kw: {"k_pool": (p := np.array(kw["k_pool"])), "v_pool": p}),
-    ("strided mx.array", lambda kw: {"k_pool": mx.concatenate([kw["k_pool"], kw["k_pool"]], axis=2)[:, :, :8]}),
-], ids=lambda c: c if isinstance(c, str) else "")
+@pytest.mark.parametrize(
+    "case,change",
+    [
+        (
+            "strided NumPy view",
+            lambda kw: {
+                "k_pool": np.repeat(np.array(kw["k_pool"]), 2, axis=2)[:, :, ::2],
+                "v_pool": np.array(kw["v_pool"]),
+            },
+        ),
+        ("one array as both pools", lambda kw: {"k_pool": (p := np.array(kw["k_pool"])), "v_pool": p}),
+        ("strided mx.array", lambda kw: {"k_pool": mx.concatenate([kw["k_pool"], kw["k_pool"]], axis=2)[:, :, :8]}),
+    ],
+    ids=lambda c: c if isinstance(c, str) else "",
+)
 def test_pools_that_cannot_be_written_in_place_are_refused_untouched(case, change):
     kw = make_inputs(BASE, slots=[0, 2, 4])
     kw.update(change(kw))

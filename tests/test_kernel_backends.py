@@ -133,8 +133,9 @@ def _check_backend(backend: str, dtype: str, T, Hq, Hkv, D):
     P = T + 3
     slots = list(np.random.default_rng(0).permutation(P)[:T])
     slots[0] = -1
-    kw = ropepool.make_inputs(Shapes(T, Hq, Hkv, D, P), dtype, slots=slots,
-                              positions=[7 * t + 1000 * (t % 2) for t in range(T)])
+    kw = ropepool.make_inputs(
+        Shapes(T, Hq, Hkv, D, P), dtype, slots=slots, positions=[7 * t + 1000 * (t % 2) for t in range(T)]
+    )
     pools = (np.array(kw["k_pool"].astype(mx.float32)), np.array(kw["v_pool"].astype(mx.float32)))
     out = ropepool.rope_pool_fused(**kw, backend=backend)
     mx.eval(*out)
@@ -152,12 +153,25 @@ def _check_backend(backend: str, dtype: str, T, Hq, Hkv, D):
 
 
 FUSED_BACKENDS = [
-    pytest.param("metal", marks=[pytest.mark.metal, pytest.mark.skipif(
-        not HAS_METAL, reason="no Metal back-end on this machine (needs Apple Silicon)")]),
-    pytest.param("cuda", marks=[pytest.mark.cuda, pytest.mark.skipif(
-        not HAS_CUDA, reason="no CUDA back-end on this machine (needs an NVIDIA GPU and mlx[cuda13])")]),
-    pytest.param("cpu", marks=pytest.mark.skipif(host.unavailable_reason() is not None,
-                                                 reason=str(host.unavailable_reason()))),
+    pytest.param(
+        "metal",
+        marks=[
+            pytest.mark.metal,
+            pytest.mark.skipif(not HAS_METAL, reason="no Metal back-end on this machine (needs Apple Silicon)"),
+        ],
+    ),
+    pytest.param(
+        "cuda",
+        marks=[
+            pytest.mark.cuda,
+            pytest.mark.skipif(
+                not HAS_CUDA, reason="no CUDA back-end on this machine (needs an NVIDIA GPU and mlx[cuda13])"
+            ),
+        ],
+    ),
+    pytest.param(
+        "cpu", marks=pytest.mark.skipif(host.unavailable_reason() is not None, reason=str(host.unavailable_reason()))
+    ),
 ]
 
 

@@ -17,8 +17,7 @@ from ropepool.kernels import emulator, source
 from ropepool.reference import rope_pool_reference
 from ropepool.tolerance import error_bound
 
-pytestmark = pytest.mark.skipif(emulator.unavailable_reason() is not None,
-                                reason=str(emulator.unavailable_reason()))
+pytestmark = pytest.mark.skipif(emulator.unavailable_reason() is not None, reason=str(emulator.unavailable_reason()))
 
 DTYPES = ["float32", "float16", "bfloat16"]
 
@@ -71,7 +70,9 @@ def assert_rotated_close(got, want, x, positions, dtype):
     tol = error_bound(dtype, positions, r) + 1e-12  # [T]
     err = np.abs(got - want)  # NaN (an unwritten, poisoned element) fails too
     ok = err <= tol[:, None, None]
-    assert ok.all(), f"max error {np.nanmax(err, initial=0)} (tolerance {tol.max(initial=0)}), {np.isnan(err).sum()} NaN"
+    assert ok.all(), (
+        f"max error {np.nanmax(err, initial=0)} (tolerance {tol.max(initial=0)}), {np.isnan(err).sum()} NaN"
+    )
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -155,8 +156,10 @@ def test_math_is_float32_with_one_rounding(dtype):
     import mlx.core as mx
 
     store, _ = make(4, 8, 2, 64, 6, dtype)
-    wide = {n: (emulator.to_float64(a, dtype).astype(np.float32) if n not in ("positions", "slots") else a)
-            for n, a in store.items()}
+    wide = {
+        n: (emulator.to_float64(a, dtype).astype(np.float32) if n not in ("positions", "slots") else a)
+        for n, a in store.items()
+    }
     narrow, f32 = run(store, dtype), run(wide, "float32")
     for got, full in ((narrow.q_rot, f32.q_rot), (narrow.k_rot, f32.k_rot)):
         rounded = mx.array(full).astype(getattr(mx, dtype)).view(mx.uint16)
@@ -174,8 +177,22 @@ def test_positions_near_the_float32_limit_stay_within_the_growing_tolerance():
 def test_bfloat16_bits_helper_rounds_as_mlx():
     import mlx.core as mx
 
-    x = np.array([1.0, 1.00390625, 1.01171875, -3.5e-3, 65504.0, 3.0e38, np.inf, -np.inf, np.nan, 1e-40,
-                  *np.random.default_rng(1).standard_normal(1000)], np.float32)
+    x = np.array(
+        [
+            1.0,
+            1.00390625,
+            1.01171875,
+            -3.5e-3,
+            65504.0,
+            3.0e38,
+            np.inf,
+            -np.inf,
+            np.nan,
+            1e-40,
+            *np.random.default_rng(1).standard_normal(1000),
+        ],
+        np.float32,
+    )
     ties = ((x.view(np.uint32)[10:20] & 0xFFFF0000) | 0x8000).view(np.float32)  # exactly halfway
     x = np.concatenate([x, ties])
     want = np.array(mx.array(x).astype(mx.bfloat16).view(mx.uint16))

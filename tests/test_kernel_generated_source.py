@@ -33,8 +33,14 @@ CONFIGS = [
     ("gqa", 5, 8, 2, 16, {}),
     ("mqa-d6", 3, 3, 1, 6, {}),
     ("partial-gptj", 4, 4, 2, 20, {"rotary_dim": 8, "is_neox": False}),  # Phi-2-like slice, GPT-J pairs
-    ("yarn-partial", 3, 2, 1, 12, {"rotary_dim": 8, "rope_scaling": {"rope_type": "yarn", "factor": 4.0,
-                                                                  "original_max_position_embeddings": 64}}),
+    (
+        "yarn-partial",
+        3,
+        2,
+        1,
+        12,
+        {"rotary_dim": 8, "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}},
+    ),
 ]
 DTYPES = ["float32", "float16", "bfloat16"]
 METAL_TYPE = {"float32": "float", "float16": "float16_t", "bfloat16": "bfloat16_t"}
@@ -50,7 +56,8 @@ static inline uint16_t mock_bf16_bits(float x) {
 static inline float mock_bf16_float(uint16_t b) { uint32_t u = uint32_t(b) << 16; float f; std::memcpy(&f, &u, 4); return f; }
 """
 
-METAL_PRELUDE = """#include <cmath>
+METAL_PRELUDE = (
+    """#include <cmath>
 #include <cstdint>
 #include <cstring>
 // Stand-ins for what metal_stdlib and MLX's metal::utils() give a custom kernel.
@@ -67,7 +74,9 @@ inline float divide(float x, float y) { return x / y; }
 template <typename T> inline T as_type(float x) { T t; std::memcpy(&t, &x, sizeof t); return t; }
 using namespace metal;
 typedef _Float16 float16_t;
-""" + ROUND_BF16 + """
+"""
+    + ROUND_BF16
+    + """
 struct bfloat16_t {
   uint16_t bits;
   bfloat16_t() = default;
@@ -75,8 +84,10 @@ struct bfloat16_t {
   explicit operator float() const { return mock_bf16_float(bits); }
 };
 """
+)
 
-CUDA_PRELUDE = """#include <array>
+CUDA_PRELUDE = (
+    """#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -86,7 +97,9 @@ CUDA_PRELUDE = """#include <array>
 #define __grid_constant__
 struct mock_dim3 { unsigned int x, y, z; };
 static mock_dim3 blockIdx, blockDim, threadIdx;
-""" + ROUND_BF16 + """
+"""
+    + ROUND_BF16
+    + """
 struct __half { _Float16 v; };
 struct __nv_bfloat16 { uint16_t bits; };
 inline float __half2float(__half h) { return float(h.v); }
@@ -100,6 +113,7 @@ namespace mlx { namespace core { namespace cu {
 using Shape = std::array<int32_t, 8>;
 } } }
 """
+)
 
 
 def _suffix(dtype, Hq, Hkv, rope):
@@ -114,13 +128,26 @@ def metal_source(name, dtype, Hq, Hkv, rope):
     """
     t = METAL_TYPE[dtype]
     kernel = f"custom_kernel_{name}_{_suffix(t, Hq, Hkv, rope)}"
-    args = [f"const device {t}* q [[buffer(0)]]", f"const device {t}* k [[buffer(1)]]",
-            "const device int32_t* positions [[buffer(2)]]", "const constant int* positions_shape [[buffer(3)]]",
-            "const device float* inv_freq [[buffer(4)]]", "const device float* cos_sin_scale [[buffer(5)]]",
-            f"device {t}* q_rot [[buffer(6)]]", f"device {t}* k_rot [[buffer(7)]]",
-            "uint3 thread_position_in_grid [[thread_position_in_grid]]"]
-    text = ("template <typename DType, int Hq, int Hkv, int D, int RD, bool NEOX>\n[[kernel]] void "
-            + kernel + "(\n  " + ",\n  ".join(args) + ") {\n" + source.body("metal") + "\n}\n")
+    args = [
+        f"const device {t}* q [[buffer(0)]]",
+        f"const device {t}* k [[buffer(1)]]",
+        "const device int32_t* positions [[buffer(2)]]",
+        "const constant int* positions_shape [[buffer(3)]]",
+        "const device float* inv_freq [[buffer(4)]]",
+        "const device float* cos_sin_scale [[buffer(5)]]",
+        f"device {t}* q_rot [[buffer(6)]]",
+        f"device {t}* k_rot [[buffer(7)]]",
+        "uint3 thread_position_in_grid [[thread_position_in_grid]]",
+    ]
+    text = (
+        "template <typename DType, int Hq, int Hkv, int D, int RD, bool NEOX>\n[[kernel]] void "
+        + kernel
+        + "(\n  "
+        + ",\n  ".join(args)
+        + ") {\n"
+        + source.body("metal")
+        + "\n}\n"
+    )
     launch = f"""
 extern "C" void launch_{_suffix(dtype, Hq, Hkv, rope)}(unsigned grid, unsigned block, const void* q,
     const void* k, const int32_t* positions, const int* positions_shape, const float* inv_freq,
@@ -138,15 +165,28 @@ def cuda_source(name, dtype, Hq, Hkv, rope):
     """What mx.fast.cuda_kernel compiles, for our inputs and template."""
     t = CUDA_TYPE[dtype]
     kernel = f"{name}_{_suffix(dtype, Hq, Hkv, rope)}"
-    args = [f"const {t}* q", f"const {t}* k", "const int32_t* positions",
-            "const __grid_constant__ Shape positions_shape", "const float* inv_freq", "const float* cos_sin_scale",
-            f"{t}* q_rot", f"{t}* k_rot"]
-    text = ("namespace mlx::core::cu {\n\nnamespace cg = cooperative_groups;\n\n__global__ void " + kernel + "(\n    "
-            + ",\n    ".join(args) + ") {\n"
-            + f"  using DType = {t};\n  constexpr int Hq = {Hq};\n  constexpr int Hkv = {Hkv};\n"
-            + f"  constexpr int D = {rope.head_dim};\n  constexpr int RD = {rope.rotary_dim};\n"
-            + f"  constexpr bool NEOX = {str(rope.is_neox).lower()};\n\n"
-            + source.body("cuda") + "\n}\n\n} // namespace mlx::core::cu\n")
+    args = [
+        f"const {t}* q",
+        f"const {t}* k",
+        "const int32_t* positions",
+        "const __grid_constant__ Shape positions_shape",
+        "const float* inv_freq",
+        "const float* cos_sin_scale",
+        f"{t}* q_rot",
+        f"{t}* k_rot",
+    ]
+    text = (
+        "namespace mlx::core::cu {\n\nnamespace cg = cooperative_groups;\n\n__global__ void "
+        + kernel
+        + "(\n    "
+        + ",\n    ".join(args)
+        + ") {\n"
+        + f"  using DType = {t};\n  constexpr int Hq = {Hq};\n  constexpr int Hkv = {Hkv};\n"
+        + f"  constexpr int D = {rope.head_dim};\n  constexpr int RD = {rope.rotary_dim};\n"
+        + f"  constexpr bool NEOX = {str(rope.is_neox).lower()};\n\n"
+        + source.body("cuda")
+        + "\n}\n\n} // namespace mlx::core::cu\n"
+    )
     launch = f"""
 extern "C" void launch_{_suffix(dtype, Hq, Hkv, rope)}(unsigned grid, unsigned block, const void* q,
     const void* k, const int32_t* positions, const int* positions_shape, const float* inv_freq,
@@ -175,13 +215,24 @@ def built(request, tmp_path_factory):
     make = metal_source if backend == "metal" else cuda_source
     parts = [METAL_PRELUDE if backend == "metal" else CUDA_PRELUDE, source.header(backend)]
     name = source.kernel_name(backend)
-    parts += [make(name, dt, Hq, Hkv, rope_table(D, 10000.0, **kw)) for _, _, Hq, Hkv, D, kw in CONFIGS
-              for dt in DTYPES]
+    parts += [
+        make(name, dt, Hq, Hkv, rope_table(D, 10000.0, **kw)) for _, _, Hq, Hkv, D, kw in CONFIGS for dt in DTYPES
+    ]
     src = tmp / f"{backend}.cpp"
     src.write_text("\n".join(parts))
     lib = tmp / f"{backend}.so"
-    cmd = [emulator.compiler(), "-std=c++17", "-O1", "-shared", "-fPIC", "-Wno-attributes", f"-I{tmp}", "-o", str(lib),
-           str(src)]
+    cmd = [
+        emulator.compiler(),
+        "-std=c++17",
+        "-O1",
+        "-shared",
+        "-fPIC",
+        "-Wno-attributes",
+        f"-I{tmp}",
+        "-o",
+        str(lib),
+        str(src),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, f"the generated {backend} source does not compile:\n{proc.stderr[-3000:]}"
     return backend, ctypes.CDLL(str(lib))
@@ -196,8 +247,13 @@ def _values(store, dtype):
 def test_generated_kernel_matches_reference(built, name, T, Hq, Hkv, D, variant, dtype):
     backend, lib = built
     rng = np.random.default_rng(T * D)
-    raw = {"q": rng.standard_normal((T, Hq, D)).astype(np.float32), "k": rng.standard_normal((T, Hkv, D)).astype(np.float32)}
-    store = {n: (emulator.float32_to_bfloat16_bits(x) if dtype == "bfloat16" else x.astype(dtype)) for n, x in raw.items()}
+    raw = {
+        "q": rng.standard_normal((T, Hq, D)).astype(np.float32),
+        "k": rng.standard_normal((T, Hkv, D)).astype(np.float32),
+    }
+    store = {
+        n: (emulator.float32_to_bfloat16_bits(x) if dtype == "bfloat16" else x.astype(dtype)) for n, x in raw.items()
+    }
     positions = np.asarray(rng.integers(0, 3000, T), np.int32)
     rope = rope_table(D, 10000.0, **variant)
     inv_freq = np.ascontiguousarray(rope.inv_freq32())
@@ -207,9 +263,18 @@ def test_generated_kernel_matches_reference(built, name, T, Hq, Hkv, D, variant,
     fn = getattr(lib, f"launch_{_suffix(dtype, Hq, Hkv, rope)}")
     p = ctypes.c_void_p
     fn.argtypes = [ctypes.c_uint, ctypes.c_uint] + [p] * 8
-    fn(grid, source.BLOCK, store["q"].ctypes.data, store["k"].ctypes.data, positions.ctypes.data,
-       np.array([T], np.int32).ctypes.data, inv_freq.ctypes.data, scale.ctypes.data, out["q"].ctypes.data,
-       out["k"].ctypes.data)
+    fn(
+        grid,
+        source.BLOCK,
+        store["q"].ctypes.data,
+        store["k"].ctypes.data,
+        positions.ctypes.data,
+        np.array([T], np.int32).ctypes.data,
+        inv_freq.ctypes.data,
+        scale.ctypes.data,
+        out["q"].ctypes.data,
+        out["k"].ctypes.data,
+    )
     for n in ("q", "k"):
         x = _values(store[n], dtype)
         want = rotate(x, positions, rope)
@@ -222,6 +287,7 @@ def test_generated_kernel_matches_reference(built, name, T, Hq, Hkv, D, variant,
 
 
 # --- The QK-norm + FP8 kernel text, as nvrtc.kernel_text assembles it for mx.fast.cuda_kernel -------
+
 
 def test_generated_cuda_qk_norm_fp8_kernel_matches_reference(tmp_path):
     """The exact CUDA text of the QK-norm + FP8 variant (its #define lines, inputs and uint8 outputs),
@@ -264,8 +330,22 @@ extern "C" void launch(unsigned grid, unsigned block, void** ptrs, int T) {{
     src = tmp_path / "fused.cpp"
     src.write_text(CUDA_PRELUDE + kt.text + launch)
     lib = tmp_path / "fused.so"
-    proc = subprocess.run([emulator.compiler(), "-std=c++17", "-O1", "-shared", "-fPIC", "-Wno-attributes",
-                           f"-I{tmp_path}", "-o", str(lib), str(src)], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            emulator.compiler(),
+            "-std=c++17",
+            "-O1",
+            "-shared",
+            "-fPIC",
+            "-Wno-attributes",
+            f"-I{tmp_path}",
+            "-o",
+            str(lib),
+            str(src),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, f"the generated QK-norm + FP8 CUDA source does not compile:\n{proc.stderr[-3000:]}"
     fn = ctypes.CDLL(str(lib)).launch
     fn.argtypes = [ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p, ctypes.c_int]
@@ -274,14 +354,25 @@ extern "C" void launch(unsigned grid, unsigned block, void** ptrs, int T) {{
     positions = np.array([0, 9, 300], np.int32)
     rope = rope_table(D, 10000.0)
     qw, kw = rng.uniform(0.5, 1.5, D).astype(np.float32), rng.uniform(0.5, 1.5, D).astype(np.float32)
-    buffers = {"q": q, "k": k, "positions": positions, "inv_freq": np.ascontiguousarray(rope.inv_freq32()),
-               "cos_sin_scale": np.array([rope.scale], np.float32), "q_norm_weight": qw, "k_norm_weight": kw,
-               "norm_eps": np.array([1e-6], np.float32), "v": v,
-               "kv_scale": np.array([0.5, 2.0], np.float32),
-               "q_rot": np.full_like(q, np.nan), "k_rot": np.full_like(k, np.nan),
-               "k_fp8": np.full(k.shape, 0xAA, np.uint8), "v_fp8": np.full(k.shape, 0xAA, np.uint8)}
-    ptrs = (ctypes.c_void_p * len(kt.params))(*(buffers[name].ctypes.data if kind != "shape" else None
-                                                for name, kind in kt.params))
+    buffers = {
+        "q": q,
+        "k": k,
+        "positions": positions,
+        "inv_freq": np.ascontiguousarray(rope.inv_freq32()),
+        "cos_sin_scale": np.array([rope.scale], np.float32),
+        "q_norm_weight": qw,
+        "k_norm_weight": kw,
+        "norm_eps": np.array([1e-6], np.float32),
+        "v": v,
+        "kv_scale": np.array([0.5, 2.0], np.float32),
+        "q_rot": np.full_like(q, np.nan),
+        "k_rot": np.full_like(k, np.nan),
+        "k_fp8": np.full(k.shape, 0xAA, np.uint8),
+        "v_fp8": np.full(k.shape, 0xAA, np.uint8),
+    }
+    ptrs = (ctypes.c_void_p * len(kt.params))(
+        *(buffers[name].ctypes.data if kind != "shape" else None for name, kind in kt.params)
+    )
     fn(source.grid_size(T, Hq, Hkv, D), source.BLOCK, ptrs, T)
     for x, w, out in ((q, qw, buffers["q_rot"]), (k, kw, buffers["k_rot"])):
         normed = rms_norm(x, w, 1e-6)

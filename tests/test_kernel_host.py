@@ -39,8 +39,9 @@ CASES = [
 
 
 def inputs(T, Hq, Hkv, D, dtype, seed=0):
-    kw = make_inputs(Shapes(T, Hq, Hkv, D, max(T, 1)), dtype, seed=seed,
-                     positions=np.random.default_rng(seed).integers(0, 70000, T))
+    kw = make_inputs(
+        Shapes(T, Hq, Hkv, D, max(T, 1)), dtype, seed=seed, positions=np.random.default_rng(seed).integers(0, 70000, T)
+    )
     return kw["q"], kw["k"], kw["positions"]
 
 
@@ -50,8 +51,18 @@ def emulated(q, k, positions, dtype):
     T, _, D = q.shape
     Hkv = k.shape[1]
     pool = np.zeros((1, Hkv, D), emulator.STORAGE[dtype])
-    run = emulator.emulate(to_store(q), to_store(k), to_store(k), np.array(positions), np.full(T, -1), pool, pool,
-                           rope_base=10000.0, dtype=dtype, write_pool=False)
+    run = emulator.emulate(
+        to_store(q),
+        to_store(k),
+        to_store(k),
+        np.array(positions),
+        np.full(T, -1),
+        pool,
+        pool,
+        rope_base=10000.0,
+        dtype=dtype,
+        write_pool=False,
+    )
     return bits(run.q_rot), bits(run.k_rot)
 
 
@@ -68,9 +79,16 @@ def test_the_body_uses_the_thread_index_only_as_the_driver_supports():
 def test_matches_reference_and_emulator_bit_for_bit(name, T, Hq, Hkv, D, dtype):
     q, k, positions = inputs(T, Hq, Hkv, D, dtype)
     want_q, want_k = emulated(q, k, positions, dtype)
-    ref_q, ref_k, _, _ = ropepool.rope_pool_reference(q, k, k, positions, mx.full((T,), -1, mx.int32),
-                                                      mx.zeros((1, Hkv, D), q.dtype), mx.zeros((1, Hkv, D), q.dtype),
-                                                      rope_base=10000.0)
+    ref_q, ref_k, _, _ = ropepool.rope_pool_reference(
+        q,
+        k,
+        k,
+        positions,
+        mx.full((T,), -1, mx.int32),
+        mx.zeros((1, Hkv, D), q.dtype),
+        mx.zeros((1, Hkv, D), q.dtype),
+        rope_base=10000.0,
+    )
     if "specialised" in name:
         host.specialise(host.shape_key(Hq, Hkv, D, rope_table(D, 10000.0)))
     for allow_fixed in (True, False):  # the specialisation (where built) and the run-time build agree
@@ -89,8 +107,32 @@ def _run_entry(fn, Hq, Hkv, D, rope):
     arrays = [np.array(a) for a in inputs(2, Hq, Hkv, D, "float32")]  # q, k, positions
     q_rot, k_rot = np.full_like(arrays[0], np.nan), np.full_like(arrays[1], np.nan)
     ptrs = [a.ctypes.data for a in (*arrays, *host._tables(rope)[:2], q_rot, k_rot)]
-    ran = fn(0, 2, Hq, Hkv, D, rope.rotary_dim, int(rope.is_neox), *ptrs, 1, 0, None, None, None, None, 0,
-             0, 0, None, None, None, 0, None, None, None)  # no QK-norm, no FP8
+    ran = fn(
+        0,
+        2,
+        Hq,
+        Hkv,
+        D,
+        rope.rotary_dim,
+        int(rope.is_neox),
+        *ptrs,
+        1,
+        0,
+        None,
+        None,
+        None,
+        None,
+        0,
+        0,
+        0,
+        None,
+        None,
+        None,
+        0,
+        None,
+        None,
+        None,
+    )  # no QK-norm, no FP8
     return ran, q_rot, k_rot
 
 
@@ -128,8 +170,11 @@ def test_a_specialised_library_runs_its_shape_only():
     assert ran == 1 and want[0] == 0  # the run-time build says it ran with run-time sizes
     np.testing.assert_array_equal(q_rot, want[1])
     np.testing.assert_array_equal(k_rot, want[2])
-    for other in [(8, 2, 16, rope), (4, 2, 16, rope_table(16, 10000.0, is_neox=False)),
-                  (4, 2, 16, rope_table(16, 10000.0, rotary_dim=8))]:
+    for other in [
+        (8, 2, 16, rope),
+        (4, 2, 16, rope_table(16, 10000.0, is_neox=False)),
+        (4, 2, 16, rope_table(16, 10000.0, rotary_dim=8)),
+    ]:
         ran, q_rot, k_rot = _run_entry(fn, *other)
         assert ran == -1 and np.isnan(q_rot).all() and np.isnan(k_rot).all()  # refused, nothing written
 
@@ -163,8 +208,9 @@ def test_float16_extremes_convert_as_mlx_converts():
     """Subnormals, the largest float16, sums that overflow to infinity, signed zeros, infinities and
     NaN, through the host's float16 conversions (the CPU's F16C instructions where it has them, the
     bit-exact fallback elsewhere): the bits MLX gives for the same float32 results, NaN for NaN."""
-    special = np.array([6e-8, -6e-8, 3.05e-5, 6.1e-5, 65504.0, -65504.0, 60000.0, 0.0, -0.0, 1.0, np.inf,
-                        -np.inf, np.nan], np.float16)
+    special = np.array(
+        [6e-8, -6e-8, 3.05e-5, 6.1e-5, 65504.0, -65504.0, 60000.0, 0.0, -0.0, 1.0, np.inf, -np.inf, np.nan], np.float16
+    )
     rng = np.random.default_rng(4)
     q = mx.array(rng.choice(special, size=(64, 8, 64)))
     k = mx.array(rng.choice(special, size=(64, 2, 64)))

@@ -34,10 +34,19 @@ def test_fused_rotation_is_bit_identical_to_rotate(name, T, Hq, Hkv, D, position
         np.testing.assert_array_equal(bits(got), bits(rotate(x, cos, sin)))
 
 
-@pytest.mark.parametrize("dtype,D,word", [
-    ("float16", 128, mx.uint64), ("float16", 2, mx.uint32), ("float16", 6, mx.uint32), ("float16", 4, mx.uint64),
-    ("bfloat16", 2, mx.uint32), ("float32", 2, mx.uint64), ("float32", 6, mx.uint64), ("float32", 128, mx.uint64),
-])
+@pytest.mark.parametrize(
+    "dtype,D,word",
+    [
+        ("float16", 128, mx.uint64),
+        ("float16", 2, mx.uint32),
+        ("float16", 6, mx.uint32),
+        ("float16", 4, mx.uint64),
+        ("bfloat16", 2, mx.uint32),
+        ("float32", 2, mx.uint64),
+        ("float32", 6, mx.uint64),
+        ("float32", 128, mx.uint64),
+    ],
+)
 def test_row_word_is_the_widest_that_divides_a_row(dtype, D, word):
     assert row_word(mx.zeros((3, 1, D), getattr(mx, dtype))) == word
 
@@ -45,8 +54,9 @@ def test_row_word_is_the_widest_that_divides_a_row(dtype, D, word):
 def _odd_rows(T, Hkv, D, dtype):
     """Rows whose bits a value-based copy might not keep: NaN payloads, -0.0, subnormals."""
     word = WORD[dtype]
-    raw = np.random.default_rng(3).integers(0, np.iinfo(np.dtype(str(word).rsplit(".", 1)[-1])).max,
-                                             (T, Hkv, D), dtype=np.uint64)
+    raw = np.random.default_rng(3).integers(
+        0, np.iinfo(np.dtype(str(word).rsplit(".", 1)[-1])).max, (T, Hkv, D), dtype=np.uint64
+    )
     raw.reshape(-1)[:3] = {mx.uint16: [0x7C01, 0x8000, 0x0001], mx.uint32: [0x7F800001, 0x80000000, 1]}[word]
     return mx.array(raw.astype(str(word).rsplit(".", 1)[-1])).view(getattr(mx, dtype))
 

@@ -18,10 +18,12 @@ LAYOUTS = [
 ]
 
 
-@pytest.mark.parametrize("name, repo, kind, layers, pools, row, sliding, window, sinks", LAYOUTS,
-                         ids=[r[0] for r in LAYOUTS])
-def test_each_preset_names_its_source_and_gives_its_layout(name, repo, kind, layers, pools, row, sliding, window,
-                                                            sinks):
+@pytest.mark.parametrize(
+    "name, repo, kind, layers, pools, row, sliding, window, sinks", LAYOUTS, ids=[r[0] for r in LAYOUTS]
+)
+def test_each_preset_names_its_source_and_gives_its_layout(
+    name, repo, kind, layers, pools, row, sliding, window, sinks
+):
     config = load_preset(name)
     assert config["_name_or_path"] == repo
     assert config["_source"] == f"https://huggingface.co/{repo}/blob/main/config.json"

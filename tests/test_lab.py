@@ -31,9 +31,20 @@ def test_loopback_and_no_token_in_argv(port, open_browser):
     assert flags["ServerApp.port"] == str(port) and flags["ServerApp.port_retries"] == "0"
     assert flags["ServerApp.root_dir"] == str(lab.workspace_dir()) != str(lab.NOTEBOOKS)
     # nothing that would open it to other machines, replace the token or show it in the process list
-    assert not any(a.startswith(("--ip", "--ServerApp.allow_remote", "--ServerApp.password", "--ServerApp.token",
-                                 "--IdentityProvider", "--NotebookApp", "--ServerApp.disable_check_xsrf"))
-                   for a in argv)
+    assert not any(
+        a.startswith(
+            (
+                "--ip",
+                "--ServerApp.allow_remote",
+                "--ServerApp.password",
+                "--ServerApp.token",
+                "--IdentityProvider",
+                "--NotebookApp",
+                "--ServerApp.disable_check_xsrf",
+            )
+        )
+        for a in argv
+    )
     assert ("--no-browser" in argv) == (not open_browser)
 
 
@@ -103,16 +114,28 @@ def test_real_server_on_a_taken_port_moves_and_takes_the_token_from_the_environm
     takes the next free port, and the URL it prints answers: 200 with the token, 403 without it or with
     another; the token is absent from the server's command line."""
     token = secrets.token_hex(24)
-    env = {**os.environ, "ROPEPOOL_WORKSPACE": str(tmp_path / "ws"), "JUPYTER_TOKEN": token,
-           "JUPYTER_CONFIG_DIR": str(tmp_path / "cfg"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "rt"),
-           "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"), "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "ROPEPOOL_WORKSPACE": str(tmp_path / "ws"),
+        "JUPYTER_TOKEN": token,
+        "JUPYTER_CONFIG_DIR": str(tmp_path / "cfg"),
+        "JUPYTER_RUNTIME_DIR": str(tmp_path / "rt"),
+        "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"),
+        "PYTHONUNBUFFERED": "1",
+    }
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        proc = subprocess.Popen([sys.executable, "-m", "ropepool", "lab", "--port", str(port), "--no-browser"],
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-                                text=True, env=env, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ropepool", "lab", "--port", str(port), "--no-browser"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env=env,
+            start_new_session=True,
+        )
         try:
             lines = []
             while not lines or not lines[-1].startswith("ropepool: JupyterLab on"):
@@ -145,6 +168,7 @@ def test_real_server_on_a_taken_port_moves_and_takes_the_token_from_the_environm
 
 # --- The learner's copy -----------------------------------------------------------------------
 
+
 @pytest.fixture
 def source(tmp_path):
     """A small suite of notebooks standing in for notebooks/."""
@@ -158,8 +182,13 @@ def source(tmp_path):
 
 def test_first_start_copies_the_suite(source, workspace):
     copied = lab.sync_workspace(workspace, source)
-    assert copied == ["00_start_here.ipynb", "01_gqa_shapes.ipynb", "03_rotation.ipynb",
-                      "03b_rope_scaling.ipynb", "README.md"]
+    assert copied == [
+        "00_start_here.ipynb",
+        "01_gqa_shapes.ipynb",
+        "03_rotation.ipynb",
+        "03b_rope_scaling.ipynb",
+        "README.md",
+    ]
     assert (workspace / "03_rotation.ipynb").read_text() == "original 03_rotation"
 
 

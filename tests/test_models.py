@@ -73,28 +73,68 @@ def test_unknown_preset_lists_the_names():
 # name, config, (Hq, Hkv, D, rope_base), a phrase the notes must hold (None: no notes)
 VARIANTS = [
     ("gqa-plain", LLAMA, (32, 8, 128, 500000.0), None),
-    ("mha-kv-absent", {"num_attention_heads": 12, "hidden_size": 768, "rope_theta": 1e4},
-     (12, 12, 64, 1e4), "num_key_value_heads absent: MHA"),
-    ("explicit-head-dim", {"num_attention_heads": 16, "num_key_value_heads": 8, "hidden_size": 3584,
-                           "head_dim": 256}, (16, 8, 256, 1e4), "3584 / 16 = 224 would be wrong"),
+    (
+        "mha-kv-absent",
+        {"num_attention_heads": 12, "hidden_size": 768, "rope_theta": 1e4},
+        (12, 12, 64, 1e4),
+        "num_key_value_heads absent: MHA",
+    ),
+    (
+        "explicit-head-dim",
+        {"num_attention_heads": 16, "num_key_value_heads": 8, "hidden_size": 3584, "head_dim": 256},
+        (16, 8, 256, 1e4),
+        "3584 / 16 = 224 would be wrong",
+    ),
     ("explicit-head-dim-agrees", dict(LLAMA, head_dim=128), (32, 8, 128, 500000.0), None),
     ("head-dim-null", dict(LLAMA, head_dim=None), (32, 8, 128, 500000.0), None),
-    ("falcon-multi-query", {"num_attention_heads": 71, "hidden_size": 4544, "multi_query": True},
-     (71, 1, 64, 1e4), "multi_query: true"),
-    ("falcon-multi-query-saved-default", {"num_attention_heads": 71, "num_kv_heads": 71, "hidden_size": 4544,
-                                          "multi_query": True}, (71, 1, 64, 1e4), "num_kv_heads = 71 is ignored"),
-    ("falcon-40b-new-decoder", {"num_attention_heads": 128, "num_kv_heads": 8, "hidden_size": 8192,
-                                "multi_query": True, "new_decoder_architecture": True},
-     (128, 8, 64, 1e4), "new_decoder_architecture"),
-    ("falcon-num-kv-heads", {"num_attention_heads": 32, "num_kv_heads": 4, "hidden_size": 4096},
-     (32, 4, 128, 1e4), "rope_theta absent"),
-    ("rope-theta-absent", {"num_attention_heads": 8, "num_key_value_heads": 2, "hidden_size": 512},
-     (8, 2, 64, 10000.0), "rope_theta absent: 10000.0"),
-    ("rope-parameters-v5", {"num_attention_heads": 8, "num_key_value_heads": 2, "hidden_size": 512,
-                            "rope_parameters": {"rope_type": "default", "rope_theta": 1e6}},
-     (8, 2, 64, 1e6), None),
-    ("multimodal-text-config", {"model_type": "llava", "text_config": LLAMA}, (32, 8, 128, 500000.0),
-     "text_config"),
+    (
+        "falcon-multi-query",
+        {"num_attention_heads": 71, "hidden_size": 4544, "multi_query": True},
+        (71, 1, 64, 1e4),
+        "multi_query: true",
+    ),
+    (
+        "falcon-multi-query-saved-default",
+        {"num_attention_heads": 71, "num_kv_heads": 71, "hidden_size": 4544, "multi_query": True},
+        (71, 1, 64, 1e4),
+        "num_kv_heads = 71 is ignored",
+    ),
+    (
+        "falcon-40b-new-decoder",
+        {
+            "num_attention_heads": 128,
+            "num_kv_heads": 8,
+            "hidden_size": 8192,
+            "multi_query": True,
+            "new_decoder_architecture": True,
+        },
+        (128, 8, 64, 1e4),
+        "new_decoder_architecture",
+    ),
+    (
+        "falcon-num-kv-heads",
+        {"num_attention_heads": 32, "num_kv_heads": 4, "hidden_size": 4096},
+        (32, 4, 128, 1e4),
+        "rope_theta absent",
+    ),
+    (
+        "rope-theta-absent",
+        {"num_attention_heads": 8, "num_key_value_heads": 2, "hidden_size": 512},
+        (8, 2, 64, 10000.0),
+        "rope_theta absent: 10000.0",
+    ),
+    (
+        "rope-parameters-v5",
+        {
+            "num_attention_heads": 8,
+            "num_key_value_heads": 2,
+            "hidden_size": 512,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 1e6},
+        },
+        (8, 2, 64, 1e6),
+        None,
+    ),
+    ("multimodal-text-config", {"model_type": "llava", "text_config": LLAMA}, (32, 8, 128, 500000.0), "text_config"),
     ("partial-rotary-one", dict(LLAMA, partial_rotary_factor=1.0), (32, 8, 128, 500000.0), None),
 ]
 
@@ -112,12 +152,24 @@ def test_variant(name, config, expected, note):
 
 # name, rope_scaling, what the op is then told (beyond head counts and base)
 SCALINGS = [
-    ("llama-3.1", {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                   "original_max_position_embeddings": 8192, "rope_type": "llama3"}, "llama3"),
+    (
+        "llama-3.1",
+        {
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192,
+            "rope_type": "llama3",
+        },
+        "llama3",
+    ),
     ("linear-old-key", {"type": "linear", "factor": 2.0}, "linear"),
     ("yarn", {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}, "yarn"),
-    ("su-is-longrope", {"type": "su", "original_max_position_embeddings": 4096, "short_factor": [1.0] * 64,
-                        "long_factor": [2.0] * 64}, "longrope"),
+    (
+        "su-is-longrope",
+        {"type": "su", "original_max_position_embeddings": 4096, "short_factor": [1.0] * 64, "long_factor": [2.0] * 64},
+        "longrope",
+    ),
 ]
 
 
@@ -134,10 +186,24 @@ def test_rope_scaling_goes_to_the_op(name, scaling, rope_type):
 
 # name, config, rotary_dim, is_neox
 VARIANTS = [
-    ("phi-2-partial", {"model_type": "phi", "num_attention_heads": 32, "hidden_size": 2560,
-                       "partial_rotary_factor": 0.4}, 32, True),
-    ("gpt-neox-rotary-pct", {"model_type": "gpt_neox", "num_attention_heads": 64, "hidden_size": 6144,
-                             "rotary_pct": 0.25, "rotary_emb_base": 10000}, 24, True),
+    (
+        "phi-2-partial",
+        {"model_type": "phi", "num_attention_heads": 32, "hidden_size": 2560, "partial_rotary_factor": 0.4},
+        32,
+        True,
+    ),
+    (
+        "gpt-neox-rotary-pct",
+        {
+            "model_type": "gpt_neox",
+            "num_attention_heads": 64,
+            "hidden_size": 6144,
+            "rotary_pct": 0.25,
+            "rotary_emb_base": 10000,
+        },
+        24,
+        True,
+    ),
     ("gpt-j-6b", {"model_type": "gptj", "n_head": 16, "n_embd": 4096, "rotary_dim": 64}, 64, False),
     ("codegen", {"model_type": "codegen", "n_head": 16, "n_embd": 1024, "rotary_dim": 32}, 32, False),
 ]
@@ -151,12 +217,16 @@ def test_partial_rotary_and_gptj_pairs_go_to_the_op(name, config, rotary_dim, is
     assert kw.get("is_neox", True) is is_neox and p.rope().is_neox is is_neox
 
 
-@pytest.mark.parametrize("scaling,phrase", [
-    ({"rope_type": "dynamic", "factor": 2.0}, "cannot be computed by this op"),
-    ({"rope_type": "mrope", "mrope_section": [16, 24]}, "needs mrope_section three ints"),
-    ({"rope_type": "brand-new"}, "unknown rope_scaling type"),
-    ({"rope_type": "linear"}, "needs a factor > 0"),
-], ids=["dynamic", "mrope-bad-section", "unknown", "no-factor"])
+@pytest.mark.parametrize(
+    "scaling,phrase",
+    [
+        ({"rope_type": "dynamic", "factor": 2.0}, "cannot be computed by this op"),
+        ({"rope_type": "mrope", "mrope_section": [16, 24]}, "needs mrope_section three ints"),
+        ({"rope_type": "brand-new"}, "unknown rope_scaling type"),
+        ({"rope_type": "linear"}, "needs a factor > 0"),
+    ],
+    ids=["dynamic", "mrope-bad-section", "unknown", "no-factor"],
+)
 def test_scaling_the_op_cannot_compute_is_refused(scaling, phrase):
     with pytest.raises(ConfigError) as e:
         from_config(dict(LLAMA, rope_scaling=scaling))
@@ -176,33 +246,71 @@ def test_plain_rope_scaling_gives_no_warning(scaling):
 
 # name, config, fields the error names, phrase of the message
 REFUSED = [
-    ("deepseek-v2-lite-mla", {"_name_or_path": "deepseek-ai/DeepSeek-V2-Lite", "num_attention_heads": 16,
-                              "num_key_value_heads": 16, "hidden_size": 2048, "kv_lora_rank": 512,
-                              "q_lora_rank": None, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128},
-     ("kv_lora_rank", "qk_rope_head_dim"), "deepseek-ai/DeepSeek-V2-Lite uses multi-head latent attention"),
+    (
+        "deepseek-v2-lite-mla",
+        {
+            "_name_or_path": "deepseek-ai/DeepSeek-V2-Lite",
+            "num_attention_heads": 16,
+            "num_key_value_heads": 16,
+            "hidden_size": 2048,
+            "kv_lora_rank": 512,
+            "q_lora_rank": None,
+            "qk_rope_head_dim": 64,
+            "qk_nope_head_dim": 128,
+        },
+        ("kv_lora_rank", "qk_rope_head_dim"),
+        "deepseek-ai/DeepSeek-V2-Lite uses multi-head latent attention",
+    ),
     ("alibi", {"num_attention_heads": 71, "hidden_size": 4544, "alibi": True}, ("alibi",), "ALiBi"),
-    ("hidden-not-divisible", {"num_attention_heads": 30, "hidden_size": 4096}, ("hidden_size",
-     "num_attention_heads", "head_dim"), "hidden_size = 4096 is not a multiple of num_attention_heads = 30"),
-    ("kv-not-dividing", dict(LLAMA, num_key_value_heads=6), ("num_attention_heads", "num_key_value_heads"),
-     "num_key_value_heads = 6 does not divide num_attention_heads = 32"),
-    ("kv-above-q", dict(LLAMA, num_key_value_heads=64), ("num_attention_heads", "num_key_value_heads"),
-     "does not divide"),
+    (
+        "hidden-not-divisible",
+        {"num_attention_heads": 30, "hidden_size": 4096},
+        ("hidden_size", "num_attention_heads", "head_dim"),
+        "hidden_size = 4096 is not a multiple of num_attention_heads = 30",
+    ),
+    (
+        "kv-not-dividing",
+        dict(LLAMA, num_key_value_heads=6),
+        ("num_attention_heads", "num_key_value_heads"),
+        "num_key_value_heads = 6 does not divide num_attention_heads = 32",
+    ),
+    (
+        "kv-above-q",
+        dict(LLAMA, num_key_value_heads=64),
+        ("num_attention_heads", "num_key_value_heads"),
+        "does not divide",
+    ),
     ("head-dim-odd", dict(LLAMA, head_dim=65), ("head_dim",), "head_dim = 65 is odd"),
-    ("head-dim-odd-computed", {"num_attention_heads": 4, "hidden_size": 36}, ("hidden_size",
-     "num_attention_heads"), "head_dim = 9 is odd"),
-    ("multi-query-disagrees", {"num_attention_heads": 71, "hidden_size": 4544, "multi_query": True,
-                               "num_kv_heads": 8}, ("multi_query", "num_kv_heads"),
-     "multi_query is true (one KV head) but num_kv_heads = 8"),
+    (
+        "head-dim-odd-computed",
+        {"num_attention_heads": 4, "hidden_size": 36},
+        ("hidden_size", "num_attention_heads"),
+        "head_dim = 9 is odd",
+    ),
+    (
+        "multi-query-disagrees",
+        {"num_attention_heads": 71, "hidden_size": 4544, "multi_query": True, "num_kv_heads": 8},
+        ("multi_query", "num_kv_heads"),
+        "multi_query is true (one KV head) but num_kv_heads = 8",
+    ),
     ("heads-missing", {"hidden_size": 4096}, ("num_attention_heads",), "num_attention_heads is missing"),
     ("no-head-dim-source", {"num_attention_heads": 8}, ("head_dim", "hidden_size"), "head_dim is unknown"),
-    ("heads-zero", dict(LLAMA, num_attention_heads=0), ("num_attention_heads",),
-     "num_attention_heads must be a positive integer, got 0"),
+    (
+        "heads-zero",
+        dict(LLAMA, num_attention_heads=0),
+        ("num_attention_heads",),
+        "num_attention_heads must be a positive integer, got 0",
+    ),
     ("kv-heads-string", dict(LLAMA, num_key_value_heads="8"), ("num_key_value_heads",), "got '8'"),
     ("kv-heads-bool", dict(LLAMA, num_key_value_heads=True), ("num_key_value_heads",), "got True"),
     ("rope-theta-negative", dict(LLAMA, rope_theta=-1.0), ("rope_theta",), "finite number > 0, got -1.0"),
     ("rope-theta-string", dict(LLAMA, rope_theta="5e5"), ("rope_theta",), "got '5e5'"),
-    ("partial-rotary-bad", dict(LLAMA, partial_rotary_factor=1.5), ("partial_rotary_factor",),
-     "must be a number in (0, 1]"),
+    (
+        "partial-rotary-bad",
+        dict(LLAMA, partial_rotary_factor=1.5),
+        ("partial_rotary_factor",),
+        "must be a number in (0, 1]",
+    ),
 ]
 
 
@@ -269,17 +377,31 @@ def test_load_config_file_and_folder(tmp_path):
 # Each config is the model's config.json fields as transformers 5.24's config class saves them
 # (``<Class>(**fields).to_dict()``): rope_theta and the rotated fraction move into rope_parameters.
 PYTHIA_160M_V5 = {  # EleutherAI/pythia-160m (GPTNeoXConfig: rotary_pct 0.25, rotary_emb_base 10000)
-    "_name_or_path": "EleutherAI/pythia-160m", "model_type": "gpt_neox", "hidden_size": 768,
-    "num_attention_heads": 12, "max_position_embeddings": 2048,
-    "rope_parameters": {"rope_theta": 10000, "partial_rotary_factor": 0.25, "rope_type": "default"}}
+    "_name_or_path": "EleutherAI/pythia-160m",
+    "model_type": "gpt_neox",
+    "hidden_size": 768,
+    "num_attention_heads": 12,
+    "max_position_embeddings": 2048,
+    "rope_parameters": {"rope_theta": 10000, "partial_rotary_factor": 0.25, "rope_type": "default"},
+}
 PHI2_V5 = {  # microsoft/phi-2 (PhiConfig), the phi-2 preset's fields
-    "_name_or_path": "microsoft/phi-2", "model_type": "phi", "hidden_size": 2560, "num_attention_heads": 32,
-    "num_key_value_heads": 32, "max_position_embeddings": 2048,
-    "rope_parameters": {"rope_theta": 10000.0, "partial_rotary_factor": 0.4, "rope_type": "default"}}
+    "_name_or_path": "microsoft/phi-2",
+    "model_type": "phi",
+    "hidden_size": 2560,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 32,
+    "max_position_embeddings": 2048,
+    "rope_parameters": {"rope_theta": 10000.0, "partial_rotary_factor": 0.4, "rope_type": "default"},
+}
 STABLELM_3B_V5 = {  # stabilityai/stablelm-3b-4e1t (StableLmConfig: partial_rotary_factor 0.25)
-    "_name_or_path": "stabilityai/stablelm-3b-4e1t", "model_type": "stablelm", "hidden_size": 2560,
-    "num_attention_heads": 32, "num_key_value_heads": 32, "max_position_embeddings": 4096,
-    "rope_parameters": {"rope_theta": 10000, "partial_rotary_factor": 0.25, "rope_type": "default"}}
+    "_name_or_path": "stabilityai/stablelm-3b-4e1t",
+    "model_type": "stablelm",
+    "hidden_size": 2560,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 32,
+    "max_position_embeddings": 4096,
+    "rope_parameters": {"rope_theta": 10000, "partial_rotary_factor": 0.25, "rope_type": "default"},
+}
 
 
 def _older_layout(config: dict) -> dict:
@@ -311,15 +433,26 @@ def test_transformers_5_partial_rotary_is_read_from_rope_parameters(name, config
 # google/gemma-3-4b-it's text_config (head_dim 256, rope_theta 1e6 with linear x8 on the full-attention
 # layers, rope_local_base_freq 1e4 on the sliding ones), as transformers 5.24's Gemma3TextConfig saves it.
 GEMMA3_4B_V5 = {
-    "_name_or_path": "google/gemma-3-4b-it", "model_type": "gemma3_text", "hidden_size": 2560,
-    "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "max_position_embeddings": 131072,
+    "_name_or_path": "google/gemma-3-4b-it",
+    "model_type": "gemma3_text",
+    "hidden_size": 2560,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 4,
+    "head_dim": 256,
+    "max_position_embeddings": 131072,
     "layer_types": (["sliding_attention"] * 5 + ["full_attention"]) * 5 + ["sliding_attention"] * 4,
-    "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
-                        "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0}}}
+    "rope_parameters": {
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+        "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
+    },
+}
 # The same model as transformers 4 saved it.
-GEMMA3_4B_V4 = {**{k: v for k, v in GEMMA3_4B_V5.items() if k != "rope_parameters"},
-                "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0,
-                "rope_scaling": {"factor": 8.0, "rope_type": "linear"}}
+GEMMA3_4B_V4 = {
+    **{k: v for k, v in GEMMA3_4B_V5.items() if k != "rope_parameters"},
+    "rope_theta": 1000000.0,
+    "rope_local_base_freq": 10000.0,
+    "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+}
 
 
 @pytest.mark.parametrize("config", [GEMMA3_4B_V5, GEMMA3_4B_V4], ids=["transformers 5", "transformers 4"])
@@ -345,6 +478,7 @@ def test_check_prints_the_per_layer_type_warning(tmp_path, capsys):
 
 
 # --- YaRN as transformers computes it --------------------------------------------------------------
+
 
 def transformers_yarn(rope: dict, head_dim: int, max_position_embeddings: int) -> tuple[np.ndarray, float]:
     """transformers 5.24's ``_compute_yarn_parameters`` (``modeling_rope_utils.py``), transcribed line
@@ -382,11 +516,24 @@ def transformers_yarn(rope: dict, head_dim: int, max_position_embeddings: int) -
 
 
 # openai/gpt-oss-20b's RoPE as transformers 5.24's GptOssConfig saves it (its defaults are that model's).
-GPT_OSS_20B = {"_name_or_path": "openai/gpt-oss-20b", "model_type": "gpt_oss", "hidden_size": 2880, "head_dim": 64,
-               "num_attention_heads": 64, "num_key_value_heads": 8, "max_position_embeddings": 131072,
-               "rope_parameters": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
-                                   "truncate": False, "original_max_position_embeddings": 4096,
-                                   "rope_theta": 150000.0}}
+GPT_OSS_20B = {
+    "_name_or_path": "openai/gpt-oss-20b",
+    "model_type": "gpt_oss",
+    "hidden_size": 2880,
+    "head_dim": 64,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 8,
+    "max_position_embeddings": 131072,
+    "rope_parameters": {
+        "rope_type": "yarn",
+        "factor": 32.0,
+        "beta_fast": 32.0,
+        "beta_slow": 1.0,
+        "truncate": False,
+        "original_max_position_embeddings": 4096,
+        "rope_theta": 150000.0,
+    },
+}
 
 
 def _with_rope(config: dict, **changes) -> dict:
@@ -416,7 +563,9 @@ def test_yarn_matches_transformers(name, config):
 
 def test_yarn_truncate_false_changes_the_table():
     """GPT-OSS's ramp ends between pairs: rounding them out moves some frequencies by over 70%."""
-    exact, rounded = (np.array(from_config(c).rope().inv_freq) for c in (GPT_OSS_20B, _with_rope(GPT_OSS_20B, truncate=True)))
+    exact, rounded = (
+        np.array(from_config(c).rope().inv_freq) for c in (GPT_OSS_20B, _with_rope(GPT_OSS_20B, truncate=True))
+    )
     assert np.abs(rounded / exact - 1).max() > 0.7
 
 
@@ -430,18 +579,40 @@ def test_yarn_truncate_not_a_bool_is_refused(truncate):
 # name, config changes, fields, phrase
 TOO_FAST = [
     ("rope_theta 0.5", dict(rope_theta=0.5), ("rope_theta",), "rope_base=0.5: from 1 to 1.9"),
-    ("linear factor 0.5", dict(rope_scaling={"rope_type": "linear", "factor": 0.5}), ("rope_scaling",),
-     "needs factor giving inverse frequencies float32 holds and at most 1 radian per position, got 0.5"),
-    ("linear factor 1e-40: the factor is at fault, not rope_theta",
-     dict(rope_scaling={"rope_type": "linear", "factor": 1e-40}), ("rope_scaling",), "needs factor giving"),
-    ("linear factor 1e300: the factor is at fault, not rope_theta",
-     dict(rope_scaling={"rope_type": "linear", "factor": 1e300}), ("rope_scaling",), "needs factor giving"),
-    ("longrope long factors 0.5", dict(max_position_embeddings=131072, original_max_position_embeddings=4096,
-                                       rope_scaling={"rope_type": "longrope", "short_factor": [1.0] * 64,
-                                                     "long_factor": [0.5] * 64}),
-     ("rope_scaling",), "'longrope' needs long_factor giving"),
-    ("rope_parameters rope_theta 0.5", dict(rope_theta=None, rope_parameters={"rope_theta": 0.5}),
-     ("rope_parameters.rope_theta",), "rope_base=0.5"),
+    (
+        "linear factor 0.5",
+        dict(rope_scaling={"rope_type": "linear", "factor": 0.5}),
+        ("rope_scaling",),
+        "needs factor giving inverse frequencies float32 holds and at most 1 radian per position, got 0.5",
+    ),
+    (
+        "linear factor 1e-40: the factor is at fault, not rope_theta",
+        dict(rope_scaling={"rope_type": "linear", "factor": 1e-40}),
+        ("rope_scaling",),
+        "needs factor giving",
+    ),
+    (
+        "linear factor 1e300: the factor is at fault, not rope_theta",
+        dict(rope_scaling={"rope_type": "linear", "factor": 1e300}),
+        ("rope_scaling",),
+        "needs factor giving",
+    ),
+    (
+        "longrope long factors 0.5",
+        dict(
+            max_position_embeddings=131072,
+            original_max_position_embeddings=4096,
+            rope_scaling={"rope_type": "longrope", "short_factor": [1.0] * 64, "long_factor": [0.5] * 64},
+        ),
+        ("rope_scaling",),
+        "'longrope' needs long_factor giving",
+    ),
+    (
+        "rope_parameters rope_theta 0.5",
+        dict(rope_theta=None, rope_parameters={"rope_theta": 0.5}),
+        ("rope_parameters.rope_theta",),
+        "rope_base=0.5",
+    ),
 ]
 
 
@@ -474,6 +645,7 @@ def test_a_deeply_nested_rope_dict_is_one_config_error(key):
 
 def test_a_dict_valued_field_of_a_flat_rope_parameters_is_not_a_layer_type():
     """Only keys the config lists in layer_types (or a rope_parameters of nothing but dicts) are layer types."""
-    p = from_config({**LLAMA, "rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e6,
-                                                  "meta": {"note": "x"}}})
+    p = from_config(
+        {**LLAMA, "rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e6, "meta": {"note": "x"}}}
+    )
     assert (p.rope_base, p.rope_scaling["factor"], p.warnings) == (1e6, 2.0, ())

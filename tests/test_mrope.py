@@ -25,7 +25,7 @@ def qwen2_vl_oracle(x, positions3, section, base=10000.0):
     chunks = np.split(freqs, np.cumsum(section)[:-1], axis=-1)
     f = np.concatenate([c[i % 3] for i, c in enumerate(chunks)], axis=-1)  # [T, D/2]
     cos, sin = np.cos(np.concatenate([f, f], -1))[:, None], np.sin(np.concatenate([f, f], -1))[:, None]
-    rotate_half = np.concatenate([-x[..., D // 2:], x[..., :D // 2]], axis=-1)
+    rotate_half = np.concatenate([-x[..., D // 2 :], x[..., : D // 2]], axis=-1)
     return x * cos + rotate_half * sin
 
 
@@ -51,12 +51,17 @@ def test_op_matches_qwen2_vl_formula(backend, dtype):
         x64 = np.array(x.astype(mx.float32), np.float64)
         want = qwen2_vl_oracle(x64, POSITIONS3, QWEN2_VL["mrope_section"])
         assert error_ratio(np.array(got.astype(mx.float32)), want, x64, worst, dtype, rope) <= 1
-    np.testing.assert_array_equal(np.array(k_pool.astype(mx.float32))[np.array(kw["slots"])],
-                                  np.array(k_rot.astype(mx.float32)))
-    ref = rope_pool_reference(*(kw[n] for n in ("q", "k", "v", "positions", "slots", "k_pool", "v_pool")),
-                              rope_base=10000.0, rope_scaling=QWEN2_VL)
-    np.testing.assert_allclose(ref[0], qwen2_vl_oracle(np.array(kw["q"].astype(mx.float32)), POSITIONS3, [2, 3, 3]),
-                               rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(
+        np.array(k_pool.astype(mx.float32))[np.array(kw["slots"])], np.array(k_rot.astype(mx.float32))
+    )
+    ref = rope_pool_reference(
+        *(kw[n] for n in ("q", "k", "v", "positions", "slots", "k_pool", "v_pool")),
+        rope_base=10000.0,
+        rope_scaling=QWEN2_VL,
+    )
+    np.testing.assert_allclose(
+        ref[0], qwen2_vl_oracle(np.array(kw["q"].astype(mx.float32)), POSITIONS3, [2, 3, 3]), rtol=0, atol=1e-12
+    )
 
 
 def test_text_positions_are_plain_rope_and_errors():
@@ -70,8 +75,9 @@ def test_text_positions_are_plain_rope_and_errors():
     with pytest.raises(RopePoolError, match="expects positions/slots to be 1-D"):
         rope_pool_fused(**{**kw, "positions": mx.zeros((3, 3), mx.int32)})  # [3, T] without mrope
     with pytest.raises(RopePoolError, match="positions must be >= 0"):
-        rope_pool_fused(**{**kw, "positions": mx.array([[0, 1, 2], [0, -1, 0], [0, 0, 0]], mx.int32)},
-                        rope_scaling=QWEN2_VL)
+        rope_pool_fused(
+            **{**kw, "positions": mx.array([[0, 1, 2], [0, -1, 0], [0, 0, 0]], mx.int32)}, rope_scaling=QWEN2_VL
+        )
 
 
 def test_fp8_pool_from_the_final_rotation_and_qk_norm_refused():

@@ -67,11 +67,13 @@ def hidden_displays(cells: list[str]) -> list[str]:
 
 
 def test_the_scan_finds_a_plot_inside_an_if():
-    cells = ["from ropepool.teaching.viz import fusions as viz",
-             "if True:\n    viz.e4m3_grid()",
-             "viz.e4m3_grid()\nx = 1",
-             "for _ in range(1):\n    display(viz.e4m3_grid())",
-             "viz.e4m3_grid()"]
+    cells = [
+        "from ropepool.teaching.viz import fusions as viz",
+        "if True:\n    viz.e4m3_grid()",
+        "viz.e4m3_grid()\nx = 1",
+        "for _ in range(1):\n    display(viz.e4m3_grid())",
+        "viz.e4m3_grid()",
+    ]
     assert hidden_displays(cells) == ["cell 1, line 2: viz.e4m3_grid()", "cell 2, line 1: viz.e4m3_grid()"]
 
 

@@ -14,18 +14,46 @@ LLAMA_ROW = models.preset("llama-3-8b").shapes(1, 1).pool_bytes("bfloat16")  # k
 # (checker, right answer, [(wrong answer, problem)]): the right answers worked out by hand where short.
 CASES = [
     (nx.n00, [5, 6], [([5, 6, 7], "negative_index"), ([1, 5, 6], "earlier_call"), ([1, 5], "wrong_rows")]),
-    (nx.n01, list(range(14, 21)), [([2, 6, 10, 14, 18, 22, 26], "interleaved"), ([2], "wrong_heads"),
-                                   (list(range(8, 12)), "wrong_group_size"), (list(range(7, 14)), "off_by_one"),
-                                   (list(range(21, 28)), "off_by_one"), (list(range(14, 22)), "off_by_one")]),
-    (nx.n02, "k_shape", [("pool_dtype", "wrong_code"), ("q_shape", "wrong_array"), ("index_dtype", "second_rule"),
-                         ("positions_dtype", "not_a_code")]),
-    (nx.n03, int(np.argmax(2 * np.pi / inverse_frequencies(128, 10000.0) > 8192)), [(49, "off_by_one"), (3, "wrong_pair")]),
+    (
+        nx.n01,
+        list(range(14, 21)),
+        [
+            ([2, 6, 10, 14, 18, 22, 26], "interleaved"),
+            ([2], "wrong_heads"),
+            (list(range(8, 12)), "wrong_group_size"),
+            (list(range(7, 14)), "off_by_one"),
+            (list(range(21, 28)), "off_by_one"),
+            (list(range(14, 22)), "off_by_one"),
+        ],
+    ),
+    (
+        nx.n02,
+        "k_shape",
+        [
+            ("pool_dtype", "wrong_code"),
+            ("q_shape", "wrong_array"),
+            ("index_dtype", "second_rule"),
+            ("positions_dtype", "not_a_code"),
+        ],
+    ),
+    (
+        nx.n03,
+        int(np.argmax(2 * np.pi / inverse_frequencies(128, 10000.0) > 8192)),
+        [(49, "off_by_one"), (3, "wrong_pair")],
+    ),
     # Qwen2.5-7B's YaRN (D = 128, base 1e6, 32,768 trained positions, beta_fast = 32): the ramp starts at
     # floor(D * ln(32768 / (32 * 2 pi)) / (2 ln 1e6)) = floor(23.6) = 23, where it is still 0: pair 24 changes first.
     (nx.n03b, 24, [(0, "pair_zero"), (23, "off_by_one"), (60, "wrong_pair")]),
-    (nx.n04, 16 * 2**30 // (32 * LLAMA_ROW), [(2 * 16 * 2**30 // (32 * LLAMA_ROW), "one_pool"), (7, "wrong_rows"),
-                                              (16 * 2**30 // LLAMA_ROW, "one_layer"),
-                                              (16 * 10**9 // (32 * LLAMA_ROW), "gb_not_gib")]),
+    (
+        nx.n04,
+        16 * 2**30 // (32 * LLAMA_ROW),
+        [
+            (2 * 16 * 2**30 // (32 * LLAMA_ROW), "one_pool"),
+            (7, "wrong_rows"),
+            (16 * 2**30 // LLAMA_ROW, "one_layer"),
+            (16 * 10**9 // (32 * LLAMA_ROW), "gb_not_gib"),
+        ],
+    ),
     (nx.n05, 64 * (64 + 8) * 64, [(64 * 64 * 64, "q_only"), (64 * 72 * 128, "per_element"), (1, "wrong_count")]),
 ]
 

@@ -8,10 +8,24 @@ import nbformat
 import pytest
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
-EXPECTED = ["00_start_here", "01_gqa_shapes", "02_error_gallery", "03_rotation", "03b_rope_in_real_models",
-            "04_pool_layout", "05_inside_the_kernel", "06_workshop_exercises", "07_the_op_in_a_real_model",
-            "08_a_real_model", "09_why_slots", "10_what_engines_fuse_today", "11_beyond_gqa",
-            "12_build_rotate_and_fp8", "13_build_allocator_and_slots", "14_build_tree_and_scheduler"]
+EXPECTED = [
+    "00_start_here",
+    "01_gqa_shapes",
+    "02_error_gallery",
+    "03_rotation",
+    "03b_rope_in_real_models",
+    "04_pool_layout",
+    "05_inside_the_kernel",
+    "06_workshop_exercises",
+    "07_the_op_in_a_real_model",
+    "08_a_real_model",
+    "09_why_slots",
+    "10_what_engines_fuse_today",
+    "11_beyond_gqa",
+    "12_build_rotate_and_fp8",
+    "13_build_allocator_and_slots",
+    "14_build_tree_and_scheduler",
+]
 #: Notebooks after 10, apart from the build-it track: each links 10 first and the suite's map last.
 APART = ("11_beyond_gqa",)
 TRACK = [p for p in NOTEBOOKS if p.stem not in APART]
@@ -106,7 +120,7 @@ def test_says_where_it_sits_and_links_the_next(index):
             assert (path.parent / target.split("#")[0]).exists(), f"{path.name}: broken link {target}"
 
 
-EMOJI = re.compile("[\U0001F300-\U0001FAFF\u2600-\u27BF\u2B50\u2B55\uFE0F]")
+EMOJI = re.compile("[\U0001f300-\U0001faff\u2600-\u27bf\u2b50\u2b55\ufe0f]")
 
 
 def test_no_emoji_needed():
@@ -145,8 +159,11 @@ def _unchecked_claims(source: str) -> list[str]:
         if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "print":
             parts = []
             for arg in node.args:
-                parts += [v.value for v in arg.values if isinstance(v, ast.FormattedValue)] \
-                    if isinstance(arg, ast.JoinedStr) else [arg]
+                parts += (
+                    [v.value for v in arg.values if isinstance(v, ast.FormattedValue)]
+                    if isinstance(arg, ast.JoinedStr)
+                    else [arg]
+                )
             found += [ast.unparse(node) for p in parts if _is_claim(p)][:1]
     if tree.body and isinstance(tree.body[-1], ast.Expr) and _is_claim(tree.body[-1].value):
         found.append(ast.unparse(tree.body[-1]))

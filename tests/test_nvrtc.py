@@ -18,18 +18,24 @@ from ropepool import models
 from benchmarks import nvrtc
 from ropepool.kernels import source
 
-pytestmark = pytest.mark.skipif(nvrtc.unavailable_reason() is not None,
-                                reason=f"NVRTC unavailable: {nvrtc.unavailable_reason()}")
+pytestmark = pytest.mark.skipif(
+    nvrtc.unavailable_reason() is not None, reason=f"NVRTC unavailable: {nvrtc.unavailable_reason()}"
+)
 
 DTYPES = ("float32", "float16", "bfloat16")
 VARIANTS = {"mlx": False, "pool": True}  # the text MLX compiles; the guarded in-kernel pool write
 
 # (name, Hq, Hkv, D, RD, NEOX): every preset's heads and rotation (Phi-2 rotates 32 of 80), GPT-J's
 # pairs, and the awkward corner.
-CASES = [(n, p.num_qo_heads, p.num_kv_heads, p.head_dim, p.rope().rotary_dim, p.rope().is_neox)
-         for n, p in ((n, models.preset(n)) for n in models.preset_names())]
-CASES += [("gpt-j-6b", 16, 16, 256, 64, False), ("mqa-d2", 2, 1, 2, 2, True),
-          ("deepseek-v3-mla", 128, 1, 64, 64, False)]  # rope_pool_fused_mla: q_pe [T, 128, 64], k_pe [T, 1, 64]
+CASES = [
+    (n, p.num_qo_heads, p.num_kv_heads, p.head_dim, p.rope().rotary_dim, p.rope().is_neox)
+    for n, p in ((n, models.preset(n)) for n in models.preset_names())
+]
+CASES += [
+    ("gpt-j-6b", 16, 16, 256, 64, False),
+    ("mqa-d2", 2, 1, 2, 2, True),
+    ("deepseek-v3-mla", 128, 1, 64, 64, False),
+]  # rope_pool_fused_mla: q_pe [T, 128, 64], k_pe [T, 1, 64]
 SPECS = tuple(sorted({(dt, *case[1:], wp) for dt in DTYPES for case in CASES for wp in VARIANTS.values()}))
 ALONE = ("bfloat16", 32, 8, 128, "sm_80")  # also compiled alone: the exact text MLX compiles, nothing else
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
@@ -83,8 +89,10 @@ def test_nvrtc_compiles_every_specialisation_clean(arch, both_archs_at_once):
                 r = found[nvrtc.kernel_text(dtype, hq, hkv, d, rotary_dim=rd, is_neox=neox, write_pool=wp).name]
                 res.append(r)
                 if r.spills or not 0 < r.registers <= 255:
-                    problems.append(f"{case} {dtype} {variant}: {r.registers} registers, {r.spill_stores} B spill "
-                                    f"stores, {r.spill_loads} B spill loads")
+                    problems.append(
+                        f"{case} {dtype} {variant}: {r.registers} registers, {r.spill_stores} B spill "
+                        f"stores, {r.spill_loads} B spill loads"
+                    )
             rows.append((arch, dtype, variant, list({r.kernel: r for r in res}.values())))
     major, minor = nvrtc.version()
     table = f"NVRTC {major}.{minor}, kernel {source.kernel_name('cuda')}\n" + nvrtc.resource_table(rows)
@@ -95,8 +103,12 @@ def test_nvrtc_compiles_every_specialisation_clean(arch, both_archs_at_once):
 
 
 # QK-norm and the FP8 cache: each a kernel text of its own (its #define lines, its inputs and outputs).
-FUSED_VARIANTS = {"qk-norm": source.Variant(True, True), "q-norm only": source.Variant(qnorm=True),
-                  "fp8": source.Variant(fp8=True), "qk-norm+fp8": source.Variant(True, True, True)}
+FUSED_VARIANTS = {
+    "qk-norm": source.Variant(True, True),
+    "q-norm only": source.Variant(qnorm=True),
+    "fp8": source.Variant(fp8=True),
+    "qk-norm+fp8": source.Variant(True, True, True),
+}
 # Qwen3-0.6B's heads (16 q, 8 kv, D 128) and the smallest corner.
 FUSED_CASES = [(16, 8, 128, 128, True), (2, 1, 2, 2, True)]
 
@@ -104,8 +116,13 @@ FUSED_CASES = [(16, 8, 128, 128, True), (2, 1, 2, 2, True)]
 def test_nvrtc_compiles_the_fused_variants_clean():
     """QK-norm, FP8 and both, every dtype, with and without the in-kernel pool write, for sm_90:
     a cubin, no warning, no spill; the FP8 text names the uint8 code outputs."""
-    specs = tuple((dt, *case, wp, v) for dt in DTYPES for case in FUSED_CASES for wp in (False, True)
-                  for v in FUSED_VARIANTS.values())
+    specs = tuple(
+        (dt, *case, wp, v)
+        for dt in DTYPES
+        for case in FUSED_CASES
+        for wp in (False, True)
+        for v in FUSED_VARIANTS.values()
+    )
     programs = nvrtc.compile_specialisations(specs, "sm_90")
     assert len(programs) == len(FUSED_VARIANTS)  # one program per variant's prologue
     problems = []
@@ -135,16 +152,37 @@ def test_nvrtc_text_is_mlx_layout():
     assert k.name == f"custom_kernel_{source.kernel_name('cuda')}_bfloat16_t_32_8_128_128_t"
     assert k.text.startswith(nvrtc.DEFAULT_HEADER + source.header("cuda") + "namespace mlx::core::cu {")
     signature = k.kernel.split(") {\n")[0].split("(\n", 1)[1].split(",\n")
-    assert signature == ["    const __nv_bfloat16* q", "    const __nv_bfloat16* k", "    const int32_t* positions",
-                         "    const __grid_constant__ Shape positions_shape", "    const float* inv_freq",
-                         "    const float* cos_sin_scale", "    __nv_bfloat16* q_rot", "    __nv_bfloat16* k_rot"]
-    assert ("  using DType = __nv_bfloat16;\n  constexpr int Hq = 32;\n  constexpr int Hkv = 8;\n"
-            "  constexpr int D = 128;\n  constexpr int RD = 128;\n  constexpr bool NEOX = true;\n\n"
-            + source.body("cuda")) in k.kernel
+    assert signature == [
+        "    const __nv_bfloat16* q",
+        "    const __nv_bfloat16* k",
+        "    const int32_t* positions",
+        "    const __grid_constant__ Shape positions_shape",
+        "    const float* inv_freq",
+        "    const float* cos_sin_scale",
+        "    __nv_bfloat16* q_rot",
+        "    __nv_bfloat16* k_rot",
+    ]
+    assert (
+        "  using DType = __nv_bfloat16;\n  constexpr int Hq = 32;\n  constexpr int Hkv = 8;\n"
+        "  constexpr int D = 128;\n  constexpr int RD = 128;\n  constexpr bool NEOX = true;\n\n" + source.body("cuda")
+    ) in k.kernel
     pool = nvrtc.kernel_text("bfloat16", 32, 8, 128, write_pool=True)
     assert pool.prologue == k.prologue and pool.kernel.startswith("#define RP_WRITE_POOL\n")
-    assert [p for p, _ in pool.params] == ["q", "k", "positions", "positions_shape", "inv_freq", "cos_sin_scale", "v", "slots",
-                                           "q_rot", "k_rot", "k_pool", "v_pool", "k_pool_shape"]
+    assert [p for p, _ in pool.params] == [
+        "q",
+        "k",
+        "positions",
+        "positions_shape",
+        "inv_freq",
+        "cos_sin_scale",
+        "v",
+        "slots",
+        "q_rot",
+        "k_rot",
+        "k_pool",
+        "v_pool",
+        "k_pool_shape",
+    ]
 
 
 def test_nvrtc_text_takes_template_and_inputs_from_source(monkeypatch):
@@ -167,7 +205,9 @@ def test_nvrtc_names_an_input_without_dtype(monkeypatch):
 
 def _tiny(code: str) -> nvrtc.KernelText:
     """A small kernel without headers (a program without CCCL compiles in a fraction of a second)."""
-    return nvrtc.KernelText("tiny", "", f"namespace mlx::core::cu {{\n__global__ void tiny(float* y) {{ {code} }}\n}}\n", ())
+    return nvrtc.KernelText(
+        "tiny", "", f"namespace mlx::core::cu {{\n__global__ void tiny(float* y) {{ {code} }}\n}}\n", ()
+    )
 
 
 def test_nvrtc_error_carries_the_log():

@@ -30,10 +30,21 @@ MODELS = [
     ("qwen2.5-7b-yarn", "qwen2.5-7b-yarn", "YaRN, factor 4, cos/sin scale 1.139 (Qwen2.5-7B-Instruct)"),
     ("phi-3.5-mini", "phi-3.5-mini", "longrope, 48 long factors, scale 1.19 (microsoft/Phi-3.5-mini-instruct)"),
     ("phi-2", "phi-2", "partial rotary: 32 of 80 dimensions (microsoft/phi-2)"),
-    ("gpt-j-6b", {"model_type": "gptj", "n_head": 16, "n_embd": 4096, "rotary_dim": 64, "rope_theta": 10000.0},
-     "GPT-J pairs on 64 of 256 dimensions (EleutherAI/gpt-j-6b config.json)"),
-    ("linear-x4", {"num_attention_heads": 8, "hidden_size": 512, "rope_theta": 10000.0,
-                   "rope_scaling": {"type": "linear", "factor": 4.0}}, "linear interpolation, the older 'type' key"),
+    (
+        "gpt-j-6b",
+        {"model_type": "gptj", "n_head": 16, "n_embd": 4096, "rotary_dim": 64, "rope_theta": 10000.0},
+        "GPT-J pairs on 64 of 256 dimensions (EleutherAI/gpt-j-6b config.json)",
+    ),
+    (
+        "linear-x4",
+        {
+            "num_attention_heads": 8,
+            "hidden_size": 512,
+            "rope_theta": 10000.0,
+            "rope_scaling": {"type": "linear", "factor": 4.0},
+        },
+        "linear interpolation, the older 'type' key",
+    ),
 ]
 OFFSETS = [0, 1000, 31000, 131056]  # 16 positions from each: up to 131,071
 L, H = 16, 2
@@ -45,14 +56,17 @@ def params(config) -> models.RopeParams:
 
 def variant(p: models.RopeParams) -> dict:
     """The op's RoPE keywords beyond rope_base."""
-    return {k: v for k, v in p.op_kwargs().items() if k not in ("head_dim", "num_qo_heads", "num_kv_heads", "rope_base")}
+    return {
+        k: v for k, v in p.op_kwargs().items() if k not in ("head_dim", "num_qo_heads", "num_kv_heads", "rope_base")
+    }
 
 
 def mlx_lm_module(p: models.RopeParams):
     """The RoPE module mlx-lm runs for this config."""
     rope = p.rope()
-    return mlx_lm_rope.initialize_rope(rope.rotary_dim, p.rope_base, not rope.is_neox, p.rope_scaling,
-                                       p.max_position_embeddings)
+    return mlx_lm_rope.initialize_rope(
+        rope.rotary_dim, p.rope_base, not rope.is_neox, p.rope_scaling, p.max_position_embeddings
+    )
 
 
 def run_op(p, x, positions, backend):
@@ -60,8 +74,21 @@ def run_op(p, x, positions, backend):
     T = x.shape[0]
     pool = mx.zeros((T, H, p.head_dim), x.dtype)
     slots = mx.array(np.arange(T, dtype=np.int32))
-    return ropepool.rope_pool_fused(x, x, x, mx.array(positions), slots, pool, pool, head_dim=p.head_dim,
-                                    num_qo_heads=H, num_kv_heads=H, rope_base=p.rope_base, backend=backend, **variant(p))
+    return ropepool.rope_pool_fused(
+        x,
+        x,
+        x,
+        mx.array(positions),
+        slots,
+        pool,
+        pool,
+        head_dim=p.head_dim,
+        num_qo_heads=H,
+        num_kv_heads=H,
+        rope_base=p.rope_base,
+        backend=backend,
+        **variant(p),
+    )
 
 
 def f64(a: mx.array) -> np.ndarray:
@@ -102,10 +129,19 @@ def test_plain_rope_on_a_llama3_config_is_right_at_zero_and_off_far_away():
         theirs = np.array(module(x, offset=offset))[0, :, 0]  # [1, D]
         positions = np.array([offset], np.int32)
         q = x[0].transpose(1, 0, 2)  # [1, 1, D]
-        plain = ropepool.rope_pool_fused(q, q, q, mx.array(positions), mx.array([0], dtype=mx.int32),
-                                         mx.zeros((1, 1, p.head_dim)), mx.zeros((1, 1, p.head_dim)),
-                                         head_dim=p.head_dim, num_qo_heads=1, num_kv_heads=1,
-                                         rope_base=p.rope_base)[0]
+        plain = ropepool.rope_pool_fused(
+            q,
+            q,
+            q,
+            mx.array(positions),
+            mx.array([0], dtype=mx.int32),
+            mx.zeros((1, 1, p.head_dim)),
+            mx.zeros((1, 1, p.head_dim)),
+            head_dim=p.head_dim,
+            num_qo_heads=1,
+            num_kv_heads=1,
+            rope_base=p.rope_base,
+        )[0]
         errors.append(float(np.abs(np.array(plain)[0] - theirs).max()))
     assert errors[0] < 1e-6 and errors[1] > 1e-3 and errors[3] > 0.5, errors
 
@@ -123,11 +159,33 @@ def test_cpu_build_and_emulator_agree_bit_for_bit(name, config, why, dtype):
     slots = np.array([3, -1, 0, 7, 5], np.int32)
     pool = mx.array(rng.standard_normal((P, H, p.head_dim)).astype(np.float32)).astype(getattr(mx, dtype))
     q_rot, k_rot, k_pool, v_pool = ropepool.rope_pool_fused(
-        x, x, x, mx.array(positions), mx.array(slots), pool, pool, head_dim=p.head_dim, num_qo_heads=H,
-        num_kv_heads=H, rope_base=p.rope_base, backend="cpu", **variant(p))
+        x,
+        x,
+        x,
+        mx.array(positions),
+        mx.array(slots),
+        pool,
+        pool,
+        head_dim=p.head_dim,
+        num_qo_heads=H,
+        num_kv_heads=H,
+        rope_base=p.rope_base,
+        backend="cpu",
+        **variant(p),
+    )
     store = lambda a: bits(a).view(STORAGE[dtype]) if dtype != "bfloat16" else bits(a)  # noqa: E731
-    run = emulator.emulate(store(x), store(x), store(x), positions, slots, store(pool), store(pool),
-                           rope_base=p.rope_base, dtype=dtype, **variant(p))
+    run = emulator.emulate(
+        store(x),
+        store(x),
+        store(x),
+        positions,
+        slots,
+        store(pool),
+        store(pool),
+        rope_base=p.rope_base,
+        dtype=dtype,
+        **variant(p),
+    )
     assert run.guards_intact
     for got, emulated in zip((q_rot, k_rot, k_pool, v_pool), (run.q_rot, run.k_rot, run.k_pool, run.v_pool)):
         assert np.array_equal(bits(got), emulated.view(bits(got).dtype))
@@ -137,18 +195,29 @@ def test_cpu_build_and_emulator_agree_bit_for_bit(name, config, why, dtype):
 def test_explicit_defaults_are_todays_call_bit_for_bit(backend):
     kw = ropepool.make_inputs(ropepool.Shapes(6, 8, 2, 16, 12), "bfloat16", positions=[0, 1, 2, 900, 5000, 70000])
     today = ropepool.rope_pool_fused(**kw, backend=backend)
-    spelled = ropepool.rope_pool_fused(**kw, backend=backend, rotary_dim=16, is_neox=True,
-                                       rope_scaling={"rope_type": "default"}, max_position_embeddings=4096)
+    spelled = ropepool.rope_pool_fused(
+        **kw,
+        backend=backend,
+        rotary_dim=16,
+        is_neox=True,
+        rope_scaling={"rope_type": "default"},
+        max_position_embeddings=4096,
+    )
     for a, b in zip(today, spelled):
         assert np.array_equal(bits(a), bits(b))
 
 
 def test_longrope_picks_short_factors_within_the_original_context():
-    scaling = {"rope_type": "longrope", "original_max_position_embeddings": 4096,
-               "short_factor": [1.0] * 4, "long_factor": [4.0] * 4}
+    scaling = {
+        "rope_type": "longrope",
+        "original_max_position_embeddings": 4096,
+        "short_factor": [1.0] * 4,
+        "long_factor": [4.0] * 4,
+    }
     short = ropepool.rope.rope_table(8, 10000.0, rope_scaling=scaling, max_position_embeddings=4096)
     long = ropepool.rope.rope_table(8, 10000.0, rope_scaling=scaling, max_position_embeddings=16384)
     plain = ropepool.rope.plain(8, 10000.0)
     assert short.inv_freq == plain.inv_freq and short.scale == 1.0
     assert np.allclose(np.array(long.inv_freq) * 4, plain.inv_freq) and long.scale == pytest.approx(
-        np.sqrt(1 + np.log(4) / np.log(4096)))
+        np.sqrt(1 + np.log(4) / np.log(4096))
+    )

@@ -25,10 +25,12 @@ def fake_python(folder: Path, name: str, version: str, ensurepip: bool = True, p
     (``ensurepip``, ``pip``: whether importing them works)."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / name
-    path.write_text("#!/bin/sh\n"
-                    f'case "$*" in *ensurepip*) exit {0 if ensurepip else 1} ;; '
-                    f'"-c import pip") exit {0 if pip else 1} ;; esac\n'
-                    f'echo "{version} {path}"\n')
+    path.write_text(
+        "#!/bin/sh\n"
+        f'case "$*" in *ensurepip*) exit {0 if ensurepip else 1} ;; '
+        f'"-c import pip") exit {0 if pip else 1} ;; esac\n'
+        f'echo "{version} {path}"\n'
+    )
     path.chmod(0o755)
     return path
 
@@ -47,8 +49,7 @@ def venv_sh(venv: Path, path: str | None = None, **env) -> subprocess.CompletedP
     environ.update(ROPEPOOL_VENV_DRY_RUN="1", **env)
     if path is not None:
         environ["PATH"] = path
-    return subprocess.run([SH, str(VENV_SH), str(venv), "lab"], capture_output=True, text=True, env=environ,
-                          timeout=60)
+    return subprocess.run([SH, str(VENV_SH), str(venv), "lab"], capture_output=True, text=True, env=environ, timeout=60)
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
@@ -56,8 +57,12 @@ def test_make_refuses_a_too_old_python_in_one_line(tmp_path):
     """make lab with PYTHON= a 3.9 (macOS's python3): one line, what is wrong and how to get a newer one."""
     old = fake_python(tmp_path / "bin", "python3.9", "3.9")
     venv = tmp_path / "venv"
-    out = subprocess.run(["make", "-s", "-C", str(ROOT), "venv", f"PYTHON={old}", f"VENV={venv}"],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        ["make", "-s", "-C", str(ROOT), "venv", f"PYTHON={old}", f"VENV={venv}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode != 0
     lines = out.stderr.strip().splitlines()
     assert lines[0].startswith(f"make: PYTHON={old} is Python 3.9; ropepool needs 3.10 or newer: install one (macOS")
@@ -69,8 +74,9 @@ def test_no_python_new_enough_on_path(tmp_path):
     fake_python(tmp_path / "bin", "python3", "3.9")
     out = venv_sh(tmp_path / "venv", path=str(tmp_path / "bin"))
     assert out.returncode == 1
-    assert out.stderr.startswith("make: no Python 3.10 or newer on PATH (tried python3, python3.13 ... python3.10, "
-                                 "python3 is 3.9): install one")
+    assert out.stderr.startswith(
+        "make: no Python 3.10 or newer on PATH (tried python3, python3.13 ... python3.10, python3 is 3.9): install one"
+    )
 
 
 def test_the_first_new_enough_python_is_taken_and_named(tmp_path):
@@ -79,8 +85,10 @@ def test_the_first_new_enough_python_is_taken_and_named(tmp_path):
     new = fake_python(tmp_path / "bin", "python3.13", "3.13")
     out = venv_sh(tmp_path / "venv", path=str(tmp_path / "bin"))
     assert out.returncode == 0, out.stderr
-    assert out.stdout == (f"make: would make {tmp_path / 'venv'} with python3.13 (Python 3.13, {new}): the first of "
-                          "python3, python3.13 ... python3.10 that is 3.10 or newer, python3 is 3.9\n")
+    assert out.stdout == (
+        f"make: would make {tmp_path / 'venv'} with python3.13 (Python 3.13, {new}): the first of "
+        "python3, python3.13 ... python3.10 that is 3.10 or newer, python3 is 3.9\n"
+    )
 
 
 @pytest.mark.parametrize("case", ["other interpreter", "same interpreter", "broken", "too old", "no pip"])
@@ -90,16 +98,22 @@ def test_a_venv_made_by_another_interpreter_is_made_anew(tmp_path, case):
     bins = tmp_path / "bin"
     py311 = fake_python(bins, "python3.11", "3.11")
     py312 = fake_python(bins, "python3.12", "3.12", pip=case != "no pip")  # the venv's and PYTHON's
-    made_by = {"other interpreter": py311, "same interpreter": py312, "broken": None,
-               "too old": fake_python(bins, "python3.9", "3.9"),
-               "no pip": py312}[case]
+    made_by = {
+        "other interpreter": py311,
+        "same interpreter": py312,
+        "broken": None,
+        "too old": fake_python(bins, "python3.9", "3.9"),
+        "no pip": py312,
+    }[case]
     venv = fake_venv(tmp_path / "venv", made_by)
     out = venv_sh(venv, PYTHON=str(py312))
     assert out.returncode == 0, out.stderr
-    why = {"other interpreter": f"{venv} was made by {py311}, not by PYTHON={py312} ({py312})",
-           "broken": f"{venv} does not run (broken, or the Python that made it is gone)",
-           "too old": f"{venv} is Python 3.9, older than 3.10",
-           "no pip": f"{venv} has no pip (an interrupted set-up)"}
+    why = {
+        "other interpreter": f"{venv} was made by {py311}, not by PYTHON={py312} ({py312})",
+        "broken": f"{venv} does not run (broken, or the Python that made it is gone)",
+        "too old": f"{venv} is Python 3.9, older than 3.10",
+        "no pip": f"{venv} has no pip (an interrupted set-up)",
+    }
     if case == "same interpreter":
         assert out.stdout == f"make: would keep {venv} (Python 3.12, {py312})\n"
     else:
@@ -111,8 +125,10 @@ def test_a_python_without_ensurepip_names_the_package(tmp_path):
     py = fake_python(tmp_path / "bin", "python3.12", "3.12", ensurepip=False)
     out = venv_sh(tmp_path / "venv", PYTHON=str(py))
     assert out.returncode == 1
-    assert out.stderr == (f"make: {py} (Python 3.12) lacks the venv/ensurepip modules: sudo apt install "
-                          "python3.12-venv (Debian/Ubuntu; or python3-venv), then make again\n")
+    assert out.stderr == (
+        f"make: {py} (Python 3.12) lacks the venv/ensurepip modules: sudo apt install "
+        "python3.12-venv (Debian/Ubuntu; or python3-venv), then make again\n"
+    )
 
 
 def test_a_folder_that_is_not_a_venv_is_left_alone(tmp_path):
@@ -129,8 +145,11 @@ def test_no_free_port_is_one_line():
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         port = taken.getsockname()[1]
-        with pytest.raises(ValueError, match=rf"^ports {port} to {port} on 127.0.0.1 are all taken: pick another, "
-                                             rf"e.g. make lab PORT={port + 1}$"):
+        with pytest.raises(
+            ValueError,
+            match=rf"^ports {port} to {port} on 127.0.0.1 are all taken: pick another, "
+            rf"e.g. make lab PORT={port + 1}$",
+        ):
             lab.free_port_from(port, tries=1)
 
 
@@ -140,13 +159,18 @@ def test_the_cli_runs_from_a_notebook_cell_with_the_kernels_python(tmp_path):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     error = "k shape must be [num_tokens, num_kv_heads, head_dim], got (6, 32, 128)"
-    nb = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell("%load_ext ropepool"),
-        nbformat.v4.new_code_cell(f'%ropepool explain "{error}" --model qwen2.5-7b'),
-        nbformat.v4.new_code_cell("import sys\n!{sys.executable} -m ropepool explain --help"),
-    ])
-    env_path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep)
-                               if Path(sys.prefix) not in Path(p).parents and p != str(Path(sys.executable).parent))
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell("%load_ext ropepool"),
+            nbformat.v4.new_code_cell(f'%ropepool explain "{error}" --model qwen2.5-7b'),
+            nbformat.v4.new_code_cell("import sys\n!{sys.executable} -m ropepool explain --help"),
+        ]
+    )
+    env_path = os.pathsep.join(
+        p
+        for p in os.environ.get("PATH", "").split(os.pathsep)
+        if Path(sys.prefix) not in Path(p).parents and p != str(Path(sys.executable).parent)
+    )
     old = os.environ["PATH"]
     os.environ["PATH"] = env_path  # the kernel inherits it, as a lab started from a shell without the venv
     try:

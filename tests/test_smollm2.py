@@ -37,18 +37,37 @@ def smol():
     weights, metadata = mx.load(str(path), return_metadata=True)
     dequantized = not isinstance(gptj.model.layers[0].self_attn.q_proj, nn.QuantizedLinear)
     neox, rope_neox = build_model(weights, metadata, pairs="neox", dequantize=dequantized)
-    return SimpleNamespace(gptj=gptj, neox=neox, tokenizer=tokenizer, rope=rope, rope_neox=rope_neox,
-                           weights=weights, metadata=metadata, prompt=tokenizer.apply_chat_template(FRANCE))
+    return SimpleNamespace(
+        gptj=gptj,
+        neox=neox,
+        tokenizer=tokenizer,
+        rope=rope,
+        rope_neox=rope_neox,
+        weights=weights,
+        metadata=metadata,
+        prompt=tokenizer.apply_chat_template(FRANCE),
+    )
 
 
 def test_config_from_the_gguf_metadata(smol):
     config = config_from_metadata(smol.metadata, smol.weights)
-    assert (config["num_hidden_layers"], config["num_attention_heads"], config["num_key_value_heads"],
-            config["head_dim"], config["hidden_size"]) == (30, 9, 3, 64, 576)
+    assert (
+        config["num_hidden_layers"],
+        config["num_attention_heads"],
+        config["num_key_value_heads"],
+        config["head_dim"],
+        config["hidden_size"],
+    ) == (30, 9, 3, 64, 576)
     assert config["rope_theta"] == 100_000.0 and config["tie_word_embeddings"] is True
     p = smol.rope.params
     assert (p.name, p.num_qo_heads, p.num_kv_heads, p.group_size, p.head_dim, p.rope_base) == (
-        "HuggingFaceTB/SmolLM2-135M-Instruct", 9, 3, 3, 64, 100_000.0)
+        "HuggingFaceTB/SmolLM2-135M-Instruct",
+        9,
+        3,
+        3,
+        64,
+        100_000.0,
+    )
     assert smol.rope.traditional and not smol.rope_neox.traditional
     assert smol.gptj.args.rope_traditional and not smol.neox.args.rope_traditional
 
@@ -69,13 +88,16 @@ def test_float32_by_default_on_the_cpu(smol):
     assert type(embed) is nn.Embedding and embed.weight.dtype == mx.float32
 
 
-@pytest.mark.parametrize("text", [
-    "What is the capital of France?",
-    "Paris, 1889: the tower is 330 m tall.",   # digits split one by one
-    "  two spaces,\ttabs\nand newlines\n\n",
-    "naïve café — 東京 🙂",                      # multi-byte UTF-8
-    "<|im_start|>user\nhi<|im_end|>\n",          # control tokens written as text
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "What is the capital of France?",
+        "Paris, 1889: the tower is 330 m tall.",  # digits split one by one
+        "  two spaces,\ttabs\nand newlines\n\n",
+        "naïve café — 東京 🙂",  # multi-byte UTF-8
+        "<|im_start|>user\nhi<|im_end|>\n",  # control tokens written as text
+    ],
+)
 def test_tokenizer_round_trips(smol, text):
     ids = smol.tokenizer.encode(text)
     assert smol.tokenizer.decode(ids) == text
@@ -89,9 +111,11 @@ def test_control_tokens_are_single_ids(smol):
 
 def test_chat_template_is_chatml_with_the_default_system_prompt(smol):
     text = smol.tokenizer.render_chat(FRANCE)
-    assert text == ("<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face"
-                    "<|im_end|>\n<|im_start|>user\nWhat is the capital of France?<|im_end|>\n"
-                    "<|im_start|>assistant\n")
+    assert text == (
+        "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face"
+        "<|im_end|>\n<|im_start|>user\nWhat is the capital of France?<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
     assert smol.prompt == smol.tokenizer.encode(text)
 
 
@@ -159,7 +183,7 @@ def test_greedy_keeps_the_logits_each_token_was_chosen_from():
     assert r.logits.shape == (5, 100) and r.logits.dtype == mx.float32
     assert r.tokens == mx.argmax(r.logits, axis=-1).tolist()
     # the same sequence in one pass, without a cache: row i predicts new token i
-    full = model(mx.array([prompt + r.tokens[:-1]]))[0, len(prompt) - 1:]  # [5, vocab]
+    full = model(mx.array([prompt + r.tokens[:-1]]))[0, len(prompt) - 1 :]  # [5, vocab]
     np.testing.assert_allclose(np.array(r.logits), np.array(full), rtol=0, atol=1e-4)
 
 

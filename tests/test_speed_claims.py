@@ -32,15 +32,24 @@ def test_why_fuse_notebooks_04_and_10():
 def test_throughput_notebook_07():
     from mlx_lm.models import llama
 
-    config = dict(model_type="llama", hidden_size=64, num_hidden_layers=2, intermediate_size=128,
-                  num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-5, vocab_size=128,
-                  rope_theta=500000.0)
+    config = dict(
+        model_type="llama",
+        hidden_size=64,
+        num_hidden_layers=2,
+        intermediate_size=128,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        rms_norm_eps=1e-5,
+        vocab_size=128,
+        rope_theta=500000.0,
+    )
     mx.random.seed(0)
     model = llama.Model(llama.ModelArgs(**config))
     many = [[(7 * i + 3 * j) % 128 for j in range(6)] for i in range(8)]
     for run in range(RUNS):
-        speed = tp.measure(model, many, new=16, methods=(tp.ENGINE, tp.MLX_BATCH, tp.MLX_ALONE), repeats=5,
-                           progress=None)
+        speed = tp.measure(
+            model, many, new=16, methods=(tp.ENGINE, tp.MLX_BATCH, tp.MLX_ALONE), repeats=5, progress=None
+        )
         gain, lead = speed.ratio_range(tp.ENGINE, 8), speed.ratio_range(tp.ENGINE, 8, tp.MLX_ALONE, 8)
         vs_batch = speed.ratio_range(tp.ENGINE, 8, tp.MLX_BATCH, 8)
         assert gain[0] > 2 and lead[0] > 2, f"run {run}: {gain}, {lead}"
@@ -57,6 +66,8 @@ def test_throughput_notebook_08():
         pytest.skip(str(err))
     plain = ["Paris is", "Two plus", "Romeo and", "Jupiter is", "Water boils", "The moon", "A week", "The sky"]
     for run in range(RUNS):
-        speed = tp.measure(model, [tokenizer.encode(t) for t in plain], new=4, counts=(1, 2, 8), repeats=2, progress=None)
+        speed = tp.measure(
+            model, [tokenizer.encode(t) for t in plain], new=4, counts=(1, 2, 8), repeats=2, progress=None
+        )
         vs = speed.ratio_range(tp.ENGINE, 8, tp.MLX_BATCH, 8)
         assert 1 / 3 < vs[0] < 3, f"run {run}: {vs}"

@@ -17,9 +17,18 @@ def image(fig, gid):
 
 def tiny():
     mx.random.seed(0)
-    return llama.Model(llama.ModelArgs(model_type="llama", hidden_size=32, num_hidden_layers=1, intermediate_size=64,
-                                       num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-5,
-                                       vocab_size=64))
+    return llama.Model(
+        llama.ModelArgs(
+            model_type="llama",
+            hidden_size=32,
+            num_hidden_layers=1,
+            intermediate_size=64,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            rms_norm_eps=1e-5,
+            vocab_size=64,
+        )
+    )
 
 
 def engine_after_one_step():
@@ -78,9 +87,11 @@ def test_plot_timeline_without_labels_for_a_large_pool():
 
 def test_answers_so_far_and_the_stream_table():
     e = Engine(tiny(), pool_rows=8)
-    reqs = [e.add_request([1, 2, 3, 4], 2),  # 4 prompt rows
-            e.add_request([5, 6], 2),  # 2 rows: fits beside it
-            e.add_request([7, 8, 9], 1)]  # 3 rows: waits
+    reqs = [
+        e.add_request([1, 2, 3, 4], 2),  # 4 prompt rows
+        e.add_request([5, 6], 2),  # 2 rows: fits beside it
+        e.add_request([7, 8, 9], 1),
+    ]  # 3 rows: waits
     e.step()
     decode = lambda tokens: "".join(f"<{t}>" for t in tokens)  # noqa: E731
     now = V.answers_so_far(e, decode)

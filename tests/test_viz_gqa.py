@@ -30,8 +30,9 @@ def test_kv_head_of_gives_each_query_head_its_group(name, hq, hkv):
     assert np.bincount(kv).tolist() == [G] * hkv  # every KV head serves exactly G query heads
 
 
-@pytest.mark.parametrize("hq, hkv, words", [(4, 3, "not a multiple"), (0, 1, "positive"), (4, 0, "positive"),
-                                            (4, 8, "not a multiple")])
+@pytest.mark.parametrize(
+    "hq, hkv, words", [(4, 3, "not a multiple"), (0, 1, "positive"), (4, 0, "positive"), (4, 8, "not a multiple")]
+)
 def test_kv_head_of_rejects_impossible_groups(hq, hkv, words):
     with pytest.raises(ValueError, match=words):
         kv_head_of(hq, hkv)
@@ -59,9 +60,14 @@ def test_head_groups_colours_query_heads_like_their_kv_head(name, hq, hkv):
     assert len({tuple(c) for c in kv_colours}) == hkv  # neighbouring groups are told apart
 
 
-@pytest.mark.parametrize("hq, hkv, words", [(32, 8, "GQA: Hq = 32 query heads share Hkv = 8 KV heads, G = 4"),
-                                            (71, 1, "MQA: Hq = 71 query heads share Hkv = 1 KV head, G = 71"),
-                                            (32, 32, "MHA: Hq = Hkv = 32")])
+@pytest.mark.parametrize(
+    "hq, hkv, words",
+    [
+        (32, 8, "GQA: Hq = 32 query heads share Hkv = 8 KV heads, G = 4"),
+        (71, 1, "MQA: Hq = 71 query heads share Hkv = 1 KV head, G = 71"),
+        (32, 32, "MHA: Hq = Hkv = 32"),
+    ],
+)
 def test_head_groups_title_names_the_kind_and_group_size(hq, hkv, words):
     title = next(t for t in head_groups(hq, hkv).texts if t.get_gid() == "title")
     assert words in title.get_text()
@@ -77,7 +83,9 @@ def test_head_groups_labels_every_head_up_to_16_then_every_step():
 
 
 def _pool_rows(fig, pool):
-    return {int(p.get_gid().split(":")[1]): p for p in fig.axes[0].patches if (p.get_gid() or "").startswith(pool + ":")}
+    return {
+        int(p.get_gid().split(":")[1]): p for p in fig.axes[0].patches if (p.get_gid() or "").startswith(pool + ":")
+    }
 
 
 @pytest.mark.parametrize("slots, pool_rows", [((5, 1, 6), 8), ((2, -1, 0), 5), ((0,), 1), ((-1, -1), 3)])

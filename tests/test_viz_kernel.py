@@ -46,8 +46,8 @@ def test_writers_write_every_element_once_two_per_thread(name, T, Hq, Hkv, D):
     assert (q_w >= 0).all() and (k_w >= 0).all()
     counts = np.bincount(np.concatenate([q_w.ravel(), k_w.ravel()]))
     assert (counts == 2).all()
-    np.testing.assert_array_equal(q_w[..., : D // 2], q_w[..., D // 2:])  # pair (i, i + D/2)
-    np.testing.assert_array_equal(k_w[..., : D // 2], k_w[..., D // 2:])
+    np.testing.assert_array_equal(q_w[..., : D // 2], q_w[..., D // 2 :])  # pair (i, i + D/2)
+    np.testing.assert_array_equal(k_w[..., : D // 2], k_w[..., D // 2 :])
 
 
 def test_writers_q_heads_come_before_k_heads_within_a_token():
@@ -86,12 +86,15 @@ def test_thread_grid_labels_rows_by_token_and_head():
     assert labels == ["t0 h0", "t1 h0"]
 
 
-@pytest.mark.parametrize("Hq, Hkv, D, shared, per_thread", [
-    (32, 8, 128, 64, 2560),  # Llama-3-8B
-    (71, 1, 64, 32, 2304),  # Falcon-7B, MQA
-    (16, 8, 256, 128, 3072),  # Gemma-2-9B
-    (1, 1, 2, 1, 2),  # the smallest head
-])
+@pytest.mark.parametrize(
+    "Hq, Hkv, D, shared, per_thread",
+    [
+        (32, 8, 128, 64, 2560),  # Llama-3-8B
+        (71, 1, 64, 32, 2304),  # Falcon-7B, MQA
+        (16, 8, 256, 128, 3072),  # Gemma-2-9B
+        (1, 1, 2, 1, 2),  # the smallest head
+    ],
+)
 def test_trig_counts(Hq, Hkv, D, shared, per_thread):
     assert vk.trig_counts(Hq, Hkv, D) == {"shared": shared, "per_thread": per_thread}
 
@@ -118,11 +121,17 @@ class _Row:
 
 
 def test_timing_bars_heights_groups_and_labels():
-    rows = [_Row("ropepool", 1, 0.4, 1.0), _Row("mx.fast.rope", 1, 0.2, 0.5),
-            _Row("ropepool", 64, 3.0, 1.0), _Row("mx.fast.rope", 64, 6.0, 2.0)]
+    rows = [
+        _Row("ropepool", 1, 0.4, 1.0),
+        _Row("mx.fast.rope", 1, 0.2, 0.5),
+        _Row("ropepool", 64, 3.0, 1.0),
+        _Row("mx.fast.rope", 64, 6.0, 2.0),
+    ]
     ax = vk.timing_bars(rows).axes[0]
-    by_method = {m: [(round(p.get_x() + p.get_width() / 2, 6), p.get_height()) for p in ax.patches
-                     if p.get_gid() == m] for m in ("ropepool", "mx.fast.rope")}
+    by_method = {
+        m: [(round(p.get_x() + p.get_width() / 2, 6), p.get_height()) for p in ax.patches if p.get_gid() == m]
+        for m in ("ropepool", "mx.fast.rope")
+    }
     assert [h for _, h in by_method["ropepool"]] == [0.4, 3.0]
     assert [h for _, h in by_method["mx.fast.rope"]] == [0.2, 6.0]
     assert all(x < 0.5 for x, _ in (by_method["ropepool"][0], by_method["mx.fast.rope"][0]))  # T = 1 group

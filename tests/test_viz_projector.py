@@ -87,9 +87,18 @@ def _engine():
     from ropepool.engine import Engine
 
     mx.random.seed(0)
-    model = llama.Model(llama.ModelArgs(model_type="llama", hidden_size=32, num_hidden_layers=1, intermediate_size=64,
-                                        num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-5,
-                                        vocab_size=64))
+    model = llama.Model(
+        llama.ModelArgs(
+            model_type="llama",
+            hidden_size=32,
+            num_hidden_layers=1,
+            intermediate_size=64,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            rms_norm_eps=1e-5,
+            vocab_size=64,
+        )
+    )
     engine = Engine(model, pool_rows=16)
     for prompt, new in (([3, 14, 15, 9, 2, 6], 4), ([8, 9, 3], 5), ([3, 8, 4, 6, 2], 4)):
         engine.add_request(prompt, new)
@@ -98,8 +107,10 @@ def _engine():
 
 
 def _presets():
-    return {n: (p.num_qo_heads, p.num_kv_heads, p.head_dim, p.rotary_dim or p.head_dim) for n, p in
-            ((n, models.preset(n)) for n in models.preset_names())}
+    return {
+        n: (p.num_qo_heads, p.num_kv_heads, p.head_dim, p.rotary_dim or p.head_dim)
+        for n, p in ((n, models.preset(n)) for n in models.preset_names())
+    }
 
 
 # (name, builder of the figure as the notebook or widget draws it; its PNG is saved at the figure's dpi)
@@ -114,8 +125,10 @@ FIGURES = [
     ("03 relative_scores", _scores),
     ("03 pairing_diagram", lambda: rv.pairing_diagram(8)),
     ("03 precision", lambda: rv.precision(_errors())),
-    ("03 RotationExplorer", lambda: __import__("ropepool.teaching.widgets.rotation", fromlist=["x"]).explorer_figure(
-        10, 10000.0, 64)[0]),
+    (
+        "03 RotationExplorer",
+        lambda: __import__("ropepool.teaching.widgets.rotation", fromlist=["x"]).explorer_figure(10, 10000.0, 64)[0],
+    ),
     ("04 slot_map", lambda: pv.slot_map(np.array([7, 2, 9, 4]), 12, np.array([0, 1, 2, 3]))),
     ("04 before_after", lambda: pv.before_after(np.zeros((12, 2, 8), np.float32), _rng_pool(), np.array([7, 2, 9, 4]))),
     ("04 occupancy", lambda: pv.occupancy(*_history(), ["A", "B"])),
@@ -123,22 +136,37 @@ FIGURES = [
     ("04 PoolPlayground", lambda: _pool_widget().figure),
     ("05 thread_grid", lambda: vk.thread_grid(tokens=2, num_qo_heads=4, num_kv_heads=2, head_dim=8)),
     ("05 trig_count_bars", lambda: vk.trig_count_bars(_presets())),
-    ("05 timing_bars", lambda: vk.timing_bars(
-        [_Row(m, T, 0.1 * T ** 0.5 * (i + 1), float(i + 1)) for T in (1, 64, 512)
-         for i, m in enumerate(("ropepool", "mx.fast.rope", "numpy", "copy (mlx)"))],
-        title="Llama-3-8B heads, float16, P = 4096; ropepool on 'cpu'")),
+    (
+        "05 timing_bars",
+        lambda: vk.timing_bars(
+            [
+                _Row(m, T, 0.1 * T**0.5 * (i + 1), float(i + 1))
+                for T in (1, 64, 512)
+                for i, m in enumerate(("ropepool", "mx.fast.rope", "numpy", "copy (mlx)"))
+            ],
+            title="Llama-3-8B heads, float16, P = 4096; ropepool on 'cpu'",
+        ),
+    ),
     ("03b wavelength_plot", lambda: sv.wavelength_plot(sv.scaling_rules(128, 500000.0, 8, 8192), 8192, 8)),
     ("03b slowdown_plot", lambda: sv.slowdown_plot(sv.scaling_rules(128, 500000.0, 8, 8192))),
     ("03b pairing_plot", lambda: sv.pairing_plot(16, 8)),
-    ("03b mistake_plot", lambda: sv.mistake_plot([0, 15, 2047, 131071], [1e-7, 1e-3, 0.5, 2.0], [1e-7, 1e-6, 1e-4, 1e-2])),
+    (
+        "03b mistake_plot",
+        lambda: sv.mistake_plot([0, 15, 2047, 131071], [1e-7, 1e-3, 0.5, 2.0], [1e-7, 1e-6, 1e-4, 1e-2]),
+    ),
     ("07 plot_pool", lambda: ve.plot_pool(_engine())),
     ("07 plot_timeline", lambda: ve.plot_timeline([ve.pool_owners(_engine())] * 3)),
     ("07 plot_pool_steps", lambda: ve.plot_pool_steps([ve.snapshot(_engine())] * 2)),
     ("08 row_permutation", lambda: rm.row_permutation(8)),
     ("08 logit_agreement", lambda: rm.logit_agreement(np.arange(50.0), np.arange(50.0) + 1e-6, np.arange(50.0)[::-1])),
-    ("08 kv_memory", lambda: rm.kv_memory({"float16": 23_040, "float32": 46_080}, contexts=(1024, 4096),
-                                          weights_bytes=98_362_432)),
-    ("03b ScalingExplorer", lambda: __import__("ropepool.teaching.widgets.scaling", fromlist=["x"]).ScalingExplorer().figure),
+    (
+        "08 kv_memory",
+        lambda: rm.kv_memory({"float16": 23_040, "float32": 46_080}, contexts=(1024, 4096), weights_bytes=98_362_432),
+    ),
+    (
+        "03b ScalingExplorer",
+        lambda: __import__("ropepool.teaching.widgets.scaling", fromlist=["x"]).ScalingExplorer().figure,
+    ),
 ]
 
 

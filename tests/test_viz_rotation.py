@@ -78,8 +78,7 @@ def test_gptj_is_neox_up_to_the_permutation(head_dim):
     rng = np.random.default_rng(head_dim)
     x, pos = rng.standard_normal((3, 2, head_dim)), np.array([0, 7, 4096])
     perm = R.neox_to_gptj(head_dim)
-    np.testing.assert_allclose(rotate_neox(x, pos, 1e4)[..., perm], R.rotate_gptj(x[..., perm], pos, 1e4),
-                               atol=1e-12)
+    np.testing.assert_allclose(rotate_neox(x, pos, 1e4)[..., perm], R.rotate_gptj(x[..., perm], pos, 1e4), atol=1e-12)
     if head_dim > 2:  # without the permutation the two conventions differ
         assert not np.allclose(rotate_neox(x, pos, 1e4), R.rotate_gptj(x, pos, 1e4))
 
@@ -115,7 +114,10 @@ def test_position_errors_stay_within_the_bound_and_grow(errors):
         assert e["error"][0] == 0.0  # position 0 turns nothing
         assert np.all(e["error"] <= R.error_bound(dtype, e["positions"], e["scale"])), dtype
     f32 = errors["float32"]
-    small, large = f32["error"][(f32["positions"] > 0) & (f32["positions"] <= 16)], f32["error"][f32["positions"] > 2**20]
+    small, large = (
+        f32["error"][(f32["positions"] > 0) & (f32["positions"] <= 16)],
+        f32["error"][f32["positions"] > 2**20],
+    )
     assert large.min() > 100 * small.max()
     # at small positions the output format dominates: bfloat16 > float16 > float32
     assert errors["bfloat16"]["error"][1] > errors["float16"]["error"][1] > errors["float32"]["error"][1]
@@ -127,5 +129,6 @@ def test_precision_plot_holds_the_errors_on_log_axes(errors):
     assert ax.get_xscale() == ax.get_yscale() == "log"
     e = errors["float16"]
     np.testing.assert_allclose(line(fig, "float16").get_ydata(), e["error"][1:])  # position 0 left off
-    np.testing.assert_allclose(line(fig, "bound float16").get_ydata(),
-                               R.error_bound("float16", e["positions"][1:], e["scale"][1:]))
+    np.testing.assert_allclose(
+        line(fig, "bound float16").get_ydata(), R.error_bound("float16", e["positions"][1:], e["scale"][1:])
+    )

@@ -27,8 +27,12 @@ def test_the_tree_has_one_branch_per_divergence():
     spans = {tuple(V._tokens(n)): (start, stop, top, bottom) for n, _, start, stop, top, bottom in layout[1:]}
     assert spans[(5, 6, 7)] == (0, 3, 0, 1)  # old's sequence: one leaf
     assert spans[tuple(SYSTEM)] == (0, 10, 1, 3)  # the shared prefix: over both leaves below it
-    assert sorted((stop - start, bottom - top) for start, stop, top, bottom in spans.values()) == \
-        [(1, 1), (3, 1), (3, 1), (10, 2)]  # b's [50]; a's [40, 41] and its first token
+    assert sorted((stop - start, bottom - top) for start, stop, top, bottom in spans.values()) == [
+        (1, 1),
+        (3, 1),
+        (3, 1),
+        (10, 2),
+    ]  # b's [50]; a's [40, 41] and its first token
     text = V.tree_text(engine.scheduler.cache)
     assert text.splitlines()[0].startswith("   3 tokens, rows 0-2:") and "  10 tokens, rows" in text
     assert V.row_runs([0, 1, 2, 7, 9, 10]) == "0-2, 7, 9-10"
@@ -40,8 +44,11 @@ def test_plot_radix_tree_colours_what_running_requests_hold():
     layout = V.tree_layout(engine.scheduler.cache)[1:]
     bars = {p.get_gid(): p for p in fig.axes[0].patches if (p.get_gid() or "").startswith("node")}
     assert len(bars) == len(engine.scheduler.cache.nodes()) == 4
-    orange = {tuple(V._tokens(layout[int(g.split()[1])][0])) for g, p in bars.items()
-              if np.allclose(p.get_facecolor()[:3], [1.0, 127 / 255, 14 / 255])}
+    orange = {
+        tuple(V._tokens(layout[int(g.split()[1])][0]))
+        for g, p in bars.items()
+        if np.allclose(p.get_facecolor()[:3], [1.0, 127 / 255, 14 / 255])
+    }
     assert orange == {tuple(SYSTEM), (50,), (40, 41, a.tokens[0])}  # old's sequence: only cached
     for g, p in bars.items():
         node, _, start, stop, top, bottom = layout[int(g.split()[1])]
@@ -52,14 +59,15 @@ def test_plot_radix_tree_colours_what_running_requests_hold():
 
 def test_slot_tables_show_the_rows_two_requests_share():
     engine, old, a, b = served()
-    tables = [a.slot_table[:a.num_cached], b.slot_table[:b.num_cached]]
+    tables = [a.slot_table[: a.num_cached], b.slot_table[: b.num_cached]]
     mask = V.shared_mask(tables)
     assert mask[0, :10].all() and mask[1, :10].all() and not mask[0, 10:].any() and not mask[1, 10:11].any()
     fig = V.plot_slot_tables(tables)
     (im,) = fig.axes[0].images
     assert im.get_gid() == "slot tables"
-    np.testing.assert_array_equal(np.asarray(im.get_array()), np.where(V.slot_table_image(tables) < 0, 0,
-                                                                        np.where(mask, 2, 1)))
+    np.testing.assert_array_equal(
+        np.asarray(im.get_array()), np.where(V.slot_table_image(tables) < 0, 0, np.where(mask, 2, 1))
+    )
     np.testing.assert_array_equal(V.slot_table_image([[3, 4], [5]]), [[3, 4], [5, -1]])
 
 
@@ -76,8 +84,13 @@ def test_every_radix_node_is_labelled_even_a_one_token_branch_point():
     system = list(range(3, 40))
     prompts = [system + [50, 70 + i, 5] for i in range(2)] + [system + [51, 80 + i, 6] for i in range(2)]
     seen = {}
-    generate(tiny("llama", num_attention_heads=4, num_key_value_heads=2), prompts, 2, pool_rows=200,
-             on_step=lambda engine, batch: seen.update(engine=engine))
+    generate(
+        tiny("llama", num_attention_heads=4, num_key_value_heads=2),
+        prompts,
+        2,
+        pool_rows=200,
+        on_step=lambda engine, batch: seen.update(engine=engine),
+    )
     cache = seen["engine"].scheduler.cache
     fig = V.plot_radix_tree(cache)
     nodes = {a.get_gid() for a in fig.axes[0].patches if (a.get_gid() or "").startswith("node ")}

@@ -19,9 +19,19 @@ def tiny_llama():
     from mlx_lm.models import llama
 
     mx.random.seed(0)
-    return llama.Model(llama.ModelArgs(model_type="llama", hidden_size=32, num_hidden_layers=1, intermediate_size=64,
-                                       num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-5,
-                                       vocab_size=64, rope_theta=10000.0))
+    return llama.Model(
+        llama.ModelArgs(
+            model_type="llama",
+            hidden_size=32,
+            num_hidden_layers=1,
+            intermediate_size=64,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            rms_norm_eps=1e-5,
+            vocab_size=64,
+            rope_theta=10000.0,
+        )
+    )
 
 
 PROMPTS = [[(5 * i + j) % 64 for j in range(4)] for i in range(4)]
@@ -29,8 +39,14 @@ PROMPTS = [[(5 * i + j) % 64 for j in range(4)] for i in range(4)]
 
 def test_measure_serves_every_count_with_every_method_and_the_same_tokens():
     lines = []
-    t = tp.measure(tiny_llama(), PROMPTS, new=3, counts=(1, 2, 4), methods=(tp.ENGINE, tp.MLX_BATCH, tp.MLX_ALONE),
-                   progress=lines.append)
+    t = tp.measure(
+        tiny_llama(),
+        PROMPTS,
+        new=3,
+        counts=(1, 2, 4),
+        methods=(tp.ENGINE, tp.MLX_BATCH, tp.MLX_ALONE),
+        progress=lines.append,
+    )
     assert t.requests == [1, 2, 4] and len(lines) == 3 and lines[2].startswith("4 requests at once: ropepool engine")
     for m in t.tokens_per_s:
         assert len(t.tokens_per_s[m]) == 3 and all(v > 0 for v in t.tokens_per_s[m])
@@ -129,19 +145,31 @@ def test_live_answers_shows_progress_and_each_answer_every_step():
 
 # --- The checkers of 07 and 08 ----------------------------------------------------------------
 
+
 def _positions(rs):
     return [p for r in rs for p in range(r["cached"], r["cached"] + r["new"])]
 
 
 SLOT_MISTAKES = [
     ("positions as slots", lambda rs: (_positions(rs), _positions(rs)), "positions_as_slots"),
-    ("table from its start", lambda rs: (_positions(rs), [r["slot_table"][i] for r in rs for i in range(r["new"])]),
-     "from_start"),
-    ("first row + position", lambda rs: (_positions(rs), [r["slot_table"][0] + p for r in rs
-                                                          for p in range(r["cached"], r["cached"] + r["new"])]),
-     "contiguous"),
-    ("positions from 0", lambda rs: ([i for r in rs for i in range(r["new"])], ex.solution_slot_mapping(rs)[1]),
-     "positions_from_zero"),
+    (
+        "table from its start",
+        lambda rs: (_positions(rs), [r["slot_table"][i] for r in rs for i in range(r["new"])]),
+        "from_start",
+    ),
+    (
+        "first row + position",
+        lambda rs: (
+            _positions(rs),
+            [r["slot_table"][0] + p for r in rs for p in range(r["cached"], r["cached"] + r["new"])],
+        ),
+        "contiguous",
+    ),
+    (
+        "positions from 0",
+        lambda rs: ([i for r in rs for i in range(r["new"])], ex.solution_slot_mapping(rs)[1]),
+        "positions_from_zero",
+    ),
     ("one token short", lambda rs: tuple(x[:-1] for x in ex.solution_slot_mapping(rs)), "wrong_length"),
     ("stub", lambda rs: None, "returned_none"),
 ]
@@ -160,8 +188,10 @@ def test_slot_mapping_solution_is_what_the_engine_builds():
     while not engine.done:
         engine.journal.begin()
         batch = engine.scheduler.schedule()  # what the next step will run
-        step = [dict(slot_table=list(r.slot_table), cached=r.num_cached, new=n)
-                for r, n in zip(batch.requests, batch.lengths)]
+        step = [
+            dict(slot_table=list(r.slot_table), cached=r.num_cached, new=n)
+            for r, n in zip(batch.requests, batch.lengths)
+        ]
         assert ex.solution_slot_mapping(step) == (batch.positions, batch.slots)
         engine.journal.rollback()  # the undo log puts the engine back as it was
         engine.step()
@@ -181,8 +211,11 @@ KV_MISTAKES = [
     ("k only", lambda c, t, b: _kv(c, t, b, two=1), "k_or_v"),
     ("one layer", lambda c, t, b: _kv(c, t, b, layers=False), "one_layer"),
     ("bits", lambda c, t, b: _kv(c, t, b * 8), "bits"),
-    ("hidden // heads", lambda c, t, b: _kv(c, t, b, head_dim=lambda c: c["hidden_size"] // c["num_attention_heads"]),
-     "head_dim"),
+    (
+        "hidden // heads",
+        lambda c, t, b: _kv(c, t, b, head_dim=lambda c: c["hidden_size"] // c["num_attention_heads"]),
+        "head_dim",
+    ),
     ("config field read directly", lambda c, t, b: _kv(c, t, b) if c["num_key_value_heads"] else 0, "raised"),
 ]
 

@@ -74,7 +74,8 @@ def test_changes_names_only_what_the_fix_changes():
     assert changes(spec.trigger(), spec.fixed()) == [("num_kv_heads", "4", "2")]
     spec = CATALOG["slot_out_of_range"]
     assert changes(spec.trigger(), spec.fixed()) == [
-        ("slots", "mx.array (3,) int32 [0, 2, 6]", "mx.array (3,) int32 [0, 2, 4]")]
+        ("slots", "mx.array (3,) int32 [0, 2, 6]", "mx.array (3,) int32 [0, 2, 4]")
+    ]
 
 
 def test_error_card_escapes_html():
@@ -101,6 +102,7 @@ def test_catalog_html_has_a_row_per_error():
 
 # --- Error text is never cut mid-word -----------------------------------------------------------
 
+
 def test_card_error_text_wraps_only_at_word_boundaries():
     from ropepool.teaching.widgets.errors import ERROR_TEXT_STYLE
 
@@ -125,6 +127,7 @@ def test_breakit_labels_are_whole_words_and_fit():
 
 def test_every_card_shows_what_the_fix_changes():
     """No card has an empty change table (inplace_unsupported's pools differ only in their flags)."""
+
     def check(code):
         spec = CATALOG[code]
         assert changes(spec.trigger(), spec.fixed()), "the bad and the fixed call describe the same"

@@ -67,8 +67,15 @@ def test_table_has_one_row_per_argument_with_concrete_shapes(explorer):
     explorer.pool_rows.value = 4096
     shapes, order = table_rows(explorer.table.value)
     assert order == ARGUMENTS
-    assert shapes == {"q": "(16, 32, 128)", "k": "(16, 8, 128)", "v": "(16, 8, 128)", "positions": "(16,)",
-                      "slots": "(16,)", "k_pool": "(4096, 8, 128)", "v_pool": "(4096, 8, 128)"}
+    assert shapes == {
+        "q": "(16, 32, 128)",
+        "k": "(16, 8, 128)",
+        "v": "(16, 8, 128)",
+        "positions": "(16,)",
+        "slots": "(16,)",
+        "k_pool": "(4096, 8, 128)",
+        "v_pool": "(4096, 8, 128)",
+    }
 
 
 # (preset, k shape at T=16, Hq, Hkv): one row per kind of model.
@@ -87,7 +94,10 @@ def test_picking_a_model_updates_sliders_table_and_diagram(explorer, name, k_sha
     explorer.model.value = name
     p = models.preset(name)
     assert (explorer.num_qo_heads.value, explorer.num_kv_heads.value, explorer.head_dim.value) == (
-        p.num_qo_heads, p.num_kv_heads, p.head_dim)
+        p.num_qo_heads,
+        p.num_kv_heads,
+        p.head_dim,
+    )
     assert explorer.model.value == name  # the sliders following the model did not switch it to custom
     assert table_rows(explorer.table.value)[0]["k"] == k_shape
     assert explorer.shapes == p.shapes(16, explorer.pool_rows.value)
@@ -159,6 +169,7 @@ def test_presets_html_has_a_row_per_preset():
 
 
 # --- Head sliders are usable: meaningful stops, every preset on them ------------------------------
+
 
 def test_head_sliders_stop_at_meaningful_counts():
     from ropepool import models

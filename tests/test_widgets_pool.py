@@ -14,8 +14,9 @@ def w():
 
 def reference_pool(w, slots):
     kw = w.call_kwargs(np.array(slots, np.int32))
-    return rope_pool_reference(kw["q"], kw["k"], kw["v"], kw["positions"], kw["slots"], kw["k_pool"],
-                               kw["v_pool"], rope_base=kw["rope_base"])[2]
+    return rope_pool_reference(
+        kw["q"], kw["k"], kw["v"], kw["positions"], kw["slots"], kw["k_pool"], kw["v_pool"], rope_base=kw["rope_base"]
+    )[2]
 
 
 def test_parse_slots():

@@ -55,6 +55,7 @@ def test_wrapped_pairs_are_counted_in_the_title():
 
 # --- The position slider is usable: log-spaced stops, and any exact position typed --------------
 
+
 def test_position_slider_stops_are_log_spaced():
     from ropepool.teaching.widgets.rotation import POSITION_STOPS
 

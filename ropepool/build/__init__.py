@@ -38,8 +38,14 @@ from .feedback import feedback as _feedback
 from .hints import HINTS
 
 #: part -> (its checker, its name in the notebooks)
-PARTS = {1: (rotate.check, "rotate"), 2: (allocator.check, "Allocator"), 3: (slots.check, "slot_mapping"),
-         4: (tree.check, "PrefixTree"), 5: (schedule.check, "plan_step"), 6: (e4m3.check, "encode_e4m3")}
+PARTS = {
+    1: (rotate.check, "rotate"),
+    2: (allocator.check, "Allocator"),
+    3: (slots.check, "slot_mapping"),
+    4: (tree.check, "PrefixTree"),
+    5: (schedule.check, "plan_step"),
+    6: (e4m3.check, "encode_e4m3"),
+}
 
 _demo = False
 
@@ -91,5 +97,17 @@ def _part(n: int):
     return PARTS[n]
 
 
-__all__ = ["HINTS", "PARTS", "PartFailed", "PartVerdict", "check", "demo", "demo_on", "feedback", "hint",
-           "solutions", "stubs", "use"]
+__all__ = [
+    "HINTS",
+    "PARTS",
+    "PartFailed",
+    "PartVerdict",
+    "check",
+    "demo",
+    "demo_on",
+    "feedback",
+    "hint",
+    "solutions",
+    "stubs",
+    "use",
+]

@@ -24,8 +24,10 @@ from ..engine import Allocator as EngineAllocator
 from .feedback import PartFailed, call, passed, wrong_case
 
 PART = 2
-FIRST = ("__init__ keeps a queue of free pages (0 .. num_pages - 1) and refs = [0] * num_pages; allocate(n) "
-         "takes n pages off the front and sets each one's count to 1.")
+FIRST = (
+    "__init__ keeps a queue of free pages (0 .. num_pages - 1) and refs = [0] * num_pages; allocate(n) "
+    "takes n pages off the front and sets each one's count to 1."
+)
 
 
 class Paged:
@@ -90,18 +92,33 @@ class Paged:
 def cases() -> list[tuple[str, int, list]]:
     return [
         ("allocate hands out the lowest pages first", 4, [("allocate", 2), ("allocate", 1)]),
-        ("release gives a page back, to the end of the free list", 4,
-         [("allocate", 3), ("release", [1]), ("allocate", 2)]),
-        ("a retained page needs two releases", 4, [("allocate", 2), ("retain", [0]), ("release", [0, 1]),
-                                                   ("release", [0])]),
-        ("pages freed together go back in the order given", 6, [("allocate", 6), ("release", [4, 1, 3]),
-                                                                ("allocate", 3)]),
-        ("allocating more than is free is refused, nothing taken", 3, [("allocate", 2), ("allocate", 2),
-                                                                       ("allocate", 1)]),
+        (
+            "release gives a page back, to the end of the free list",
+            4,
+            [("allocate", 3), ("release", [1]), ("allocate", 2)],
+        ),
+        (
+            "a retained page needs two releases",
+            4,
+            [("allocate", 2), ("retain", [0]), ("release", [0, 1]), ("release", [0])],
+        ),
+        (
+            "pages freed together go back in the order given",
+            6,
+            [("allocate", 6), ("release", [4, 1, 3]), ("allocate", 3)],
+        ),
+        (
+            "allocating more than is free is refused, nothing taken",
+            3,
+            [("allocate", 2), ("allocate", 2), ("allocate", 1)],
+        ),
         ("allocating exactly what is free", 3, [("allocate", 3), ("allocate", 0)]),
         ("a double free is refused", 3, [("allocate", 1), ("release", [0]), ("release", [0])]),
-        ("releasing a page twice in one call, held once, is refused and releases nothing", 3,
-         [("allocate", 2), ("release", [1, 0, 1])]),
+        (
+            "releasing a page twice in one call, held once, is refused and releases nothing",
+            3,
+            [("allocate", 2), ("release", [1, 0, 1])],
+        ),
         ("retaining a free page is refused", 3, [("allocate", 1), ("retain", [2])]),
         ("a page outside the pool is refused", 3, [("allocate", 1), ("release", [3])]),
     ]
@@ -157,11 +174,14 @@ def _engine(num_pages: int):
 def _hint(what: str, want, got, want_free, got_free, want_refs, got_refs) -> tuple[str, str]:
     if want == "ValueError" and got != "ValueError":
         if what.startswith("release"):
-            return "no_double_free_error", ("releasing a page that is free, or more often than it is held, must raise "
-                                            "ValueError and release nothing: check every page before changing any.")
+            return "no_double_free_error", (
+                "releasing a page that is free, or more often than it is held, must raise "
+                "ValueError and release nothing: check every page before changing any."
+            )
         if what.startswith("retain"):
-            return "retain_free_page", ("retaining a free page must raise ValueError: only a held page can get "
-                                        "another holder.")
+            return "retain_free_page", (
+                "retaining a free page must raise ValueError: only a held page can get another holder."
+            )
         return "allocate_too_many", "asking for more pages than are free must raise ValueError and take nothing."
     if got == "ValueError" and what.startswith("allocate") and isinstance(want, list) and len(want) == got_free:
         return "off_by_one", "asking for exactly the pages that are free is allowed: refuse only n > num_free."
@@ -172,16 +192,21 @@ def _hint(what: str, want, got, want_free, got_free, want_refs, got_refs) -> tup
     if what.startswith("allocate") and isinstance(got, list) and isinstance(want, list) and len(got) != len(want):
         return "off_by_one", f"allocate(n) returns exactly n pages: {len(want)}, not {len(got)}."
     if what.startswith("release") and want != got and isinstance(got, list) and sorted(got) != sorted(want):
-        return "refcount", ("a page becomes free only when its count falls to 0: a retained page needs one release "
-                            "per holder.")
+        return "refcount", (
+            "a page becomes free only when its count falls to 0: a retained page needs one release per holder."
+        )
     if want_free != got_free and want == got:
-        return "leak", (f"num_free is {got_free}, should be {want_free}: a page that became free must go back on the "
-                        "free list (a leak otherwise), once.")
+        return "leak", (
+            f"num_free is {got_free}, should be {want_free}: a page that became free must go back on the "
+            "free list (a leak otherwise), once."
+        )
     if what.startswith("allocate") and isinstance(got, list) and sorted(got) == sorted(want):
         return "wrong_order", "take pages from the front of the free list, in order."
     if what.startswith("allocate"):
-        return "wrong_order", ("freed pages go to the back of the free list (a queue, not a stack): the pages never "
-                               "used are handed out before a freed one.")
+        return "wrong_order", (
+            "freed pages go to the back of the free list (a queue, not a stack): the pages never "
+            "used are handed out before a freed one."
+        )
     return "wrong_answer", "compare with the policy in the stub's docstring."
 
 
@@ -202,9 +227,18 @@ def check(make: Callable) -> object:
                 problem, hint = _hint(what, want, got, want_free, got_free, want_refs, got_refs)
                 before = "; ".join(done[-6:]) or "nothing"
                 given = f"Allocator({pages}), then {before}{'; ...' if len(done) > 6 else ''}"
-                raise wrong_case(PART, problem, name, given + f"; now {what}",
-                                 f"{want} (refs {want_refs}, {want_free} free)",
-                                 f"{got} (refs {got_refs}, {got_free} free)", hint)
+                raise wrong_case(
+                    PART,
+                    problem,
+                    name,
+                    given + f"; now {what}",
+                    f"{want} (refs {want_refs}, {want_free} free)",
+                    f"{got} (refs {got_refs}, {got_free} free)",
+                    hint,
+                )
             done.append(what)
-    return passed(PART, f"Allocator answers as the engine's own on {len(table)} table cases and {len(runs)} random "
-                  "runs of 40 operations: same pages, same counts, ValueError on a double free.")
+    return passed(
+        PART,
+        f"Allocator answers as the engine's own on {len(table)} table cases and {len(runs)} random "
+        "runs of 40 operations: same pages, same counts, ValueError on a double free.",
+    )

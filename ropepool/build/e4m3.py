@@ -16,8 +16,10 @@ from ..reference import encode_e4m3 as reference
 from .feedback import call, passed, wrong_case
 
 PART = 6
-FIRST = ("for each |x|, find the nearest value in ropepool.fp8.decode_table() among codes 0..0x7E (a tie "
-         "goes to the even code), clip |x| to 448 first, set bit 0x80 when x is negative, and give NaN 0x7F (either sign).")
+FIRST = (
+    "for each |x|, find the nearest value in ropepool.fp8.decode_table() among codes 0..0x7E (a tie "
+    "goes to the even code), clip |x| to 448 first, set bit 0x80 when x is negative, and give NaN 0x7F (either sign)."
+)
 
 
 def cases() -> list[tuple[str, list[float]]]:
@@ -52,7 +54,7 @@ def workload(seed: int = 0) -> list[tuple[str, np.ndarray]]:
     mids = np.float32((values[:-1] + values[1:]) / 2)
     near = np.concatenate([mids, np.nextafter(mids, np.float32(0)), np.nextafter(mids, np.float32(1000))])
     for i in range(0, len(near), 64):
-        rows.append((f"midpoints between codes, row {i // 64}", near[i:i + 64]))
+        rows.append((f"midpoints between codes, row {i // 64}", near[i : i + 64]))
     return rows
 
 
@@ -66,23 +68,31 @@ def _hint(x: float, want: int, got: int) -> tuple[str, str]:
     table = decode_table()
     a, g, w = abs(x), float(table[got]) if got < 256 else np.nan, float(table[want])
     if np.isnan(x):
-        return "nan_lost", ("NaN must stay NaN: code 0x7F, whatever its sign (NVIDIA's conversion and vLLM write 0x7F). "
-                            "(MLX's own mx.to_fp8 turns NaN into 448: that hides a bug upstream.)")
+        return "nan_lost", (
+            "NaN must stay NaN: code 0x7F, whatever its sign (NVIDIA's conversion and vLLM write 0x7F). "
+            "(MLX's own mx.to_fp8 turns NaN into 448: that hides a bug upstream.)"
+        )
     if (got & 0x80) != (want & 0x80):
         return "sign", "the sign bit (0x80) must be x's sign bit, -0.0 included (np.signbit)."
     if a > 448:
-        return "no_saturation", ("beyond 448 (infinity too) e4m3 saturates to 448, code 0x7E (0xFE negative): "
-                                 "clip |x| to 448 before rounding; 0x7F is NaN, not a bigger number.")
+        return "no_saturation", (
+            "beyond 448 (infinity too) e4m3 saturates to 448, code 0x7E (0xFE negative): "
+            "clip |x| to 448 before rounding; 0x7F is NaN, not a bigger number."
+        )
     if a < 2.0**-6 and got & 0x7F == 0 and want & 0x7F:
-        return "subnormals_flushed", ("below 2**-6 e4m3 still has subnormal codes 1..7 (M * 2**-9): "
-                                      "don't flush them to zero.")
+        return "subnormals_flushed", (
+            "below 2**-6 e4m3 still has subnormal codes 1..7 (M * 2**-9): don't flush them to zero."
+        )
     lo, hi = sorted((abs(g), abs(w)))
     if lo < a < hi and a - lo == hi - a and abs(g) > abs(w):
-        return "tie_not_even", (f"|x| = {a:.7g} lies exactly halfway between two codes: a tie goes to the even "
-                                "code (mantissa's last bit 0), not away from zero.")
+        return "tie_not_even", (
+            f"|x| = {a:.7g} lies exactly halfway between two codes: a tie goes to the even "
+            "code (mantissa's last bit 0), not away from zero."
+        )
     if abs(g) < abs(w) and abs(g) <= a:
-        return "truncates", ("you rounded toward zero (dropped the low bits); round to the nearest code, a tie "
-                             "going to the even one.")
+        return "truncates", (
+            "you rounded toward zero (dropped the low bits); round to the nearest code, a tie going to the even one."
+        )
     return "not_nearest", f"the nearest code to |x| = {a:.7g} is {_code(want & 0x7F)}."
 
 
@@ -99,21 +109,52 @@ def check(encode_e4m3: Callable) -> object:
         given = f"x = {np.array2string(row[:6], precision=7)}{' ...' if len(row) > 6 else ''} (float32 [{len(row)}])"
         want = reference(row)
         if not np.array_equal(x, row, equal_nan=True):
-            raise wrong_case(PART, "modified_input", name, given, "x unchanged", "x changed in place",
-                             "return a new uint8 array; the row is still the model's.")
+            raise wrong_case(
+                PART,
+                "modified_input",
+                name,
+                given,
+                "x unchanged",
+                "x changed in place",
+                "return a new uint8 array; the row is still the model's.",
+            )
         if got is None:
-            raise wrong_case(PART, "returned_none", name, given, f"uint8 codes {want.tolist()[:6]}", "None",
-                             "did the function forget `return`?")
+            raise wrong_case(
+                PART,
+                "returned_none",
+                name,
+                given,
+                f"uint8 codes {want.tolist()[:6]}",
+                "None",
+                "did the function forget `return`?",
+            )
         got = np.asarray(got)
         if got.shape != want.shape or got.dtype != np.uint8:
-            raise wrong_case(PART, "dtype_or_shape", name, given, f"uint8 [{len(row)}]",
-                             f"{got.dtype} {list(got.shape)}", "one uint8 code per value: .astype(np.uint8).")
+            raise wrong_case(
+                PART,
+                "dtype_or_shape",
+                name,
+                given,
+                f"uint8 [{len(row)}]",
+                f"{got.dtype} {list(got.shape)}",
+                "one uint8 code per value: .astype(np.uint8).",
+            )
         bad = np.flatnonzero(got != want)
         if bad.size:
             i = int(bad[0])
             problem, hint = _hint(float(row[i]), int(want[i]), int(got[i]))
-            raise wrong_case(PART, problem, name, given + f", element {i}: x[{i}] = {float(row[i])!r}",
-                             _code(int(want[i])), _code(int(got[i])), hint)
+            raise wrong_case(
+                PART,
+                problem,
+                name,
+                given + f", element {i}: x[{i}] = {float(row[i])!r}",
+                _code(int(want[i])),
+                _code(int(got[i])),
+                hint,
+            )
     n = sum(len(r) for _, r in table) + sum(len(r) for _, r in rows)
-    return passed(PART, f"encode_e4m3 gives the reference's code for all {n} values: {len(table)} table rows "
-                  f"(ties, subnormals, 448, infinity, NaN) and {len(rows)} rows of random values and midpoints.")
+    return passed(
+        PART,
+        f"encode_e4m3 gives the reference's code for all {n} values: {len(table)} table rows "
+        f"(ties, subnormals, 448, infinity, NaN) and {len(rows)} rows of random values and midpoints.",
+    )

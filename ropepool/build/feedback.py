@@ -39,8 +39,11 @@ def passed(part: int, message: str) -> PartVerdict:
 
 def wrong_case(part: int, problem: str, case: str, given: str, expected, got, hint: str) -> PartFailed:
     """The failure of one case, in four plain lines: the input, what was expected, what came back, a hint."""
-    return PartFailed(part, problem, f"case '{case}'\n  input:    {given}\n  expected: {expected}\n"
-                                     f"  got:      {got}\n  hint:     {hint}")
+    return PartFailed(
+        part,
+        problem,
+        f"case '{case}'\n  input:    {given}\n  expected: {expected}\n  got:      {got}\n  hint:     {hint}",
+    )
 
 
 def call(part: int, fn: Callable, *args, what: str, first: str, expected: tuple = ()):
@@ -51,8 +54,11 @@ def call(part: int, fn: Callable, *args, what: str, first: str, expected: tuple 
     except expected:
         raise
     except NotImplementedError:
-        raise PartFailed(part, "not_implemented", f"{what} raised NotImplementedError: the stub is still "
-                         f"there. Write this first: {first}") from None
+        raise PartFailed(
+            part,
+            "not_implemented",
+            f"{what} raised NotImplementedError: the stub is still there. Write this first: {first}",
+        ) from None
     except PartFailed:
         raise
     except Exception as e:  # the learner's bug, reported rather than crashing the checker

@@ -187,7 +187,7 @@ class TreeMatchesWholeEdges(S.PrefixTree):
             node = node.children[keys[i]]
             node.last_used = self.clock
             n = S._common(node.keys, keys[i:])
-            pages += node.pages[:len(keys) - i]
+            pages += node.pages[: len(keys) - i]
             i += len(node.keys)
             if n < len(node.keys):
                 break
@@ -305,17 +305,45 @@ def encode_flushes_subnormals(x):
 
 
 BY_PART = {
-    1: {"pairs_swapped": rotate_pairs_swapped, "token_index": rotate_token_index,
-        "position_off_by_one": rotate_one_late, "rotation_sign": rotate_backwards},
-    2: {"leak": AllocatorLeak, "no_double_free_error": AllocatorNoDoubleFreeError, "wrong_order": AllocatorStack,
-        "off_by_one": AllocatorOffByOne, "refcount": AllocatorFreesTooSoon},
-    3: {"from_start": slots_from_start, "page_not_scaled": slots_page_not_scaled,
-        "positions_from_zero": slots_positions_from_zero, "offset_in_chunk": slots_offset_in_chunk},
-    4: {"eviction_order": TreeEvictsNewest, "evict_leak": TreeEvictLeak, "refcount": TreeRetainsAgain,
-        "match": TreeNoPartialMatch},
-    5: {"wrong_victim": plan_preempts_oldest, "no_chunking": plan_no_chunks, "over_budget": plan_over_budget,
+    1: {
+        "pairs_swapped": rotate_pairs_swapped,
+        "token_index": rotate_token_index,
+        "position_off_by_one": rotate_one_late,
+        "rotation_sign": rotate_backwards,
+    },
+    2: {
+        "leak": AllocatorLeak,
+        "no_double_free_error": AllocatorNoDoubleFreeError,
+        "wrong_order": AllocatorStack,
+        "off_by_one": AllocatorOffByOne,
+        "refcount": AllocatorFreesTooSoon,
+    },
+    3: {
+        "from_start": slots_from_start,
+        "page_not_scaled": slots_page_not_scaled,
+        "positions_from_zero": slots_positions_from_zero,
+        "offset_in_chunk": slots_offset_in_chunk,
+    },
+    4: {
+        "eviction_order": TreeEvictsNewest,
+        "evict_leak": TreeEvictLeak,
+        "refcount": TreeRetainsAgain,
+        "match": TreeNoPartialMatch,
+    },
+    5: {
+        "wrong_victim": plan_preempts_oldest,
+        "no_chunking": plan_no_chunks,
+        "over_budget": plan_over_budget,
         "blocked_queue": plan_blocked_queue,
-        "admitted_after_preemption": plan_admits_after_preemption, "waiting_first": plan_waiting_first},
-    6: {"nan_lost": encode_nan_as_448, "no_saturation": encode_no_saturation, "tie_not_even": encode_ties_away,
-        "truncates": encode_truncates, "sign": encode_sign_dropped, "subnormals_flushed": encode_flushes_subnormals},
+        "admitted_after_preemption": plan_admits_after_preemption,
+        "waiting_first": plan_waiting_first,
+    },
+    6: {
+        "nan_lost": encode_nan_as_448,
+        "no_saturation": encode_no_saturation,
+        "tie_not_even": encode_ties_away,
+        "truncates": encode_truncates,
+        "sign": encode_sign_dropped,
+        "subnormals_flushed": encode_flushes_subnormals,
+    },
 }

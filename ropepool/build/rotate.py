@@ -20,8 +20,10 @@ from ..tolerance import error_bound, error_ratio, pair_norms
 from .feedback import call, passed, wrong_case
 
 PART = 1
-FIRST = ("look up each token's angles, theta = positions[t] * inv_freq (shape [T, D/2]), then turn each "
-         "pair (a, b) to (a cos - b sin, a sin + b cos): NeoX pairs a = x[:, :D/2], b = x[:, D/2:].")
+FIRST = (
+    "look up each token's angles, theta = positions[t] * inv_freq (shape [T, D/2]), then turn each "
+    "pair (a, b) to (a cos - b sin, a sin + b cos): NeoX pairs a = x[:, :D/2], b = x[:, D/2:]."
+)
 
 
 def reference(x, positions, inv_freq, is_neox: bool) -> np.ndarray:
@@ -31,8 +33,9 @@ def reference(x, positions, inv_freq, is_neox: bool) -> np.ndarray:
     return reference_rotate(x[:, None, :], positions, rope)[:, 0, :]  # [T, D]
 
 
-def _mistake(x, positions, inv_freq, is_neox, *, pairs_swapped=False, index=False, shift=0, sign=1.0,
-             half_sign=False) -> np.ndarray:
+def _mistake(
+    x, positions, inv_freq, is_neox, *, pairs_swapped=False, index=False, shift=0, sign=1.0, half_sign=False
+) -> np.ndarray:
     """The rotation with one common mistake in it, to recognise a wrong answer by."""
     pos = np.arange(len(positions)) if index else np.asarray(positions) + shift
     neox = bool(is_neox) != pairs_swapped
@@ -41,26 +44,35 @@ def _mistake(x, positions, inv_freq, is_neox, *, pairs_swapped=False, index=Fals
     if half_sign:  # x1 cos + x2 sin in the first of each pair: rotate_half's minus sign lost
         rope = Rope(len(x[0]), len(x[0]), neox, tuple(inv), 1.0)
         first = rope.pairs()[:, 0]
-        out[:, first] = reference_rotate(np.asarray(x, np.float64)[:, None, :], pos,
-                                         replace(rope, inv_freq=tuple(-inv)))[:, 0, first]
+        out[:, first] = reference_rotate(
+            np.asarray(x, np.float64)[:, None, :], pos, replace(rope, inv_freq=tuple(-inv))
+        )[:, 0, first]
     return out
 
 
 MISTAKES = {
-    "pairs_swapped": (dict(pairs_swapped=True),
-                      "you paired the other way: NeoX pairs x[i] with x[i + D/2] (the two halves of the head), "
-                      "GPT-J pairs neighbours x[2i] with x[2i + 1]. Read is_neox."),
-    "token_index": (dict(index=True),
-                    "you turned token t by its index t, not by positions[t]: in a decode step token 0 may sit at "
-                    "position 4,000. Index the angles by positions."),
-    "position_off_by_one": (dict(shift=1),
-                            "you turned every token one position too far (positions + 1): position 0 must come "
-                            "back unchanged."),
-    "rotation_sign": (dict(sign=-1.0),
-                      "you turned the wrong way (by -theta): the pair becomes (a cos - b sin, a sin + b cos)."),
-    "rotate_half_sign": (dict(half_sign=True),
-                         "the first of each pair lost its minus sign: it is a cos - b sin, you computed "
-                         "a cos + b sin."),
+    "pairs_swapped": (
+        dict(pairs_swapped=True),
+        "you paired the other way: NeoX pairs x[i] with x[i + D/2] (the two halves of the head), "
+        "GPT-J pairs neighbours x[2i] with x[2i + 1]. Read is_neox.",
+    ),
+    "token_index": (
+        dict(index=True),
+        "you turned token t by its index t, not by positions[t]: in a decode step token 0 may sit at "
+        "position 4,000. Index the angles by positions.",
+    ),
+    "position_off_by_one": (
+        dict(shift=1),
+        "you turned every token one position too far (positions + 1): position 0 must come back unchanged.",
+    ),
+    "rotation_sign": (
+        dict(sign=-1.0),
+        "you turned the wrong way (by -theta): the pair becomes (a cos - b sin, a sin + b cos).",
+    ),
+    "rotate_half_sign": (
+        dict(half_sign=True),
+        "the first of each pair lost its minus sign: it is a cos - b sin, you computed a cos + b sin.",
+    ),
 }
 
 
@@ -69,19 +81,45 @@ def cases() -> list[tuple[str, dict]]:
     rng = np.random.default_rng(1)
     smol = plain(64, 100000.0).inv_freq  # SmolLM2's head: D = 64, rope_base 100,000
     return [
-        ("position 0 turns nothing", dict(x=rng.standard_normal((2, 4)), positions=np.array([0, 0]),
-                                          inv_freq=plain(4, 10000.0).inv_freq, is_neox=True)),
-        ("one pair (D = 2) at position 1", dict(x=np.array([[1.0, 0.0]]), positions=np.array([1]),
-                                                inv_freq=(1.0,), is_neox=True)),
-        ("NeoX pairs, D = 8, scattered positions", dict(x=rng.standard_normal((5, 8)),
-                                                        positions=np.array([0, 1, 5, 2, 40]),
-                                                        inv_freq=plain(8, 10000.0).inv_freq, is_neox=True)),
-        ("GPT-J pairs, D = 8", dict(x=rng.standard_normal((4, 8)), positions=np.array([3, 0, 7, 1]),
-                                    inv_freq=plain(8, 10000.0).inv_freq, is_neox=False)),
-        ("SmolLM2's head (D = 64, base 100,000), NeoX, a decode at position 4,000",
-         dict(x=rng.standard_normal((1, 64)), positions=np.array([4000]), inv_freq=smol, is_neox=True)),
-        ("SmolLM2's head, GPT-J pairs (its GGUF rows)",
-         dict(x=rng.standard_normal((3, 64)), positions=np.array([10, 11, 12]), inv_freq=smol, is_neox=False)),
+        (
+            "position 0 turns nothing",
+            dict(
+                x=rng.standard_normal((2, 4)),
+                positions=np.array([0, 0]),
+                inv_freq=plain(4, 10000.0).inv_freq,
+                is_neox=True,
+            ),
+        ),
+        (
+            "one pair (D = 2) at position 1",
+            dict(x=np.array([[1.0, 0.0]]), positions=np.array([1]), inv_freq=(1.0,), is_neox=True),
+        ),
+        (
+            "NeoX pairs, D = 8, scattered positions",
+            dict(
+                x=rng.standard_normal((5, 8)),
+                positions=np.array([0, 1, 5, 2, 40]),
+                inv_freq=plain(8, 10000.0).inv_freq,
+                is_neox=True,
+            ),
+        ),
+        (
+            "GPT-J pairs, D = 8",
+            dict(
+                x=rng.standard_normal((4, 8)),
+                positions=np.array([3, 0, 7, 1]),
+                inv_freq=plain(8, 10000.0).inv_freq,
+                is_neox=False,
+            ),
+        ),
+        (
+            "SmolLM2's head (D = 64, base 100,000), NeoX, a decode at position 4,000",
+            dict(x=rng.standard_normal((1, 64)), positions=np.array([4000]), inv_freq=smol, is_neox=True),
+        ),
+        (
+            "SmolLM2's head, GPT-J pairs (its GGUF rows)",
+            dict(x=rng.standard_normal((3, 64)), positions=np.array([10, 11, 12]), inv_freq=smol, is_neox=False),
+        ),
     ]
 
 
@@ -92,8 +130,17 @@ def workload(n: int = 40, seed: int = 0) -> list[tuple[str, dict]]:
     for i in range(n):
         T, D = int(rng.integers(1, 7)), int(rng.choice([2, 4, 8, 16, 64, 128]))
         base = float(rng.choice([10000.0, 100000.0, 500000.0]))
-        out.append((f"random {i}", dict(x=rng.standard_normal((T, D)), positions=rng.integers(0, 8192, T),
-                                        inv_freq=plain(D, base).inv_freq, is_neox=bool(rng.integers(2)))))
+        out.append(
+            (
+                f"random {i}",
+                dict(
+                    x=rng.standard_normal((T, D)),
+                    positions=rng.integers(0, 8192, T),
+                    inv_freq=plain(D, base).inv_freq,
+                    is_neox=bool(rng.integers(2)),
+                ),
+            )
+        )
     return out
 
 
@@ -104,15 +151,19 @@ def _rope(c: dict) -> Rope:
 
 def _close(got, want, c: dict) -> bool:
     """Within :mod:`ropepool.tolerance`'s float32 bound: float32 math passes as well as float64."""
-    return error_ratio(got[:, None, :], want[:, None, :], c["x"][:, None, :], c["positions"], "float32",
-                       rope=_rope(c)) <= 1
+    return (
+        error_ratio(got[:, None, :], want[:, None, :], c["x"][:, None, :], c["positions"], "float32", rope=_rope(c))
+        <= 1
+    )
 
 
 def _describe(c: dict) -> str:
     T, D = c["x"].shape
     pos = np.asarray(c["positions"]).tolist()
-    return (f"x [T={T}, D={D}], positions {pos if T <= 6 else pos[:6] + ['...']}, "
-            f"is_neox={c['is_neox']} ({'NeoX' if c['is_neox'] else 'GPT-J'} pairs)")
+    return (
+        f"x [T={T}, D={D}], positions {pos if T <= 6 else pos[:6] + ['...']}, "
+        f"is_neox={c['is_neox']} ({'NeoX' if c['is_neox'] else 'GPT-J'} pairs)"
+    )
 
 
 def check(rotate: Callable) -> object:
@@ -123,33 +174,77 @@ def check(rotate: Callable) -> object:
     """
     for name, c in cases() + workload():
         x = c["x"].copy()
-        got = call(PART, rotate, x, np.asarray(c["positions"]).copy(), np.array(c["inv_freq"]), c["is_neox"],
-                   what=f"rotate(...) on '{name}'", first=FIRST)
+        got = call(
+            PART,
+            rotate,
+            x,
+            np.asarray(c["positions"]).copy(),
+            np.array(c["inv_freq"]),
+            c["is_neox"],
+            what=f"rotate(...) on '{name}'",
+            first=FIRST,
+        )
         if not np.array_equal(x, c["x"]):
-            raise wrong_case(PART, "modified_input", name, _describe(c), "x unchanged", "x changed in place",
-                             "return a new array: the model still needs its k after you rotate it.")
+            raise wrong_case(
+                PART,
+                "modified_input",
+                name,
+                _describe(c),
+                "x unchanged",
+                "x changed in place",
+                "return a new array: the model still needs its k after you rotate it.",
+            )
         want = reference(c["x"], c["positions"], c["inv_freq"], c["is_neox"])
         if got is None:
-            raise wrong_case(PART, "returned_none", name, _describe(c), f"an array {want.shape}", "None",
-                             "did the function forget `return`?")
+            raise wrong_case(
+                PART,
+                "returned_none",
+                name,
+                _describe(c),
+                f"an array {want.shape}",
+                "None",
+                "did the function forget `return`?",
+            )
         got = np.asarray(got, np.float64)
         if got.shape != want.shape:
-            raise wrong_case(PART, "shape", name, _describe(c), f"shape {want.shape}", f"shape {got.shape}",
-                             "the rotated head keeps x's shape [T, D].")
+            raise wrong_case(
+                PART,
+                "shape",
+                name,
+                _describe(c),
+                f"shape {want.shape}",
+                f"shape {got.shape}",
+                "the rotated head keeps x's shape [T, D].",
+            )
         if _close(got, want, c):
             continue
         bad = np.argwhere(~(np.abs(got - want) <= _bound(c)))
         t, d = (int(a) for a in (bad[0] if len(bad) else np.unravel_index(np.argmax(np.abs(got - want)), got.shape)))
-        problem, hint = "mismatch", (f"element [{t}, {d}] is off; with {'NeoX' if c['is_neox'] else 'GPT-J'} "
-                                     f"pairs dimension {d} pairs with {_partner(d, c)}.")
+        problem, hint = (
+            "mismatch",
+            (
+                f"element [{t}, {d}] is off; with {'NeoX' if c['is_neox'] else 'GPT-J'} "
+                f"pairs dimension {d} pairs with {_partner(d, c)}."
+            ),
+        )
         for code, (knobs, message) in MISTAKES.items():
             if _close(got, _mistake(c["x"], c["positions"], c["inv_freq"], c["is_neox"], **knobs), c):
                 problem, hint = code, message
                 break
-        raise wrong_case(PART, problem, name, _describe(c), f"out[{t}, {d}] = {want[t, d]:.6g}",
-                         f"out[{t}, {d}] = {got[t, d]:.6g}", hint)
-    return passed(PART, f"rotate matches the float64 reference on {len(cases())} table cases and "
-                  f"{len(workload())} random ones, NeoX and GPT-J pairs.")
+        raise wrong_case(
+            PART,
+            problem,
+            name,
+            _describe(c),
+            f"out[{t}, {d}] = {want[t, d]:.6g}",
+            f"out[{t}, {d}] = {got[t, d]:.6g}",
+            hint,
+        )
+    return passed(
+        PART,
+        f"rotate matches the float64 reference on {len(cases())} table cases and "
+        f"{len(workload())} random ones, NeoX and GPT-J pairs.",
+    )
 
 
 def _bound(c) -> np.ndarray:

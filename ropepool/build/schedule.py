@@ -24,14 +24,18 @@ from ..engine.scheduler import Batch
 from .feedback import PartFailed, call, passed, wrong_case
 
 PART = 5
-FIRST = ("budget = max_step_tokens; for each running request, oldest first, n = min(uncached, budget) tokens "
-         "need max(0, n - spare) new rows; if they are free, take them, spend n of the budget and add (rid, n) to run.")
+FIRST = (
+    "budget = max_step_tokens; for each running request, oldest first, n = min(uncached, budget) tokens "
+    "need max(0, n - spare) new rows; if they are free, take them, spend n of the budget and add (rid, n) to run."
+)
 
 
 def views(scheduler) -> tuple[list[dict], list[dict]]:
     """What ``plan_step`` is given about the scheduler's running and waiting requests."""
-    running = [dict(rid=r.rid, uncached=r.num_uncached, spare=len(r.slot_table) - r.num_cached, held=len(r.slot_table))
-               for r in scheduler.running]
+    running = [
+        dict(rid=r.rid, uncached=r.num_uncached, spare=len(r.slot_table) - r.num_cached, held=len(r.slot_table))
+        for r in scheduler.running
+    ]
     waiting = [dict(rid=r.rid, tokens=r.seq_len) for r in scheduler.waiting]
     return running, waiting
 
@@ -54,6 +58,7 @@ class Planned(Scheduler):
             s = cls(allocator, cache, max_step_tokens=max_step_tokens)
             s.plan = plan
             return s
+
         return make
 
     def schedule(self) -> Batch:
@@ -118,31 +123,42 @@ def _hint(running, waiting, budget, want, got) -> tuple[str, str]:
         return "over_budget", f"the step runs {sum(n for _, n in g_run)} tokens: at most max_step_tokens ({budget})."
     if g_pre != w_pre:
         if w_pre and not g_pre:
-            return "no_preemption", ("a running request needs rows and none is free: preempt the most recently "
-                                     "admitted "
-                                     "(the last of running), whose held rows become free, until the rows fit.")
+            return "no_preemption", (
+                "a running request needs rows and none is free: preempt the most recently "
+                "admitted "
+                "(the last of running), whose held rows become free, until the rows fit."
+            )
         if set(g_pre) != set(w_pre) and w_pre and g_pre:
             return "wrong_victim", "preempt the most recently admitted request (the end of running), not the oldest."
         return "preemption", "preempt only while the rows a running request needs are more than the free rows."
     if any(n < uncached[rid] and rid not in dict(g_run) for rid, n in w_run):
-        return "no_chunking", ("a prompt longer than what is left of the budget still runs: a chunk of "
-                               "min(uncached, budget) tokens, the rest in the next steps.")
+        return "no_chunking", (
+            "a prompt longer than what is left of the budget still runs: a chunk of "
+            "min(uncached, budget) tokens, the rest in the next steps."
+        )
     running_ids = [r["rid"] for r in running]
     g_order = [rid for rid, _ in g_run]
-    if any(rid in running_ids for rid in g_order[next((i for i, x in enumerate(g_order) if x not in running_ids),
-                                                      len(g_order)):]):
+    if any(
+        rid in running_ids
+        for rid in g_order[next((i for i, x in enumerate(g_order) if x not in running_ids), len(g_order)) :]
+    ):
         return "waiting_first", "running requests go first (their decodes never wait), then the waiting ones."
     if any(n == uncached[rid] and n > dict(w_run).get(rid, n) for rid, n in g_run):
         return "no_chunking", "a prompt longer than what is left of the budget runs a chunk: n = min(uncached, budget)."
     if w_pre and any(rid not in running_ids for rid in g_order):
-        return "admitted_after_preemption", ("in a step that preempted, admit nobody: the freed rows are for the "
-                                             "running.")
+        return "admitted_after_preemption", (
+            "in a step that preempted, admit nobody: the freed rows are for the running."
+        )
     if [x for x in w_run if x[0] not in running_ids] != [x for x in g_run if x[0] not in running_ids]:
         if len(g_run) < len(w_run):
-            return "blocked_queue", ("a waiting request whose rows are not free is skipped, not a wall: try the ones "
-                                     "behind it, while the budget lasts.")
-        return "admission", ("admit a waiting request when all its tokens' rows are free (tokens <= free_rows); it "
-                             "then runs min(tokens, budget left).")
+            return "blocked_queue", (
+                "a waiting request whose rows are not free is skipped, not a wall: try the ones "
+                "behind it, while the budget lasts."
+            )
+        return "admission", (
+            "admit a waiting request when all its tokens' rows are free (tokens <= free_rows); it "
+            "then runs min(tokens, budget left)."
+        )
     return "wrong_plan", "compare with the rules: running first, the budget, chunks, preemption, admission."
 
 
@@ -156,20 +172,38 @@ def _drive(name, P, budget, reqs, plan_step):
     while not s.done and step < 200:
         running, waiting = views(s)
         free = s.allocator.num_free
-        got = call(PART, plan_step, [dict(r) for r in running], [dict(r) for r in waiting], budget, free,
-                   what=f"plan_step(...) on '{name}', step {step}", first=FIRST)
+        got = call(
+            PART,
+            plan_step,
+            [dict(r) for r in running],
+            [dict(r) for r in waiting],
+            budget,
+            free,
+            what=f"plan_step(...) on '{name}', step {step}",
+            first=FIRST,
+        )
         batch = s.schedule()
         want = ([(r.rid, n) for r, n in zip(batch.requests, batch.lengths)], [r.rid for r in batch.preempted])
         try:
             run, pre = got
             got = ([(int(rid), int(n)) for rid, n in run], [int(rid) for rid in pre])
         except (TypeError, ValueError):
-            raise PartFailed(PART, "not_a_plan", f"on '{name}': return (run, preempted): a list of (rid, n) and a "
-                             f"list of rids; got {got!r:.200}") from None
+            raise PartFailed(
+                PART,
+                "not_a_plan",
+                f"on '{name}': return (run, preempted): a list of (rid, n) and a list of rids; got {got!r:.200}",
+            ) from None
         if got != want:
             problem, hint = _hint(running, waiting, budget, want, got)
-            raise wrong_case(PART, problem, f"{name}, step {step}", _describe(running, waiting, budget, free),
-                             f"run {want[0]}, preempted {want[1]}", f"run {got[0]}, preempted {got[1]}", hint)
+            raise wrong_case(
+                PART,
+                problem,
+                f"{name}, step {step}",
+                _describe(running, waiting, budget, free),
+                f"run {want[0]}, preempted {want[1]}",
+                f"run {got[0]}, preempted {got[1]}",
+                hint,
+            )
         s.postprocess(batch, mx.zeros((len(batch.requests), 8)))
         step += 1
 
@@ -183,5 +217,8 @@ def check(plan_step: Callable) -> object:
     table, runs = cases(), workload()
     for name, P, budget, reqs in table + runs:
         _drive(name, P, budget, reqs, plan_step)
-    return passed(PART, f"plan_step plans every step as the engine's scheduler on {len(table)} table cases and "
-                  f"{len(runs)} random runs: the budget, chunks after the decodes, preemption of the newest.")
+    return passed(
+        PART,
+        f"plan_step plans every step as the engine's scheduler on {len(table)} table cases and "
+        f"{len(runs)} random runs: the budget, chunks after the decodes, preemption of the newest.",
+    )

@@ -21,8 +21,10 @@ from ..tolerance import ENGINE_LOGITS_FLOAT32, ENGINE_LOGITS_SMOLLM2
 
 QUESTIONS = ("What is the capital of France?", "What is 2 + 3?")
 #: A plain-text prompt that shares nothing with the chat questions: long enough to be prefilled in chunks.
-LONG = ("The river rose in the spring, as it did every year, and the people of the valley moved their boats "
-        "to higher ground. The old bridge held, the new mill did not, and by summer the")
+LONG = (
+    "The river rose in the spring, as it did every year, and the people of the valley moved their boats "
+    "to higher ground. The old bridge held, the new mill did not, and by summer the"
+)
 
 
 @dataclass
@@ -50,15 +52,32 @@ def load() -> Served:
     except ModelUnavailable as err:
         from ..engine.tiny_models import build
 
-        print(f"SmolLM2 is not here ({err}): serving a tiny random-weight Llama instead; "
-              "its answers are noise, but every check below still compares it with mlx-lm.")
+        print(
+            f"SmolLM2 is not here ({err}): serving a tiny random-weight Llama instead; "
+            "its answers are noise, but every check below still compares it with mlx-lm."
+        )
         model = build("llama-gptj")
-        return Served(model, "a tiny random Llama (GPT-J pairs)", [[1, 5, 9, 14, 2, 7, 30, 3], [1, 5, 9, 22, 4]],
-                      None, ENGINE_LOGITS_FLOAT32, lambda tokens: " ".join(map(str, tokens)), False,
-                      [int(t) for t in np.arange(40, 100)])
+        return Served(
+            model,
+            "a tiny random Llama (GPT-J pairs)",
+            [[1, 5, 9, 14, 2, 7, 30, 3], [1, 5, 9, 22, 4]],
+            None,
+            ENGINE_LOGITS_FLOAT32,
+            lambda tokens: " ".join(map(str, tokens)),
+            False,
+            [int(t) for t in np.arange(40, 100)],
+        )
     prompts = [tokenizer.apply_chat_template([{"role": "user", "content": q}]) for q in QUESTIONS]
-    return Served(model, NAME, prompts, tokenizer.eos_token_id, ENGINE_LOGITS_SMOLLM2,
-                  lambda tokens: tokenizer.decode(tokens, skip_special_tokens=True), True, tokenizer.encode(LONG))
+    return Served(
+        model,
+        NAME,
+        prompts,
+        tokenizer.eos_token_id,
+        ENGINE_LOGITS_SMOLLM2,
+        lambda tokens: tokenizer.decode(tokens, skip_special_tokens=True),
+        True,
+        tokenizer.encode(LONG),
+    )
 
 
 class PluggedRunner(ModelRunner):
@@ -77,8 +96,10 @@ class PluggedRunner(ModelRunner):
     def run(self, batch):
         if self.slot_mapping is not None:
             ps = self.page_size
-            requests = [dict(pages=[row // ps for row in r.slot_table[::ps]], cached=r.num_cached, new=n)
-                        for r, n in zip(batch.requests, batch.lengths)]
+            requests = [
+                dict(pages=[row // ps for row in r.slot_table[::ps]], cached=r.num_cached, new=n)
+                for r, n in zip(batch.requests, batch.lengths)
+            ]
             positions, slots = self.slot_mapping(requests, ps)
             batch.positions, batch.slots = [int(p) for p in positions], [int(s) for s in slots]
         return super().run(batch)
@@ -101,18 +122,31 @@ class PluggedRunner(ModelRunner):
             q, k = self._rotate(q, positions), self._rotate(k, positions)
         else:  # the op rotates; slots -1: it writes nothing, the learner's encoder writes the pools
             nowhere = mx.full((T,), -1, mx.int32)
-            q, k, _, _ = rope_pool_fused(q, k, v, ctx.positions, nowhere, self.k_pools[i], self.v_pools[i],
-                                         **self.rope_kwargs, backend=self.backend, **model_spec.qk_norm_kwargs(attn),
-                                         **self.scales[i])
+            q, k, _, _ = rope_pool_fused(
+                q,
+                k,
+                v,
+                ctx.positions,
+                nowhere,
+                self.k_pools[i],
+                self.v_pools[i],
+                **self.rope_kwargs,
+                backend=self.backend,
+                **model_spec.qk_norm_kwargs(attn),
+                **self.scales[i],
+            )
         for pools, rows, which in ((self.k_pools, k, "k"), (self.v_pools, v, "v")):
             if self.fp8:
                 rows = self._encode(rows.astype(mx.float32) / mx.array(self.scales[i][f"{which}_scale"], mx.float32))
             pools[i][mx.array(np.asarray(ctx.slots), mx.int32)] = rows.astype(pools[i].dtype)
         q = q[:, None] if ctx.queries is None else q[ctx.queries]  # [R, N, Hq, D]
         o = mx.fast.scaled_dot_product_attention(
-            q.transpose(0, 2, 1, 3), self.read_rows(i, "k", ctx.rows, q.dtype),
+            q.transpose(0, 2, 1, 3),
+            self.read_rows(i, "k", ctx.rows, q.dtype),
             self.read_rows(i, "v", ctx.rows, q.dtype),
-            scale=attn.scale, mask=ctx.mask)  # [R, Hq, N, D]
+            scale=attn.scale,
+            mask=ctx.mask,
+        )  # [R, Hq, N, D]
         o = o.transpose(0, 2, 1, 3).reshape(-1, Hq * D)  # [R * N, Hq*D]
         return attn.o_proj(o if ctx.outputs is None else o[ctx.outputs])  # [T, hidden]
 
@@ -122,8 +156,9 @@ class PluggedRunner(ModelRunner):
         table: Rope = self.table
         T, H, D = x.shape
         rows = np.array(x.astype(mx.float32)).reshape(T * H, D)  # [T*H, D], token-major
-        out = np.asarray(self.rotate(rows, np.repeat(positions, H), np.array(table.inv_freq), table.is_neox),
-                         np.float64)
+        out = np.asarray(
+            self.rotate(rows, np.repeat(positions, H), np.array(table.inv_freq), table.is_neox), np.float64
+        )
         return mx.array(out.reshape(T, H, D).astype(np.float32)).astype(x.dtype)  # [T, H, D]
 
     def _encode(self, rows: mx.array) -> mx.array:
@@ -131,8 +166,10 @@ class PluggedRunner(ModelRunner):
         flat = np.array(rows.astype(mx.float32)).reshape(-1)
         codes = np.asarray(self.encode(flat.copy()))
         if codes.dtype != np.uint8 or codes.shape != flat.shape:
-            raise ValueError(f"encode_e4m3 returned {codes.dtype} {list(codes.shape)} for a row of {flat.size} "
-                             "float32 values: one uint8 code per value")
+            raise ValueError(
+                f"encode_e4m3 returned {codes.dtype} {list(codes.shape)} for a row of {flat.size} "
+                "float32 values: one uint8 code per value"
+            )
         return mx.array(codes).reshape(rows.shape)
 
 

@@ -17,8 +17,10 @@ import numpy as np
 from .feedback import PartFailed, call, passed, wrong_case
 
 PART = 3
-FIRST = ("for each request, in order, its positions run cached .. cached + new - 1; position p's row is "
-         "pages[p // page_size] * page_size + p % page_size. Return (positions, slots), two lists.")
+FIRST = (
+    "for each request, in order, its positions run cached .. cached + new - 1; position p's row is "
+    "pages[p // page_size] * page_size + p % page_size. Return (positions, slots), two lists."
+)
 
 
 def reference(requests: list[dict], page_size: int) -> tuple[list[int], list[int]]:
@@ -37,22 +39,35 @@ def _slot(r, p, ps):
 
 # problem: (slot of request r's i-th new token at position p, with page size ps; hint)
 MISTAKES = {
-    "positions_from_zero": (None, "positions restart at 0 in every step: a token's position counts its request's "
-                                  "tokens before it, cached ones included (cached .. cached + new - 1)."),
-    "page_not_scaled": (lambda r, i, p, ps: r["pages"][p // ps] + p % ps,
-                        "a page number is not a row: page g starts at row g * page_size. "
-                        "slot = pages[p // page_size] * page_size + p % page_size."),
-    "pages_as_rows": (lambda r, i, p, ps: r["pages"][p] * ps if p < len(r["pages"]) else -1,
-                      "you indexed the page table by position: it has one entry per page of page_size "
-                      "positions, pages[p // page_size]."),
-    "offset_in_chunk": (lambda r, i, p, ps: r["pages"][p // ps] * ps + i % ps,
-                        "the offset inside the page is p % page_size, the position's, not the token's index "
-                        "in this step: a chunk may start mid-page."),
-    "off_by_one": (lambda r, i, p, ps: _slot(r, p + 1, ps) if (p + 1) // ps < len(r["pages"]) else -1,
-                   "each token got the next position's row: position p writes slot_of(p), not slot_of(p + 1)."),
-    "from_start": (lambda r, i, p, ps: _slot(r, i, ps),
-                   "you mapped the step's i-th token to position i's row: a decode token would overwrite the "
-                   "request's first row. Map position cached + i."),
+    "positions_from_zero": (
+        None,
+        "positions restart at 0 in every step: a token's position counts its request's "
+        "tokens before it, cached ones included (cached .. cached + new - 1).",
+    ),
+    "page_not_scaled": (
+        lambda r, i, p, ps: r["pages"][p // ps] + p % ps,
+        "a page number is not a row: page g starts at row g * page_size. "
+        "slot = pages[p // page_size] * page_size + p % page_size.",
+    ),
+    "pages_as_rows": (
+        lambda r, i, p, ps: r["pages"][p] * ps if p < len(r["pages"]) else -1,
+        "you indexed the page table by position: it has one entry per page of page_size "
+        "positions, pages[p // page_size].",
+    ),
+    "offset_in_chunk": (
+        lambda r, i, p, ps: r["pages"][p // ps] * ps + i % ps,
+        "the offset inside the page is p % page_size, the position's, not the token's index "
+        "in this step: a chunk may start mid-page.",
+    ),
+    "off_by_one": (
+        lambda r, i, p, ps: _slot(r, p + 1, ps) if (p + 1) // ps < len(r["pages"]) else -1,
+        "each token got the next position's row: position p writes slot_of(p), not slot_of(p + 1).",
+    ),
+    "from_start": (
+        lambda r, i, p, ps: _slot(r, i, ps),
+        "you mapped the step's i-th token to position i's row: a decode token would overwrite the "
+        "request's first row. Map position cached + i.",
+    ),
 }
 
 
@@ -60,15 +75,27 @@ def cases() -> list[tuple[str, int, list[dict]]]:
     """(name, page_size, requests) the checker runs first."""
     return [
         ("a prefill, page_size 1", 1, [dict(pages=[0, 1, 2, 3, 4, 5], cached=0, new=6)]),
-        ("two decodes on reused rows, page_size 1", 1, [dict(pages=[7, 2, 9, 4], cached=3, new=1),
-                                                        dict(pages=[5, 0, 8, 1, 6, 3], cached=5, new=1)]),
+        (
+            "two decodes on reused rows, page_size 1",
+            1,
+            [dict(pages=[7, 2, 9, 4], cached=3, new=1), dict(pages=[5, 0, 8, 1, 6, 3], cached=5, new=1)],
+        ),
         ("a prefill chunk of 16, page_size 16", 16, [dict(pages=[3, 0, 5], cached=0, new=16)]),
         ("a chunk starting mid-page, page_size 16", 16, [dict(pages=[3, 0, 5], cached=20, new=12)]),
-        ("decodes at a page's first and last row, page_size 16", 16, [dict(pages=[2, 6], cached=16, new=1),
-                                                                       dict(pages=[4, 1], cached=31, new=1)]),
-        ("decodes, then a prefill chunk, page_size 16", 16, [dict(pages=[1], cached=9, new=1),
-                                                             dict(pages=[6, 2], cached=20, new=1),
-                                                             dict(pages=[0, 7, 3], cached=12, new=20)]),
+        (
+            "decodes at a page's first and last row, page_size 16",
+            16,
+            [dict(pages=[2, 6], cached=16, new=1), dict(pages=[4, 1], cached=31, new=1)],
+        ),
+        (
+            "decodes, then a prefill chunk, page_size 16",
+            16,
+            [
+                dict(pages=[1], cached=9, new=1),
+                dict(pages=[6, 2], cached=20, new=1),
+                dict(pages=[0, 7, 3], cached=12, new=20),
+            ],
+        ),
     ]
 
 
@@ -112,23 +139,46 @@ def check(slot_mapping: Callable) -> object:
     table, steps = cases(), workload()
     for name, ps, requests in table + steps:
         given = f"page_size {ps}, requests {requests}"
-        got = call(PART, slot_mapping, [dict(r, pages=list(r["pages"])) for r in requests], ps,
-                   what=f"slot_mapping(...) on '{name}'", first=FIRST)
+        got = call(
+            PART,
+            slot_mapping,
+            [dict(r, pages=list(r["pages"])) for r in requests],
+            ps,
+            what=f"slot_mapping(...) on '{name}'",
+            first=FIRST,
+        )
         want = reference(requests, ps)
         try:
             positions, slots = ([int(x) for x in part] for part in got)
         except (TypeError, ValueError):
-            raise PartFailed(PART, "not_two_lists", f"on '{name}': return two lists of ints, (positions, slots); "
-                             f"got {got!r:.200}") from None
+            raise PartFailed(
+                PART, "not_two_lists", f"on '{name}': return two lists of ints, (positions, slots); got {got!r:.200}"
+            ) from None
         if (positions, slots) == want:
             continue
         if len(positions) != len(want[0]) or len(slots) != len(want[1]):
-            raise wrong_case(PART, "wrong_length", name, given, f"{len(want[0])} positions and slots (the sum of new)",
-                             f"{len(positions)} positions, {len(slots)} slots",
-                             "one position and one slot per new token.")
+            raise wrong_case(
+                PART,
+                "wrong_length",
+                name,
+                given,
+                f"{len(want[0])} positions and slots (the sum of new)",
+                f"{len(positions)} positions, {len(slots)} slots",
+                "one position and one slot per new token.",
+            )
         t = next(i for i in range(len(slots)) if (positions[i], slots[i]) != (want[0][i], want[1][i]))
         problem, hint = _diagnose(requests, ps, positions, slots)
-        raise wrong_case(PART, problem, name, given, f"token {t}: position {want[0][t]}, slot {want[1][t]}",
-                         f"token {t}: position {positions[t]}, slot {slots[t]}", hint)
-    return passed(PART, f"slot_mapping gives every token's position and row on {len(table)} table steps and "
-                  f"{len(steps)} random ones, page_size 1 to 16, chunks starting mid-page included.")
+        raise wrong_case(
+            PART,
+            problem,
+            name,
+            given,
+            f"token {t}: position {want[0][t]}, slot {want[1][t]}",
+            f"token {t}: position {positions[t]}, slot {slots[t]}",
+            hint,
+        )
+    return passed(
+        PART,
+        f"slot_mapping gives every token's position and row on {len(table)} table steps and "
+        f"{len(steps)} random ones, page_size 1 to 16, chunks starting mid-page included.",
+    )

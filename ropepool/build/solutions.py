@@ -140,7 +140,7 @@ class PrefixTree:
         while i < len(keys):
             child = node.children.get(keys[i])
             if child is None:
-                new = list(pages[i:len(keys)])
+                new = list(pages[i : len(keys)])
                 self.allocator.retain(new)
                 if node is not self.root and not node.children:
                     node.keys += keys[i:]
@@ -186,8 +186,8 @@ class PrefixTree:
             k = 0
             while k < len(leaf.pages) and len(freed) + k < n and refs[leaf.pages[-1 - k]] == 1:
                 k += 1
-            first, drop = leaf.keys[0], leaf.pages[len(leaf.pages) - k:]
-            del leaf.keys[len(leaf.keys) - k:], leaf.pages[len(leaf.pages) - k:]
+            first, drop = leaf.keys[0], leaf.pages[len(leaf.pages) - k :]
+            del leaf.keys[len(leaf.keys) - k :], leaf.pages[len(leaf.pages) - k :]
             if not leaf.keys:
                 del leaf.parent.children[first]
             freed += self.allocator.release(drop)

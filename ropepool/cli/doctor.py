@@ -59,8 +59,10 @@ def findings() -> list[tuple[str, str]]:
     rows += [(name, _version(name)) for name in PACKAGES]
     rows.append(("mlx default device", str(mx.default_device())))
     rows += _blas_rows()
-    rows += [(f"backend {name}", ("runs: " if s.available else "does not run: ") + s.reason)
-             for name, s in available_backends().items()]
+    rows += [
+        (f"backend {name}", ("runs: " if s.available else "does not run: ") + s.reason)
+        for name, s in available_backends().items()
+    ]
     rows.append(("backend='auto' picks", best_backend()))
     rows += _fallen_back_rows()
     rows.append(("kernel CPU check", _cpu_check()))
@@ -77,9 +79,13 @@ def _blas_rows() -> list[tuple[str, str]]:
     from .. import blas
 
     mlx_gf, np_gf = blas.matmul_gflops(1024, repeats=3)  # first: cblas_sgemm binds on the first call
-    return [("BLAS under MLX", blas.describe()),
-            ("float32 1024^3 matmul", f"MLX {mlx_gf:.1f} GF/s, NumPy {np_gf:.1f} GF/s ({mlx_gf / np_gf:.2f}x); "
-                                      "medians of 3, interleaved")]
+    return [
+        ("BLAS under MLX", blas.describe()),
+        (
+            "float32 1024^3 matmul",
+            f"MLX {mlx_gf:.1f} GF/s, NumPy {np_gf:.1f} GF/s ({mlx_gf / np_gf:.2f}x); medians of 3, interleaved",
+        ),
+    ]
 
 
 def _fallen_back_rows() -> list[tuple[str, str]]:
@@ -92,8 +98,12 @@ def _fallen_back_rows() -> list[tuple[str, str]]:
     for name in here:
         sweep(resolve(name)[1])  # each dtype, rotation and fusion once, on a small head
     if not FALLEN_BACK:
-        return [("kernel variants", f"every variant checked runs on {', '.join(here)}" if here
-                 else "no GPU kernel here to check")]
+        return [
+            (
+                "kernel variants",
+                f"every variant checked runs on {', '.join(here)}" if here else "no GPU kernel here to check",
+            )
+        ]
     return [("fell back to mlx", f"{backend} {variant}: {why}") for (backend, variant), why in FALLEN_BACK.items()]
 
 
@@ -103,13 +113,14 @@ def _cpu_check() -> str:
 
     cxx = build.compiler()
     if cxx is None:
-        return ("no C++ compiler (set CXX or install g++): no 'cpu' backend, and the kernel body cannot be "
-                "checked on the CPU")
+        return (
+            "no C++ compiler (set CXX or install g++): no 'cpu' backend, and the kernel body cannot be "
+            "checked on the CPU"
+        )
     problem = host.unavailable_reason()
     if problem:
         return f"C++ compiler {cxx} does not build the kernel body here: {problem}"
-    return (f"C++ compiler {cxx}: builds the kernel body as the 'cpu' backend and, in the tests, under a "
-            "grid emulator")
+    return f"C++ compiler {cxx}: builds the kernel body as the 'cpu' backend and, in the tests, under a grid emulator"
 
 
 def build_kernels() -> None:
@@ -119,8 +130,10 @@ def build_kernels() -> None:
     """
     from ..kernels import emulator, host
 
-    for what, reason in (("kernel for this CPU (the 'cpu' backend)", host.unavailable_reason),
-                         ("kernel grid emulator (the tests)", emulator.unavailable_reason)):
+    for what, reason in (
+        ("kernel for this CPU (the 'cpu' backend)", host.unavailable_reason),
+        ("kernel grid emulator (the tests)", emulator.unavailable_reason),
+    ):
         problem = reason()
         print(f"ropepool: {what}: " + ("ready" if problem is None else f"not built here ({problem})"), flush=True)
 

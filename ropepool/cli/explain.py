@@ -20,8 +20,17 @@ from typing import TextIO
 
 from ..diagnosis import CHECKLISTS, FAMILIES, SETUP, Diagnosis, Facts, Unreadable, checklist, diagnose
 from ..errors import WRAP_WIDTH, wrap
-from ..models import (MAX_HEAD_DIM, MAX_HEADS, ConfigError, RopeParams, from_config, load_config, preset,
-                      preset_names, printable)
+from ..models import (
+    MAX_HEAD_DIM,
+    MAX_HEADS,
+    ConfigError,
+    RopeParams,
+    from_config,
+    load_config,
+    preset,
+    preset_names,
+    printable,
+)
 from ..teaching.catalog import CATALOG, MLA_CATALOG
 
 PROG = "python -m ropepool explain"
@@ -36,6 +45,7 @@ def _bounded_int(name: str, limit: int):
         if not 0 < value <= limit:
             raise argparse.ArgumentTypeError(f"{name} must be in [1, {limit}], got {shown}")
         return value
+
     return parse
 
 
@@ -50,27 +60,41 @@ def _theta(text: str) -> float:
     return value
 
 
-NUMBER_OPTIONS = (("--num-qo-heads", "num_qo_heads", MAX_HEADS, "the model's Hq (config.num_attention_heads)"),
-                  ("--num-kv-heads", "num_kv_heads", MAX_HEADS, "the model's Hkv (config.num_key_value_heads)"),
-                  ("--head-dim", "head_dim", MAX_HEAD_DIM, "the model's D (config.head_dim)"),
-                  ("--hidden-size", "hidden_size", 1 << 20, "config.hidden_size"),
-                  ("--rotary-dim", "rotary_dim", MAX_HEAD_DIM, "dimensions that rotate"),
-                  ("--passed-kv-heads", "passed_kv_heads", MAX_HEADS,
-                   "the num_kv_heads the failing call passed (not the model's)"))
+NUMBER_OPTIONS = (
+    ("--num-qo-heads", "num_qo_heads", MAX_HEADS, "the model's Hq (config.num_attention_heads)"),
+    ("--num-kv-heads", "num_kv_heads", MAX_HEADS, "the model's Hkv (config.num_key_value_heads)"),
+    ("--head-dim", "head_dim", MAX_HEAD_DIM, "the model's D (config.head_dim)"),
+    ("--hidden-size", "hidden_size", 1 << 20, "config.hidden_size"),
+    ("--rotary-dim", "rotary_dim", MAX_HEAD_DIM, "dimensions that rotate"),
+    ("--passed-kv-heads", "passed_kv_heads", MAX_HEADS, "the num_kv_heads the failing call passed (not the model's)"),
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``explain`` subcommand's arguments."""
-    parser.add_argument("text", metavar="ERROR_TEXT", nargs="?", default=None,
-                        help="the error's text (quote it), or - to read stdin; reads " + ", ".join(FAMILIES))
-    parser.add_argument("--model", metavar="PRESET_OR_CONFIG", default=None,
-                        help=f"the model: a preset ({', '.join(preset_names())}), a config.json or a folder")
+    parser.add_argument(
+        "text",
+        metavar="ERROR_TEXT",
+        nargs="?",
+        default=None,
+        help="the error's text (quote it), or - to read stdin; reads " + ", ".join(FAMILIES),
+    )
+    parser.add_argument(
+        "--model",
+        metavar="PRESET_OR_CONFIG",
+        default=None,
+        help=f"the model: a preset ({', '.join(preset_names())}), a config.json or a folder",
+    )
     parser.add_argument("--config", metavar="CONFIG", default=None, help="a config.json, or a folder holding one")
     for flag, dest, limit, what in NUMBER_OPTIONS:
         parser.add_argument(flag, dest=dest, type=_bounded_int(flag, limit), default=None, metavar="N", help=what)
     parser.add_argument("--rope-theta", type=_theta, default=None, metavar="X", help="the model's rope_theta")
-    parser.add_argument("--silent", metavar="SYMPTOM", default=None,
-                        help="a checklist for a failure without a message: " + ", ".join(CHECKLISTS))
+    parser.add_argument(
+        "--silent",
+        metavar="SYMPTOM",
+        default=None,
+        help="a checklist for a failure without a message: " + ", ".join(CHECKLISTS),
+    )
 
 
 def _field(label: str, text: str) -> str:
@@ -103,7 +127,7 @@ def variant_of_preset(name: str) -> str | None:
     rest = name.lower().rsplit("/", 1)[-1]
     for base in sorted(preset_names(), key=len, reverse=True):  # the longest preset that starts the name
         if rest.startswith(base.lower()):
-            tail = rest[len(base):].split("-")
+            tail = rest[len(base) :].split("-")
             return base if tail[0] == "" and len(tail) > 1 and all(p in VARIANT_SUFFIXES for p in tail[1:]) else None
     return None
 
@@ -135,10 +159,12 @@ def facts_of(model, **numbers) -> Facts:
             params = from_config(config)
         except ConfigError:
             text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
-            raw = dict(name=printable(str(config.get("_name_or_path") or "the config")),
-                       num_qo_heads=_int_field(text, "num_attention_heads", "n_head"),
-                       num_kv_heads=_int_field(text, "num_key_value_heads", "num_kv_heads"),
-                       head_dim=_int_field(text, "head_dim"))
+            raw = dict(
+                name=printable(str(config.get("_name_or_path") or "the config")),
+                num_qo_heads=_int_field(text, "num_attention_heads", "n_head"),
+                num_kv_heads=_int_field(text, "num_key_value_heads", "num_kv_heads"),
+                head_dim=_int_field(text, "head_dim"),
+            )
             given = {k: v for k, v in numbers.items() if v is not None}
             return Facts.of(None, **{**raw, "hidden_size": hidden, **given})
     return Facts.of(params, **{"hidden_size": hidden, **{k: v for k, v in numbers.items() if v is not None}})
@@ -187,16 +213,26 @@ def report(d: Diagnosis, f: Facts) -> str:
         lines.append(_field("causes", "; ".join(spec.causes)))
         lines.append(_field("fix", spec.fix))
         if d.case == "needs_model":
-            lines.append(_field("next", "add --model PRESET_OR_CONFIG (or all of --num-qo-heads, --num-kv-heads and "
-                                        "--head-dim) to compare these numbers with the model's Hq, Hkv and D and "
-                                        "name the mistake"))
+            lines.append(
+                _field(
+                    "next",
+                    "add --model PRESET_OR_CONFIG (or all of --num-qo-heads, --num-kv-heads and "
+                    "--head-dim) to compare these numbers with the model's Hq, Hkv and D and "
+                    "name the mistake",
+                )
+            )
         return "\n".join(lines)
     named = f"{d.case} ({d.quantity})" if d.quantity and d.quantity != d.case else d.case
     lines.append(_field("case", f"{named}: {d.why}"))
     lines.append(_field("fix", d.fix))
     if not f.known and not d.ambiguous and d.family not in ("transformers", "vllm", "mlx-lm"):
-        lines.append(_field("next", "add --model PRESET_OR_CONFIG (or --num-kv-heads, --head-dim, ...) to check "
-                                    "these numbers against the model's"))
+        lines.append(
+            _field(
+                "next",
+                "add --model PRESET_OR_CONFIG (or --num-kv-heads, --head-dim, ...) to check "
+                "these numbers against the model's",
+            )
+        )
     return "\n".join(lines)
 
 
@@ -217,14 +253,18 @@ def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None
     if args.silent is not None:
         text = silent_report(args.silent)
         if text is None:
-            print(f"{PROG}: unknown symptom {printable(args.silent, 40)!r}: choose one of "
-                  f"{', '.join(CHECKLISTS)}", file=err)
+            print(
+                f"{PROG}: unknown symptom {printable(args.silent, 40)!r}: choose one of {', '.join(CHECKLISTS)}",
+                file=err,
+            )
             return 2
         print(text, file=out)
         return 0
     if args.text is None:
-        print(f"{PROG}: paste the error's text (or -), or ask for a checklist with --silent "
-              f"{{{','.join(CHECKLISTS)}}}", file=err)
+        print(
+            f"{PROG}: paste the error's text (or -), or ask for a checklist with --silent {{{','.join(CHECKLISTS)}}}",
+            file=err,
+        )
         return 2
     if args.model is not None and args.config is not None:
         print(f"{PROG}: give --model or --config, not both", file=err)
@@ -239,8 +279,11 @@ def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None
         if base is None:
             print(f"{PROG}: {printable(str(e), 300)}", file=err)
             return 2
-        print(f"{PROG}: {printable(source, 80)} read as the preset {base} (a fine-tuned variant keeps its base "
-              "model's shapes)", file=err)
+        print(
+            f"{PROG}: {printable(source, 80)} read as the preset {base} (a fine-tuned variant keeps its base "
+            "model's shapes)",
+            file=err,
+        )
         f = facts_of(base, **numbers)
     text = sys.stdin.read() if args.text == "-" else args.text
     try:
@@ -250,8 +293,11 @@ def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None
         return 1
     if result is None:
         first = text.strip().splitlines()[0] if text.strip() else "(empty)"
-        print(f"{PROG}: no message explain reads in {printable(first, 80)!r}; it reads {', '.join(FAMILIES)}: paste "
-              "the error's last line as printed", file=err)
+        print(
+            f"{PROG}: no message explain reads in {printable(first, 80)!r}; it reads {', '.join(FAMILIES)}: paste "
+            "the error's last line as printed",
+            file=err,
+        )
         return 1
     print(result, file=out)
     return 0

@@ -82,8 +82,9 @@ def _real_folder(folder: Path) -> Path:
         os.mkdir(folder, 0o755)
     except FileExistsError:
         if not stat.S_ISDIR(os.lstat(folder).st_mode):
-            raise ValueError(f"{folder} is a symlink or a file, not a folder: the lab does not write through it; "
-                             "move it away") from None
+            raise ValueError(
+                f"{folder} is a symlink or a file, not a folder: the lab does not write through it; move it away"
+            ) from None
     return folder
 
 
@@ -126,8 +127,10 @@ def reset_notebook(name: str, workspace: Path | None = None, source: Path = NOTE
     kept = None
     if os.path.lexists(target):
         if not stat.S_ISREG(os.lstat(target).st_mode):
-            raise ValueError(f"{target} is a symlink or not a file: the lab does not write through it; "
-                             "move it away, then reset again")
+            raise ValueError(
+                f"{target} is a symlink or not a file: the lab does not write through it; "
+                "move it away, then reset again"
+            )
         kept = _unused(_real_folder(workspace / ".reset"), original.stem)
         os.rename(target, kept)  # a rename moves the entry, never what a link points to
     _create(target, original)
@@ -170,9 +173,13 @@ def lab_workspaces_dir(root: Path) -> Path:
 #: The first start's layout (the ``default`` workspace ``/lab`` opens): the side bars closed, so that a
 #: notebook and its figures get the whole width of a 1024x768 projector; Ctrl+B opens the file browser.
 #: JupyterLab has no setting for it: it opens the file browser when a workspace holds no layout yet.
-FIRST_LAYOUT = {"layout-restorer:data": {"main": {"dock": None},
-                                         "left": {"collapsed": True, "visible": True},
-                                         "right": {"collapsed": True, "visible": True}}}
+FIRST_LAYOUT = {
+    "layout-restorer:data": {
+        "main": {"dock": None},
+        "left": {"collapsed": True, "visible": True},
+        "right": {"collapsed": True, "visible": True},
+    }
+}
 
 
 def install_lab_layout(root: Path) -> Path | None:
@@ -225,7 +232,9 @@ def lab_command(port: int, open_browser: bool = True, root_dir: Path | None = No
     and layouts read from there (:func:`sync_workspace` installs them); the token is not in it (see :func:`lab_env`)."""
     root = Path(root_dir or workspace_dir())
     argv = [
-        sys.executable, "-m", "jupyterlab",
+        sys.executable,
+        "-m",
+        "jupyterlab",
         "--ServerApp.ip=127.0.0.1",
         f"--ServerApp.port={port}",
         f"--ServerApp.root_dir={root}",

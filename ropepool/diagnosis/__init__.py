@@ -30,12 +30,37 @@ from .op import K_CASES, SHAPE_CODES, ReadError, case_of, k_shape_case, read_err
 from .silent import CHECKLISTS, SETUP, checklist
 from .text import Unreadable, clean, read_shape
 
-__all__ = ["Case", "Diagnosis", "Facts", "K_CASES", "SHAPE_CODES", "ReadError", "case_of", "k_shape_case",
-           "read_error", "read_shape", "diagnose", "FAMILIES", "CHECKLISTS", "SETUP", "checklist", "Unreadable"]
+__all__ = [
+    "Case",
+    "Diagnosis",
+    "Facts",
+    "K_CASES",
+    "SHAPE_CODES",
+    "ReadError",
+    "case_of",
+    "k_shape_case",
+    "read_error",
+    "read_shape",
+    "diagnose",
+    "FAMILIES",
+    "CHECKLISTS",
+    "SETUP",
+    "checklist",
+    "Unreadable",
+]
 
 #: The families read, in words (the README and ``--help`` list them).
-FAMILIES = ("SGLang", "ropepool", "PyTorch (view, broadcasting, expand, load_state_dict)", "transformers",
-            "MLX", "mlx-lm", "vLLM", "llama.cpp", "TensorRT-LLM")
+FAMILIES = (
+    "SGLang",
+    "ropepool",
+    "PyTorch (view, broadcasting, expand, load_state_dict)",
+    "transformers",
+    "MLX",
+    "mlx-lm",
+    "vLLM",
+    "llama.cpp",
+    "TensorRT-LLM",
+)
 
 _RECOGNISERS = (pytorch.diagnose, hf_config.diagnose, apple_mlx.diagnose, engines.diagnose)
 

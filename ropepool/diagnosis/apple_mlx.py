@@ -52,8 +52,16 @@ def _broadcast(line: str, f: Facts) -> Diagnosis | None:
         return None
     dim = bad[-1]
     case, quantity, why, fix = broadcast_case(pa[dim], pb[dim], dim, f, n)
-    return Diagnosis("mlx", MLX + " broadcasting", line.strip()[:300],
-                     f"{a} against {b}: {pa[dim]} vs {pb[dim]} at axis {dim}", case, quantity, why, fix)
+    return Diagnosis(
+        "mlx",
+        MLX + " broadcasting",
+        line.strip()[:300],
+        f"{a} against {b}: {pa[dim]} vs {pb[dim]} at axis {dim}",
+        case,
+        quantity,
+        why,
+        fix,
+    )
 
 
 def _sdpa(line: str, f: Facts) -> Diagnosis | None:
@@ -64,36 +72,59 @@ def _sdpa(line: str, f: Facts) -> Diagnosis | None:
         read = f"q has {heads(nq)}, k and v {nk}"
         if Hq and Hkv:
             if nk != Hkv:
-                return Diagnosis("mlx", MLX + " scaled_dot_product_attention", line.strip()[:300], read,
-                                 "foreign_k", "heads",
-                                 f"k and v reach attention with {nk} on their head axis, the model has Hkv = {Hkv}: "
-                                 "k was viewed with another head count, or is still [B, T, H, D] (not transposed to "
-                                 "[B, H, T, D]).",
-                                 f"k = k.reshape(B, T, {Hkv}, {D}).transpose(0, 2, 1, 3), the same for v.")
-            return Diagnosis("mlx", MLX + " scaled_dot_product_attention", line.strip()[:300], read, "foreign_q",
-                             "heads", f"q reaches attention with {nq} heads, the model has Hq = {Hq}.",
-                             f"q = q.reshape(B, T, {Hq}, {D}).transpose(0, 2, 1, 3).")
+                return Diagnosis(
+                    "mlx",
+                    MLX + " scaled_dot_product_attention",
+                    line.strip()[:300],
+                    read,
+                    "foreign_k",
+                    "heads",
+                    f"k and v reach attention with {nk} on their head axis, the model has Hkv = {Hkv}: "
+                    "k was viewed with another head count, or is still [B, T, H, D] (not transposed to "
+                    "[B, H, T, D]).",
+                    f"k = k.reshape(B, T, {Hkv}, {D}).transpose(0, 2, 1, 3), the same for v.",
+                )
+            return Diagnosis(
+                "mlx",
+                MLX + " scaled_dot_product_attention",
+                line.strip()[:300],
+                read,
+                "foreign_q",
+                "heads",
+                f"q reaches attention with {nq} heads, the model has Hq = {Hq}.",
+                f"q = q.reshape(B, T, {Hq}, {D}).transpose(0, 2, 1, 3).",
+            )
         case, quantity, why, fix = ambiguous(
-            [("heads", f"k was viewed with {nk} heads, not the model's num_key_value_heads"),
-             ("layout", f"or k is [B, T, H, D] and {nk} is its token count (transpose to [B, H, T, D])")],
-            "k.shape before the call against config.num_key_value_heads (or add --model)")
-        return Diagnosis("mlx", MLX + " scaled_dot_product_attention", line.strip()[:300], read, case, quantity,
-                         why, fix)
+            [
+                ("heads", f"k was viewed with {nk} heads, not the model's num_key_value_heads"),
+                ("layout", f"or k is [B, T, H, D] and {nk} is its token count (transpose to [B, H, T, D])"),
+            ],
+            "k.shape before the call against config.num_key_value_heads (or add --model)",
+        )
+        return Diagnosis(
+            "mlx", MLX + " scaled_dot_product_attention", line.strip()[:300], read, case, quantity, why, fix
+        )
     m = re.search(r"found keys with n_heads (\d{1,19}) for values with n_heads (\d{1,19})", line)
     if not m:
         return None
     nk, nv = int(m.group(1)), int(m.group(2))
     read = f"k has {nk} on its head axis, v {nv}"
     if Hkv and nv == Hkv and nk != Hkv:
-        why, fix = (f"v has the model's {Hkv} KV heads, k has {nk} on that axis: k was not transposed to "
-                    f"[B, H, T, D] ({nk} is then its token count) or comes from another projection.",
-                    f"k = k.reshape(B, T, {Hkv}, {D}).transpose(0, 2, 1, 3), as v.")
-        return Diagnosis("mlx", MLX + " scaled_dot_product_attention", line.strip()[:300], read, "k_layout",
-                         "layout", why, fix)
+        why, fix = (
+            f"v has the model's {Hkv} KV heads, k has {nk} on that axis: k was not transposed to "
+            f"[B, H, T, D] ({nk} is then its token count) or comes from another projection.",
+            f"k = k.reshape(B, T, {Hkv}, {D}).transpose(0, 2, 1, 3), as v.",
+        )
+        return Diagnosis(
+            "mlx", MLX + " scaled_dot_product_attention", line.strip()[:300], read, "k_layout", "layout", why, fix
+        )
     case, quantity, why, fix = ambiguous(
-        [("layout", "one of k and v was not transposed to [B, H, T, D]"),
-         ("heads", "or they come from projections of different head counts")],
-        "k.shape and v.shape before the call (add --model to compare with num_key_value_heads)")
+        [
+            ("layout", "one of k and v was not transposed to [B, H, T, D]"),
+            ("heads", "or they come from projections of different head counts"),
+        ],
+        "k.shape and v.shape before the call (add --model to compare with num_key_value_heads)",
+    )
     return Diagnosis("mlx", MLX + " scaled_dot_product_attention", line.strip()[:300], read, case, quantity, why, fix)
 
 
@@ -106,28 +137,56 @@ def _rope(line: str, f: Facts) -> Diagnosis | None:
     D, rd = f.head_dim, f.rotary_dim or f.head_dim
     if D and last_dim != D and last_dim == f.naive_head_dim:
         case, quantity, why, fix = head_dim_from_hidden(f, last_dim)
-        return Diagnosis("mlx", "mx.fast.rope", line.strip()[:300], read, case, quantity,
-                         f"the rope input was viewed with head size {last_dim}: " + why, fix)
+        return Diagnosis(
+            "mlx",
+            "mx.fast.rope",
+            line.strip()[:300],
+            read,
+            case,
+            quantity,
+            f"the rope input was viewed with head size {last_dim}: " + why,
+            fix,
+        )
     if D and last_dim == D:
-        return Diagnosis("mlx", "mx.fast.rope", line.strip()[:300], read, "rotary_dim", "rotary_dim",
-                         f"mx.fast.rope was asked to rotate {dims} dimensions of a {D}-wide head: dims is the "
-                         f"rotated width (rotary_dim), at most head_dim.",
-                         f"Pass dims = {rd} (rotary_dim = int(partial_rotary_factor * head_dim), or head_dim).")
+        return Diagnosis(
+            "mlx",
+            "mx.fast.rope",
+            line.strip()[:300],
+            read,
+            "rotary_dim",
+            "rotary_dim",
+            f"mx.fast.rope was asked to rotate {dims} dimensions of a {D}-wide head: dims is the "
+            f"rotated width (rotary_dim), at most head_dim.",
+            f"Pass dims = {rd} (rotary_dim = int(partial_rotary_factor * head_dim), or head_dim).",
+        )
     if D and last_dim != D:
-        return Diagnosis("mlx", "mx.fast.rope", line.strip()[:300], read, "layout", "layout",
-                         f"the input's last axis is {last_dim}, not head_dim {D}: rope was applied before the "
-                         "projection was viewed as [B, H, T, head_dim].",
-                         f"Apply rope to x.reshape(B, T, H, {D}).transpose(0, 2, 1, 3), with dims = {rd}.")
+        return Diagnosis(
+            "mlx",
+            "mx.fast.rope",
+            line.strip()[:300],
+            read,
+            "layout",
+            "layout",
+            f"the input's last axis is {last_dim}, not head_dim {D}: rope was applied before the "
+            "projection was viewed as [B, H, T, head_dim].",
+            f"Apply rope to x.reshape(B, T, H, {D}).transpose(0, 2, 1, 3), with dims = {rd}.",
+        )
     case, quantity, why, fix = ambiguous(
-        [("rotary_dim", f"dims = {dims} is not the rotated width (rotary_dim <= head_dim)"),
-         ("layout", f"or the input is not [..., head_dim] ({last_dim} would be another axis)")],
-        "x.shape[-1] against config.head_dim (or add --model)")
+        [
+            ("rotary_dim", f"dims = {dims} is not the rotated width (rotary_dim <= head_dim)"),
+            ("layout", f"or the input is not [..., head_dim] ({last_dim} would be another axis)"),
+        ],
+        "x.shape[-1] against config.head_dim (or add --model)",
+    )
     return Diagnosis("mlx", "mx.fast.rope", line.strip()[:300], read, case, quantity, why, fix)
 
 
 def _load_weights(line: str, f: Facts) -> Diagnosis | None:
-    m = re.search(r"Expected shape \(([\d, ]{1,100})\) but received shape \(([\d, ]{1,100})\) for parameter "
-                  r"([\w.]{1,300})", line)
+    m = re.search(
+        r"Expected shape \(([\d, ]{1,100})\) but received shape \(([\d, ]{1,100})\) for parameter "
+        r"([\w.]{1,300})",
+        line,
+    )
     if not m:
         return None
     want, have, name = ints(m.group(1)), ints(m.group(2)), m.group(3)
@@ -136,49 +195,92 @@ def _load_weights(line: str, f: Facts) -> Diagnosis | None:
         return None
     cols = have[1] if len(have) == 2 else None
     case, quantity, why, fix = weight_case(proj, have[0], want[0], f, cols=cols, where="the config")
-    return Diagnosis("mlx-lm", "mlx.nn.Module.load_weights (as mlx_lm.load calls it)", m.group(0),
-                     f"{name}: the weights {tuple(have)}, the model built from config.json {tuple(want)}",
-                     case, quantity, why, fix)
+    return Diagnosis(
+        "mlx-lm",
+        "mlx.nn.Module.load_weights (as mlx_lm.load calls it)",
+        m.group(0),
+        f"{name}: the weights {tuple(have)}, the model built from config.json {tuple(want)}",
+        case,
+        quantity,
+        why,
+        fix,
+    )
 
 
 def _mlx_lm_rope(line: str, f: Facts) -> Diagnosis | None:
     line = line.strip()[:400]
     if "must contain keys" in line or "must contain either" in line:
-        return Diagnosis("mlx-lm", MLX_LM, line, "rope_scaling's keys", "layout_skew", "versions",
-                         "this mlx-lm model file reads rope_scaling['type'] and the config spells it 'rope_type' "
-                         "(the layout of transformers >= 4.43, Llama 3.1+): model file and config come from "
-                         "different sides of the change (mlx-examples #909).",
-                         "Upgrade mlx-lm (pip install -U mlx-lm: its llama reads rope_type and llama3 scaling); for a "
-                         "model file that still wants 'type', add \"type\" with the rope_type's value beside it.")
+        return Diagnosis(
+            "mlx-lm",
+            MLX_LM,
+            line,
+            "rope_scaling's keys",
+            "layout_skew",
+            "versions",
+            "this mlx-lm model file reads rope_scaling['type'] and the config spells it 'rope_type' "
+            "(the layout of transformers >= 4.43, Llama 3.1+): model file and config come from "
+            "different sides of the change (mlx-examples #909).",
+            "Upgrade mlx-lm (pip install -U mlx-lm: its llama reads rope_type and llama3 scaling); for a "
+            "model file that still wants 'type', add \"type\" with the rope_type's value beside it.",
+        )
     if "currently only supports" in line:
-        return Diagnosis("mlx-lm", MLX_LM, line, "the scaling type", "library_older_than_config", "versions",
-                         "this mlx-lm computes only linear scaling for this model, and the config asks for another "
-                         "type (yarn for Qwen2.5's 128k variants: mlx-examples #1329).",
-                         "Upgrade mlx-lm: its models build RoPE through rope_utils.initialize_rope, which computes "
-                         "yarn, llama3 and longrope (Qwen2's model file does in mlx-lm 0.32).")
+        return Diagnosis(
+            "mlx-lm",
+            MLX_LM,
+            line,
+            "the scaling type",
+            "library_older_than_config",
+            "versions",
+            "this mlx-lm computes only linear scaling for this model, and the config asks for another "
+            "type (yarn for Qwen2.5's 128k variants: mlx-examples #1329).",
+            "Upgrade mlx-lm: its models build RoPE through rope_utils.initialize_rope, which computes "
+            "yarn, llama3 and longrope (Qwen2's model file does in mlx-lm 0.32).",
+        )
     m = re.search(r"Unsupported RoPE type (\w{1,40})", line)
     if m:
         kind = m.group(1)
-        fix = ("dynamic NTK changes nothing below original_max_position_embeddings: for prompts shorter than that, "
-               "remove rope_scaling; longer contexts need a scaling mlx-lm computes (linear, llama3, yarn, longrope)"
-               if kind == "dynamic" else
-               "use a scaling mlx-lm computes (default, linear, llama3, yarn, longrope, mrope) or a newer mlx-lm")
-        return Diagnosis("mlx-lm", MLX_LM, line, f"rope_type {kind!r}", "unsupported_scaling", "scaling",
-                         f"mlx-lm's initialize_rope has no {kind!r} scaling.", fix[0].upper() + fix[1:] + ".")
+        fix = (
+            "dynamic NTK changes nothing below original_max_position_embeddings: for prompts shorter than that, "
+            "remove rope_scaling; longer contexts need a scaling mlx-lm computes (linear, llama3, yarn, longrope)"
+            if kind == "dynamic"
+            else "use a scaling mlx-lm computes (default, linear, llama3, yarn, longrope, mrope) or a newer mlx-lm"
+        )
+        return Diagnosis(
+            "mlx-lm",
+            MLX_LM,
+            line,
+            f"rope_type {kind!r}",
+            "unsupported_scaling",
+            "scaling",
+            f"mlx-lm's initialize_rope has no {kind!r} scaling.",
+            fix[0].upper() + fix[1:] + ".",
+        )
     return None
 
 
 def diagnose(text: str, f: Facts) -> tuple[int, Diagnosis] | None:
     """The last MLX or mlx-lm message in ``text``, diagnosed; with its position."""
-    found = last(text, "Cannot reshape array of size", "[broadcast_shapes]", "[scaled_dot_product_attention]",
-                 "[rope] dims must not exceed", "but received shape", "rope_scaling must contain",
-                 "rope_scaling 'type' currently only supports", "Unsupported RoPE type")
+    found = last(
+        text,
+        "Cannot reshape array of size",
+        "[broadcast_shapes]",
+        "[scaled_dot_product_attention]",
+        "[rope] dims must not exceed",
+        "but received shape",
+        "rope_scaling must contain",
+        "rope_scaling 'type' currently only supports",
+        "Unsupported RoPE type",
+    )
     if found is None:
         return None
     i, phrase = found
     line = line_at(text, i)
-    reader = {"Cannot reshape array of size": _reshape, "[broadcast_shapes]": _broadcast,
-              "[scaled_dot_product_attention]": _sdpa, "[rope] dims must not exceed": _rope,
-              "but received shape": _load_weights}.get(phrase, _mlx_lm_rope)
+    reader = {
+        "Cannot reshape array of size": _reshape,
+        "[broadcast_shapes]": _broadcast,
+        "[scaled_dot_product_attention]": _sdpa,
+        "[rope] dims must not exceed": _rope,
+        "but received shape": _load_weights,
+    }.get(phrase, _mlx_lm_rope)
     d = reader(line, f)
     return (i, d) if d else None

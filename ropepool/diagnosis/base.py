@@ -52,9 +52,15 @@ class Facts:
         """Facts from a :class:`~ropepool.models.RopeParams` (or None), then ``overrides`` where not None."""
         base = {}
         if params is not None:
-            base = dict(name=params.name, num_qo_heads=params.num_qo_heads, num_kv_heads=params.num_kv_heads,
-                        head_dim=params.head_dim, rotary_dim=params.rotary_dim, rope_theta=params.rope_base,
-                        rope_scaling=params.rope_scaling)
+            base = dict(
+                name=params.name,
+                num_qo_heads=params.num_qo_heads,
+                num_kv_heads=params.num_kv_heads,
+                head_dim=params.head_dim,
+                rotary_dim=params.rotary_dim,
+                rope_theta=params.rope_base,
+                rope_scaling=params.rope_scaling,
+            )
         base.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**base)
 
@@ -70,8 +76,11 @@ class Facts:
         return None
 
     def describe(self) -> str:
-        parts = [f"{k} = {v}" for k, v in (("Hq", self.num_qo_heads), ("Hkv", self.num_kv_heads),
-                                            ("D", self.head_dim)) if v is not None]
+        parts = [
+            f"{k} = {v}"
+            for k, v in (("Hq", self.num_qo_heads), ("Hkv", self.num_kv_heads), ("D", self.head_dim))
+            if v is not None
+        ]
         if self.num_qo_heads and self.num_kv_heads and self.num_qo_heads % self.num_kv_heads == 0:
             parts.append(f"G = {self.num_qo_heads // self.num_kv_heads}")
         if self.rotary_dim is not None and self.rotary_dim != self.head_dim:
@@ -121,5 +130,6 @@ def ambiguous(options: list[tuple[str, str]], check: str) -> tuple[str, str, str
     """``(case, quantity, why, fix)`` of numbers that fit several mistakes: ``options`` as (name, text)."""
     texts = [(name, text[3:] if text.startswith("or ") else text) for name, text in options]
     why = "these numbers fit more than one mistake: " + "; or ".join(
-        f"({chr(65 + i)}) {name}: {text}" for i, (name, text) in enumerate(texts))
+        f"({chr(65 + i)}) {name}: {text}" for i, (name, text) in enumerate(texts)
+    )
     return "ambiguous", "/".join(dict.fromkeys(name for name, _ in options)), why, f"Check {check} to tell."

@@ -26,8 +26,11 @@ def _divisors(n: int) -> list[int]:
 
 
 def _vllm_tp(line: str, f: Facts) -> Diagnosis | None:
-    m = re.search(r"Total number of attention heads \((\d{1,9})\) must be divisible by tensor parallel size "
-                  r"\((\d{1,9})\)", line)
+    m = re.search(
+        r"Total number of attention heads \((\d{1,9})\) must be divisible by tensor parallel size "
+        r"\((\d{1,9})\)",
+        line,
+    )
     if not m:
         return None
     hq, tp = int(m.group(1)), int(m.group(2))
@@ -37,23 +40,46 @@ def _vllm_tp(line: str, f: Facts) -> Diagnosis | None:
     if kv:
         good = [t for t in ok if kv % t == 0 or t % kv == 0]
         note = f"; with Hkv = {kv}, these keep whole KV heads per rank (split or replicated): {good}"
-    return Diagnosis("vllm", "vLLM's ModelConfig (verify_with_parallel_config)", m.group(0),
-                     f"{hq} query heads over tp = {tp}", "tp_does_not_divide_heads", "tp",
-                     f"tensor parallelism gives each rank num_attention_heads / tp heads: {hq} / {tp} is not "
-                     f"whole, so a model with {hq} query heads cannot run at tp = {tp}.",
-                     f"Pick --tensor-parallel-size from the divisors of {hq}: {ok}{note}; or serve the other GPUs "
-                     "with pipeline parallelism (--pipeline-parallel-size) or as separate replicas.")
+    return Diagnosis(
+        "vllm",
+        "vLLM's ModelConfig (verify_with_parallel_config)",
+        m.group(0),
+        f"{hq} query heads over tp = {tp}",
+        "tp_does_not_divide_heads",
+        "tp",
+        f"tensor parallelism gives each rank num_attention_heads / tp heads: {hq} / {tp} is not "
+        f"whole, so a model with {hq} query heads cannot run at tp = {tp}.",
+        f"Pick --tensor-parallel-size from the divisors of {hq}: {ok}{note}; or serve the other GPUs "
+        "with pipeline parallelism (--pipeline-parallel-size) or as separate replicas.",
+    )
 
 
 def _vllm_rope_type(line: str, f: Facts) -> Diagnosis:
     case, quantity, why, fix = ambiguous(
-        [("layout", "the config's rope_scaling spells the type 'type' (the layout before transformers 4.43): add "
-                    "\"rope_type\" with the same value"),
-         ("scaling", "or rope_scaling reached vLLM as a string or an empty dict (an environment variable or "
-                     "--hf-overrides given text instead of a JSON object): pass a dict, or nothing")],
-        "type(rope_scaling) and its keys as vLLM receives them (print them, or read the engine args logged at start)")
-    return Diagnosis("vllm", "vLLM's ModelConfig (rope_scaling validation)", line.strip()[:300],
-                     "rope_scaling without 'rope_type'", case, quantity, why, fix)
+        [
+            (
+                "layout",
+                "the config's rope_scaling spells the type 'type' (the layout before transformers 4.43): add "
+                '"rope_type" with the same value',
+            ),
+            (
+                "scaling",
+                "or rope_scaling reached vLLM as a string or an empty dict (an environment variable or "
+                "--hf-overrides given text instead of a JSON object): pass a dict, or nothing",
+            ),
+        ],
+        "type(rope_scaling) and its keys as vLLM receives them (print them, or read the engine args logged at start)",
+    )
+    return Diagnosis(
+        "vllm",
+        "vLLM's ModelConfig (rope_scaling validation)",
+        line.strip()[:300],
+        "rope_scaling without 'rope_type'",
+        case,
+        quantity,
+        why,
+        fix,
+    )
 
 
 def _llama_cpp(line: str, f: Facts) -> Diagnosis | None:
@@ -65,22 +91,35 @@ def _llama_cpp(line: str, f: Facts) -> Diagnosis | None:
     source = "llama.cpp's model loader (llama-model-loader.cpp, check_tensor_dims)"
     proj = proj_of(name)
     if proj is None or len(want) < 2 or len(have) < 2:
-        return Diagnosis("llama.cpp", source, m.group(0), read, "not_attention", "vocab",
-                         f"{name} is not an attention projection: its size disagrees with the metadata (for "
-                         "token_embd/output: the vocabulary size, a tokenizer from another model or an added token).",
-                         "Re-convert with the tokenizer of these weights (tokenizer.ggml.tokens must have as many "
-                         "entries as the embedding rows).")
-    case, quantity, why, fix = weight_case(proj, have[1], want[1], f, cols=want[0],
-                                           where="the GGUF's metadata (llama.attention.head_count_kv, key_length)")
+        return Diagnosis(
+            "llama.cpp",
+            source,
+            m.group(0),
+            read,
+            "not_attention",
+            "vocab",
+            f"{name} is not an attention projection: its size disagrees with the metadata (for "
+            "token_embd/output: the vocabulary size, a tokenizer from another model or an added token).",
+            "Re-convert with the tokenizer of these weights (tokenizer.ggml.tokens must have as many "
+            "entries as the embedding rows).",
+        )
+    case, quantity, why, fix = weight_case(
+        proj, have[1], want[1], f, cols=want[0], where="the GGUF's metadata (llama.attention.head_count_kv, key_length)"
+    )
     if case == "config_without_kv_heads":
-        fix = ("Update llama.cpp (or koboldcpp): a loader without GQA support assumes head_count_kv = head_count; "
-               "with a current one, re-convert so the GGUF carries llama.attention.head_count_kv.")
+        fix = (
+            "Update llama.cpp (or koboldcpp): a loader without GQA support assumes head_count_kv = head_count; "
+            "with a current one, re-convert so the GGUF carries llama.attention.head_count_kv."
+        )
     return Diagnosis("llama.cpp", source, m.group(0), read, case, quantity, why, fix)
 
 
 def _tensorrt(line: str, f: Facts) -> Diagnosis | None:
-    m = re.search(r"Parameter ([\w.]{1,200}) has invalid shape (.{1,80}?) compared with expected shape "
-                  r"(\([\d, ]{1,60}\))", line)
+    m = re.search(
+        r"Parameter ([\w.]{1,200}) has invalid shape (.{1,80}?) compared with expected shape "
+        r"(\([\d, ]{1,60}\))",
+        line,
+    )
     if not m:
         return None
     name = m.group(1)
@@ -89,16 +128,30 @@ def _tensorrt(line: str, f: Facts) -> Diagnosis | None:
     if proj is None or len(found) < 2:
         return None
     have, want = found[0], found[1]
-    case, quantity, why, fix = weight_case(proj, have[0], want[0], f, cols=have[-1],
-                                           where="TensorRT-LLM's converted config")
-    return Diagnosis("tensorrt-llm", "TensorRT-LLM's checkpoint loader (models/modeling_utils.py)", m.group(0),
-                     f"{name}: the weights {have}, the engine's config {want}", case, quantity, why, fix)
+    case, quantity, why, fix = weight_case(
+        proj, have[0], want[0], f, cols=have[-1], where="TensorRT-LLM's converted config"
+    )
+    return Diagnosis(
+        "tensorrt-llm",
+        "TensorRT-LLM's checkpoint loader (models/modeling_utils.py)",
+        m.group(0),
+        f"{name}: the weights {have}, the engine's config {want}",
+        case,
+        quantity,
+        why,
+        fix,
+    )
 
 
 def diagnose(text: str, f: Facts) -> tuple[int, Diagnosis] | None:
     """The last vLLM, llama.cpp or TensorRT-LLM message in ``text``, diagnosed; with its position."""
-    found = last(text, "must be divisible by tensor parallel size", "rope_scaling should have a 'rope_type' key",
-                 "has wrong shape; expected", "compared with expected shape")
+    found = last(
+        text,
+        "must be divisible by tensor parallel size",
+        "rope_scaling should have a 'rope_type' key",
+        "has wrong shape; expected",
+        "compared with expected shape",
+    )
     if found is None:
         return None
     i, phrase = found

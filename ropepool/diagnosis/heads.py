@@ -30,42 +30,55 @@ def _tp(width_total: int, width: int, count: int) -> int | None:
 
 
 def tp_case(tp: int, kv: int, what: str = "k_proj") -> Verdict:
-    return ("tp_over_kv_heads", "tp",
-            f"tensor parallelism over tp = {tp} ranks split {what}'s {kv} KV heads: each rank gets {kv}/{tp} "
-            "of a head, and no view of whole heads exists. tp may not exceed Hkv unless KV heads are replicated.",
-            f"Use tp <= {kv} with {kv} % tp == 0 (tp = {', '.join(str(t) for t in range(1, kv + 1) if kv % t == 0)}), "
-            f"or replicate each KV head over tp / {kv} ranks (vLLM and SGLang do; transformers' native TP does not).")
+    return (
+        "tp_over_kv_heads",
+        "tp",
+        f"tensor parallelism over tp = {tp} ranks split {what}'s {kv} KV heads: each rank gets {kv}/{tp} "
+        "of a head, and no view of whole heads exists. tp may not exceed Hkv unless KV heads are replicated.",
+        f"Use tp <= {kv} with {kv} % tp == 0 (tp = {', '.join(str(t) for t in range(1, kv + 1) if kv % t == 0)}), "
+        f"or replicate each KV head over tp / {kv} ranks (vLLM and SGLang do; transformers' native TP does not).",
+    )
 
 
 def head_dim_from_hidden(f: Facts, D_seen: int) -> Verdict:
-    return ("head_dim_from_hidden", "head_dim",
-            f"head_dim was taken as hidden_size // num_attention_heads = {f.hidden_size} // {f.num_qo_heads} = "
-            f"{D_seen}, but the config sets head_dim = {f.head_dim} (q_proj is {f.num_qo_heads} x {f.head_dim} = "
-            f"{f.num_qo_heads * f.head_dim} wide, not {f.hidden_size}).",
-            f"Read config.head_dim first: head_dim = getattr(config, 'head_dim', None) or hidden_size // "
-            f"num_attention_heads (here {f.head_dim}).")
+    return (
+        "head_dim_from_hidden",
+        "head_dim",
+        f"head_dim was taken as hidden_size // num_attention_heads = {f.hidden_size} // {f.num_qo_heads} = "
+        f"{D_seen}, but the config sets head_dim = {f.head_dim} (q_proj is {f.num_qo_heads} x {f.head_dim} = "
+        f"{f.num_qo_heads * f.head_dim} wide, not {f.hidden_size}).",
+        f"Read config.head_dim first: head_dim = getattr(config, 'head_dim', None) or hidden_size // "
+        f"num_attention_heads (here {f.head_dim}).",
+    )
 
 
-def view_case(width: int | None, nheads: int | None, dim: int, f: Facts, *, rows: int | None = None,
-              numel: int | None = None) -> Verdict:
+def view_case(
+    width: int | None, nheads: int | None, dim: int, f: Facts, *, rows: int | None = None, numel: int | None = None
+) -> Verdict:
     """A tensor of ``width`` values per row viewed as ``[nheads, dim]`` (``nheads`` None for ``-1``).
 
     ``width`` is None when the leading axes do not divide the size (then ``rows`` and ``numel`` say so).
     """
     Hq, Hkv, D = f.num_qo_heads, f.num_kv_heads, f.head_dim
     if f.hidden_size and Hq and f.hidden_size % Hq and D is None:
-        return ("heads_do_not_divide_hidden", "head_dim",
-                f"hidden_size = {f.hidden_size} is not a multiple of num_attention_heads = {Hq}: head_dim = "
-                f"{f.hidden_size} // {Hq} = {f.hidden_size // Hq} drops {f.hidden_size - Hq * (f.hidden_size // Hq)} "
-                "columns, and no view of whole heads matches the projection.",
-                "The config is wrong for these weights: num_attention_heads must divide hidden_size (or the config "
-                "must set head_dim); take the value from the checkpoint's own config.json "
-                "(transformers now refuses such a config).")
+        return (
+            "heads_do_not_divide_hidden",
+            "head_dim",
+            f"hidden_size = {f.hidden_size} is not a multiple of num_attention_heads = {Hq}: head_dim = "
+            f"{f.hidden_size} // {Hq} = {f.hidden_size // Hq} drops {f.hidden_size - Hq * (f.hidden_size // Hq)} "
+            "columns, and no view of whole heads matches the projection.",
+            "The config is wrong for these weights: num_attention_heads must divide hidden_size (or the config "
+            "must set head_dim); take the value from the checkpoint's own config.json "
+            "(transformers now refuses such a config).",
+        )
     if width is None:
-        return ("tokens", "tokens",
-                f"{numel} values are not a whole number of rows of {rows}: the view's leading axes (batch, "
-                "tokens) are not the tensor's: q_len or the batch size was taken from another tensor.",
-                "Take the leading sizes from this tensor itself: x.view(*x.shape[:-1], -1, head_dim).")
+        return (
+            "tokens",
+            "tokens",
+            f"{numel} values are not a whole number of rows of {rows}: the view's leading axes (batch, "
+            "tokens) are not the tensor's: q_len or the batch size was taken from another tensor.",
+            "Take the leading sizes from this tensor itself: x.view(*x.shape[:-1], -1, head_dim).",
+        )
     if nheads is None:  # view(..., -1, dim)
         if D and dim == D and width % dim:
             for count, total, what in ((Hkv, (Hkv or 0) * D, "k_proj"), (Hq, (Hq or 0) * D, "q_proj")):
@@ -75,62 +88,116 @@ def view_case(width: int | None, nheads: int | None, dim: int, f: Facts, *, rows
         if D and dim != D and width % D == 0:
             if f.naive_head_dim == dim:
                 return head_dim_from_hidden(f, dim)
-            return ("head_dim", "head_dim", f"the view's head size is {dim}, the model's head_dim {D}.",
-                    f"View with head_dim = {D} (config.head_dim).")
+            return (
+                "head_dim",
+                "head_dim",
+                f"the view's head size is {dim}, the model's head_dim {D}.",
+                f"View with head_dim = {D} (config.head_dim).",
+            )
         if not f.known:
-            return ambiguous([("tp", f"{width} values per row is less than one head of {dim} if a tensor-parallel "
-                                     "split gave each rank part of a head (tp > Hkv)"),
-                              ("head_dim", f"or head_dim {dim} is not the model's")],
-                             "config.num_key_value_heads and config.head_dim against tp (add --model)")
-        return ("foreign", "heads", f"{width} values per row are not whole heads of {dim}.",
-                f"Check which projection produced this tensor: the model's are [T, {Hq} x {D}] and [T, {Hkv} x {D}].")
+            return ambiguous(
+                [
+                    (
+                        "tp",
+                        f"{width} values per row is less than one head of {dim} if a tensor-parallel "
+                        "split gave each rank part of a head (tp > Hkv)",
+                    ),
+                    ("head_dim", f"or head_dim {dim} is not the model's"),
+                ],
+                "config.num_key_value_heads and config.head_dim against tp (add --model)",
+            )
+        return (
+            "foreign",
+            "heads",
+            f"{width} values per row are not whole heads of {dim}.",
+            f"Check which projection produced this tensor: the model's are [T, {Hq} x {D}] and [T, {Hkv} x {D}].",
+        )
     if not f.known:
         if width % dim == 0:
             have = width // dim
-            return ambiguous([("heads", f"the tensor holds {heads(have)} of {dim} and was viewed with {nheads}: if "
-                                        f"{have} is num_key_value_heads and {nheads} num_attention_heads, k or v was "
-                                        "viewed with the query head count (view with num_key_value_heads)"),
-                              ("tp", f"or a tensor-parallel shard ({have} heads per rank) viewed with the full count")],
-                             f"config.num_key_value_heads (is it {have}?) and the tp degree (add --model)")
-        return ambiguous([("head_dim", f"{width} values per row are not whole heads of {dim}: head_dim is not {dim}"),
-                          ("heads", "or the tensor comes from another projection")],
-                         "config.head_dim and the projection's output size (add --model)")
+            return ambiguous(
+                [
+                    (
+                        "heads",
+                        f"the tensor holds {heads(have)} of {dim} and was viewed with {nheads}: if "
+                        f"{have} is num_key_value_heads and {nheads} num_attention_heads, k or v was "
+                        "viewed with the query head count (view with num_key_value_heads)",
+                    ),
+                    ("tp", f"or a tensor-parallel shard ({have} heads per rank) viewed with the full count"),
+                ],
+                f"config.num_key_value_heads (is it {have}?) and the tp degree (add --model)",
+            )
+        return ambiguous(
+            [
+                ("head_dim", f"{width} values per row are not whole heads of {dim}: head_dim is not {dim}"),
+                ("heads", "or the tensor comes from another projection"),
+            ],
+            "config.head_dim and the projection's output size (add --model)",
+        )
     if D and dim == D and width % D == 0:
         have = width // D
         if Hkv and have == Hkv and nheads == Hq and Hq != Hkv:
-            return ("kv_viewed_with_hq", "heads",
-                    f"k (or v) from k_proj holds Hkv x D = {Hkv} x {D} = {width} values per token, but was viewed with "
-                    f"the query head count {Hq} (num_attention_heads): the classic GQA mistake in a view.",
-                    f"View k and v with num_key_value_heads: k.view(B, T, {Hkv}, {D}) ({_kv_fix(f)}); "
-                    "q keeps num_attention_heads.")
+            return (
+                "kv_viewed_with_hq",
+                "heads",
+                f"k (or v) from k_proj holds Hkv x D = {Hkv} x {D} = {width} values per token, but was viewed with "
+                f"the query head count {Hq} (num_attention_heads): the classic GQA mistake in a view.",
+                f"View k and v with num_key_value_heads: k.view(B, T, {Hkv}, {D}) ({_kv_fix(f)}); "
+                "q keeps num_attention_heads.",
+            )
         if Hq and have == Hq and nheads == Hkv and Hq != Hkv:
-            return ambiguous([("q_viewed_with_hkv", f"q (Hq x D = {Hq} x {D} = {width} values per token) was viewed "
-                                                    f"with the KV head count {Hkv}: view q with num_attention_heads"),
-                              ("kv_projected_with_hq", f"or k/v were projected with num_attention_heads ({Hq} x {D}, "
-                                                       "an MHA projection under a GQA config) and viewed with "
-                                                       f"num_key_value_heads: build k_proj and v_proj with "
-                                                       f"{Hkv} x {D} outputs")],
-                             "which tensor the failing line views (the traceback's line) and k_proj.out_features")
+            return ambiguous(
+                [
+                    (
+                        "q_viewed_with_hkv",
+                        f"q (Hq x D = {Hq} x {D} = {width} values per token) was viewed "
+                        f"with the KV head count {Hkv}: view q with num_attention_heads",
+                    ),
+                    (
+                        "kv_projected_with_hq",
+                        f"or k/v were projected with num_attention_heads ({Hq} x {D}, "
+                        "an MHA projection under a GQA config) and viewed with "
+                        f"num_key_value_heads: build k_proj and v_proj with "
+                        f"{Hkv} x {D} outputs",
+                    ),
+                ],
+                "which tensor the failing line views (the traceback's line) and k_proj.out_features",
+            )
         if Hkv and nheads == Hkv and have < Hkv and Hkv % have == 0:
-            return ("tp_shard_full_count", "tp",
-                    f"this rank's k holds {heads(have)} (a tensor-parallel shard, tp = {Hkv // have}) but was viewed "
-                    f"with the full {Hkv}.",
-                    f"View with the per-rank count, {Hkv} // tp = {have}, or view(..., -1, {D}).")
-        return ("foreign", "heads",
-                f"the tensor holds {heads(have)} of {D} and was viewed with {nheads}; the model has Hq = {Hq}, "
-                f"Hkv = {Hkv}: it comes from another model's projection or config.",
-                f"Build it with this model's projections: q [T, {Hq}, {D}], k and v [T, {Hkv}, {D}].")
+            return (
+                "tp_shard_full_count",
+                "tp",
+                f"this rank's k holds {heads(have)} (a tensor-parallel shard, tp = {Hkv // have}) but was viewed "
+                f"with the full {Hkv}.",
+                f"View with the per-rank count, {Hkv} // tp = {have}, or view(..., -1, {D}).",
+            )
+        return (
+            "foreign",
+            "heads",
+            f"the tensor holds {heads(have)} of {D} and was viewed with {nheads}; the model has Hq = {Hq}, "
+            f"Hkv = {Hkv}: it comes from another model's projection or config.",
+            f"Build it with this model's projections: q [T, {Hq}, {D}], k and v [T, {Hkv}, {D}].",
+        )
     if D and dim != D:
         if f.naive_head_dim == dim:
             return head_dim_from_hidden(f, dim)
-        return ("head_dim", "head_dim", f"the view's head size is {dim}, the model's head_dim is {D}.",
-                f"View with head_dim = {D} (config.head_dim).")
-    return ("foreign", "heads", f"{width} values per row do not make {nheads} heads of {dim}.",
-            "Print the tensor's shape before the view and compare it with the projection's output size.")
+        return (
+            "head_dim",
+            "head_dim",
+            f"the view's head size is {dim}, the model's head_dim is {D}.",
+            f"View with head_dim = {D} (config.head_dim).",
+        )
+    return (
+        "foreign",
+        "heads",
+        f"{width} values per row do not make {nheads} heads of {dim}.",
+        "Print the tensor's shape before the view and compare it with the projection's output size.",
+    )
 
 
-def weight_case(proj: str, have: int, want: int, f: Facts, *, cols: int | None = None,
-                where: str = "the config") -> Verdict:
+def weight_case(
+    proj: str, have: int, want: int, f: Facts, *, cols: int | None = None, where: str = "the config"
+) -> Verdict:
     """A projection ``proj`` (q, k, v, o, qkv) whose weights have ``have`` output rows where
     ``where`` (the config, the GGUF metadata) builds ``want``; ``cols`` its input size (hidden_size)."""
     Hq, Hkv, D = f.num_qo_heads, f.num_kv_heads, f.head_dim
@@ -139,45 +206,67 @@ def weight_case(proj: str, have: int, want: int, f: Facts, *, cols: int | None =
         per = D or (hidden // Hq if hidden and Hq else None)
         if hidden and want == hidden and have < want and want % have == 0:
             kv = f" = {have // per}" if per and have % per == 0 else ""
-            return ("config_without_kv_heads", "heads",
-                    f"{where} builds {proj}_proj with as many KV heads as query heads ({want} = hidden_size rows: "
-                    f"MHA, what a config without num_key_value_heads means), but the weights are GQA: {have} rows, "
-                    f"{want // have} times fewer (G = {want // have}).",
-                    f"Set num_key_value_heads{kv} (num_attention_heads / {want // have}) in {where}: the checkpoint's "
-                    "own config.json has it; a loader that ignores it needs updating.")
+            return (
+                "config_without_kv_heads",
+                "heads",
+                f"{where} builds {proj}_proj with as many KV heads as query heads ({want} = hidden_size rows: "
+                f"MHA, what a config without num_key_value_heads means), but the weights are GQA: {have} rows, "
+                f"{want // have} times fewer (G = {want // have}).",
+                f"Set num_key_value_heads{kv} (num_attention_heads / {want // have}) in {where}: the checkpoint's "
+                "own config.json has it; a loader that ignores it needs updating.",
+            )
         if have > want:
             w_heads = f"{have // D} KV heads" if D and have % D == 0 else f"{have} rows"
             c_heads = f"{want // D}" if D and want % D == 0 else f"{want} rows"
-            return ("weights_of_another_model", "heads",
-                    f"the weights have {w_heads} where {where} says {c_heads}: the weights and the config are of "
-                    "different models (an MHA checkpoint under a GQA config, e.g. Llama-2 weights with a "
-                    "Llama-3 config) or the config was edited.",
-                    "Use the config.json that ships with these weights (num_key_value_heads = the weights' "
-                    f"{proj}_proj rows / head_dim).")
+            return (
+                "weights_of_another_model",
+                "heads",
+                f"the weights have {w_heads} where {where} says {c_heads}: the weights and the config are of "
+                "different models (an MHA checkpoint under a GQA config, e.g. Llama-2 weights with a "
+                "Llama-3 config) or the config was edited.",
+                "Use the config.json that ships with these weights (num_key_value_heads = the weights' "
+                f"{proj}_proj rows / head_dim).",
+            )
         if D and have % D == 0 and want % D == 0:
-            return ("weights_of_another_model", "heads",
-                    f"the weights have {have // D} KV heads of {D}, {where} {want // D}: config and weights disagree.",
-                    "Use the config.json that ships with these weights.")
+            return (
+                "weights_of_another_model",
+                "heads",
+                f"the weights have {have // D} KV heads of {D}, {where} {want // D}: config and weights disagree.",
+                "Use the config.json that ships with these weights.",
+            )
     if proj in ("q", "o", "qkv"):
         n = Hq if proj != "qkv" else (Hq + 2 * Hkv if Hq and Hkv else None)
         if n and have % n == 0 and want % n == 0:
             d_have, d_want = have // n, want // n
             if hidden and Hq and d_want == hidden // Hq and d_have != d_want:
-                return ("head_dim_from_hidden", "head_dim",
-                        f"{where} built the {proj} projection with head_dim = hidden_size // num_attention_heads = "
-                        f"{hidden} // {Hq} = {d_want}; the weights use head_dim = {d_have} ({have} = {n} x {d_have} "
-                        "rows): the model sets head_dim explicitly (Qwen3, Gemma).",
-                        f"Read config.head_dim ({d_have}) before falling back to hidden_size // num_attention_heads.")
-            return ("head_dim", "head_dim", f"the weights have head_dim {d_have}, {where} {d_want}.",
-                    f"Build the model with head_dim = {d_have} (the checkpoint's config.head_dim).")
+                return (
+                    "head_dim_from_hidden",
+                    "head_dim",
+                    f"{where} built the {proj} projection with head_dim = hidden_size // num_attention_heads = "
+                    f"{hidden} // {Hq} = {d_want}; the weights use head_dim = {d_have} ({have} = {n} x {d_have} "
+                    "rows): the model sets head_dim explicitly (Qwen3, Gemma).",
+                    f"Read config.head_dim ({d_have}) before falling back to hidden_size // num_attention_heads.",
+                )
+            return (
+                "head_dim",
+                "head_dim",
+                f"the weights have head_dim {d_have}, {where} {d_want}.",
+                f"Build the model with head_dim = {d_have} (the checkpoint's config.head_dim).",
+            )
         if hidden and want == hidden and have != want:
-            return ("head_dim_from_hidden", "head_dim",
-                    f"{where} builds {proj}_proj {want} = hidden_size rows, the weights have {have}: the model's "
-                    "q_proj is num_attention_heads x head_dim wide, not hidden_size (head_dim is set explicitly).",
-                    "Read config.head_dim before falling back to hidden_size // num_attention_heads.")
-    return ("weights_of_another_model", "heads",
-            f"the weights of {proj}_proj have {have} rows, {where} builds {want}: they are not of the same model.",
-            "Use the config.json that ships with these weights.")
+            return (
+                "head_dim_from_hidden",
+                "head_dim",
+                f"{where} builds {proj}_proj {want} = hidden_size rows, the weights have {have}: the model's "
+                "q_proj is num_attention_heads x head_dim wide, not hidden_size (head_dim is set explicitly).",
+                "Read config.head_dim before falling back to hidden_size // num_attention_heads.",
+            )
+    return (
+        "weights_of_another_model",
+        "heads",
+        f"the weights of {proj}_proj have {have} rows, {where} builds {want}: they are not of the same model.",
+        "Use the config.json that ships with these weights.",
+    )
 
 
 def broadcast_case(a: int, b: int, dim: int | None, f: Facts, ndim: int | None = None) -> Verdict:
@@ -186,23 +275,35 @@ def broadcast_case(a: int, b: int, dim: int | None, f: Facts, ndim: int | None =
     pair = {a, b}
     heads_axis = dim is None or dim <= 1 or (ndim is not None and dim == ndim - 3)
     if Hq and Hkv and Hq != Hkv and pair == {Hq, Hkv} and not heads_axis:
-        return ambiguous([("heads", f"q's {Hq} heads against k/v's {Hkv} on a [B, T, H, D] layout: repeat_kv missing "
-                                    f"(G = {Hq // Hkv})"),
-                          ("tokens", f"or {a} and {b} are two sequence lengths that happen to be the head counts")],
-                         "q.shape and k.shape just before the failing line")
+        return ambiguous(
+            [
+                (
+                    "heads",
+                    f"q's {Hq} heads against k/v's {Hkv} on a [B, T, H, D] layout: repeat_kv missing (G = {Hq // Hkv})",
+                ),
+                ("tokens", f"or {a} and {b} are two sequence lengths that happen to be the head counts"),
+            ],
+            "q.shape and k.shape just before the failing line",
+        )
     if Hq and Hkv and Hq != Hkv and pair == {Hq, Hkv}:
-        return ("missing_repeat_kv", "heads",
-                f"q's {Hq} query heads met k/v's {Hkv} KV heads: attention written for MHA got GQA tensors, and "
-                f"repeat_kv was not applied (G = {Hq // Hkv}).",
-                f"Repeat k and v to the query heads before the product: repeat_kv(k, {Hq // Hkv}) (torch."
-                "repeat_interleave(k, G, dim=1)), or call an attention that takes Hkv heads (F.scaled_dot_product_"
-                "attention(..., enable_gqa=True), mx.fast.scaled_dot_product_attention).")
+        return (
+            "missing_repeat_kv",
+            "heads",
+            f"q's {Hq} query heads met k/v's {Hkv} KV heads: attention written for MHA got GQA tensors, and "
+            f"repeat_kv was not applied (G = {Hq // Hkv}).",
+            f"Repeat k and v to the query heads before the product: repeat_kv(k, {Hq // Hkv}) (torch."
+            "repeat_interleave(k, G, dim=1)), or call an attention that takes Hkv heads (F.scaled_dot_product_"
+            "attention(..., enable_gqa=True), mx.fast.scaled_dot_product_attention).",
+        )
     if D and rd and rd != D and pair == {D, rd}:
-        return ("rotary_dim", "rotary_dim",
-                f"cos/sin cover rotary_dim = {rd} dimensions, the head has {D}: partial RoPE applied to the whole head "
-                "(rotary_dim or partial_rotary_factor read as 1).",
-                f"Rotate only q[..., :{rd}] and k[..., :{rd}] and pass the other {D - rd} through; read rotary_dim "
-                "from the config (rotary_dim, or int(partial_rotary_factor * head_dim)).")
+        return (
+            "rotary_dim",
+            "rotary_dim",
+            f"cos/sin cover rotary_dim = {rd} dimensions, the head has {D}: partial RoPE applied to the whole head "
+            "(rotary_dim or partial_rotary_factor read as 1).",
+            f"Rotate only q[..., :{rd}] and k[..., :{rd}] and pass the other {D - rd} through; read rotary_dim "
+            "from the config (rotary_dim, or int(partial_rotary_factor * head_dim)).",
+        )
     if D and f.naive_head_dim and f.naive_head_dim != D and pair == {D, f.naive_head_dim}:
         return head_dim_from_hidden(f, f.naive_head_dim)
     at = f" at dimension {dim}" if dim is not None else ""
@@ -210,17 +311,25 @@ def broadcast_case(a: int, b: int, dim: int | None, f: Facts, ndim: int | None =
         big, small = max(a, b), min(a, b)
         options = []
         if small and big % small == 0 and (dim is None or dim in (1, 2) or (ndim and dim == ndim - 3)):
-            options.append(("heads", f"{big} query heads against {small} KV heads{at}: repeat_kv missing "
-                                     f"(G = {big // small})"))
+            options.append(
+                ("heads", f"{big} query heads against {small} KV heads{at}: repeat_kv missing (G = {big // small})")
+            )
         if small and big == 2 * small or (small and big % small == 0 and dim is not None and ndim and dim == ndim - 1):
-            options.append(("rotary_dim", f"the last axis: a head of {big} against cos/sin of {small} "
-                                          "(partial RoPE) or another head_dim"))
-        options.append(("tokens", f"two sequence lengths ({a} and {b}): a mask, positions or cache of another "
-                                  "length"))
+            options.append(
+                (
+                    "rotary_dim",
+                    f"the last axis: a head of {big} against cos/sin of {small} (partial RoPE) or another head_dim",
+                )
+            )
+        options.append(("tokens", f"two sequence lengths ({a} and {b}): a mask, positions or cache of another length"))
         return ambiguous(options, "q.shape, k.shape and cos.shape just before the failing line (or add --model)")
     sizes = {Hq, Hkv, D, rd} - {None}
-    return ("foreign", "heads" if pair & sizes else "tokens",
-            f"{a} against {b}{at} is none of the model's pairs (Hq = {Hq}, Hkv = {Hkv}, D = {D}"
-            + (f", rotary_dim = {rd}" if rd else "") + "): a mask, positions or a cache of another length?",
-            "Print both operands' shapes just before the failing line; the one that is not [B, H, T, D] of this "
-            "model is the mistake.")
+    return (
+        "foreign",
+        "heads" if pair & sizes else "tokens",
+        f"{a} against {b}{at} is none of the model's pairs (Hq = {Hq}, Hkv = {Hkv}, D = {D}"
+        + (f", rotary_dim = {rd}" if rd else "")
+        + "): a mask, positions or a cache of another length?",
+        "Print both operands' shapes just before the failing line; the one that is not [B, H, T, D] of this "
+        "model is the mistake.",
+    )

@@ -40,14 +40,23 @@ def _dict(line: str) -> dict | None:
 def _two_fields(line: str, f: Facts) -> Diagnosis:
     got = _dict(line) or {}
     kind = got.get("rope_type") if isinstance(got, dict) else None
-    why = ("this transformers is older than the config: it validates rope_scaling as {type, factor} "
-           "(transformers before 4.43), and the config uses the newer layout")
+    why = (
+        "this transformers is older than the config: it validates rope_scaling as {type, factor} "
+        "(transformers before 4.43), and the config uses the newer layout"
+    )
     why += f" (rope_type {kind!r}" + (", Llama 3.1's scaling" if kind == "llama3" else "") + ")." if kind else "."
-    return Diagnosis("transformers", SOURCE, line.strip()[:500], f"rope_scaling = {got}" if got else "rope_scaling",
-                     "library_older_than_config", "versions", why,
-                     "Upgrade transformers (pip install -U 'transformers>=4.43'; 4.43 reads rope_type and llama3), "
-                     "and any library that pins an older one. Do not trim the config to {type, factor}: "
-                     "llama3's low/high_freq_factor and original_max_position_embeddings change the frequencies.")
+    return Diagnosis(
+        "transformers",
+        SOURCE,
+        line.strip()[:500],
+        f"rope_scaling = {got}" if got else "rope_scaling",
+        "library_older_than_config",
+        "versions",
+        why,
+        "Upgrade transformers (pip install -U 'transformers>=4.43'; 4.43 reads rope_type and llama3), "
+        "and any library that pins an older one. Do not trim the config to {type, factor}: "
+        "llama3's low/high_freq_factor and original_max_position_embeddings change the frequencies.",
+    )
 
 
 def _missing(line: str, f: Facts) -> Diagnosis:
@@ -57,12 +66,18 @@ def _missing(line: str, f: Facts) -> Diagnosis:
     keys = sorted(keys) if isinstance(keys, (set, dict)) else []
     known = {k: f.rope_scaling[k] for k in keys if f.rope_scaling and k in f.rope_scaling}
     values = (" The model's values: " + ", ".join(f"{k} = {v!r}" for k, v in known.items()) + ".") if known else ""
-    return Diagnosis("transformers", SOURCE, line.strip()[:500], f"rope_type {kind!r}, missing {keys}",
-                     "scaling_fields_missing", "scaling",
-                     f"the config's {kind!r} scaling lacks {', '.join(keys)}: the dict was written by hand, "
-                     "trimmed to fit an older reader, or copied from another model.",
-                     f"Put {', '.join(keys)} back into rope_scaling / rope_parameters, from the checkpoint's own "
-                     f"config.json.{values}")
+    return Diagnosis(
+        "transformers",
+        SOURCE,
+        line.strip()[:500],
+        f"rope_type {kind!r}, missing {keys}",
+        "scaling_fields_missing",
+        "scaling",
+        f"the config's {kind!r} scaling lacks {', '.join(keys)}: the dict was written by hand, "
+        "trimmed to fit an older reader, or copied from another model.",
+        f"Put {', '.join(keys)} back into rope_scaling / rope_parameters, from the checkpoint's own "
+        f"config.json.{values}",
+    )
 
 
 def _no_attribute(line: str, f: Facts) -> Diagnosis:
@@ -70,61 +85,117 @@ def _no_attribute(line: str, f: Facts) -> Diagnosis:
     cls, attr = (m.group(1), m.group(2)) if m else ("config", "rope_theta")
     value = f" (here {f.rope_theta:g})" if attr == "rope_theta" and f.rope_theta else ""
     key = "rope_type" if attr == "rope_scaling" else attr
-    read = (f"getattr(config, 'rope_parameters', {{}}).get('{key}', getattr(config, '{attr}', None))")
+    read = f"getattr(config, 'rope_parameters', {{}}).get('{key}', getattr(config, '{attr}', None))"
     if attr == "rope_theta" and "rope_parameters" not in line:
         case, quantity, why, fix = ambiguous(
-            [("transformers5", "code written for transformers 4 reads config.rope_theta, and transformers 5 keeps "
-                               "it in config.rope_parameters (sglang #14745, vllm #28542): read " + read + value),
-             ("transformers_too_old", "or a transformers from before LlamaConfig had rope_theta (it came with Code "
-                                      "Llama, 2023): upgrade transformers")],
-            "python -c 'import transformers; print(transformers.__version__)' (5.x: A; older than 4.33: B)")
-        return Diagnosis("transformers", "transformers' configs", line.strip()[:300], f"{cls}.{attr} read", case,
-                         quantity, why, fix)
-    return Diagnosis("transformers", "transformers 5's configs (rope_parameters)", line.strip()[:300],
-                     f"{cls}.{attr} read", "transformers5_rope_parameters", "versions",
-                     f"code written for transformers 4 reads config.{attr}; transformers 5 keeps it inside "
-                     "config.rope_parameters (sglang #14745, vllm #28542).",
-                     f"Read it from both layouts: {read}{value}; or pin transformers<5 until the code is updated.")
+            [
+                (
+                    "transformers5",
+                    "code written for transformers 4 reads config.rope_theta, and transformers 5 keeps "
+                    "it in config.rope_parameters (sglang #14745, vllm #28542): read " + read + value,
+                ),
+                (
+                    "transformers_too_old",
+                    "or a transformers from before LlamaConfig had rope_theta (it came with Code "
+                    "Llama, 2023): upgrade transformers",
+                ),
+            ],
+            "python -c 'import transformers; print(transformers.__version__)' (5.x: A; older than 4.33: B)",
+        )
+        return Diagnosis(
+            "transformers", "transformers' configs", line.strip()[:300], f"{cls}.{attr} read", case, quantity, why, fix
+        )
+    return Diagnosis(
+        "transformers",
+        "transformers 5's configs (rope_parameters)",
+        line.strip()[:300],
+        f"{cls}.{attr} read",
+        "transformers5_rope_parameters",
+        "versions",
+        f"code written for transformers 4 reads config.{attr}; transformers 5 keeps it inside "
+        "config.rope_parameters (sglang #14745, vllm #28542).",
+        f"Read it from both layouts: {read}{value}; or pin transformers<5 until the code is updated.",
+    )
 
 
 def _key_error(text: str, i: int, key: str, f: Facts) -> Diagnosis | None:
-    context = text[max(0, i - WINDOW):i + 40]
+    context = text[max(0, i - WINDOW) : i + 40]
     if "rope" not in context:
         return None
     low = context.lower()
-    family = ("vllm" if "vllm" in low else "text-generation-inference" if "text_generation" in low
-              else "mlx-lm" if "mlx_lm" in low else "sglang" if "sglang" in low else "the reader")
+    family = (
+        "vllm"
+        if "vllm" in low
+        else "text-generation-inference"
+        if "text_generation" in low
+        else "mlx-lm"
+        if "mlx_lm" in low
+        else "sglang"
+        if "sglang" in low
+        else "the reader"
+    )
     line = line_at(text, i).strip()
     if key == "type":
-        why = ("a RoPE reader looks up rope_scaling['type'] in a config that spells it 'rope_type' (the layout of "
-               "transformers >= 4.43 and Llama 3.1+): the reader is older than the config.")
-        fix = (f"Upgrade {family} to a release that reads 'rope_type'; if you cannot, add \"type\" with the same "
-               "value beside \"rope_type\" in config.json's rope_scaling.")
+        why = (
+            "a RoPE reader looks up rope_scaling['type'] in a config that spells it 'rope_type' (the layout of "
+            "transformers >= 4.43 and Llama 3.1+): the reader is older than the config."
+        )
+        fix = (
+            f"Upgrade {family} to a release that reads 'rope_type'; if you cannot, add \"type\" with the same "
+            'value beside "rope_type" in config.json\'s rope_scaling.'
+        )
     else:
-        why = ("a RoPE reader looks up rope_scaling['rope_type'] in a config that spells it 'type' (the layout "
-               "before transformers 4.43): the config is older than the reader, or the reader skips transformers' "
-               "conversion of 'type' to 'rope_type'.")
-        fix = (f"Add \"rope_type\" with the same value beside \"type\" in config.json's rope_scaling (or load the "
-               f"config through transformers, which converts it); upgrade {family} if it reads the file itself.")
-    return Diagnosis("transformers" if family == "the reader" else family,
-                     "a RoPE config reader (a Python KeyError)" if family == "the reader" else
-                     f"{family}'s RoPE config reader (a Python KeyError)", line[:300],
-                     f"rope_scaling[{key!r}] looked up", "layout_skew", "versions", why, fix)
+        why = (
+            "a RoPE reader looks up rope_scaling['rope_type'] in a config that spells it 'type' (the layout "
+            "before transformers 4.43): the config is older than the reader, or the reader skips transformers' "
+            "conversion of 'type' to 'rope_type'."
+        )
+        fix = (
+            f'Add "rope_type" with the same value beside "type" in config.json\'s rope_scaling (or load the '
+            f"config through transformers, which converts it); upgrade {family} if it reads the file itself."
+        )
+    return Diagnosis(
+        "transformers" if family == "the reader" else family,
+        "a RoPE config reader (a Python KeyError)"
+        if family == "the reader"
+        else f"{family}'s RoPE config reader (a Python KeyError)",
+        line[:300],
+        f"rope_scaling[{key!r}] looked up",
+        "layout_skew",
+        "versions",
+        why,
+        fix,
+    )
 
 
 def _unrecognized(line: str, f: Facts) -> Diagnosis:
-    return Diagnosis("transformers", SOURCE, line.strip()[:500], "a warning, not an error", "harmless_warning",
-                     "scaling", "transformers keeps both spellings of the type ('type' and 'rope_type') and warns "
-                                "that one key is not a field of that type; the scaling is read correctly.",
-                     "Nothing to fix; to silence it, remove the duplicate 'type' from rope_scaling (keep "
-                     "'rope_type').")
+    return Diagnosis(
+        "transformers",
+        SOURCE,
+        line.strip()[:500],
+        "a warning, not an error",
+        "harmless_warning",
+        "scaling",
+        "transformers keeps both spellings of the type ('type' and 'rope_type') and warns "
+        "that one key is not a field of that type; the scaling is read correctly.",
+        "Nothing to fix; to silence it, remove the duplicate 'type' from rope_scaling (keep 'rope_type').",
+    )
 
 
 def diagnose(text: str, f: Facts) -> tuple[int, Diagnosis] | None:
     """The last transformers RoPE-config message in ``text``, diagnosed; with its position."""
-    found = last(text, "must be a dictionary with", "Missing required keys in `rope_", "has no attribute 'rope_",
-                 "has no attribute 'partial_rotary_factor'", "KeyError: 'type'", "KeyError: 'rope_type'",
-                 'KeyError: "rope_type"', 'KeyError "rope_type"', "Unrecognized keys in `rope_")
+    found = last(
+        text,
+        "must be a dictionary with",
+        "Missing required keys in `rope_",
+        "has no attribute 'rope_",
+        "has no attribute 'partial_rotary_factor'",
+        "KeyError: 'type'",
+        "KeyError: 'rope_type'",
+        'KeyError: "rope_type"',
+        'KeyError "rope_type"',
+        "Unrecognized keys in `rope_",
+    )
     if found is None:
         return None
     i, phrase = found

@@ -43,15 +43,25 @@ SHAPE_CODES = ("q_shape", "k_shape", "v_shape", "k_pool_shape", "v_pool_shape", 
 
 
 def _zero_heads(what: str = "k") -> Case:
-    return Case("zero_heads", f"{what} has no head at all, what a tensor-parallel split with more ranks than KV "
-                              f"heads (tp > Hkv) leaves a rank; or {what} was sliced empty.",
-                "Give every rank whole KV heads: tp <= Hkv with Hkv % tp == 0, or replicate each KV head over "
-                "tp / Hkv ranks; k is then [T, max(1, Hkv // tp), D] on every rank, never empty.")
+    return Case(
+        "zero_heads",
+        f"{what} has no head at all, what a tensor-parallel split with more ranks than KV "
+        f"heads (tp > Hkv) leaves a rank; or {what} was sliced empty.",
+        "Give every rank whole KV heads: tp <= Hkv with Hkv % tp == 0, or replicate each KV head over "
+        "tp / Hkv ranks; k is then [T, max(1, Hkv // tp), D] on every rank, never empty.",
+    )
 
 
-def k_shape_case(k_shape, *, num_qo_heads: int, head_dim: int, tokens: int | None = None,
-                 model_kv_heads: int | None = None, passed_kv_heads: int | None = None,
-                 others: tuple[str, ...] = ()) -> Case:
+def k_shape_case(
+    k_shape,
+    *,
+    num_qo_heads: int,
+    head_dim: int,
+    tokens: int | None = None,
+    model_kv_heads: int | None = None,
+    passed_kv_heads: int | None = None,
+    others: tuple[str, ...] = (),
+) -> Case:
     """The case of a k of shape ``k_shape = (Tk, Hk, Dk)`` that the op rejected.
 
     Parameters
@@ -70,63 +80,86 @@ def k_shape_case(k_shape, *, num_qo_heads: int, head_dim: int, tokens: int | Non
     if Hk == 0:
         return _zero_heads()
     if tokens is not None and Tk != tokens:
-        return Case("tokens", f"k has {Tk} tokens but q has {tokens}: k was sliced or gathered differently "
-                              "from q (another chunk, another batch, padding removed from one of them).",
-                    "Take q, k and v from the same tokens: all three [T, ...] with one T, and positions and "
-                    "slots with T entries.")
+        return Case(
+            "tokens",
+            f"k has {Tk} tokens but q has {tokens}: k was sliced or gathered differently "
+            "from q (another chunk, another batch, padding removed from one of them).",
+            "Take q, k and v from the same tokens: all three [T, ...] with one T, and positions and "
+            "slots with T entries.",
+        )
     if Dk != D:
         why = f"k's last axis is {Dk}, not head_dim={D}."
         if kv is not None and Hk * Dk == kv * D and Hk != kv:
             why += f" {Hk} x {Dk} = {kv} x {D}: k was reshaped with the wrong head count."
             return Case("head_dim", why, f"Reshape k as [T, {kv}, {D}]: k_proj(x).reshape(T, {kv}, {D}).")
-        why += (" If head_dim was computed as hidden_size // num_attention_heads, the model may set "
-                "head_dim explicitly (Gemma-2: 256).")
-        return Case("head_dim", why, "Pass the model's head_dim (config.head_dim where the config sets one) "
-                                     f"and build k with it: [T, Hkv, head_dim]; k's {Dk} says which it was built with.")
+        why += (
+            " If head_dim was computed as hidden_size // num_attention_heads, the model may set "
+            "head_dim explicitly (Gemma-2: 256)."
+        )
+        return Case(
+            "head_dim",
+            why,
+            "Pass the model's head_dim (config.head_dim where the config sets one) "
+            f"and build k with it: [T, Hkv, head_dim]; k's {Dk} says which it was built with.",
+        )
     if Hk == Hq and kv is not None and kv != Hq and N != Hq:
         G = f"G = {Hq} // {kv}" + (f" = {Hq // kv}" if Hq % kv == 0 else "")
-        return Case("repeated_k",
-                    f"k carries as many heads as q ({Hq}): an MHA-style k under a GQA config ({G}). k was built "
-                    "with q's head count, or repeated to the query heads (repeat_kv) before the cache write.",
-                    f"Write the un-repeated k of the K projection, [T, {kv}, {D}]; repeat_kv belongs to attention, "
-                    f"after the write. num_kv_heads={kv} (config.num_key_value_heads) is right: changing it "
-                    "would only move the error to the pool's shape.")
+        return Case(
+            "repeated_k",
+            f"k carries as many heads as q ({Hq}): an MHA-style k under a GQA config ({G}). k was built "
+            "with q's head count, or repeated to the query heads (repeat_kv) before the cache write.",
+            f"Write the un-repeated k of the K projection, [T, {kv}, {D}]; repeat_kv belongs to attention, "
+            f"after the write. num_kv_heads={kv} (config.num_key_value_heads) is right: changing it "
+            "would only move the error to the pool's shape.",
+        )
     if Hkv is not None and Hk == Hkv:
-        passed = (f"num_kv_heads={N} was passed" if N is not None
-                  else "num_kv_heads was passed as something else")
+        passed = f"num_kv_heads={N} was passed" if N is not None else "num_kv_heads was passed as something else"
         if N is None or N == Hq:
             passed += f", likely config.num_attention_heads ({Hq}): the classic GQA bug"
-        return Case("num_kv_heads", f"k has the model's {heads(Hkv)} (config.num_key_value_heads): k is right "
-                                    f"and num_kv_heads is not; {passed}.",
-                    f"Pass num_kv_heads={Hkv} (config.num_key_value_heads), and allocate the pools as "
-                    f"[P, {Hkv}, {D}] if they were made with the same wrong count.")
+        return Case(
+            "num_kv_heads",
+            f"k has the model's {heads(Hkv)} (config.num_key_value_heads): k is right "
+            f"and num_kv_heads is not; {passed}.",
+            f"Pass num_kv_heads={Hkv} (config.num_key_value_heads), and allocate the pools as "
+            f"[P, {Hkv}, {D}] if they were made with the same wrong count.",
+        )
     if Hkv is None and N == Hq and Hk < Hq:
-        return Case("num_kv_heads", f"num_kv_heads equals num_qo_heads ({Hq}) but k has {heads(Hk)}: "
-                                    "num_kv_heads was likely taken from config.num_attention_heads (the classic "
-                                    "GQA bug). Under GQA it comes from the K projection, i.e. "
-                                    f"config.num_key_value_heads (here {Hk}).",
-                    f"Pass num_kv_heads={Hk} (config.num_key_value_heads), and allocate the pools as "
-                    f"[P, {Hk}, {D}].")
+        return Case(
+            "num_kv_heads",
+            f"num_kv_heads equals num_qo_heads ({Hq}) but k has {heads(Hk)}: "
+            "num_kv_heads was likely taken from config.num_attention_heads (the classic "
+            "GQA bug). Under GQA it comes from the K projection, i.e. "
+            f"config.num_key_value_heads (here {Hk}).",
+            f"Pass num_kv_heads={Hk} (config.num_key_value_heads), and allocate the pools as [P, {Hk}, {D}].",
+        )
     if Hkv is not None:
-        why = (f"k has {heads(Hk)}, neither Hq = {Hq} nor Hkv = {Hkv}: the fault is in what produced k, "
-               f"not in num_kv_heads ({Hkv} is config.num_key_value_heads already).")
+        why = (
+            f"k has {heads(Hk)}, neither Hq = {Hq} nor Hkv = {Hkv}: the fault is in what produced k, "
+            f"not in num_kv_heads ({Hkv} is config.num_key_value_heads already)."
+        )
     elif N is not None:
-        why = (f"k has {heads(Hk)} but num_kv_heads={N} (and num_qo_heads={Hq}): k matches neither. If {N} is "
-               "your model's config.num_key_value_heads, the fault is in what produced k, not in num_kv_heads; "
-               f"if k comes straight from the model's K projection, num_kv_heads should be {Hk}.")
+        why = (
+            f"k has {heads(Hk)} but num_kv_heads={N} (and num_qo_heads={Hq}): k matches neither. If {N} is "
+            "your model's config.num_key_value_heads, the fault is in what produced k, not in num_kv_heads; "
+            f"if k comes straight from the model's K projection, num_kv_heads should be {Hk}."
+        )
     else:
         why = f"k has {heads(Hk)}, not num_qo_heads = {Hq}."
     if others:
         why += f" {Hk} heads of {Dk} is a head count of {', '.join(others)}: was k built with another model's config?"
     elif kv and kv % Hk == 0:
         why += f" {Hk} divides {kv}: a tensor-parallel shard of k (tp = {kv // Hk})?"
-    fix = (f"Build k with this model's K projection: [T, {kv}, {D}]. Passing num_kv_heads={Hk} would only move "
-           "the error to the next check (the group size or the pool's shape)." if kv is not None else
-           "Build k with the model's K projection, [T, config.num_key_value_heads, head_dim].")
+    fix = (
+        f"Build k with this model's K projection: [T, {kv}, {D}]. Passing num_kv_heads={Hk} would only move "
+        "the error to the next check (the group size or the pool's shape)."
+        if kv is not None
+        else "Build k with the model's K projection, [T, config.num_key_value_heads, head_dim]."
+    )
     return Case("foreign_k", why, fix)
 
 
 # --- Reading the op's messages back ---------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class ReadError:
@@ -196,6 +229,7 @@ def _shape(read: ReadError, name: str) -> tuple[int, ...] | None:
 
 # --- With the model --------------------------------------------------------------------------------
 
+
 def _tensor_wrong(tensor: str, got, f: Facts, others=()) -> Case:
     """The tensor itself differs from the model's ``[T, H, D]``: which mistake built it."""
     _, H, Dg = got
@@ -204,31 +238,48 @@ def _tensor_wrong(tensor: str, got, f: Facts, others=()) -> Case:
     if Dg != D:
         if f.naive_head_dim == Dg:
             name, _, why, fix = head_dim_from_hidden(f, Dg)
-            return Case(name, f"{tensor} was built with head_dim {Dg}: " + why,
-                        f"Build {tensor} as [T, {want}, {D}]. " + fix)
+            return Case(
+                name, f"{tensor} was built with head_dim {Dg}: " + why, f"Build {tensor} as [T, {want}, {D}]. " + fix
+            )
         if H * Dg == want * D:
-            return Case("head_dim", f"{tensor} is [T, {H}, {Dg}]: {H} x {Dg} = {want} x {D}, the right values "
-                                    "reshaped with the wrong head count.",
-                        f"Reshape {tensor} as [T, {want}, {D}].")
-        return Case("head_dim", f"{tensor}'s last axis is {Dg}, the model's head_dim {D}: {tensor} comes from "
-                                "another model or layer.", f"Build {tensor} as [T, {want}, {D}].")
+            return Case(
+                "head_dim",
+                f"{tensor} is [T, {H}, {Dg}]: {H} x {Dg} = {want} x {D}, the right values "
+                "reshaped with the wrong head count.",
+                f"Reshape {tensor} as [T, {want}, {D}].",
+            )
+        return Case(
+            "head_dim",
+            f"{tensor}'s last axis is {Dg}, the model's head_dim {D}: {tensor} comes from another model or layer.",
+            f"Build {tensor} as [T, {want}, {D}].",
+        )
     if tensor in ("k", "v") and H == Hq != Hkv:
-        return Case(f"repeated_{tensor}", f"{tensor} carries q's {Hq} heads, the model has {Hkv} KV heads: {tensor} "
-                                          "was repeated to the query heads (repeat_kv) before the cache write, or "
-                                          "built with num_attention_heads.",
-                    f"Write the un-repeated {tensor} of the projection, [T, {Hkv}, {D}]; repeat_kv belongs to "
-                    f"attention, after the write. num_kv_heads={Hkv} is right: changing it would only move the error "
-                    "to the pool's shape.")
+        return Case(
+            f"repeated_{tensor}",
+            f"{tensor} carries q's {Hq} heads, the model has {Hkv} KV heads: {tensor} "
+            "was repeated to the query heads (repeat_kv) before the cache write, or "
+            "built with num_attention_heads.",
+            f"Write the un-repeated {tensor} of the projection, [T, {Hkv}, {D}]; repeat_kv belongs to "
+            f"attention, after the write. num_kv_heads={Hkv} is right: changing it would only move the error "
+            "to the pool's shape.",
+        )
     if tensor == "q" and H == Hkv != Hq:
-        return Case("q_as_kv", f"q has {heads(H)}, the model's KV head count: q was reshaped with "
-                               "num_key_value_heads.", f"Reshape q as [T, {Hq}, {D}].")
+        return Case(
+            "q_as_kv",
+            f"q has {heads(H)}, the model's KV head count: q was reshaped with num_key_value_heads.",
+            f"Reshape q as [T, {Hq}, {D}].",
+        )
     why = f"{tensor} has {heads(H)}, neither Hq = {Hq} nor Hkv = {Hkv}: the fault is in what produced {tensor}."
     if others:
         why += f" {H} heads of {Dg} is a head count of {', '.join(others)}: was it built with another model's config?"
     elif want and H and want % H == 0:
         why += f" {H} divides {want}: a tensor-parallel shard (tp = {want // H})?"
-    return Case(f"foreign_{tensor}", why, f"Build {tensor} with this model's projection: [T, {want}, {D}]. Passing "
-                                          f"a head count of {H} would only move the error to the next check.")
+    return Case(
+        f"foreign_{tensor}",
+        why,
+        f"Build {tensor} with this model's projection: [T, {want}, {D}]. Passing "
+        f"a head count of {H} would only move the error to the next check.",
+    )
 
 
 def _passed_wrong(tensor: str, got, exp, f: Facts) -> Case | None:
@@ -240,20 +291,28 @@ def _passed_wrong(tensor: str, got, exp, f: Facts) -> Case | None:
         if f.naive_head_dim == De:
             name, _, why, fix = head_dim_from_hidden(f, De)
             return Case(name, f"head_dim={De} was passed. " + why, f"Pass head_dim={D}. " + fix)
-        return Case("head_dim", f"{tensor} has the model's head_dim {D} but head_dim={De} was passed.",
-                    f"Pass head_dim={D} (config.head_dim).")
+        return Case(
+            "head_dim",
+            f"{tensor} has the model's head_dim {D} but head_dim={De} was passed.",
+            f"Pass head_dim={D} (config.head_dim).",
+        )
     if He != H:
         if tensor == "q":
             swapped = " (num_qo_heads and num_kv_heads swapped)" if He == Hkv else ""
-            return Case("num_qo_heads", f"q has the model's {heads(Hq)}: q is right and num_qo_heads={He} was "
-                                        f"passed{swapped}.",
-                        f"Pass num_qo_heads={Hq} (config.num_attention_heads) and num_kv_heads={Hkv} "
-                        "(config.num_key_value_heads).")
+            return Case(
+                "num_qo_heads",
+                f"q has the model's {heads(Hq)}: q is right and num_qo_heads={He} was passed{swapped}.",
+                f"Pass num_qo_heads={Hq} (config.num_attention_heads) and num_kv_heads={Hkv} "
+                "(config.num_key_value_heads).",
+            )
         classic = ", config.num_attention_heads: the classic GQA bug" if He == Hq != Hkv else ""
-        return Case("num_kv_heads", f"k has the model's {heads(Hkv)} (config.num_key_value_heads): k is right and "
-                                    f"num_kv_heads={He} was passed{classic}.",
-                    f"Pass num_kv_heads={Hkv} (config.num_key_value_heads), and allocate the pools as "
-                    f"[P, {Hkv}, {D}] if they were made with the same count.")
+        return Case(
+            "num_kv_heads",
+            f"k has the model's {heads(Hkv)} (config.num_key_value_heads): k is right and "
+            f"num_kv_heads={He} was passed{classic}.",
+            f"Pass num_kv_heads={Hkv} (config.num_key_value_heads), and allocate the pools as "
+            f"[P, {Hkv}, {D}] if they were made with the same count.",
+        )
     return None
 
 
@@ -262,28 +321,53 @@ def _alone(tensor: str, got, f: Facts) -> Case:
     Hq, Hkv, D = f.num_qo_heads, f.num_kv_heads, f.head_dim
     N = f.passed_kv_heads
     if tensor == "q":
-        options = [("num_qo_heads", f"num_qo_heads was passed as something other than {Hq} (num_kv_heads={Hkv} "
-                                    "swapped in?); Pass num_qo_heads=" + str(Hq)),
-                   ("head_dim", f"head_dim was passed as something other than {D}"
-                                + (f" (hidden_size // num_attention_heads = {f.naive_head_dim}?)"
-                                   if f.naive_head_dim and f.naive_head_dim != D else "") + f"; Pass head_dim={D}")]
+        options = [
+            (
+                "num_qo_heads",
+                f"num_qo_heads was passed as something other than {Hq} (num_kv_heads={Hkv} "
+                "swapped in?); Pass num_qo_heads=" + str(Hq),
+            ),
+            (
+                "head_dim",
+                f"head_dim was passed as something other than {D}"
+                + (
+                    f" (hidden_size // num_attention_heads = {f.naive_head_dim}?)"
+                    if f.naive_head_dim and f.naive_head_dim != D
+                    else ""
+                )
+                + f"; Pass head_dim={D}",
+            ),
+        ]
         case, _, why, fix = ambiguous(options, "the num_qo_heads and head_dim your call passed")
         return Case(case, why, fix)
-    classic = (f"num_kv_heads was passed as something other than {Hkv}, likely config.num_attention_heads "
-               f"({Hq}): the classic GQA bug; Pass num_kv_heads={Hkv}")
-    tokens = (f"k has {got[0]} tokens and q another count: k sliced or gathered differently from q; take q, k "
-              "and v from the same tokens")
+    classic = (
+        f"num_kv_heads was passed as something other than {Hkv}, likely config.num_attention_heads "
+        f"({Hq}): the classic GQA bug; Pass num_kv_heads={Hkv}"
+    )
+    tokens = (
+        f"k has {got[0]} tokens and q another count: k sliced or gathered differently from q; take q, k "
+        "and v from the same tokens"
+    )
     if N is not None and N != Hkv:
-        return Case("num_kv_heads", f"k has the model's {heads(Hkv)}: k is right and num_kv_heads={N} was passed"
-                                    + (", config.num_attention_heads: the classic GQA bug" if N == Hq else "") + ".",
-                    f"Pass num_kv_heads={Hkv} (config.num_key_value_heads), and allocate the pools as [P, {Hkv}, {D}].")
+        return Case(
+            "num_kv_heads",
+            f"k has the model's {heads(Hkv)}: k is right and num_kv_heads={N} was passed"
+            + (", config.num_attention_heads: the classic GQA bug" if N == Hq else "")
+            + ".",
+            f"Pass num_kv_heads={Hkv} (config.num_key_value_heads), and allocate the pools as [P, {Hkv}, {D}].",
+        )
     if N is not None:
-        return Case("tokens", f"k is the model's [T, {Hkv}, {D}] and num_kv_heads={N} is right, so k's token count "
-                              f"({got[0]}) is not q's: k was sliced or gathered differently from q.",
-                    "Take q, k and v from the same tokens: all three [T, ...] with one T (check q.shape[0] == "
-                    "k.shape[0]), and positions and slots with T entries.")
-    case, _, why, fix = ambiguous([("num_kv_heads", classic), ("tokens", tokens)],
-                                  "print(num_kv_heads, q.shape[0], k.shape[0]) just before the call")
+        return Case(
+            "tokens",
+            f"k is the model's [T, {Hkv}, {D}] and num_kv_heads={N} is right, so k's token count "
+            f"({got[0]}) is not q's: k was sliced or gathered differently from q.",
+            "Take q, k and v from the same tokens: all three [T, ...] with one T (check q.shape[0] == "
+            "k.shape[0]), and positions and slots with T entries.",
+        )
+    case, _, why, fix = ambiguous(
+        [("num_kv_heads", classic), ("tokens", tokens)],
+        "print(num_kv_heads, q.shape[0], k.shape[0]) just before the call",
+    )
     return Case(case, why, fix)
 
 
@@ -311,10 +395,13 @@ def case_of(read: ReadError, facts: Facts | None = None, *, others: tuple[str, .
         if (got[1], got[2]) == (want, D):
             return _passed_wrong(tensor, got, exp, f) if exp else _alone(tensor, got, f)
         if exp and (exp[1], exp[2]) != (want, D) and (exp[1], exp[2]) != (got[1], got[2]):
-            return Case("other_model", f"both {tensor} [T, {got[1]}, {got[2]}] and the values passed "
-                                       f"[T, {exp[1]}, {exp[2]}] differ from {f.name}'s [T, {want}, {D}].",
-                        f"Check that {f.name} is the model this code serves (--model); then build {tensor} as "
-                        f"[T, {want}, {D}] and pass its numbers.")
+            return Case(
+                "other_model",
+                f"both {tensor} [T, {got[1]}, {got[2]}] and the values passed "
+                f"[T, {exp[1]}, {exp[2]}] differ from {f.name}'s [T, {want}, {D}].",
+                f"Check that {f.name} is the model this code serves (--model); then build {tensor} as "
+                f"[T, {want}, {D}] and pass its numbers.",
+            )
         return _tensor_wrong(tensor, got, f, others)
     if not (Hq and Hkv and D):
         return None
@@ -323,11 +410,17 @@ def case_of(read: ReadError, facts: Facts | None = None, *, others: tuple[str, .
         if not v or not k:
             return None
         if v[1] == Hq != Hkv and k[1] == Hkv:
-            return Case("repeated_v", f"v has q's {heads(Hq)} while k has {Hkv}: v was repeated (repeat_kv) "
-                                      "before the cache write, k was not.",
-                        f"Write the un-repeated v, [T, {Hkv}, {D}], like k.")
-        return Case("v_differs", f"v is {v} and k is {k}: they come from different projections, layers or "
-                                 "token slices.", f"Pass v of k's shape, [T, {Hkv}, {D}], from the same tokens.")
+            return Case(
+                "repeated_v",
+                f"v has q's {heads(Hq)} while k has {Hkv}: v was repeated (repeat_kv) "
+                "before the cache write, k was not.",
+                f"Write the un-repeated v, [T, {Hkv}, {D}], like k.",
+            )
+        return Case(
+            "v_differs",
+            f"v is {v} and k is {k}: they come from different projections, layers or token slices.",
+            f"Pass v of k's shape, [T, {Hkv}, {D}], from the same tokens.",
+        )
     if code in ("k_pool_shape", "v_pool_shape"):
         pool = _shape(read, "shape")
         if not pool:
@@ -340,14 +433,23 @@ def case_of(read: ReadError, facts: Facts | None = None, *, others: tuple[str, .
                 wrong.append(f"num_kv_heads={Hkv}")
             if not exp or exp[2] != D:
                 wrong.append(f"head_dim={D}")
-            return Case("pool_right", f"the pool's rows are the model's [{Hkv}, {D}]: the pool is right, and what "
-                                      f"was passed is not{passed}.", "Pass " + " and ".join(wrong) + ".")
+            return Case(
+                "pool_right",
+                f"the pool's rows are the model's [{Hkv}, {D}]: the pool is right, and what was passed is not{passed}.",
+                "Pass " + " and ".join(wrong) + ".",
+            )
         if H == Hq != Hkv:
-            return Case("pool_with_hq", f"the pool was allocated with the query heads ({Hq}), not the KV heads "
-                                        f"({Hkv}): G = {Hq // Hkv} times the memory it needs.",
-                        f"Allocate k_pool and v_pool as [P, {Hkv}, {D}] (config.num_key_value_heads).")
-        return Case("foreign_pool", f"the pool's rows are [{H}, {Dp}], not the model's [{Hkv}, {D}]: a pool of "
-                                    "another model or layer?", f"Allocate the pools as [P, {Hkv}, {D}].")
+            return Case(
+                "pool_with_hq",
+                f"the pool was allocated with the query heads ({Hq}), not the KV heads "
+                f"({Hkv}): G = {Hq // Hkv} times the memory it needs.",
+                f"Allocate k_pool and v_pool as [P, {Hkv}, {D}] (config.num_key_value_heads).",
+            )
+        return Case(
+            "foreign_pool",
+            f"the pool's rows are [{H}, {Dp}], not the model's [{Hkv}, {D}]: a pool of another model or layer?",
+            f"Allocate the pools as [P, {Hkv}, {D}].",
+        )
     if code == "group_size":
         nums = ints(read.fields.get("got", "")[:WINDOW])
         if len(nums) != 2:
@@ -357,10 +459,14 @@ def case_of(read: ReadError, facts: Facts | None = None, *, others: tuple[str, .
         wrong += [f"num_kv_heads={kv_heads} (the model's is {Hkv})"] if kv_heads != Hkv else []
         if not wrong:
             return None
-        return Case("group_size", "passed " + " and ".join(wrong)
-                    + f": {q_heads} query heads cannot be split evenly over {kv_heads} KV heads.",
-                    f"Pass num_qo_heads={Hq} and num_kv_heads={Hkv} from one config (G = {Hq // Hkv}); with "
-                    "tensor parallelism, divide both by the same tp.")
+        return Case(
+            "group_size",
+            "passed "
+            + " and ".join(wrong)
+            + f": {q_heads} query heads cannot be split evenly over {kv_heads} KV heads.",
+            f"Pass num_qo_heads={Hq} and num_kv_heads={Hkv} from one config (G = {Hq // Hkv}); with "
+            "tensor parallelism, divide both by the same tp.",
+        )
     return None
 
 
@@ -372,8 +478,11 @@ def diagnose(text: str, f: Facts, others_of=None) -> Diagnosis | None:
         return None
     origin = (CODES.get(read.code) or MLA_CODES[read.code]).origin
     family = "ropepool" if origin == "ropepool" else "sglang"
-    source = {"sglang": "SGLang's Python wrapper (rope_pool_fused)", "sglang-c++": "SGLang's C++ extension",
-              "ropepool": "ropepool's own check (SGLang has none)"}[origin]
+    source = {
+        "sglang": "SGLang's Python wrapper (rope_pool_fused)",
+        "sglang-c++": "SGLang's C++ extension",
+        "ropepool": "ropepool's own check (SGLang has none)",
+    }[origin]
     numbers = ", ".join(f"{k} = {read_shape(v) or v}" if "shape" in k else f"{k} = {v}" for k, v in read.fields.items())
     if read.expected:
         numbers += ("; " if numbers else "") + "the op expected " + str(read.expected).replace("None", "P")
@@ -381,9 +490,17 @@ def diagnose(text: str, f: Facts, others_of=None) -> Diagnosis | None:
     others = others_of(got[1], got[2]) if (others_of and got) else ()
     case = case_of(read, f, others=others)
     if case is None:
-        kind = "needs_model" if read.code in SHAPE_CODES and not (f.num_qo_heads and f.num_kv_heads and f.head_dim) \
+        kind = (
+            "needs_model"
+            if read.code in SHAPE_CODES and not (f.num_qo_heads and f.num_kv_heads and f.head_dim)
             else "catalog"
+        )
         return Diagnosis(family, source, read.line, numbers, kind, "", "", "", code=read.code)
-    quantity = {"tokens": "tokens", "head_dim": "head_dim", "head_dim_from_hidden": "head_dim", "zero_heads": "tp",
-                "ambiguous": "heads/head_dim" if read.code == "q_shape" else "heads/tokens"}.get(case.name, "heads")
+    quantity = {
+        "tokens": "tokens",
+        "head_dim": "head_dim",
+        "head_dim_from_hidden": "head_dim",
+        "zero_heads": "tp",
+        "ambiguous": "heads/head_dim" if read.code == "q_shape" else "heads/tokens",
+    }.get(case.name, "heads")
     return Diagnosis(family, source, read.line, numbers, case.name, quantity, case.why, case.fix, code=read.code)

@@ -49,30 +49,47 @@ def _view(text: str, i: int, f: Facts) -> Diagnosis | None:
     width = numel // rows if rows and numel % rows == 0 else None
     case, quantity, why, fix = view_case(width, None if nheads == -1 else nheads, dim, f, rows=rows, numel=numel)
     per = f"{width} values per row" if width is not None else f"not a multiple of the {rows} rows"
-    read = f"view {dims} of a tensor of {numel} values: {per} (leading axes {lead}), viewed as " \
-           f"[{'-1' if nheads == -1 else nheads}, {dim}]"
+    read = (
+        f"view {dims} of a tensor of {numel} values: {per} (leading axes {lead}), viewed as "
+        f"[{'-1' if nheads == -1 else nheads}, {dim}]"
+    )
     return Diagnosis("pytorch", VIEW, m.group(0), read, case, quantity, why, fix)
 
 
 def _broadcast(text: str, i: int, f: Facts) -> Diagnosis | None:
     line = line_at(text, i)
-    m = re.search(r"The size of tensor a \((\d{1,19})\) must match the size of tensor b \((\d{1,19})\) at "
-                  r"non-singleton dimension (\d{1,3})", line)
+    m = re.search(
+        r"The size of tensor a \((\d{1,19})\) must match the size of tensor b \((\d{1,19})\) at "
+        r"non-singleton dimension (\d{1,3})",
+        line,
+    )
     if m:
         a, b, dim = (int(x) for x in m.groups())
         case, quantity, why, fix = broadcast_case(a, b, dim, f)
-        return Diagnosis("pytorch", BROADCAST, m.group(0), f"sizes {a} and {b} meet at dimension {dim}",
-                         case, quantity, why, fix)
-    m = re.search(r"The expanded size of the tensor \((\d{1,19})\) must match the existing size \((\d{1,19})\) at "
-                  r"non-singleton dimension (\d{1,3})", line)
+        return Diagnosis(
+            "pytorch", BROADCAST, m.group(0), f"sizes {a} and {b} meet at dimension {dim}", case, quantity, why, fix
+        )
+    m = re.search(
+        r"The expanded size of the tensor \((\d{1,19})\) must match the existing size \((\d{1,19})\) at "
+        r"non-singleton dimension (\d{1,3})",
+        line,
+    )
     if not m:
         return None
     a, b, dim = (int(x) for x in m.groups())
-    found = shapes(line[m.end():])
+    found = shapes(line[m.end() :])
     ndim = len(found[0]) if found else None
     case, quantity, why, fix = broadcast_case(a, b, dim, f, ndim)
-    return Diagnosis("pytorch", BROADCAST.replace("broadcasting", "Tensor.expand"), line.strip()[:400],
-                     f"target size {a} against existing size {b} at dimension {dim}", case, quantity, why, fix)
+    return Diagnosis(
+        "pytorch",
+        BROADCAST.replace("broadcasting", "Tensor.expand"),
+        line.strip()[:400],
+        f"target size {a} against existing size {b} at dimension {dim}",
+        case,
+        quantity,
+        why,
+        fix,
+    )
 
 
 _RANK = {"k": 0, "v": 1, "q": 2, "qkv": 3, "o": 4}
@@ -86,7 +103,7 @@ def _load(text: str, f: Facts) -> Diagnosis | None:
         name, proj = m.group(1), proj_of(m.group(1))
         if proj is None:
             continue
-        found = shapes(text[m.end() - 2:m.end() + 300])
+        found = shapes(text[m.end() - 2 : m.end() + 300])
         if len(found) < 2 or not found[0] or not found[1]:
             continue
         if best is None or _RANK[proj] < _RANK[best[1]]:
@@ -103,8 +120,13 @@ def _load(text: str, f: Facts) -> Diagnosis | None:
 
 def diagnose(text: str, f: Facts) -> tuple[int, Diagnosis] | None:
     """The last PyTorch message in ``text``, diagnosed for ``f``; with its position."""
-    found = last(text, "is invalid for input of size", "must match the size of tensor b",
-                 "must match the existing size", "size mismatch for ")
+    found = last(
+        text,
+        "is invalid for input of size",
+        "must match the size of tensor b",
+        "must match the existing size",
+        "size mismatch for ",
+    )
     if found is None:
         return None
     i, phrase = found

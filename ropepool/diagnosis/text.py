@@ -38,12 +38,12 @@ def line_at(text: str, i: int) -> str:
     start = max(text.rfind("\n", 0, i) + 1, i - WINDOW // 4)
     end = text.find("\n", i)
     end = len(text) if end < 0 else end
-    return text[start:min(end, i + WINDOW)]
+    return text[start : min(end, i + WINDOW)]
 
 
 def after(text: str, i: int, size: int = WINDOW) -> str:
     """At most ``size`` characters of ``text`` from ``i`` on, whitespace runs made one space."""
-    return " ".join(text[i:i + size].split())
+    return " ".join(text[i : i + size].split())
 
 
 def last(text: str, *phrases: str) -> tuple[int, str] | None:
@@ -60,8 +60,10 @@ def integer(digits: str) -> int:
     """``digits`` as an int; :class:`Unreadable` past :data:`MAX_DIGITS` digits."""
     n = len(digits.lstrip("-"))
     if n > MAX_DIGITS:
-        raise Unreadable(f"the message holds a number of {n} digits ({digits[:12]}...): no tensor has a size "
-                         "like that; paste the error as the framework printed it")
+        raise Unreadable(
+            f"the message holds a number of {n} digits ({digits[:12]}...): no tensor has a size "
+            "like that; paste the error as the framework printed it"
+        )
     return int(digits)
 
 

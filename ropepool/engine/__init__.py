@@ -20,6 +20,21 @@ from .radix import RadixCache
 from .request import Request, Status
 from .scheduler import Batch, Scheduler, Stats
 
-__all__ = ["SUPPORTED", "Allocator", "Batch", "Engine", "EngineArgumentError", "PoolTooSmallError", "RadixCache",
-           "Request", "Result", "Scheduler", "Stats", "Status", "UnsupportedModelError", "WrongThreadError",
-           "generate", "rope_kwargs"]
+__all__ = [
+    "SUPPORTED",
+    "Allocator",
+    "Batch",
+    "Engine",
+    "EngineArgumentError",
+    "PoolTooSmallError",
+    "RadixCache",
+    "Request",
+    "Result",
+    "Scheduler",
+    "Stats",
+    "Status",
+    "UnsupportedModelError",
+    "WrongThreadError",
+    "generate",
+    "rope_kwargs",
+]

@@ -150,8 +150,13 @@ class Allocator:
     def _check_held(self, pages, what: str) -> None:
         if not pages:
             return
-        if set(map(type, pages)) == {int} and 0 <= min(pages) and max(pages) < self.num_pages and all(
-                map(self.refs.__getitem__, pages)) and (what == "retain" or len(set(pages)) == len(pages)):
+        if (
+            set(map(type, pages)) == {int}
+            and 0 <= min(pages)
+            and max(pages) < self.num_pages
+            and all(map(self.refs.__getitem__, pages))
+            and (what == "retain" or len(set(pages)) == len(pages))
+        ):
             return  # the common call: each page held, none twice (O(pages) at C speed, no dict)
         counts: dict[int, int] = {}
         for p in pages:

@@ -64,10 +64,22 @@ class Engine:
     another thread fails inside MLX; :meth:`step` refuses it with :class:`WrongThreadError`.
     """
 
-    def __init__(self, model, *, pool_rows: int, backend: str = "auto", stop: int | None = None,
-                 prefix_cache: bool | CacheFactory = True, max_step_tokens: int = 256, page_size: int = 1,
-                 keep_logits: bool = False, kv_dtype: str | None = None, kv_scales=None,
-                 allocator: AllocatorFactory = Allocator, scheduler: SchedulerFactory = Scheduler):
+    def __init__(
+        self,
+        model,
+        *,
+        pool_rows: int,
+        backend: str = "auto",
+        stop: int | None = None,
+        prefix_cache: bool | CacheFactory = True,
+        max_step_tokens: int = 256,
+        page_size: int = 1,
+        keep_logits: bool = False,
+        kv_dtype: str | None = None,
+        kv_scales=None,
+        allocator: AllocatorFactory = Allocator,
+        scheduler: SchedulerFactory = Scheduler,
+    ):
         vocab = model.args.vocab_size
         pool_rows = check_int("pool_rows", pool_rows, 1, MAX_POOL_ROWS)
         if stop is not None:
@@ -75,16 +87,20 @@ class Engine:
         if not isinstance(keep_logits, bool):
             raise EngineArgumentError(f"keep_logits must be True or False, got {keep_logits!r:.60}")
         if not (isinstance(prefix_cache, bool) or callable(prefix_cache)):
-            raise EngineArgumentError(f"prefix_cache must be True or False, got {prefix_cache!r:.60} (or a factory: "
-                                      "allocator -> cache, see ropepool.engine.protocols)")
+            raise EngineArgumentError(
+                f"prefix_cache must be True or False, got {prefix_cache!r:.60} (or a factory: "
+                "allocator -> cache, see ropepool.engine.protocols)"
+            )
         for name, factory in (("allocator", allocator), ("scheduler", scheduler)):
             if not callable(factory):
-                raise EngineArgumentError(f"{name} must be a class or factory (see ropepool.engine.protocols), "
-                                          f"got {factory!r:.60}")
+                raise EngineArgumentError(
+                    f"{name} must be a class or factory (see ropepool.engine.protocols), got {factory!r:.60}"
+                )
         max_step_tokens = check_int("max_step_tokens", max_step_tokens, 1)
         # Without a prefix cache, sliding-window layers keep only their window's rows (engine.window)
-        self.runner = make_runner(model, pool_rows, backend, kv_dtype, kv_scales,
-                                  ring=prefix_cache is False)  # the pools are lazy: nothing allocated yet
+        self.runner = make_runner(
+            model, pool_rows, backend, kv_dtype, kv_scales, ring=prefix_cache is False
+        )  # the pools are lazy: nothing allocated yet
         check_pool_memory(self.runner, pool_rows)
         self.allocator = allocator(pool_rows, page_size)
         if isinstance(prefix_cache, bool):
@@ -167,7 +183,8 @@ class Engine:
         if threading.get_ident() != self.thread:
             raise WrongThreadError(
                 f"step: this engine was made in thread {self.thread} and is stepped from thread "
-                f"{threading.get_ident()}; MLX's streams are per thread: make and step an engine in one thread")
+                f"{threading.get_ident()}; MLX's streams are per thread: make and step an engine in one thread"
+            )
         if self.held_interrupt:
             self.held_interrupt = False
             raise KeyboardInterrupt("held from the end of the last step, which committed")
@@ -253,12 +270,26 @@ def check_pool_memory(runner: ModelRunner, pool_rows: int) -> None:
         raise EngineArgumentError(
             f"pool_rows = {pool_rows} needs {pools / 2**30:.1f} GiB of KV pools (2 x {len(runner.k_pools)} layers x "
             f"{pool_rows} rows x {k.shape[1]} x {k.shape[2]} x {k.dtype.size} bytes) and "
-            f"{50 * pool_rows / 2**30:.1f} GiB of row bookkeeping: more than this machine's {have / 2**30:.1f} GiB")
+            f"{50 * pool_rows / 2**30:.1f} GiB of row bookkeeping: more than this machine's {have / 2**30:.1f} GiB"
+        )
 
 
-def generate(model, prompts, max_new_tokens, *, pool_rows: int, backend: str = "auto", on_step=None,
-             stop: int | None = None, prefix_cache: bool = True, max_step_tokens: int = 256, page_size: int = 1,
-             keep_logits: bool = True, kv_dtype: str | None = None, kv_scales=None) -> list:
+def generate(
+    model,
+    prompts,
+    max_new_tokens,
+    *,
+    pool_rows: int,
+    backend: str = "auto",
+    on_step=None,
+    stop: int | None = None,
+    prefix_cache: bool = True,
+    max_step_tokens: int = 256,
+    page_size: int = 1,
+    keep_logits: bool = True,
+    kv_dtype: str | None = None,
+    kv_scales=None,
+) -> list:
     """Serve ``prompts`` together on ``model`` and return one :class:`Result` per prompt, in order.
 
     Parameters
@@ -312,9 +343,18 @@ def generate(model, prompts, max_new_tokens, *, pool_rows: int, backend: str = "
         counts = [max_new_tokens] * len(prompts)
     if len(counts) != len(prompts):
         raise EngineArgumentError(f"max_new_tokens: {len(counts)} counts for {len(prompts)} prompts")
-    engine = Engine(model, pool_rows=pool_rows, backend=backend, stop=stop, prefix_cache=prefix_cache,
-                    max_step_tokens=max_step_tokens, page_size=page_size, keep_logits=keep_logits,
-                    kv_dtype=kv_dtype, kv_scales=kv_scales)
+    engine = Engine(
+        model,
+        pool_rows=pool_rows,
+        backend=backend,
+        stop=stop,
+        prefix_cache=prefix_cache,
+        max_step_tokens=max_step_tokens,
+        page_size=page_size,
+        keep_logits=keep_logits,
+        kv_dtype=kv_dtype,
+        kv_scales=kv_scales,
+    )
     requests = [engine.add_request(p, n) for p, n in zip(prompts, counts)]  # every refusal before a step
     while not engine.done:
         batch = engine.step()

@@ -40,13 +40,18 @@ def calibrate(model, prompts, *, headroom: float = 2.0, backend: str = "auto") -
         ``prompts`` is no iterable of prompts or is empty, a prompt is no list of token ids (named
         ``prompts[i]``), or ``headroom`` is no finite number > 0.
     """
-    if isinstance(headroom, bool) or not isinstance(headroom, (int, float)) or not (
-            math.isfinite(headroom) and headroom > 0):
-        raise EngineArgumentError(f"headroom must be a finite number > 0 (2.0: twice the largest value seen), "
-                                  f"got {headroom!r:.60}")
+    if (
+        isinstance(headroom, bool)
+        or not isinstance(headroom, (int, float))
+        or not (math.isfinite(headroom) and headroom > 0)
+    ):
+        raise EngineArgumentError(
+            f"headroom must be a finite number > 0 (2.0: twice the largest value seen), got {headroom!r:.60}"
+        )
     if isinstance(prompts, (str, bytes, dict)) or not hasattr(prompts, "__iter__"):
-        raise EngineArgumentError(f"prompts must be an iterable of prompts (lists of token ids), "
-                                  f"got {type(prompts).__name__} {prompts!r:.60}")
+        raise EngineArgumentError(
+            f"prompts must be an iterable of prompts (lists of token ids), got {type(prompts).__name__} {prompts!r:.60}"
+        )
     vocab = model.args.vocab_size
     prompts = [check_token_ids(f"prompts[{i}]", p, vocab) for i, p in enumerate(prompts)]
     if not prompts:

@@ -64,13 +64,19 @@ def _rope(arch: str, args, sliding: bool) -> dict:
         if args.rope_scaling:
             kw.update(rope_scaling=args.rope_scaling, max_position_embeddings=args.max_position_embeddings)
         return kw
-    config = dict(num_attention_heads=args.num_attention_heads, num_key_value_heads=args.num_key_value_heads,
-                  head_dim=args.head_dim, hidden_size=args.hidden_size, rope_theta=float(args.rope_theta))
+    config = dict(
+        num_attention_heads=args.num_attention_heads,
+        num_key_value_heads=args.num_key_value_heads,
+        head_dim=args.head_dim,
+        hidden_size=args.hidden_size,
+        rope_theta=float(args.rope_theta),
+    )
     if arch == "gemma3_text" and sliding:
         config["rope_theta"] = float(args.rope_local_base_freq)
     elif getattr(args, "rope_scaling", None):
-        config.update(rope_scaling=args.rope_scaling,
-                      max_position_embeddings=getattr(args, "max_position_embeddings", None))
+        config.update(
+            rope_scaling=args.rope_scaling, max_position_embeddings=getattr(args, "max_position_embeddings", None)
+        )
     kw = from_config(config).op_kwargs()
     return {k: v for k, v in kw.items() if k not in ("head_dim", "num_qo_heads", "num_kv_heads")}
 
@@ -79,8 +85,9 @@ def _qk_norm(attn) -> dict:
     """Gemma-3's QK-norm as the op takes it: its RMSNorm scales by ``(1 + w)``; ``{}`` without one."""
     if not hasattr(attn, "q_norm"):
         return {}
-    return dict(q_norm_weight=1.0 + attn.q_norm.weight, k_norm_weight=1.0 + attn.k_norm.weight,
-                norm_eps=float(attn.q_norm.eps))
+    return dict(
+        q_norm_weight=1.0 + attn.q_norm.weight, k_norm_weight=1.0 + attn.k_norm.weight, norm_eps=float(attn.q_norm.eps)
+    )
 
 
 def window_mask(batch: Batch, window: int) -> mx.array:
@@ -125,18 +132,22 @@ class LayeredRunner:
             self.pools = [[mx.zeros((pool_rows, 1, width), dtype)] for _ in self.inner.layers]  # [P, 1, R + rd]
         else:
             Hkv, D = args.num_key_value_heads, args.head_dim
-            self.pools = [[mx.zeros((pool_rows, Hkv, D), dtype), mx.zeros((pool_rows, Hkv, D), dtype)]
-                          for _ in self.inner.layers]  # k, v [P, Hkv, D] each
-        self.rings = Rings(self.window, max(self.window, min(pool_rows, 4 * self.window))) if (
-            ring and self.window) else None
+            self.pools = [
+                [mx.zeros((pool_rows, Hkv, D), dtype), mx.zeros((pool_rows, Hkv, D), dtype)] for _ in self.inner.layers
+            ]  # k, v [P, Hkv, D] each
+        self.rings = (
+            Rings(self.window, max(self.window, min(pool_rows, 4 * self.window))) if (ring and self.window) else None
+        )
         if self.rings is not None:  # the sliding layer group's pools: ring rows, not slots
             for i in np.flatnonzero(self.sliding):
                 self.pools[i] = [mx.zeros((self.rings.capacity, *p.shape[1:]), p.dtype) for p in self.pools[i]]
         self.ring_layers = [bool(s and self.rings is not None) for s in self.sliding]
         if arch != "deepseek_v3":  # each layer's RoPE table and QK-norm, made once (the plan is the step's)
             self.ropes = [rope_table(args.head_dim, **kw) for kw in self.rope]
-            self.fusions = [fusion_settings(head_dim=args.head_dim, fp8=False, **_qk_norm(layer.self_attn))
-                            for layer in self.inner.layers]
+            self.fusions = [
+                fusion_settings(head_dim=args.head_dim, fp8=False, **_qk_norm(layer.self_attn))
+                for layer in self.inner.layers
+            ]
         self.journal = None  # the engine's undo log (set by the Engine)
         self.ctx = self.window_mask = self.wstep = self.ring_plan = None
 
@@ -180,8 +191,17 @@ class LayeredRunner:
         old_k, old_v = self.pools[i]
         ring = self.ring_layers[i]
         # RoPE (after QK-norm) and the pool write: the step's plan, this layer's table (the ring's plan for its group)
-        q, k_rot, k_pool, v_pool = apply_plan(q, k, v, old_k, old_v, self.ring_plan if ring else ctx.plan,
-                                              rope=self.ropes[i], fusion=self.fusions[i], backend=self.backend)
+        q, k_rot, k_pool, v_pool = apply_plan(
+            q,
+            k,
+            v,
+            old_k,
+            old_v,
+            self.ring_plan if ring else ctx.plan,
+            rope=self.ropes[i],
+            fusion=self.fusions[i],
+            backend=self.backend,
+        )
         self.pools[i] = [k_pool, v_pool]
         q = q[:, None] if ctx.queries is None else q[ctx.queries]  # [R, N, Hq, D]
         if ring:  # the ring before this step's write (old positions), then this step's own k and v
@@ -194,8 +214,9 @@ class LayeredRunner:
             mask = self.window_mask if self.sliding[i] else ctx.mask
         keys, values = keys.transpose(0, 2, 1, 3), values.transpose(0, 2, 1, 3)  # [R, Hkv, L, D]
         scale = getattr(attn, "scale", None) or attn.sm_scale
-        o = mx.fast.scaled_dot_product_attention(q.transpose(0, 2, 1, 3), keys, values, scale=scale, mask=mask,
-                                                 sinks=getattr(attn, "sinks", None))  # [R, Hq, N, D]
+        o = mx.fast.scaled_dot_product_attention(
+            q.transpose(0, 2, 1, 3), keys, values, scale=scale, mask=mask, sinks=getattr(attn, "sinks", None)
+        )  # [R, Hq, N, D]
         o = o.transpose(0, 2, 1, 3).reshape(-1, Hq * D)  # [R * N, Hq*D]
         return attn.o_proj(o if ctx.outputs is None else o[ctx.outputs])  # [T, hidden]
 
@@ -207,10 +228,20 @@ class LayeredRunner:
         q_nope, q_pe = mx.split(q.reshape(T, Hq, nope + rd), [nope], axis=-1)  # [T, Hq, nope], [T, Hq, rd]
         c_kv, k_pe = mx.split(attn.kv_a_proj_with_mqa(x), [R], axis=-1)  # [T, R], [T, rd]
         c_kv = attn.kv_a_layernorm(c_kv)
-        q_pe, _, pool = rope_pool_fused_mla(q_pe, k_pe.reshape(T, 1, rd), c_kv, ctx.positions, ctx.slots,
-                                            self.pools[i][0], num_qo_heads=Hq, kv_lora_rank=R, rope_dim=rd,
-                                            **self.rope[i], backend=self.backend,
-                                            check_values=False)  # the step's plan checked the values
+        q_pe, _, pool = rope_pool_fused_mla(
+            q_pe,
+            k_pe.reshape(T, 1, rd),
+            c_kv,
+            ctx.positions,
+            ctx.slots,
+            self.pools[i][0],
+            num_qo_heads=Hq,
+            kv_lora_rank=R,
+            rope_dim=rd,
+            **self.rope[i],
+            backend=self.backend,
+            check_values=False,
+        )  # the step's plan checked the values
         self.pools[i] = [pool]
         rows = pool[ctx.rows][:, :, 0]  # [R_req, L, R + rd]
         latent, k_rot = rows[..., None, :, :R], rows[..., None, :, R:]  # [R_req, 1, L, R], [R_req, 1, L, rd]
@@ -220,8 +251,9 @@ class LayeredRunner:
         scores = (q_pe * attn.scale) @ k_rot.swapaxes(-1, -2)  # [R_req, Hq, N, L]
         if ctx.mask is not None:
             scores = mx.where(ctx.mask, scores, mx.array(mx.finfo(scores.dtype).min, scores.dtype))
-        o = mx.fast.scaled_dot_product_attention(attn.embed_q(q_nope), latent, latent, scale=attn.scale,
-                                                 mask=scores)  # [R_req, Hq, N, R]
+        o = mx.fast.scaled_dot_product_attention(
+            attn.embed_q(q_nope), latent, latent, scale=attn.scale, mask=scores
+        )  # [R_req, Hq, N, R]
         o = attn.unembed_out(o).transpose(0, 2, 1, 3).reshape(-1, Hq * a.v_head_dim)  # [R_req * N, Hq*v]
         return attn.o_proj(o if ctx.outputs is None else o[ctx.outputs])  # [T, hidden]
 
@@ -254,8 +286,12 @@ class LayeredRunner:
     def _fit_ring_pools(self) -> None:
         """Grow the ring group's pools to the rings' capacity (rows kept, new rows zero)."""
         for i in np.flatnonzero(self.ring_layers):
-            self.pools[i] = [p if p.shape[0] == self.rings.capacity else mx.concatenate(
-                [p, mx.zeros((self.rings.capacity - p.shape[0], *p.shape[1:]), p.dtype)]) for p in self.pools[i]]
+            self.pools[i] = [
+                p
+                if p.shape[0] == self.rings.capacity
+                else mx.concatenate([p, mx.zeros((self.rings.capacity - p.shape[0], *p.shape[1:]), p.dtype)])
+                for p in self.pools[i]
+            ]
 
     def _save_ring_rows(self, slots: mx.array) -> None:
         """The ring rows this step writes, copied into the undo log (their old k and v matter again if the
@@ -268,9 +304,9 @@ class LayeredRunner:
             self.journal.record(self.restore_rows, rows, self.save_rows(rows, layers), layers)
 
 
-
-def make_runner(model, pool_rows: int, backend: str = "auto", kv_dtype: str | None = None, kv_scales=None,
-                ring: bool = False):
+def make_runner(
+    model, pool_rows: int, backend: str = "auto", kv_dtype: str | None = None, kv_scales=None, ring: bool = False
+):
     """The runner of ``model``: :class:`LayeredRunner` for :data:`LAYERED` models (sliding layers on rings
     with ``ring``), else :class:`~ropepool.engine.runner.ModelRunner`."""
     arch = model_spec.architecture(model)

@@ -32,7 +32,8 @@ def architecture(model) -> str:
         raise UnsupportedModelError(
             f"the engine serves mlx-lm models of {', '.join(SUPPORTED + LAYERED)} (Llama-2/3/3.1, Mistral, Qwen2, "
             "Phi-3, Qwen3, DeepSeek-V3, Gemma-3, GPT-OSS); "
-            f"got {type(model).__name__} from {module}")
+            f"got {type(model).__name__} from {module}"
+        )
     if any(t != "full_attention" for t in (getattr(model.args, "layer_types", None) or [])):
         raise UnsupportedModelError(f"{module}: sliding-window layers (layer_types) are not supported")
     return arch
@@ -41,11 +42,20 @@ def architecture(model) -> str:
 def hf_config(model) -> dict:
     """``model.args`` as a Hugging Face-style config dict (the fields RoPE and attention need)."""
     a = model.args
-    config = dict(model_type=a.model_type, num_attention_heads=a.num_attention_heads,
-                  num_key_value_heads=a.num_key_value_heads, hidden_size=a.hidden_size,
-                  rope_theta=float(a.rope_theta))
-    for key in ("head_dim", "rope_scaling", "max_position_embeddings", "original_max_position_embeddings",
-                "partial_rotary_factor"):
+    config = dict(
+        model_type=a.model_type,
+        num_attention_heads=a.num_attention_heads,
+        num_key_value_heads=a.num_key_value_heads,
+        hidden_size=a.hidden_size,
+        rope_theta=float(a.rope_theta),
+    )
+    for key in (
+        "head_dim",
+        "rope_scaling",
+        "max_position_embeddings",
+        "original_max_position_embeddings",
+        "partial_rotary_factor",
+    ):
         if getattr(a, key, None) is not None:
             config[key] = getattr(a, key)
     return config

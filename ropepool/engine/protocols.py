@@ -184,5 +184,13 @@ AllocatorFactory = Callable[[int, int], Allocator]  # (pool_rows, page_size)
 CacheFactory = Callable[[Allocator], PrefixCache]  # (allocator)
 SchedulerFactory = Callable[..., Scheduler]  # (allocator, cache, *, max_step_tokens)
 
-__all__ = ["Allocator", "AllocatorFactory", "CacheFactory", "Cursor", "Journal", "PrefixCache", "Scheduler",
-           "SchedulerFactory"]
+__all__ = [
+    "Allocator",
+    "AllocatorFactory",
+    "CacheFactory",
+    "Cursor",
+    "Journal",
+    "PrefixCache",
+    "Scheduler",
+    "SchedulerFactory",
+]

@@ -46,8 +46,7 @@ class Node:
     id : int               the order nodes were made in (ties of ``last_used`` are evicted oldest first)
     """
 
-    def __init__(self, key=(), pages=(), parent: Node | None = None, last_used: int = 0, start: int = 0,
-                 id: int = 0):
+    def __init__(self, key=(), pages=(), parent: Node | None = None, last_used: int = 0, start: int = 0, id: int = 0):
         self.key, self.pages = list(key), list(pages)
         self.children: dict[tuple, Node] = {}
         self.parent = parent
@@ -120,11 +119,11 @@ class RadixCache:
         s, node, pages, i = self.page_size, self.root, [], 0
         whole = len(tokens) // s
         while i < whole:
-            child = node.children.get(tuple(tokens[i * s:(i + 1) * s]))
+            child = node.children.get(tuple(tokens[i * s : (i + 1) * s]))
             if child is None:
                 break
             node, n = child, 1
-            while n < len(node.key) and i + n < whole and node.key[n] == tuple(tokens[(i + n) * s:(i + n + 1) * s]):
+            while n < len(node.key) and i + n < whole and node.key[n] == tuple(tokens[(i + n) * s : (i + n + 1) * s]):
                 n += 1
             self._use(node)
             pages += node.pages[:n]
@@ -153,14 +152,14 @@ class RadixCache:
                     node = self._split(node, off)  # the sequence leaves the edge here
                     continue
                 self._use(node)
-                out += node.pages[off:off + n]
+                out += node.pages[off : off + n]
                 i, depth = i + n, depth + n
                 continue
             child = node.children.get(key[i])
             if child is not None:
                 node = child
                 continue
-            new = list(pages[i:len(key)])
+            new = list(pages[i : len(key)])
             self.allocator.retain(new)
             if node is not self.root and not node.children:  # grow the leaf, not a chain of one-page nodes
                 self._extend(node, key[i:], new)
@@ -375,9 +374,14 @@ class RadixCache:
 
     def _check_leaf(self, node: Node) -> None:
         """Put ``node`` in or out of the evictable leaves, as it now is."""
-        evictable = (node is not self.root and bool(node.pages) and not node.children
-                     and node.parent is not None and node.parent.children.get(node.key[0]) is node
-                     and self.allocator.refs[node.pages[-1]] == 1)
+        evictable = (
+            node is not self.root
+            and bool(node.pages)
+            and not node.children
+            and node.parent is not None
+            and node.parent.children.get(node.key[0]) is node
+            and self.allocator.refs[node.pages[-1]] == 1
+        )
         if evictable == (node in self.leaves):
             return
         self._set_leaf(node, evictable)
@@ -404,7 +408,7 @@ class NoCache:
         return [], None
 
     def insert(self, tokens, pages, cursor) -> tuple[list[int], None]:
-        return list(pages[:len(tokens) // self.allocator.page_size]), None
+        return list(pages[: len(tokens) // self.allocator.page_size]), None
 
     def nodes(self) -> list[Node]:
         return []

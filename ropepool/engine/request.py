@@ -73,8 +73,8 @@ class Request:
         if stop <= n:
             return self.prompt[start:stop]
         if start >= n:
-            return self.tokens[start - n:stop - n]
-        return self.prompt[start:] + self.tokens[:stop - n]
+            return self.tokens[start - n : stop - n]
+        return self.prompt[start:] + self.tokens[: stop - n]
 
     @property
     def done(self) -> bool:
@@ -88,19 +88,46 @@ class Request:
         changes slot-table entries in place (recorded by the scheduler on its own): :meth:`rewind`
         puts the lists back and cuts what was appended.
         """
-        return (self.status, self.num_cached, self.num_in_cache, self.cursor, self.slot_table, len(self.slot_table),
-                self.tokens, len(self.tokens), self.logits, len(self.logits))
+        return (
+            self.status,
+            self.num_cached,
+            self.num_in_cache,
+            self.cursor,
+            self.slot_table,
+            len(self.slot_table),
+            self.tokens,
+            len(self.tokens),
+            self.logits,
+            len(self.logits),
+        )
 
     def rewind(self, mark: tuple) -> None:
         """Back to :meth:`mark`'s state (the undo log's record for a request)."""
-        (self.status, self.num_cached, self.num_in_cache, self.cursor, self.slot_table, n_slots,
-         self.tokens, n_tokens, self.logits, n_logits) = mark
+        (
+            self.status,
+            self.num_cached,
+            self.num_in_cache,
+            self.cursor,
+            self.slot_table,
+            n_slots,
+            self.tokens,
+            n_tokens,
+            self.logits,
+            n_logits,
+        ) = mark
         del self.slot_table[n_slots:], self.tokens[n_tokens:], self.logits[n_logits:]
 
     def state(self) -> tuple:
         """What a step may change, copied (the snapshot fallback of :mod:`.protocols`): O(its sequence)."""
-        return (self.status, list(self.slot_table), self.num_cached, self.num_in_cache, self.cursor,
-                list(self.tokens), list(self.logits))
+        return (
+            self.status,
+            list(self.slot_table),
+            self.num_cached,
+            self.num_in_cache,
+            self.cursor,
+            list(self.tokens),
+            list(self.logits),
+        )
 
     def set_state(self, state: tuple) -> None:
         status, slot_table, self.num_cached, self.num_in_cache, self.cursor, tokens, logits = state

@@ -106,21 +106,31 @@ def _kv_scales(kv_scales, kv_dtype, layers: int) -> list | None:
     if kv_scales is None:
         return None
     if kv_dtype != "fp8":
-        raise EngineArgumentError(f"kv_scales scale an FP8 cache: pass kv_dtype='fp8' with them, got "
-                                  f"kv_dtype={kv_dtype!r:.60}")
+        raise EngineArgumentError(
+            f"kv_scales scale an FP8 cache: pass kv_dtype='fp8' with them, got kv_dtype={kv_dtype!r:.60}"
+        )
     if isinstance(kv_scales, (str, bytes, dict)) or not hasattr(kv_scales, "__iter__"):
-        raise EngineArgumentError(f"kv_scales must be one (k_scale, v_scale) per layer, got "
-                                  f"{type(kv_scales).__name__} {kv_scales!r:.60}")
+        raise EngineArgumentError(
+            f"kv_scales must be one (k_scale, v_scale) per layer, got {type(kv_scales).__name__} {kv_scales!r:.60}"
+        )
     pairs = list(kv_scales)
     if len(pairs) != layers:
         raise EngineArgumentError(f"kv_scales must be one (k_scale, v_scale) per layer ({layers}), got {len(pairs)}")
     for i, pair in enumerate(pairs):
-        ok = isinstance(pair, (tuple, list)) and len(pair) == 2 and all(
-            isinstance(x, (int, float, np.floating, np.integer)) and not isinstance(x, bool)
-            and KV_SCALE_MIN <= float(x) <= KV_SCALE_MAX for x in pair)
+        ok = (
+            isinstance(pair, (tuple, list))
+            and len(pair) == 2
+            and all(
+                isinstance(x, (int, float, np.floating, np.integer))
+                and not isinstance(x, bool)
+                and KV_SCALE_MIN <= float(x) <= KV_SCALE_MAX
+                for x in pair
+            )
+        )
         if not ok:
-            raise EngineArgumentError(f"kv_scales[{i}] must be a pair (k_scale, v_scale) of numbers from 2**-126 "
-                                      f"to 2**126, got {pair!r:.60}")
+            raise EngineArgumentError(
+                f"kv_scales[{i}] must be a pair (k_scale, v_scale) of numbers from 2**-126 to 2**126, got {pair!r:.60}"
+            )
     return [(float(k), float(v)) for k, v in pairs]
 
 
@@ -133,8 +143,7 @@ class ModelRunner:
     None for 1.0 everywhere, vLLM's default without calibrated scales.
     """
 
-    def __init__(self, model, pool_rows: int, backend: str = "auto", kv_dtype: str | None = None,
-                 kv_scales=None):
+    def __init__(self, model, pool_rows: int, backend: str = "auto", kv_dtype: str | None = None, kv_scales=None):
         if not (kv_dtype is None or (isinstance(kv_dtype, str) and kv_dtype == "fp8")):
             raise EngineArgumentError(f"kv_dtype must be None (the activations' dtype) or 'fp8', got {kv_dtype!r:.60}")
         layers = len(model.model.layers)
@@ -154,13 +163,21 @@ class ModelRunner:
         pairs = kv_scales if kv_scales is not None else [(1.0, 1.0)] * layers
         self.scales = [dict(k_scale=float(k), v_scale=float(v)) if self.fp8 else {} for k, v in pairs]
         kw = self.rope_kwargs
-        self.rope = rope_table(kw["head_dim"], kw["rope_base"], rotary_dim=kw.get("rotary_dim"),
-                               is_neox=kw.get("is_neox", True), rope_scaling=kw.get("rope_scaling"),
-                               max_position_embeddings=kw.get("max_position_embeddings"))
+        self.rope = rope_table(
+            kw["head_dim"],
+            kw["rope_base"],
+            rotary_dim=kw.get("rotary_dim"),
+            is_neox=kw.get("is_neox", True),
+            rope_scaling=kw.get("rope_scaling"),
+            max_position_embeddings=kw.get("max_position_embeddings"),
+        )
         # Each layer's QK-norm (Qwen3) and FP8 settings, checked once: the layer half of the op reads them.
-        self.fusions = [fusion_settings(head_dim=kw["head_dim"], fp8=self.fp8, **self.scales[i],
-                                        **model_spec.qk_norm_kwargs(layer.self_attn))
-                        for i, layer in enumerate(self.inner.layers)]
+        self.fusions = [
+            fusion_settings(
+                head_dim=kw["head_dim"], fp8=self.fp8, **self.scales[i], **model_spec.qk_norm_kwargs(layer.self_attn)
+            )
+            for i, layer in enumerate(self.inner.layers)
+        ]
         dtype = mx.uint8 if self.fp8 else self.activation_dtype()
         self.k_pools = [mx.zeros((pool_rows, Hkv, D), dtype) for _ in self.inner.layers]  # [P, Hkv, D] each
         self.v_pools = [mx.zeros((pool_rows, Hkv, D), dtype) for _ in self.inner.layers]
@@ -200,12 +217,24 @@ class ModelRunner:
         # layer half. The step's half (positions and slots checked, the write planned) ran once, in ctx.
         # Qwen3: q and k RMS-normalised per head first, in the same call (self.fusions[i]).
         q, _, self.k_pools[i], self.v_pools[i] = apply_plan(
-            q, k, v, self.k_pools[i], self.v_pools[i], ctx.plan, rope=self.rope, fusion=self.fusions[i],
-            backend=self.backend)
+            q,
+            k,
+            v,
+            self.k_pools[i],
+            self.v_pools[i],
+            ctx.plan,
+            rope=self.rope,
+            fusion=self.fusions[i],
+            backend=self.backend,
+        )
         q = q[:, None] if ctx.queries is None else q[ctx.queries]  # [R, N, Hq, D]
         o = mx.fast.scaled_dot_product_attention(
-            q.transpose(0, 2, 1, 3), self.read_rows(i, "k", ctx.rows, q.dtype), self.read_rows(i, "v", ctx.rows, q.dtype),
-            scale=attn.scale, mask=ctx.mask)  # [R, Hq, N, D]
+            q.transpose(0, 2, 1, 3),
+            self.read_rows(i, "k", ctx.rows, q.dtype),
+            self.read_rows(i, "v", ctx.rows, q.dtype),
+            scale=attn.scale,
+            mask=ctx.mask,
+        )  # [R, Hq, N, D]
         o = o.transpose(0, 2, 1, 3).reshape(-1, Hq * D)  # [R * N, Hq*D]
         return attn.o_proj(o if ctx.outputs is None else o[ctx.outputs])  # [T, hidden]
 

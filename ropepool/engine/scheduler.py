@@ -83,7 +83,7 @@ class Batch:
         self.lengths.append(n)
         self.tokens += req.seq(start, start + n)
         self.positions += range(start, start + n)
-        self.slots += req.slot_table[start:start + n]
+        self.slots += req.slot_table[start : start + n]
 
 
 #: Tokens a waiting request must gain by sharing with a request admitted in the same step for it to
@@ -127,7 +127,8 @@ class Scheduler:
             raise PoolTooSmallError(
                 f"request {req.rid} needs {need} pool rows ({len(req.prompt)} prompt tokens + "
                 f"{req.max_new_tokens} new - 1{'' if a.page_size == 1 else f', in pages of {a.page_size}'}) but "
-                f"pool_rows = {a.pool_rows}: it could never run; use pool_rows >= {need} or fewer tokens")
+                f"pool_rows = {a.pool_rows}: it could never run; use pool_rows >= {need} or fewer tokens"
+            )
         self.waiting.append(req)
         self.journal.record(self.waiting.pop)
 
@@ -158,8 +159,9 @@ class Scheduler:
         """Start ``req`` on its cached prefix and rows for the rest of its sequence, if they fit now."""
         a = self.allocator
         shared, cursor = self.cache.match(req.seq(0, req.seq_len - 1))  # leave one token: its logits choose the next
-        if self.cache.enabled and any(common_prefix(req, other) >= len(shared) * a.page_size + IN_BATCH_PREFIX
-                                      for other in batch.admitted):
+        if self.cache.enabled and any(
+            common_prefix(req, other) >= len(shared) * a.page_size + IN_BATCH_PREFIX for other in batch.admitted
+        ):
             return False  # a request admitted this step computes a longer prefix of ours: share it next step
         a.retain(shared)
         need = a.pages_for(req.seq_len) - len(shared)
@@ -255,7 +257,7 @@ class Scheduler:
                 req.slot_table[rows] = a.rows([cached])
 
     def pages(self, req: Request) -> list[int]:
-        return [row // self.allocator.page_size for row in req.slot_table[::self.allocator.page_size]]
+        return [row // self.allocator.page_size for row in req.slot_table[:: self.allocator.page_size]]
 
     # --- The undo log's records for the queues, the requests and the stats ---------------------------
 

@@ -109,19 +109,21 @@ class Rings:
             c = req.num_cached
             if req.rid not in self.rings:
                 if c:
-                    raise RuntimeError(f"request {req.rid} starts with {c} cached positions, whose sliding-window "
-                                       "rows no ring holds: rings need prefix_cache=False")
+                    raise RuntimeError(
+                        f"request {req.rid} starts with {c} cached positions, whose sliding-window "
+                        "rows no ring holds: rings need prefix_cache=False"
+                    )
                 self._take(req)
             ring = self.rings[req.rid][1]
             p = c + np.arange(k)  # the new positions
-            slots[start:start + k] = np.where(p >= c + k - W, ring[p % W], -1)
+            slots[start : start + k] = np.where(p >= c + k - W, ring[p % W], -1)
             q = c - W + 1 + np.arange(W - 1)  # the old positions a window can still reach
             old[r] = ring[np.maximum(q, 0) % W]
             new[r] = start + np.minimum(np.arange(N), k - 1)
             i = np.minimum(np.arange(N), k - 1)[:, None]  # [N, 1], padded queries repeat the last
             at = c + i  # each query's position
-            mask[r, 0, :, :W - 1] = (q[None, :] >= 0) & (q[None, :] > at - W)
+            mask[r, 0, :, : W - 1] = (q[None, :] >= 0) & (q[None, :] > at - W)
             m = np.arange(N)[None, :]
-            mask[r, 0, :, W - 1:] = (m <= i) & (m < k) & (c + m > at - W)
+            mask[r, 0, :, W - 1 :] = (m <= i) & (m < k) & (c + m > at - W)
             start += k
         return WindowStep(mx.array(slots), mx.array(old), mx.array(new), mx.array(mask))

@@ -75,8 +75,11 @@ __all__ = ["statuses", "rotate_metal", "rotate_cuda", "rotate_host", "self_check
 IMPLEMENTATIONS = {"metal": rotate_metal, "cuda": rotate_cuda, "cpu": rotate_host}
 #: The GPU kernels: every variant beyond the plain one is checked on its first call (:mod:`.variants`).
 GUARDED = ("metal", "cuda")
-_API = {"metal": "through mx.fast.metal_kernel", "cuda": "through mx.fast.cuda_kernel",
-        "cpu": "compiled by g++ for this CPU, run on MLX's buffers"}
+_API = {
+    "metal": "through mx.fast.metal_kernel",
+    "cuda": "through mx.fast.cuda_kernel",
+    "cpu": "compiled by g++ for this CPU, run on MLX's buffers",
+}
 
 
 def _missing(name: str) -> str | None:
@@ -103,8 +106,12 @@ def self_check(name: str) -> str | None:
     from ..shapes import Shapes
     from ..tolerance import error_bound
 
-    kw = make_inputs(Shapes(tokens=3, num_qo_heads=4, num_kv_heads=2, head_dim=8, pool_rows=5),
-                     "float32", slots=[4, -1, 0], positions=[0, 5, 1000])
+    kw = make_inputs(
+        Shapes(tokens=3, num_qo_heads=4, num_kv_heads=2, head_dim=8, pool_rows=5),
+        "float32",
+        slots=[4, -1, 0],
+        positions=[0, 5, 1000],
+    )
     args = [kw[n] for n in ("q", "k", "v", "positions", "slots", "k_pool", "v_pool")]
     try:
         out = IMPLEMENTATIONS[name](*args[:4], rope=plain(8, kw["rope_base"]))[:2]  # q_rot, k_rot

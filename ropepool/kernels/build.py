@@ -88,8 +88,9 @@ def _cpu_flags() -> str:
         return ""
 
 
-def shared_library(stem: str, text: str, flags: Sequence[str], depends: Sequence[Path] = (),
-                   announce: str | None = None) -> ctypes.CDLL:
+def shared_library(
+    stem: str, text: str, flags: Sequence[str], depends: Sequence[Path] = (), announce: str | None = None
+) -> ctypes.CDLL:
     """Compile ``text`` (one C++ translation unit) with ``flags`` and load it; cached.
 
     Parameters
@@ -172,6 +173,7 @@ def unavailable(load: Callable[[], object], what: str) -> str | None:
 
 def _prune(folder: Path, keep: int) -> None:
     """Remove the least recently used libraries of ``folder`` (by their digest's time) beyond ``keep``."""
+
     def last_use(library: Path) -> float:
         try:
             return os.stat(digest_path(library)).st_mtime
@@ -198,15 +200,18 @@ def build_timeout() -> float:
 
 def _run_compiler(cmd: list[str], name: str) -> subprocess.CompletedProcess:
     """Run ``cmd``; past :func:`build_timeout` kill it with every process it started."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
-                            start_new_session=True)  # its own process group: cc1plus and as die with it
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True
+    )  # its own process group: cc1plus and as die with it
     try:
         stdout, stderr = proc.communicate(timeout=build_timeout())
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
-        raise CompileError(f"compiling {name} took over {build_timeout():g} s and was stopped "
-                           "(set ROPEPOOL_BUILD_TIMEOUT for a slower machine)") from None
+        raise CompileError(
+            f"compiling {name} took over {build_timeout():g} s and was stopped "
+            "(set ROPEPOOL_BUILD_TIMEOUT for a slower machine)"
+        ) from None
     return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
 
 
@@ -221,8 +226,9 @@ def _compile(cxx: str, text: str, flags: Sequence[str], out: Path, announce: str
         cmd = [cxx, *flags, "-shared", "-fPIC", "-o", str(built), str(src)]
         proc = _run_compiler(cmd, out.stem)
         if proc.returncode != 0:
-            raise CompileError(f"compiling {out.stem} failed (exit status {proc.returncode}):\n"
-                               f"{proc.stderr or proc.stdout}")
+            raise CompileError(
+                f"compiling {out.stem} failed (exit status {proc.returncode}):\n{proc.stderr or proc.stdout}"
+            )
         digest = Path(tmp) / digest_path(out).name
         digest.write_text(_sha256(built) + "\n")
         os.replace(built, out)  # atomic: a concurrent process sees no file or a whole one

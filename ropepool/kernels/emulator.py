@@ -46,8 +46,13 @@ __all__ = ["emulate", "EmulatorRun", "STORAGE", "unavailable_reason", "compiler"
 
 @lru_cache(maxsize=None)
 def _library() -> ctypes.CDLL:
-    lib = shared_library("ropepool_emulator", driver_text(), ["-std=c++17", "-O1", f"-I{source.KERNEL_DIR}"],
-                         driver_depends(), "ropepool: compiling the kernel's grid emulator (for the tests)")
+    lib = shared_library(
+        "ropepool_emulator",
+        driver_text(),
+        ["-std=c++17", "-O1", f"-I{source.KERNEL_DIR}"],
+        driver_depends(),
+        "ropepool: compiling the kernel's grid emulator (for the tests)",
+    )
     if not hasattr(lib, "ropepool_emulate"):
         raise RuntimeError("the cached library has no ropepool_emulate: not the one this source builds")
     fn = lib.ropepool_emulate
@@ -94,9 +99,9 @@ class _Guarded:
         n = int(np.prod(shape)) * itemsize
         self.guard = max(GUARD_BYTES, 2 * int(np.prod(shape[1:])) * itemsize)
         self.raw = np.full(n + 2 * self.guard, GUARD_BYTE, np.uint8)
-        self.inner = self.raw[self.guard:self.guard + n].view(np_dtype).reshape(shape)
+        self.inner = self.raw[self.guard : self.guard + n].view(np_dtype).reshape(shape)
         if fill is None:
-            self.raw[self.guard:self.guard + n] = POISON_BYTE
+            self.raw[self.guard : self.guard + n] = POISON_BYTE
         else:
             self.inner[...] = fill
 
@@ -123,10 +128,27 @@ class EmulatorRun:
     v_fp8: np.ndarray | None = None
 
 
-def emulate(q, k, v, positions, slots, k_pool, v_pool, *, rope_base: float, dtype: str | None = None,
-            write_pool: bool = True, reverse: bool = False, block: int = source.BLOCK, q_norm_weight=None,
-            k_norm_weight=None, norm_eps: float = 1e-6, k_scale: float = 1.0, v_scale: float = 1.0,
-            **variant) -> EmulatorRun:
+def emulate(
+    q,
+    k,
+    v,
+    positions,
+    slots,
+    k_pool,
+    v_pool,
+    *,
+    rope_base: float,
+    dtype: str | None = None,
+    write_pool: bool = True,
+    reverse: bool = False,
+    block: int = source.BLOCK,
+    q_norm_weight=None,
+    k_norm_weight=None,
+    norm_eps: float = 1e-6,
+    k_scale: float = 1.0,
+    v_scale: float = 1.0,
+    **variant,
+) -> EmulatorRun:
     """Run the kernel body once over the whole grid, on NumPy buffers.
 
     Parameters
@@ -173,14 +195,42 @@ def emulate(q, k, v, positions, slots, k_pool, v_pool, *, rope_base: float, dtyp
     positions_shape = np.array([T], np.int32)
     k_pool_shape = np.array([P, Hkv, D], np.int32)
     grid = source.grid_size(T, Hq, Hkv, D)
-    _library().ropepool_emulate(DTYPE_CODE[dtype], int(write_pool), int(reverse), grid, block, q.ctypes.data, k.ctypes.data, v.ctypes.data,
-       positions.ctypes.data, slots.ctypes.data, inv_freq.ctypes.data, scale.ctypes.data,
-       positions_shape.ctypes.data, k_pool_shape.ctypes.data, q_rot.ptr(), k_rot.ptr(), kp.ptr(), vp.ptr(),
-       Hq, Hkv, D, rope.rotary_dim, int(rope.is_neox), int(weights[0] is not None), int(weights[1] is not None),
-       at[0] or None, at[1] or None, eps.ctypes.data, int(fp8), kv_scale.ctypes.data,
-       *((c.ptr() for c in codes) if fp8 else (None, None)))
+    _library().ropepool_emulate(
+        DTYPE_CODE[dtype],
+        int(write_pool),
+        int(reverse),
+        grid,
+        block,
+        q.ctypes.data,
+        k.ctypes.data,
+        v.ctypes.data,
+        positions.ctypes.data,
+        slots.ctypes.data,
+        inv_freq.ctypes.data,
+        scale.ctypes.data,
+        positions_shape.ctypes.data,
+        k_pool_shape.ctypes.data,
+        q_rot.ptr(),
+        k_rot.ptr(),
+        kp.ptr(),
+        vp.ptr(),
+        Hq,
+        Hkv,
+        D,
+        rope.rotary_dim,
+        int(rope.is_neox),
+        int(weights[0] is not None),
+        int(weights[1] is not None),
+        at[0] or None,
+        at[1] or None,
+        eps.ctypes.data,
+        int(fp8),
+        kv_scale.ctypes.data,
+        *((c.ptr() for c in codes) if fp8 else (None, None)),
+    )
     intact = all(b.guards_intact() for b in (q_rot, k_rot, kp, vp, *codes))
     launched = -(-grid // block) * block
     fp8_out = [c.inner.copy() for c in codes] if fp8 else [None, None]
-    return EmulatorRun(q_rot.inner.copy(), k_rot.inner.copy(), kp.inner.copy(), vp.inner.copy(), intact,
-                       grid, launched, *fp8_out)
+    return EmulatorRun(
+        q_rot.inner.copy(), k_rot.inner.copy(), kp.inner.copy(), vp.inner.copy(), intact, grid, launched, *fp8_out
+    )

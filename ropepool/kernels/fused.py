@@ -52,8 +52,16 @@ def tables(rope: Rope) -> tuple[mx.array, mx.array]:
     return mx.array(rope.inv_freq32()), mx.array(np.array([rope.scale], np.float32))
 
 
-def rope_rows(q: mx.array, k: mx.array, positions: mx.array, *, rope: Rope, backend: str, fusion: Fusion = PLAIN,
-              v: mx.array | None = None):
+def rope_rows(
+    q: mx.array,
+    k: mx.array,
+    positions: mx.array,
+    *,
+    rope: Rope,
+    backend: str,
+    fusion: Fusion = PLAIN,
+    v: mx.array | None = None,
+):
     """``(q_rot [T, Hq, D], k_rot [T, Hkv, D])`` from one launch of the kernel (per chunk of tokens);
     with an FP8 ``fusion`` also the codes ``k_fp8``, ``v_fp8`` (uint8 ``[T, Hkv, D]``; ``v`` needed)."""
     T, Hq, D = q.shape  # [T, Hq, D]
@@ -67,26 +75,40 @@ def rope_rows(q: mx.array, k: mx.array, positions: mx.array, *, rope: Rope, back
     per_token = source.grid_size(1, Hq, Hkv, D)
     chunk = max(1, MAX_GRID // per_token)
     if T > chunk:  # never at real sizes; keeps every flat index inside 32 bits
-        parts = [rope_rows(q[s:s + chunk], k[s:s + chunk], positions[s:s + chunk], rope=rope, backend=backend,
-                           fusion=fusion, v=None if v is None else v[s:s + chunk])
-                 for s in range(0, T, chunk)]
+        parts = [
+            rope_rows(
+                q[s : s + chunk],
+                k[s : s + chunk],
+                positions[s : s + chunk],
+                rope=rope,
+                backend=backend,
+                fusion=fusion,
+                v=None if v is None else v[s : s + chunk],
+            )
+            for s in range(0, T, chunk)
+        ]
         return tuple(mx.concatenate([p[n] for p in parts]) for n in range(len(shapes)))
     inputs = [q, k, positions, *tables(rope)]
     if variant.norm:
         one = mx.array([1.0], mx.float32)  # the side without a norm: never read
-        inputs += [norm_weight32(fusion.q_norm_weight) if fusion.qnorm else one,
-                   norm_weight32(fusion.k_norm_weight) if fusion.knorm else one, mx.array([fusion.norm_eps], mx.float32)]
+        inputs += [
+            norm_weight32(fusion.q_norm_weight) if fusion.qnorm else one,
+            norm_weight32(fusion.k_norm_weight) if fusion.knorm else one,
+            mx.array([fusion.norm_eps], mx.float32),
+        ]
     if variant.fp8:
         inputs += [v, mx.array(fusion.scales())]
     grid = source.grid_size(T, Hq, Hkv, D)
-    return tuple(build(backend, variant)(
-        inputs=inputs,
-        template=source.template_args(q.dtype, Hq, Hkv, rope.head_dim, rope.rotary_dim, rope.is_neox),
-        grid=(grid, 1, 1),
-        threadgroup=(min(source.BLOCK, grid), 1, 1),
-        output_shapes=shapes,
-        output_dtypes=dtypes,
-    ))
+    return tuple(
+        build(backend, variant)(
+            inputs=inputs,
+            template=source.template_args(q.dtype, Hq, Hkv, rope.head_dim, rope.rotary_dim, rope.is_neox),
+            grid=(grid, 1, 1),
+            threadgroup=(min(source.BLOCK, grid), 1, 1),
+            output_shapes=shapes,
+            output_dtypes=dtypes,
+        )
+    )
 
 
 def _rotate(backend: str):
@@ -95,9 +117,11 @@ def _rotate(backend: str):
         return out if fusion.fp8 else (out[0], out[1], out[1], v)
 
     rotate.__name__ = rotate.__qualname__ = f"rotate_{backend}"
-    rotate.__doc__ = (f"``(q_rot, k_rot, k_rows, v_rows)`` from the {backend} kernel: the rotated rows, and "
-                      "the rows a pool takes (k_rot and v, or with an FP8 ``fusion`` their e4m3 codes). "
-                      "Validated mx.arrays; :mod:`ropepool.pool_write` writes the pools.")
+    rotate.__doc__ = (
+        f"``(q_rot, k_rot, k_rows, v_rows)`` from the {backend} kernel: the rotated rows, and "
+        "the rows a pool takes (k_rot and v, or with an FP8 ``fusion`` their e4m3 codes). "
+        "Validated mx.arrays; :mod:`ropepool.pool_write` writes the pools."
+    )
     return rotate
 
 

@@ -48,8 +48,16 @@ from .source import DTYPE_CODE, STORAGE, driver_depends, driver_text
 
 log = logging.getLogger(__name__)
 
-_FLAGS = ["-std=c++17", "-O3", "-ffp-contract=off", "--param", "max-unswitch-insns=1000", "-pthread", "-DRP_HOST",
-          f"-I{source.KERNEL_DIR}"]
+_FLAGS = [
+    "-std=c++17",
+    "-O3",
+    "-ffp-contract=off",
+    "--param",
+    "max-unswitch-insns=1000",
+    "-pthread",
+    "-DRP_HOST",
+    f"-I{source.KERNEL_DIR}",
+]
 
 
 def build_driver(stem: str, flags: list, announce: str | None = None) -> ctypes.CDLL:
@@ -215,14 +223,26 @@ def _norm_args(fusion: Fusion) -> tuple:
     """QK-norm's arguments for ``ropepool_rope``: flags, float32 weights and eps (alive for the call)."""
     if not (fusion.qnorm or fusion.knorm):
         return (0, 0, None, None, None), ()
-    keep = [np.ascontiguousarray(to_numpy(w, np.float32)) if w is not None else None
-            for w in (fusion.q_norm_weight, fusion.k_norm_weight)]
+    keep = [
+        np.ascontiguousarray(to_numpy(w, np.float32)) if w is not None else None
+        for w in (fusion.q_norm_weight, fusion.k_norm_weight)
+    ]
     keep.append(np.array([fusion.norm_eps], np.float32))
     return (int(fusion.qnorm), int(fusion.knorm), *(None if x is None else _address(x) for x in keep)), keep
 
 
-def rope_rows_host(q, k, positions, *, rope_base: float | None = None, rope: Rope | None = None,
-                   threads: int | None = None, allow_fixed: bool = True, fusion: Fusion = PLAIN, v=None):
+def rope_rows_host(
+    q,
+    k,
+    positions,
+    *,
+    rope_base: float | None = None,
+    rope: Rope | None = None,
+    threads: int | None = None,
+    allow_fixed: bool = True,
+    fusion: Fusion = PLAIN,
+    v=None,
+):
     """``(q_rot [T, Hq, D], k_rot [T, Hkv, D])`` from one run of the host build, in the kind of q;
     with an FP8 ``fusion`` also ``(k_fp8, v_fp8)``, uint8 ``[T, Hkv, D]`` NumPy arrays (``v`` needed).
 
@@ -253,8 +273,24 @@ def rope_rows_host(q, k, positions, *, rope_base: float | None = None, rope: Rop
         scales = fusion.scales() if fusion.fp8 else None
         fp8_args = (1, _address(scales), *map(_address, codes)) if fusion.fp8 else (0, None, None, None)
         _, _, inv_freq_at, scale_at = _tables(rope)
-        fn(DTYPE_CODE[name], T, Hq, Hkv, D, rope.rotary_dim, rope.is_neox, *map(_address, mem[:3]), inv_freq_at,
-           scale_at, q_rot_at, k_rot_at, threads or default_threads(), *pool_args, *norm_args, *fp8_args)
+        fn(
+            DTYPE_CODE[name],
+            T,
+            Hq,
+            Hkv,
+            D,
+            rope.rotary_dim,
+            rope.is_neox,
+            *map(_address, mem[:3]),
+            inv_freq_at,
+            scale_at,
+            q_rot_at,
+            k_rot_at,
+            threads or default_threads(),
+            *pool_args,
+            *norm_args,
+            *fp8_args,
+        )
         del alive, scales
     if isinstance(q, np.ndarray):
         return (q_rot, k_rot, *codes)

@@ -50,9 +50,18 @@ FP8_OUTPUTS = ("k_fp8", "v_fp8")
 
 #: Element type of each input, which MLX writes into the generated signature: "DType" is the
 #: kernel's element type (q's dtype), the others are fixed.
-INPUT_DTYPES = {"q": "DType", "k": "DType", "positions": "int32", "inv_freq": "float32", "cos_sin_scale": "float32",
-                "q_norm_weight": "float32", "k_norm_weight": "float32", "norm_eps": "float32", "v": "DType",
-                "kv_scale": "float32"}
+INPUT_DTYPES = {
+    "q": "DType",
+    "k": "DType",
+    "positions": "int32",
+    "inv_freq": "float32",
+    "cos_sin_scale": "float32",
+    "q_norm_weight": "float32",
+    "k_norm_weight": "float32",
+    "norm_eps": "float32",
+    "v": "DType",
+    "kv_scale": "float32",
+}
 OUTPUT_DTYPES = {"q_rot": "DType", "k_rot": "DType", "k_fp8": "uint8", "v_fp8": "uint8"}
 
 
@@ -89,11 +98,15 @@ def defines(variant: Variant = PLAIN) -> str:
     """The ``#define`` lines that switch the body's QK-norm and FP8 blocks on ("" for the plain kernel)."""
     lines = []
     if variant.norm:
-        lines += ["#define RP_QK_NORM", f"#define RP_QNORM_ON {str(variant.qnorm).lower()}",
-                  f"#define RP_KNORM_ON {str(variant.knorm).lower()}"]
+        lines += [
+            "#define RP_QK_NORM",
+            f"#define RP_QNORM_ON {str(variant.qnorm).lower()}",
+            f"#define RP_KNORM_ON {str(variant.knorm).lower()}",
+        ]
     if variant.fp8:
         lines += ["#define RP_FP8"]
     return "".join(line + "\n" for line in lines)
+
 
 #: NumPy storage of each dtype on the host (NumPy has no bfloat16: its bits, as uint16; uint8: FP8
 #: pools), and the driver's dtype codes (of q's dtype).
@@ -138,8 +151,9 @@ def kernel_name(backend: str, variant: Variant = PLAIN) -> str:
     return f"ropepool_rope_rows_{backend}_{source_hash(backend, variant)}"
 
 
-def template_args(dtype, num_qo_heads: int, num_kv_heads: int, head_dim: int, rotary_dim: int | None = None,
-                  is_neox: bool = True) -> list[tuple[str, object]]:
+def template_args(
+    dtype, num_qo_heads: int, num_kv_heads: int, head_dim: int, rotary_dim: int | None = None, is_neox: bool = True
+) -> list[tuple[str, object]]:
     """One specialisation's template arguments, in ``mx.fast.*_kernel``'s ``template=`` form:
     DType, Hq, Hkv, D, RD (rotary_dim; None: D) and NEOX (the pairing, see ``rope_rows.inc``).
 
@@ -148,8 +162,14 @@ def template_args(dtype, num_qo_heads: int, num_kv_heads: int, head_dim: int, ro
     takes its template from here, so a new argument reaches all of them.
     """
     rd = head_dim if rotary_dim is None else rotary_dim
-    return [("DType", dtype), ("Hq", int(num_qo_heads)), ("Hkv", int(num_kv_heads)), ("D", int(head_dim)),
-            ("RD", int(rd)), ("NEOX", bool(is_neox))]
+    return [
+        ("DType", dtype),
+        ("Hq", int(num_qo_heads)),
+        ("Hkv", int(num_kv_heads)),
+        ("D", int(head_dim)),
+        ("RD", int(rd)),
+        ("NEOX", bool(is_neox)),
+    ]
 
 
 def driver_text() -> str:

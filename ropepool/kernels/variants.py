@@ -67,8 +67,10 @@ def check(rotate: Callable, q: mx.array, k: mx.array, rope: Rope, fusion: Fusion
         return f"{type(err).__name__}: {first_message(str(err))}"
     dtype = str(q.dtype).rsplit(".", 1)[-1]
     pos = np.array(positions)
-    for label, got, x, w in (("q_rot", out[0], qx, fusion.q_norm_weight if fusion.qnorm else None),
-                             ("k_rot", out[1], kx, fusion.k_norm_weight if fusion.knorm else None)):
+    for label, got, x, w in (
+        ("q_rot", out[0], qx, fusion.q_norm_weight if fusion.qnorm else None),
+        ("k_rot", out[1], kx, fusion.k_norm_weight if fusion.knorm else None),
+    ):
         x = np.array(x.astype(mx.float32), np.float64)
         if w is not None:
             x = rms_norm(x, np.array(mx.array(w).astype(mx.float32)), fusion.norm_eps)
@@ -78,8 +80,10 @@ def check(rotate: Callable, q: mx.array, k: mx.array, rope: Rope, fusion: Fusion
         if not ratio <= 1.0:
             return f"{label} differs from the reference ({ratio:.3g} x the tolerance)"
     if fusion.fp8:
-        for label, got, rows, scale in (("k codes", out[2], out[1], fusion.k_scale),
-                                        ("v codes", out[3], vx, fusion.v_scale)):
+        for label, got, rows, scale in (
+            ("k codes", out[2], out[1], fusion.k_scale),
+            ("v codes", out[3], vx, fusion.v_scale),
+        ):
             if not np.array_equal(np.array(got), quantize_rows(rows, scale)):
                 return f"the FP8 {label} differ from e4m3 of the rows it rotated"
     return None
@@ -99,8 +103,12 @@ def guarded(backend: str, rotate: Callable) -> Callable:
             if problem is not None:
                 FALLEN_BACK[(backend, variant)] = problem
                 if sys.stderr is not None:
-                    print(f"ropepool: the {backend} kernel's variant {variant} failed its first check and runs "
-                          f"on mlx from now on: {problem}", file=sys.stderr, flush=True)
+                    print(
+                        f"ropepool: the {backend} kernel's variant {variant} failed its first check and runs "
+                        f"on mlx from now on: {problem}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
         return impl(q, k, v, positions, rope=rope, fusion=fusion)
 
     rotate_checked.__name__ = rotate_checked.__qualname__ = f"{rotate.__name__}_checked"
@@ -118,8 +126,11 @@ def sweep(rotate_checked: Callable) -> None:
     D, eps = 8, 1e-6
     ones = mx.ones((D,), mx.float32)
     kinds = [(dtype, plain(D, 1e4), PLAIN) for dtype in (mx.float32, mx.float16, mx.bfloat16)]
-    rotations = (rope_table(D, 1e4, rotary_dim=4), rope_table(D, 1e4, is_neox=False),
-                 rope_table(D, 1e4, rope_scaling={"rope_type": "linear", "factor": 2.0}))
+    rotations = (
+        rope_table(D, 1e4, rotary_dim=4),
+        rope_table(D, 1e4, is_neox=False),
+        rope_table(D, 1e4, rope_scaling={"rope_type": "linear", "factor": 2.0}),
+    )
     kinds += [(mx.float32, rope, PLAIN) for rope in rotations]
     kinds += [(mx.float32, plain(D, 1e4), Fusion(ones, ones, eps)), (mx.float32, plain(D, 1e4), Fusion(fp8=True))]
     for dtype, rope, fusion in kinds:

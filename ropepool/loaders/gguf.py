@@ -185,8 +185,10 @@ def halves_from_pairs(weights: dict, num_qo_heads: int, num_kv_heads: int, head_
     Applies to ``weight``, ``scales`` and ``biases`` alike: a row permutation of a quantized
     matrix is exact. Use with ``rope_traditional=False``.
     """
-    orders = {"q_proj": mx.array(head_row_order(num_qo_heads, head_dim)),
-              "k_proj": mx.array(head_row_order(num_kv_heads, head_dim))}
+    orders = {
+        "q_proj": mx.array(head_row_order(num_qo_heads, head_dim)),
+        "k_proj": mx.array(head_row_order(num_kv_heads, head_dim)),
+    }
     out = dict(weights)
     for name, value in weights.items():
         proj = name.split(".")[-2]

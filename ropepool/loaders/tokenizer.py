@@ -87,8 +87,11 @@ class GGUFTokenizer:
         def byte_level_bpe():
             tok = Tokenizer(models.BPE(vocab, merges, ignore_merges=False))
             byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-            tok.pre_tokenizer = (pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
-                                 if _DIGITS_FIRST[pre] else byte_level)
+            tok.pre_tokenizer = (
+                pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
+                if _DIGITS_FIRST[pre]
+                else byte_level
+            )
             tok.decoder = decoders.ByteLevel()
             return tok
 
@@ -123,12 +126,15 @@ class GGUFTokenizer:
         try:
             data = text.encode("utf-8")
         except UnicodeEncodeError as err:
-            raise TokenizerError(f"text holds {text[err.start]!r} at index {err.start}, which is not UTF-8 "
-                                 "text (a lone surrogate)") from None
+            raise TokenizerError(
+                f"text holds {text[err.start]!r} at index {err.start}, which is not UTF-8 text (a lone surrogate)"
+            ) from None
         if self._missing and not self._missing.isdisjoint(data):
             at = next(i for i, c in enumerate(text) if not self._missing.isdisjoint(c.encode("utf-8")))
-            raise TokenizerError(f"text holds {text[at]!r} at index {at}: this vocabulary has no token for it, "
-                                 "so it would be dropped; remove it from the text")
+            raise TokenizerError(
+                f"text holds {text[at]!r} at index {at}: this vocabulary has no token for it, "
+                "so it would be dropped; remove it from the text"
+            )
         return (self.tokenizer if control else self._plain).encode(text, add_special_tokens=False).ids
 
     def decode(self, ids, *, skip_special_tokens: bool = False) -> str:
@@ -140,8 +146,9 @@ class GGUFTokenizer:
             An id is not an integer in ``[0, vocab_size)``.
         """
         ids = ids.tolist() if hasattr(ids, "tolist") else list(ids)
-        bad = next((i for i in ids if not (isinstance(i, int) and not isinstance(i, bool)
-                                           and 0 <= i < self.vocab_size)), None)
+        bad = next(
+            (i for i in ids if not (isinstance(i, int) and not isinstance(i, bool) and 0 <= i < self.vocab_size)), None
+        )
         if bad is not None:
             raise TokenizerError(f"token id {bad!r} is not in this vocabulary (ids 0 to {self.vocab_size - 1})")
         return self.tokenizer.decode(ids, skip_special_tokens=skip_special_tokens)
@@ -158,9 +165,11 @@ class GGUFTokenizer:
             raise TokenizerError("GGUF metadata has no tokenizer.chat_template")
         env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
         return env.from_string(self.chat_template).render(
-            messages=messages, add_generation_prompt=add_generation_prompt,
+            messages=messages,
+            add_generation_prompt=add_generation_prompt,
             bos_token=self.tokenizer.id_to_token(self.bos_token_id),
-            eos_token=self.tokenizer.id_to_token(self.eos_token_id))
+            eos_token=self.tokenizer.id_to_token(self.eos_token_id),
+        )
 
     def apply_chat_template(self, messages: list[dict], *, add_generation_prompt: bool = True) -> list[int]:
         """Token ids of :meth:`render_chat` (what a chat model is prompted with): the template's own
@@ -171,12 +180,14 @@ class GGUFTokenizer:
         apart where the placeholder lands.
         """
         nonce = secrets.token_hex(8)
-        masked = [{**m, "content": f"\x00{nonce}:{i}\x00"} if isinstance(m.get("content"), str) else m
-                  for i, m in enumerate(messages)]
+        masked = [
+            {**m, "content": f"\x00{nonce}:{i}\x00"} if isinstance(m.get("content"), str) else m
+            for i, m in enumerate(messages)
+        ]
         text = self.render_chat(masked, add_generation_prompt=add_generation_prompt)
         ids, start = [], 0
         for placeholder in re.finditer(f"\x00{nonce}:(\\d+)\x00", text):
-            ids += self._ids(text[start:placeholder.start()], control=True)
+            ids += self._ids(text[start : placeholder.start()], control=True)
             ids += self._ids(messages[int(placeholder.group(1))]["content"], control=False)
             start = placeholder.end()
         ids += self._ids(text[start:], control=True)

@@ -39,7 +39,6 @@ def expect_error(code: str, call: Callable, /, *args, **kwargs) -> RopePoolError
     raise AssertionError(f"expected error {code!r}, but the call succeeded")
 
 
-
 #: What a held claim prints: plain ASCII, legible in any font (no emoji needed).
 OK = "[ok]"
 #: Columns of a printed claim: JupyterLab breaks longer output lines anywhere, even mid-word.
@@ -48,8 +47,15 @@ WIDTH = 66
 
 def _say(claim: str) -> None:
     """Print ``[ok] claim``, wrapped at word boundaries to :data:`WIDTH` columns."""
-    print(textwrap.fill(f"{OK} {claim}", WIDTH, subsequent_indent=" " * (len(OK) + 1),
-                        break_long_words=False, break_on_hyphens=False))
+    print(
+        textwrap.fill(
+            f"{OK} {claim}",
+            WIDTH,
+            subsequent_indent=" " * (len(OK) + 1),
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+    )
 
 
 def _source_claim(depth: int, op: str | None = None) -> str:
@@ -93,8 +99,7 @@ def check(condition, claim: str | None = None, detail=None) -> None:
     _say(claim)
 
 
-def check_close(actual, desired, claim: str | None = None, rtol: float = 1e-7, atol: float = 0.0,
-                detail=None) -> None:
+def check_close(actual, desired, claim: str | None = None, rtol: float = 1e-7, atol: float = 0.0, detail=None) -> None:
     """``np.testing.assert_allclose(actual, desired, rtol, atol)``, then ``[ok] actual ~= desired (tolerances)``."""
     claim = claim if claim is not None else _source_claim(1, "~=")
     if detail is not None:

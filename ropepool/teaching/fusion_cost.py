@@ -62,8 +62,16 @@ class Step:
         return T, Hq, self.k.shape[1], D, self.k_pool.shape[0]
 
 
-def decode_step(T: int = 8, Hq: int = 16, Hkv: int = 8, D: int = 128, P: int = 4096, dtype=mx.bfloat16,
-                seed: int = 0, fused_extras: bool = True) -> Step:
+def decode_step(
+    T: int = 8,
+    Hq: int = 16,
+    Hkv: int = 8,
+    D: int = 128,
+    P: int = 4096,
+    dtype=mx.bfloat16,
+    seed: int = 0,
+    fused_extras: bool = True,
+) -> Step:
     """A decode step of T requests (one token each, at scattered positions) for Qwen3-0.6B's attention
     shapes (Hq 16, Hkv 8, D 128) by default: with ``fused_extras``, QK-norm weights and uint8 pools of P
     rows (seven steps); without, no norm and pools of q's dtype (SGLang's op: RoPE q, RoPE k, scatter k, v)."""
@@ -83,10 +91,27 @@ def fused(s: Step, backend: str = "auto"):
     """The one call, writing the step's pools in place as SGLang's kernel does: ``(q_rot, k_rot, k_pool,
     v_pool)``, evaluated."""
     T, Hq, Hkv, D, _ = s.shape
-    out = rope_pool_fused(s.q, s.k, s.v, s.positions, s.slots, s.k_pool, s.v_pool, head_dim=D, num_qo_heads=Hq,
-                          num_kv_heads=Hkv, rope_base=s.rope_base, q_norm_weight=s.q_norm_weight,
-                          k_norm_weight=s.k_norm_weight, norm_eps=s.norm_eps, k_scale=s.k_scale,
-                          v_scale=s.v_scale, backend=backend, check_values=False, inplace=True)
+    out = rope_pool_fused(
+        s.q,
+        s.k,
+        s.v,
+        s.positions,
+        s.slots,
+        s.k_pool,
+        s.v_pool,
+        head_dim=D,
+        num_qo_heads=Hq,
+        num_kv_heads=Hkv,
+        rope_base=s.rope_base,
+        q_norm_weight=s.q_norm_weight,
+        k_norm_weight=s.k_norm_weight,
+        norm_eps=s.norm_eps,
+        k_scale=s.k_scale,
+        v_scale=s.v_scale,
+        backend=backend,
+        check_values=False,
+        inplace=True,
+    )
     mx.eval(*out)
     return out
 
@@ -136,8 +161,15 @@ def traffic(s: Step) -> dict[str, tuple[int, int]]:
     b = s.q.itemsize
     q, kv, w, idx = T * Hq * D * b, T * Hkv * D * b, D * b, T * 4
     row = T * Hkv * D * s.k_pool.itemsize  # one pool's new rows: 1 byte an element in FP8
-    steps = {"RMSNorm q": (q + w, q), "RMSNorm k": (kv + w, kv), "RoPE q": (q + idx, q), "RoPE k": (kv + idx, kv),
-             "FP8-encode k, v": (2 * kv, 2 * row), "scatter k": (row + idx, row), "scatter v": (row + idx, row)}
+    steps = {
+        "RMSNorm q": (q + w, q),
+        "RMSNorm k": (kv + w, kv),
+        "RoPE q": (q + idx, q),
+        "RoPE k": (kv + idx, kv),
+        "FP8-encode k, v": (2 * kv, 2 * row),
+        "scatter k": (row + idx, row),
+        "scatter v": (row + idx, row),
+    }
     steps = {name: steps[name] for name in s.steps}
     weights = 2 * w if s.extras else 0
     unf = (sum(r for r, _ in steps.values()), sum(wr for _, wr in steps.values()))
@@ -181,8 +213,12 @@ def measure(s: Step, rounds: int = 40, calls: int = 5, backend: str = "auto") ->
             times[name].append((time.perf_counter() - start) / calls)
     counted: list = []
     unfused(s, counted)
-    out = FusionCost(s.shape, rounds, {n: statistics.median(t) for n, t in times.items()},
-                     evaluations={FUSED: 1, UNFUSED: len(counted)})
+    out = FusionCost(
+        s.shape,
+        rounds,
+        {n: statistics.median(t) for n, t in times.items()},
+        evaluations={FUSED: 1, UNFUSED: len(counted)},
+    )
     out.ratios = [u / f for u, f in zip(times[UNFUSED], times[FUSED])]
     return out
 
@@ -192,8 +228,10 @@ def why_fuse(backend: str = "auto", rounds: int = 30) -> dict[str, tuple[Step, F
     token (10 calls a round: each is a fraction of a millisecond), and the full call (QK-norm + RoPE + FP8
     + pool write, 7 steps) for a decode batch of 8 (3 calls a round)."""
     out = {}
-    for name, T, extras, calls in (("RoPE + write, T = 1", 1, False, 10),
-                                   ("QK-norm + RoPE + FP8 + write, T = 8", 8, True, 3)):
+    for name, T, extras, calls in (
+        ("RoPE + write, T = 1", 1, False, 10),
+        ("QK-norm + RoPE + FP8 + write, T = 8", 8, True, 3),
+    ):
         step = decode_step(T=T, fused_extras=extras)
         out[name] = (step, measure(step, rounds=rounds, calls=calls, backend=backend))
     return out
@@ -207,8 +245,12 @@ def report(races: dict[str, tuple[Step, FusionCost]]) -> str:
         lo, hi = cost.spread
         lines.append(f"{name} (T, Hq, Hkv, D, P = {cost.shape}, {step.q.dtype}):")
         for m in (FUSED, UNFUSED):
-            lines.append(f"  {m:28} {cost.evaluations[m]} evaluation(s), {moved[m] / 1024:6.1f} KiB moved, "
-                         f"{cost.seconds[m] * 1e6:8.0f} us (median of {cost.rounds} rounds)")
-        lines.append(f"  unfused / fused time: {cost.ratio:.2f}x (rounds' 10th-90th percentile {lo:.2f}x-{hi:.2f}x); "
-                     f"bytes {moved[UNFUSED] / moved[FUSED]:.2f}x")
+            lines.append(
+                f"  {m:28} {cost.evaluations[m]} evaluation(s), {moved[m] / 1024:6.1f} KiB moved, "
+                f"{cost.seconds[m] * 1e6:8.0f} us (median of {cost.rounds} rounds)"
+            )
+        lines.append(
+            f"  unfused / fused time: {cost.ratio:.2f}x (rounds' 10th-90th percentile {lo:.2f}x-{hi:.2f}x); "
+            f"bytes {moved[UNFUSED] / moved[FUSED]:.2f}x"
+        )
     return "\n".join(lines)

@@ -27,8 +27,9 @@ def command(line: str) -> list[str]:
 def ropepool_magic(line: str) -> None:
     """``%ropepool ARGS``: run ``python -m ropepool ARGS`` in this kernel's interpreter, its output
     (stdout and stderr, in order) shown in the cell as it comes; a failure's exit status on stderr."""
-    with subprocess.Popen(command(line), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                          text=True) as proc:
+    with subprocess.Popen(
+        command(line), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True
+    ) as proc:
         for text in proc.stdout:
             print(text, end="", flush=True)
     if proc.returncode:

@@ -72,8 +72,9 @@ class Throughput:
     engine_steps: list[int] = field(default_factory=list)  # forward passes the engine ran, per n
     seconds: dict[str, list[list[float]]] = field(default_factory=dict)  # method -> per n -> per repeat
 
-    def ratio_range(self, method: str, n: int, other: str | None = None,
-                    m: int | None = None) -> tuple[float, float, float]:
+    def ratio_range(
+        self, method: str, n: int, other: str | None = None, m: int | None = None
+    ) -> tuple[float, float, float]:
         """:meth:`ratio` round by round: ``(median, lowest, highest)`` over the repeats, each repeat's
         tokens/s of ``method`` at n over ``other``'s at m in the same repeat (they ran interleaved)."""
         other, m = other or method, m or self.requests[0]
@@ -95,9 +96,16 @@ class Throughput:
         return "\n".join(lines)
 
 
-def measure(model, prompts: Sequence[Sequence[int]], *, new: int, counts: Sequence[int] = (1, 2, 4, 8),
-            methods: Sequence[str] = (ENGINE, MLX_BATCH), repeats: int = 1,
-            progress: Callable[[str], None] | None = print) -> Throughput:
+def measure(
+    model,
+    prompts: Sequence[Sequence[int]],
+    *,
+    new: int,
+    counts: Sequence[int] = (1, 2, 4, 8),
+    methods: Sequence[str] = (ENGINE, MLX_BATCH),
+    repeats: int = 1,
+    progress: Callable[[str], None] | None = print,
+) -> Throughput:
     """Tokens per second of each method serving the first n of ``prompts`` at once, for n in ``counts``.
 
     One warm-up run of each method first (MLX compiles and allocates on first use). Then, for each
@@ -133,8 +141,10 @@ def measure(model, prompts: Sequence[Sequence[int]], *, new: int, counts: Sequen
             out.seconds[m].append(times[m])
             out.tokens[m].append(last[m])
         if progress is not None:
-            progress(f"{n} request{'s' if n > 1 else ''} at once: " + ", ".join(
-                f"{m} {out.tokens_per_s[m][-1]:.1f} tokens/s" for m in methods))
+            progress(
+                f"{n} request{'s' if n > 1 else ''} at once: "
+                + ", ".join(f"{m} {out.tokens_per_s[m][-1]:.1f} tokens/s" for m in methods)
+            )
     return out
 
 
@@ -149,8 +159,9 @@ def step_split(model, prompts: Sequence[Sequence[int]], new: int, repeats: int =
 
     from ..engine import Engine
 
-    phases: dict[str, list[float]] = {k: [] for k in ("schedule", "build", "evaluate", "postprocess",
-                                                       "batch_generate step")}
+    phases: dict[str, list[float]] = {
+        k: [] for k in ("schedule", "build", "evaluate", "postprocess", "batch_generate step")
+    }
     rows = sum(len(p) + new - 1 for p in prompts)
     mlx_lm_batch(model, prompts[:1], 1)  # warm-up
     for _ in range(repeats):
@@ -165,6 +176,7 @@ def step_split(model, prompts: Sequence[Sequence[int]], new: int, repeats: int =
                 out = fn(*a, **kw)
                 marks[name] = time.perf_counter() - start
                 return out
+
             return wrapper
 
         sched.schedule, sched.postprocess = timed("schedule", sched.schedule), timed("postprocess", sched.postprocess)
@@ -207,12 +219,14 @@ def pool_memory(pool_rows: int, requests: int, bytes_per_token: int, reserve: in
     >>> m.pool_bytes, m.contiguous_bytes, m.contiguous_bytes // m.pool_bytes
     (8192, 393216, 48)
     """
-    return PoolMemory(pool_rows, pool_rows * bytes_per_token, requests, reserve,
-                      requests * reserve * bytes_per_token, bytes_per_token)
+    return PoolMemory(
+        pool_rows, pool_rows * bytes_per_token, requests, reserve, requests * reserve * bytes_per_token, bytes_per_token
+    )
 
 
-def reserve_ratio(lengths: Sequence[int], pool_rows: int | None = None, *, step: int = 256,
-                  max_len: int | None = None) -> float:
+def reserve_ratio(
+    lengths: Sequence[int], pool_rows: int | None = None, *, step: int = 256, max_len: int | None = None
+) -> float:
     """Bytes that one contiguous cache per request reserves over the bytes of one shared pool.
 
     A request of ``L`` tokens reserves ``step * ceil(L / step)`` tokens in a cache that grows by
@@ -231,4 +245,3 @@ def reserve_ratio(lengths: Sequence[int], pool_rows: int | None = None, *, step:
     """
     reserve = [max_len if max_len is not None else step * -(-n // step) for n in lengths]
     return sum(reserve) / (pool_rows if pool_rows is not None else sum(lengths))
-

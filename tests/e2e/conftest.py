@@ -51,8 +51,13 @@ os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run", "--disable-quic",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
     "--disable-dev-shm-usage",  # containers often give /dev/shm 64 MB: tall screenshots would crash the tab
 ]
 REPO = Path(__file__).resolve().parents[2]
@@ -66,8 +71,7 @@ ROOT = Path(os.environ.get("ROPEPOOL_E2E_ROOT", NOTEBOOKS)).resolve()
 USER_SETTINGS = {
     "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
     "@jupyterlab/docmanager-extension/plugin.jupyterlab-settings": {"autosave": False},
-    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
-        "fetchNews": "false", "checkForUpdates": False},
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false", "checkForUpdates": False},
 }
 
 
@@ -213,7 +217,8 @@ def _start(tmp: Path) -> Lab:
     # JupyterLab makes a checkpoint of each notebook it opens: keep those out of notebooks/ too.
     (tmp / "config").mkdir(exist_ok=True)
     (tmp / "config" / "jupyter_server_config.json").write_text(
-        json.dumps({"FileCheckpoints": {"checkpoint_dir": str(tmp / "checkpoints")}}))
+        json.dumps({"FileCheckpoints": {"checkpoint_dir": str(tmp / "checkpoints")}})
+    )
     env = dict(
         os.environ,
         JUPYTERLAB_SETTINGS_DIR=str(tmp / "settings"),
@@ -230,8 +235,15 @@ def _start(tmp: Path) -> Lab:
         argv = lab_command(port=port, open_browser=False, root_dir=workspace)
         log = tmp / f"server-{attempt}.log"
         with open(log, "wb") as out:
-            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env=lab_env(token, env), cwd=REPO, start_new_session=True)
+            proc = subprocess.Popen(
+                argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=lab_env(token, env),
+                cwd=REPO,
+                start_new_session=True,
+            )
         lab = Lab(proc, port, token, argv, log, workspace)
         try:
             deadline = time.monotonic() + 120
@@ -289,9 +301,12 @@ def lab(tmp_path_factory):
 def browser():
     """Debian's headless Chromium driven by Playwright (sync API); one per worker."""
     if not CHROMIUM.exists():
-        pytest.skip(f"browser test: {CHROMIUM} not found: apt-get install chromium "
-                    "(Playwright must not download a browser)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed: pip install -e '.[test]'")
+        pytest.skip(
+            f"browser test: {CHROMIUM} not found: apt-get install chromium (Playwright must not download a browser)"
+        )
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="playwright is not installed: pip install -e '.[test]'"
+    )
     pw = sync_api.sync_playwright().start()
     try:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)

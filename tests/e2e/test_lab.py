@@ -37,8 +37,9 @@ pytestmark = pytest.mark.e2e
 NOTEBOOKS = sorted(ROOT.glob("*.ipynb"))
 
 # A code line that shows a widget: a widget class from ropepool's teaching widgets, or ipywidgets.
-SHOWS_WIDGETS = re.compile(r"^\s*(from ropepool\.teaching\.widgets\.\w+ import .*\b[A-Z]\w*|import ipywidgets|from ipywidgets)",
-                           re.M)
+SHOWS_WIDGETS = re.compile(
+    r"^\s*(from ropepool\.teaching\.widgets\.\w+ import .*\b[A-Z]\w*|import ipywidgets|from ipywidgets)", re.M
+)
 
 
 def _shows_widgets(path: Path) -> bool:
@@ -48,14 +49,19 @@ def _shows_widgets(path: Path) -> bool:
 
 IN_THE_BROWSER = [p for p in NOTEBOOKS if _shows_widgets(p)]
 DRIVEN = {"01_gqa_shapes", "02_error_gallery", "03_rotation", "04_pool_layout"}  # widgets used below
-RUN_TIMEOUT = 600  # s, one notebook's Run All (the browser runs the widget notebooks, seconds each; generous for busy cores)
+RUN_TIMEOUT = (
+    600  # s, one notebook's Run All (the browser runs the widget notebooks, seconds each; generous for busy cores)
+)
 OPEN_TIMEOUT = 240  # s, from navigating to a notebook until its cells are on the page
 
 # A stderr output that is an exception (a traceback, or IPython's short form of a SyntaxError),
 # not a warning. JupyterLab renders a cell's error output with the stderr mime type, like a
 # stream to stderr; warnings ("path.py:12: UserWarning: ...") are reported, not failed.
-ERROR_TEXT = re.compile(r"Traceback \(most recent call last\)|^\s*Cell In\[\d+\], line \d+"
-                        r"|^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b(:|$)", re.M)
+ERROR_TEXT = re.compile(
+    r"Traceback \(most recent call last\)|^\s*Cell In\[\d+\], line \d+"
+    r"|^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b(:|$)",
+    re.M,
+)
 
 # The state of every cell on the page, in order (windowingMode "none": all cells are attached).
 CELLS_JS = """() => [...document.querySelectorAll('.jp-NotebookPanel .jp-Notebook-cell')].map(c => ({
@@ -95,8 +101,11 @@ def _open(page, lab: Lab, name: str) -> None:
     # bundle JupyterLab fetches, which on a busy 2-core machine (the other worker running a
     # notebook, two servers and two browsers starting at once) took over 60 s in CI. What the test
     # needs is the notebook's cells, and that wait has the whole budget.
-    page.goto(f"{lab.base}/lab/workspaces/{workspace}/tree/{name}?token={lab.token}",
-              wait_until="commit", timeout=OPEN_TIMEOUT * 1000)
+    page.goto(
+        f"{lab.base}/lab/workspaces/{workspace}/tree/{name}?token={lab.token}",
+        wait_until="commit",
+        timeout=OPEN_TIMEOUT * 1000,
+    )
     page.wait_for_selector(".jp-NotebookPanel .jp-Notebook-cell", timeout=OPEN_TIMEOUT * 1000)
 
     def ready():
@@ -108,8 +117,11 @@ def _open(page, lab: Lab, name: str) -> None:
             page.locator(".jp-Dialog .jp-mod-accept").first.click()
             return False
         session = _session(lab, name)
-        return (session is not None and session["kernel"]["execution_state"] == "idle"
-                and page.evaluate(STATUS_JS) == "idle")
+        return (
+            session is not None
+            and session["kernel"]["execution_state"] == "idle"
+            and page.evaluate(STATUS_JS) == "idle"
+        )
 
     wait_for(f"{name}: kernel started and idle", ready, OPEN_TIMEOUT, lab)
 
@@ -125,8 +137,12 @@ def _run_all(page, lab: Lab, name: str, code_cells: list[int]) -> list[dict]:
     # centre, where a markdown link could be).
     page.locator(".jp-NotebookPanel .jp-Notebook-cell").first.locator(".jp-InputPrompt").click()
     _menu(page, "Edit", "editmenu:clear-all")  # saved outputs must not pass for fresh ones
-    wait_for(f"{name}: outputs cleared", lambda: not any(
-        c["stderr"] or c["images"] or re.search(r"\d", c["prompt"]) for c in _cells(page)), 30, lab)
+    wait_for(
+        f"{name}: outputs cleared",
+        lambda: not any(c["stderr"] or c["images"] or re.search(r"\d", c["prompt"]) for c in _cells(page)),
+        30,
+        lab,
+    )
     _menu(page, "Run", "runmenu:run-all")
 
     def finished():
@@ -163,8 +179,10 @@ def _long_notebook_says_why(nb, name: str, shot: Path, screen: int) -> None:
     print(f"{name}: {screens:.1f} screens at 1280x800")
     if screens > MAX_SCREENS:
         first = nb.cells[0].source.lower()
-        assert "longer than" in first, (f"{name} is {screens:.1f} screens at 1280x800 (> {MAX_SCREENS}); shorten "
-                                        "it or say at its top why it is longer than a workshop slot")
+        assert "longer than" in first, (
+            f"{name} is {screens:.1f} screens at 1280x800 (> {MAX_SCREENS}); shorten "
+            "it or say at its top why it is longer than a workshop slot"
+        )
 
 
 def _screenshot(page, name: str, suffix: str = "") -> Path:
@@ -208,17 +226,27 @@ def _gqa_dropdown(page, lab: Lab) -> None:
     index = page.evaluate(FIND_MODEL_JS)
     assert index >= 0, "01_gqa_shapes: no ipywidgets Dropdown labelled 'Model' on the page"
     cell = page.locator(".jp-NotebookPanel .jp-Notebook-cell").nth(index)
-    select = cell.locator(".widget-dropdown").filter(
-        has=page.locator("label", has_text=re.compile(r"^\s*Model\s*$"))).locator("select").first
-    assert cell.locator("table.ropepool-shapes").count(), \
+    select = (
+        cell.locator(".widget-dropdown")
+        .filter(has=page.locator("label", has_text=re.compile(r"^\s*Model\s*$")))
+        .locator("select")
+        .first
+    )
+    assert cell.locator("table.ropepool-shapes").count(), (
         f"01_gqa_shapes: cell {index}, which shows the Model dropdown, shows no <table class='ropepool-shapes'>"
+    )
     before = cell.evaluate(SHAPE_ROWS_JS)
     assert "k" in before and "q" in before, f"shape table has no q/k rows: {before}"
     current = select.input_value()
     options = select.locator("option").evaluate_all("os => os.map(o => o.value)")
     old = preset(current) if current in preset_names() else None
-    targets = [o for o in options if o in preset_names() and o != current
-               and (old is None or (preset(o).num_kv_heads, preset(o).head_dim) != (old.num_kv_heads, old.head_dim))]
+    targets = [
+        o
+        for o in options
+        if o in preset_names()
+        and o != current
+        and (old is None or (preset(o).num_kv_heads, preset(o).head_dim) != (old.num_kv_heads, old.head_dim))
+    ]
     assert targets, f"no other preset to pick among {options} (current {current!r})"
     target = preset(targets[0])
     select.select_option(targets[0])
@@ -232,9 +260,11 @@ def _gqa_dropdown(page, lab: Lab) -> None:
     try:
         after = wait_for(f"shape table for {targets[0]}", updated, 30, lab)
     except AssertionError:
-        raise AssertionError(f"01_gqa_shapes: picked {targets[0]!r} (Hq={target.num_qo_heads}, "
-                             f"Hkv={target.num_kv_heads}, D={target.head_dim}) but the table shows "
-                             f"{cell.evaluate(SHAPE_ROWS_JS)} (before: {before})") from None
+        raise AssertionError(
+            f"01_gqa_shapes: picked {targets[0]!r} (Hq={target.num_qo_heads}, "
+            f"Hkv={target.num_kv_heads}, D={target.head_dim}) but the table shows "
+            f"{cell.evaluate(SHAPE_ROWS_JS)} (before: {before})"
+        ) from None
     assert after["k"] != before["k"]
 
 
@@ -251,17 +281,25 @@ def _widget_cell(page, label: str):
 def _hkv_slider(page, lab: Lab) -> None:
     """01: one ArrowLeft on the Hkv slider moves one stop (8 -> 7 heads), and the shape table follows."""
     cell = _widget_cell(page, "Hkv (num_kv_heads)")
-    slider = cell.locator(".widget-hslider, .widget-slider").filter(
-        has=page.locator("label", has_text="Hkv (num_kv_heads)")).first
+    slider = (
+        cell.locator(".widget-hslider, .widget-slider")
+        .filter(has=page.locator("label", has_text="Hkv (num_kv_heads)"))
+        .first
+    )
     before = slider.locator(".widget-readout").inner_text().strip()
     slider.locator(".noUi-handle").first.focus()
     page.keyboard.press("ArrowLeft")
-    wait_for("Hkv slider moved one stop", lambda: slider.locator(".widget-readout").inner_text().strip() != before,
-          15, lab)
+    wait_for(
+        "Hkv slider moved one stop", lambda: slider.locator(".widget-readout").inner_text().strip() != before, 15, lab
+    )
     after = slider.locator(".widget-readout").inner_text().strip()
     assert (before, after) == ("8", "7"), f"one key press moved Hkv from {before} to {after}"
-    wait_for("shape table shows Hkv = 7", lambda: re.search(r"\(\d+, 7, \d+\)",
-                                                          cell.evaluate(SHAPE_ROWS_JS).get("k", "")), 15, lab)
+    wait_for(
+        "shape table shows Hkv = 7",
+        lambda: re.search(r"\(\d+, 7, \d+\)", cell.evaluate(SHAPE_ROWS_JS).get("k", "")),
+        15,
+        lab,
+    )
 
 
 def _position_box(page, lab: Lab) -> None:
@@ -309,8 +347,12 @@ def _break_it(page, lab: Lab) -> None:
     from ropepool.teaching.catalog import CATALOG
 
     cell = _widget_cell(page, "Mistake")
-    select = cell.locator(".widget-dropdown").filter(
-        has=page.locator("label", has_text=re.compile(r"^\s*Mistake\s*$"))).locator("select").first
+    select = (
+        cell.locator(".widget-dropdown")
+        .filter(has=page.locator("label", has_text=re.compile(r"^\s*Mistake\s*$")))
+        .locator("select")
+        .first
+    )
     # ipywidgets' <option>s carry the labels ("k_shape: num_kv_heads taken from ..."), not the codes
     current = select.input_value().partition(":")[0]
     before = cell.evaluate(ERROR_CARD_JS)
@@ -320,25 +362,34 @@ def _break_it(page, lab: Lab) -> None:
     target = label.partition(":")[0]
     select.select_option(label=label)
     try:
-        card = wait_for(f"BreakIt card for {target}", lambda: (c := cell.evaluate(ERROR_CARD_JS))
-                     and c["code"] == target and c["text"] and c, 15, lab)
+        card = wait_for(
+            f"BreakIt card for {target}",
+            lambda: (c := cell.evaluate(ERROR_CARD_JS)) and c["code"] == target and c["text"] and c,
+            15,
+            lab,
+        )
     except AssertionError:
         shown = cell.evaluate(ERROR_CARD_JS) or {}
-        raise AssertionError(f"BreakIt: picked {target!r}, the card still shows {shown.get('code')!r}: "
-                             f"{(shown.get('text') or '').splitlines()[:1]}") from None
+        raise AssertionError(
+            f"BreakIt: picked {target!r}, the card still shows {shown.get('code')!r}: "
+            f"{(shown.get('text') or '').splitlines()[:1]}"
+        ) from None
     assert card["heading"] == target, f"BreakIt card for {target} is headed {card['heading']!r}"
     first = card["text"].splitlines()[0]
-    assert _template_re("RopePoolError: " + CATALOG[target].message).match(first), \
+    assert _template_re("RopePoolError: " + CATALOG[target].message).match(first), (
         f"BreakIt picked {target!r}: expected its catalog message {CATALOG[target].message!r}, shows {first!r}"
+    )
     assert first != before["text"].splitlines()[0], f"the error text did not change from {current!r}: {first!r}"
-    assert card["word_break"] in ("normal", "keep-all") and card["overflow_wrap"] == "normal", \
-        (f"the error text may break words mid-word: word-break {card['word_break']}, "
-         f"overflow-wrap {card['overflow_wrap']}")
+    assert card["word_break"] in ("normal", "keep-all") and card["overflow_wrap"] == "normal", (
+        f"the error text may break words mid-word: word-break {card['word_break']}, "
+        f"overflow-wrap {card['overflow_wrap']}"
+    )
     assert not card["split"], f"words of the error text broken across lines: {card['split']}"
     fit = select.evaluate(SELECT_FIT_JS)
-    assert not fit["cut"] and fit["past_area"] <= 1, \
-        (f"BreakIt's dropdown ({fit['room']:.0f} px of text) cuts labels {fit['cut']}, "
-         f"or reaches {fit['past_area']:.0f} px past its output area")
+    assert not fit["cut"] and fit["past_area"] <= 1, (
+        f"BreakIt's dropdown ({fit['room']:.0f} px of text) cuts labels {fit['cut']}, "
+        f"or reaches {fit['past_area']:.0f} px past its output area"
+    )
 
 
 # The images a learner sees in a cell (hidden ones, display: none, are not shown), each loaded or not.
@@ -349,8 +400,12 @@ SHOWN_IMAGES_JS = """cell => [...cell.querySelectorAll('.jp-OutputArea img')].fi
 def _slots_box(page, lab: Lab) -> None:
     """04: duplicate slots show the duplicate_slot error and no broken image; valid ones a picture again."""
     cell = _widget_cell(page, "slots")
-    box = cell.locator(".widget-text").filter(
-        has=page.locator("label", has_text=re.compile(r"^\s*slots\s*$"))).locator("input").first
+    box = (
+        cell.locator(".widget-text")
+        .filter(has=page.locator("label", has_text=re.compile(r"^\s*slots\s*$")))
+        .locator("input")
+        .first
+    )
     output = cell.locator(".jp-OutputArea")
     assert "duplicate_slot" not in output.inner_text(), "the playground shows duplicate_slot before any typing"
 
@@ -369,11 +424,16 @@ def _slots_box(page, lab: Lab) -> None:
     text = output.inner_text()
     assert "duplicate_slot" not in text and "RopePoolError" not in text, f"the error stays after valid slots: {text}"
     try:
-        wait_for("the pool picture after valid slots", lambda: (s := cell.evaluate(SHOWN_IMAGES_JS))
-              and all(im["ok"] for im in s), 10, lab)
+        wait_for(
+            "the pool picture after valid slots",
+            lambda: (s := cell.evaluate(SHOWN_IMAGES_JS)) and all(im["ok"] for im in s),
+            10,
+            lab,
+        )
     except AssertionError:
-        raise AssertionError(f"slots '7, 2, -1, 4': no loaded pool picture shows: {cell.evaluate(SHOWN_IMAGES_JS)}"
-                             ) from None
+        raise AssertionError(
+            f"slots '7, 2, -1, 4': no loaded pool picture shows: {cell.evaluate(SHOWN_IMAGES_JS)}"
+        ) from None
 
 
 def test_the_notebooks_whose_widgets_are_driven_run_in_the_browser():
@@ -403,14 +463,17 @@ def test_notebook_in_jupyterlab(browser, lab: Lab, path: Path):
         cells = _run_all(page, lab, name, code_cells)
         assert len(cells) == len(nb.cells), f"{name}: {len(cells)} cells on the page, {len(nb.cells)} in the file"
         for i, (cell, on_page) in enumerate(zip(nb.cells, cells)):
-            assert on_page["kind"] == cell.cell_type or cell.cell_type == "raw", \
+            assert on_page["kind"] == cell.cell_type or cell.cell_type == "raw", (
                 f"{name}: cell {i} is {cell.cell_type} in the file but {on_page['kind']} on the page"
+            )
 
         errors = {i: t for i, c in enumerate(cells) for t in c["stderr"] if ERROR_TEXT.search(t)}
         assert not errors, f"{name}: error output on the page in cell(s) {sorted(errors)}:\n" + "\n\n".join(
-            f"--- cell {i} ---\n{nb.cells[i].source}\n--- shows ---\n{t}" for i, t in errors.items())
-        broken = {i: (c["widget_errors"] or [t for t in c["plain"] if WIDGET_AS_TEXT.match(t)])
-                  for i, c in enumerate(cells)}
+            f"--- cell {i} ---\n{nb.cells[i].source}\n--- shows ---\n{t}" for i, t in errors.items()
+        )
+        broken = {
+            i: (c["widget_errors"] or [t for t in c["plain"] if WIDGET_AS_TEXT.match(t)]) for i, c in enumerate(cells)
+        }
         broken = {i: v for i, v in broken.items() if v}
         assert not broken, f"{name}: widgets not rendered (error widget, or text repr instead): {broken}"
         not_run = [i for i in code_cells if not re.fullmatch(r"\[\d+\]:", cells[i]["prompt"])]
@@ -471,8 +534,9 @@ def _listening(pid: int) -> set[tuple[str, int]]:
     if not Path(f"/proc/{pid}/fd").is_dir():
         if shutil.which("lsof") is None:
             pytest.skip("neither /proc nor lsof here to list the server's listening sockets")
-        out = subprocess.run(["lsof", "-nP", "-a", "-p", str(pid), "-iTCP", "-sTCP:LISTEN", "-Fn"],
-                             capture_output=True, text=True).stdout
+        out = subprocess.run(
+            ["lsof", "-nP", "-a", "-p", str(pid), "-iTCP", "-sTCP:LISTEN", "-Fn"], capture_output=True, text=True
+        ).stdout
         found = set()
         for line in out.splitlines():  # "n127.0.0.1:8888", "n[::1]:8888", "n*:8888"
             if line.startswith("n"):
@@ -503,7 +567,7 @@ def _listening(pid: int) -> set[tuple[str, int]]:
             if size == 4:
                 addr = socket.inet_ntop(socket.AF_INET, raw[::-1])
             else:  # /proc prints IPv6 as four little-endian 32-bit words
-                addr = socket.inet_ntop(socket.AF_INET6, b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4)))
+                addr = socket.inet_ntop(socket.AF_INET6, b"".join(raw[i : i + 4][::-1] for i in range(0, 16, 4)))
             found.add((addr, int(port_hex, 16)))
     return found
 
@@ -557,8 +621,9 @@ def _git_status() -> str | None:
 
     if shutil.which("git") is None or not (REPO / ".git").exists():
         return None
-    return subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=REPO,
-                          capture_output=True, text=True, check=True).stdout
+    return subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout
 
 
 def test_saving_in_the_lab_leaves_git_status_clean(browser, lab: Lab):
@@ -576,8 +641,9 @@ def test_saving_in_the_lab_leaves_git_status_clean(browser, lab: Lab):
         page.keyboard.press("Control+Home")
         page.keyboard.type(EDIT + "\n")
         page.keyboard.press("Control+s")
-        wait_for(f"{name}: the edit saved into the learner's copy",
-              lambda: EDIT in (lab.root / name).read_text(), 30, lab)
+        wait_for(
+            f"{name}: the edit saved into the learner's copy", lambda: EDIT in (lab.root / name).read_text(), 30, lab
+        )
     finally:
         context.close()
         session = _session(lab, name)

@@ -79,12 +79,16 @@ def test_explain_stream_and_explorer_in_jupyterlab(browser, lab: Lab, scratch):
     context.set_default_timeout(120_000)
     page = context.new_page()
     try:
-        page.goto(f"{lab.base}/lab/workspaces/e2e-learner/tree/{NAME}?token={lab.token}", wait_until="commit",
-                  timeout=240_000)
+        page.goto(
+            f"{lab.base}/lab/workspaces/e2e-learner/tree/{NAME}?token={lab.token}", wait_until="commit", timeout=240_000
+        )
         page.wait_for_selector(".jp-NotebookPanel .jp-Notebook-cell", timeout=240_000)
-        wait_for("kernel idle", lambda: (_session(lab) or {}).get("kernel", {}).get("execution_state") == "idle", 240, lab)
-        assert not page.locator(".jp-Notification-Toast", has_text=re.compile("news", re.I)).count(), \
+        wait_for(
+            "kernel idle", lambda: (_session(lab) or {}).get("kernel", {}).get("execution_state") == "idle", 240, lab
+        )
+        assert not page.locator(".jp-Notification-Toast", has_text=re.compile("news", re.I)).count(), (
             "JupyterLab's news question covers the page"
+        )
         page.locator(".jp-NotebookPanel .jp-Notebook-cell").first.locator(".jp-InputPrompt").click()
         page.locator("li.lm-MenuBar-item", has_text=re.compile("^Run$")).click()
         page.locator(".lm-Menu-item[data-command='runmenu:run-all']").click()
@@ -103,7 +107,9 @@ def test_explain_stream_and_explorer_in_jupyterlab(browser, lab: Lab, scratch):
 
         stream = cells[1]["text"]  # one output area, redrawn at every step: only the last state is left
         assert re.search(r"^step 3: 2 tokens in this pass; 6 of at most 6 new tokens", stream, re.M), stream
-        assert re.search(r"^request 0: \d+ \d+ \d+ \[done\]$", stream, re.M) and re.search(r"^request 1: ", stream, re.M)
+        assert re.search(r"^request 0: \d+ \d+ \d+ \[done\]$", stream, re.M) and re.search(
+            r"^request 1: ", stream, re.M
+        )
         assert stream.count("step ") == 1, f"the stream was appended, not redrawn in place:\n{stream}"
 
         assert "ylabel: angle theta_i (radians)" in cells[2]["text"]
@@ -112,8 +118,12 @@ def test_explain_stream_and_explorer_in_jupyterlab(browser, lab: Lab, scratch):
         before = cell.locator(".jp-OutputArea img").first.get_attribute("src")
         box.fill("5000")
         box.press("Enter")
-        wait_for("the explorer redrew for position 5000",
-              lambda: cell.locator(".jp-OutputArea img").first.get_attribute("src") != before, 30, lab)
+        wait_for(
+            "the explorer redrew for position 5000",
+            lambda: cell.locator(".jp-OutputArea img").first.get_attribute("src") != before,
+            30,
+            lab,
+        )
     finally:
         context.close()
 

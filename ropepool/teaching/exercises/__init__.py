@@ -32,7 +32,6 @@ True
 'slot_taken'
 """
 
-
 from ..catalog import CATALOG  # noqa: F401  (the error catalog the checkers quote)
 from .feedback import ExerciseFailed, Verdict, expect_rejection, feedback, markdown_escape  # noqa: F401
 from .heads import MHA_CONFIG, check_1, exercise_1_configs, solution_1  # noqa: F401

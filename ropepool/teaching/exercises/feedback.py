@@ -79,7 +79,8 @@ def _call(exercise: int, fn: Callable, *args, what: str, explain: Callable[[Exce
     try:
         return fn(*args)
     except NotImplementedError:
-        raise ExerciseFailed(exercise, "not_implemented", f"{what} raised NotImplementedError: "
-                             "replace the stub's body with your code.") from None
+        raise ExerciseFailed(
+            exercise, "not_implemented", f"{what} raised NotImplementedError: replace the stub's body with your code."
+        ) from None
     except Exception as e:  # the learner's bug, reported rather than crashing the checker
         raise ExerciseFailed(exercise, "raised", f"{what} raised {type(e).__name__}: {e}{explain(e)}") from None

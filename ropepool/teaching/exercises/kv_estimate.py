@@ -24,8 +24,10 @@ def _why(config: dict, got: float, want: int, tokens: int, dtype_bytes: int) -> 
     ratio = got / want if want else float("inf")
     naive_D = config["hidden_size"] // config["num_attention_heads"]
     if p.group_size > 1 and abs(ratio - p.group_size) < 1e-9:
-        return "query_heads", (f"{p.group_size}x too much: you counted the {p.num_qo_heads} query heads; k and v have "
-                               f"{p.num_kv_heads} (G = {p.group_size} query heads share each).")
+        return "query_heads", (
+            f"{p.group_size}x too much: you counted the {p.num_qo_heads} query heads; k and v have "
+            f"{p.num_kv_heads} (G = {p.group_size} query heads share each)."
+        )
     if abs(ratio - 0.5) < 1e-9:
         return "k_or_v", "half the answer: every token keeps a key and a value row (x 2)."
     if abs(ratio - 1 / L) < 1e-9:
@@ -33,8 +35,10 @@ def _why(config: dict, got: float, want: int, tokens: int, dtype_bytes: int) -> 
     if abs(ratio - 8) < 1e-9:
         return "bits", "8x too much: dtype_bytes is already bytes (2 for float16), not bits."
     if naive_D != p.head_dim and abs(ratio - naive_D / p.head_dim) < 1e-9:
-        return "head_dim", (f"head_dim taken as hidden_size // num_attention_heads = {naive_D}; this config sets "
-                            f"head_dim = {p.head_dim}.")
+        return "head_dim", (
+            f"head_dim taken as hidden_size // num_attention_heads = {naive_D}; this config sets "
+            f"head_dim = {p.head_dim}."
+        )
     return "wrong", f"expected {want:,} bytes, got {got:,}."
 
 
@@ -44,10 +48,20 @@ def check_kv_estimate(kv_estimate: Callable) -> Verdict:
     for name in MODELS:
         config = load_preset(name)
         tokens, dtype_bytes = 4096, 2
-        got = _call("08", kv_estimate, dict(config), tokens, dtype_bytes, what=f"kv_estimate on {name}",
-                    explain=lambda e: (" (Falcon-7B's config has no num_key_value_heads: multi_query: true "
-                                       "means one KV head; ropepool.models.from_config reads it)"
-                                       if isinstance(e, KeyError) else ""))
+        got = _call(
+            "08",
+            kv_estimate,
+            dict(config),
+            tokens,
+            dtype_bytes,
+            what=f"kv_estimate on {name}",
+            explain=lambda e: (
+                " (Falcon-7B's config has no num_key_value_heads: multi_query: true "
+                "means one KV head; ropepool.models.from_config reads it)"
+                if isinstance(e, KeyError)
+                else ""
+            ),
+        )
         if got is None:
             raise ExerciseFailed("08", "returned_none", "kv_estimate returned None: did it forget `return`?")
         want = solution_kv_estimate(config, tokens, dtype_bytes)

@@ -27,9 +27,19 @@ def run_pool_scenario(slots=None) -> list[int]:
     T, P = len(slots), len(s["pool_before"])
     values = np.repeat(np.asarray(s["token_values"][:T], np.float32), 2).reshape(T, 1, 2)  # [T, Hkv, D]
     pool = np.repeat(np.asarray(s["pool_before"], np.float32), 2).reshape(P, 1, 2)  # [P, Hkv, D]
-    _, _, k_pool, _ = rope_pool_fused(values, values, values, np.zeros(T, np.int32), np.asarray(slots, np.int32),
-                                      pool, pool.copy(), head_dim=2, num_qo_heads=1, num_kv_heads=1,
-                                      rope_base=10000.0)
+    _, _, k_pool, _ = rope_pool_fused(
+        values,
+        values,
+        values,
+        np.zeros(T, np.int32),
+        np.asarray(slots, np.int32),
+        pool,
+        pool.copy(),
+        head_dim=2,
+        num_qo_heads=1,
+        num_kv_heads=1,
+        rope_base=10000.0,
+    )
     return [int(x) for x in k_pool[:, 0, 0]]
 
 
@@ -39,20 +49,27 @@ def _row_mistake(r: int, a, want: int, s: dict) -> tuple[str, str]:
     if a is None:
         return "unanswered", f"row {r}: still None; write the number it holds after the call."
     if r == len(s["pool_before"]) - 1 and a in skipped:
-        return "negative_index", (f"row {r}: you put token {a} here, but its slot is -1, which writes nothing. "
-                                  "-1 is not Python's 'last row' here: the op skips that token; row "
-                                  f"{r} holds {want}.")
+        return "negative_index", (
+            f"row {r}: you put token {a} here, but its slot is -1, which writes nothing. "
+            "-1 is not Python's 'last row' here: the op skips that token; row "
+            f"{r} holds {want}."
+        )
     if want != old:  # a token writes this row
         t = slots.index(r)
         if a == old:
-            return "write_missed", (f"row {r}: token {t} writes it (slots[{t}] = {r}), so it holds {t} now, "
-                                    f"not its old {old}.")
+            return "write_missed", (
+                f"row {r}: token {t} writes it (slots[{t}] = {r}), so it holds {t} now, not its old {old}."
+            )
         return "wrong_token", f"row {r}: slots[{t}] = {r}, so it holds token {t}'s value {t}, not {a!r}."
     if a == -1:
-        return "untouched_changed", (f"row {r}: no token writes it, so it keeps its old value {old}; -1 is a "
-                                     "slot meaning 'write nothing', not a row's value.")
-    return "untouched_changed", (f"row {r}: no token writes it, so it keeps its old value {old} (rows no "
-                                 f"token names keep their bits), not {a!r}.")
+        return "untouched_changed", (
+            f"row {r}: no token writes it, so it keeps its old value {old}; -1 is a "
+            "slot meaning 'write nothing', not a row's value."
+        )
+    return "untouched_changed", (
+        f"row {r}: no token writes it, so it keeps its old value {old} (rows no "
+        f"token names keep their bits), not {a!r}."
+    )
 
 
 _ROW_PRIORITY = ("negative_index", "write_missed", "untouched_changed", "wrong_token", "unanswered")
@@ -67,16 +84,21 @@ def check_4(answer) -> Verdict:
     P = len(s["pool_before"])
     if not isinstance(answer, list) or len(answer) != P:
         size = len(answer) if isinstance(answer, list) else type(answer).__name__
-        raise ExerciseFailed(4, "wrong_length", f"the pool has {P} rows: answer with a list of {P} numbers, "
-                             f"got {size}.")
+        raise ExerciseFailed(
+            4, "wrong_length", f"the pool has {P} rows: answer with a list of {P} numbers, got {size}."
+        )
     if all(a is None for a in answer):
-        raise ExerciseFailed(4, "unanswered", "every row is still None: replace each with the number row r "
-                             "holds after the call.")
+        raise ExerciseFailed(
+            4, "unanswered", "every row is still None: replace each with the number row r holds after the call."
+        )
     want = run_pool_scenario()
     slots = s["slots"]
     if all(answer[t] == slots[t] for t in range(len(slots))) and answer[: len(slots)] != want[: len(slots)]:
-        raise ExerciseFailed(4, "indexed_by_token", "you wrote slots[t] into row t. The op does the opposite: it "
-                             "writes token t's k and v INTO row slots[t].")
+        raise ExerciseFailed(
+            4,
+            "indexed_by_token",
+            "you wrote slots[t] into row t. The op does the opposite: it writes token t's k and v INTO row slots[t].",
+        )
     found = [_row_mistake(r, a, w, s) for r, (a, w) in enumerate(zip(answer, want)) if a != w]
     if found:
         problem = min((p for p, _ in found), key=_ROW_PRIORITY.index)
@@ -84,8 +106,12 @@ def check_4(answer) -> Verdict:
         head = f"row {wrong[0]} is wrong" if len(wrong) == 1 else f"rows {', '.join(wrong)} are wrong"
         raise ExerciseFailed(4, problem, f"{head}:\n" + "\n".join(m for _, m in found))
     changed = sum(w != b for w, b in zip(want, s["pool_before"]))
-    return Verdict(4, True, f"the op agrees: {want}. {changed} rows changed, one per slot >= 0; slot -1 wrote "
-                   "nothing, and every other row kept its value.")
+    return Verdict(
+        4,
+        True,
+        f"the op agrees: {want}. {changed} rows changed, one per slot >= 0; slot -1 wrote "
+        "nothing, and every other row kept its value.",
+    )
 
 
 def solution_4() -> list[int]:

@@ -13,8 +13,9 @@ from ...tolerance import error_bound, error_ratio, pair_norms
 from .feedback import ExerciseFailed, Verdict, _call
 
 
-def _variant(x, positions, base, *, pairing="neox", exponent=lambda i, D: -2 * i / D, sign=1.0,
-             negate=True, use_index=False):
+def _variant(
+    x, positions, base, *, pairing="neox", exponent=lambda i, D: -2 * i / D, sign=1.0, negate=True, use_index=False
+):
     """NeoX RoPE with one knob turned: the mistakes check 3 recognises, computed by the reference's
     one rotation (:func:`ropepool.reference.rotate`) on a :class:`~ropepool.rope.Rope` built wrong."""
     x = np.asarray(x, np.float64)
@@ -31,27 +32,41 @@ def _variant(x, positions, base, *, pairing="neox", exponent=lambda i, D: -2 * i
 
 
 ROPE_MISTAKES = {
-    "gptj_pairing": (dict(pairing="gptj"),
-                     "you paired neighbours (x[2i], x[2i+1]): that is GPT-J's interleaved convention. NeoX pairs "
-                     "x[i] with x[i + D/2], the first half of the head with the second."),
-    "exponent_missing_2": (dict(exponent=lambda i, D: -i / D),
-                           "your frequencies are rope_base**(-i/D): the exponent lost its factor 2. NeoX uses "
-                           "rope_base**(-2i/D) for i < D/2."),
-    "exponent_over_half": (dict(exponent=lambda i, D: -2 * i / (D / 2)),
-                           "your frequencies are rope_base**(-2i/(D/2)): divide the exponent by D, not by D/2 "
-                           "(i runs over the D/2 pairs; the exponent 2i/D runs from 0 towards 1)."),
-    "exponent_sign": (dict(exponent=lambda i, D: 2 * i / D),
-                      "your frequencies grow with i (rope_base**(+2i/D)); they must shrink: rope_base**(-2i/D), "
-                      "so pair 0 turns fastest and the last pair slowest."),
-    "rotation_sign": (dict(sign=-1.0),
-                      "you rotate the wrong way (by -theta): the first half is x1*cos - x2*sin and the second "
-                      "x1*sin + x2*cos; your sin terms have the opposite signs."),
-    "rotate_half_sign": (dict(negate=False),
-                         "rotate_half lost its minus sign: the first half is x1*cos - x2*sin "
-                         "(rotate_half(x) = [-x2, x1]), you computed x1*cos + x2*sin."),
-    "token_index": (dict(use_index=True),
-                    "you rotated token t by its index t, not by positions[t]: in a decode step token 0 can be at "
-                    "position 4,000. Use the positions argument."),
+    "gptj_pairing": (
+        dict(pairing="gptj"),
+        "you paired neighbours (x[2i], x[2i+1]): that is GPT-J's interleaved convention. NeoX pairs "
+        "x[i] with x[i + D/2], the first half of the head with the second.",
+    ),
+    "exponent_missing_2": (
+        dict(exponent=lambda i, D: -i / D),
+        "your frequencies are rope_base**(-i/D): the exponent lost its factor 2. NeoX uses "
+        "rope_base**(-2i/D) for i < D/2.",
+    ),
+    "exponent_over_half": (
+        dict(exponent=lambda i, D: -2 * i / (D / 2)),
+        "your frequencies are rope_base**(-2i/(D/2)): divide the exponent by D, not by D/2 "
+        "(i runs over the D/2 pairs; the exponent 2i/D runs from 0 towards 1).",
+    ),
+    "exponent_sign": (
+        dict(exponent=lambda i, D: 2 * i / D),
+        "your frequencies grow with i (rope_base**(+2i/D)); they must shrink: rope_base**(-2i/D), "
+        "so pair 0 turns fastest and the last pair slowest.",
+    ),
+    "rotation_sign": (
+        dict(sign=-1.0),
+        "you rotate the wrong way (by -theta): the first half is x1*cos - x2*sin and the second "
+        "x1*sin + x2*cos; your sin terms have the opposite signs.",
+    ),
+    "rotate_half_sign": (
+        dict(negate=False),
+        "rotate_half lost its minus sign: the first half is x1*cos - x2*sin "
+        "(rotate_half(x) = [-x2, x1]), you computed x1*cos + x2*sin.",
+    ),
+    "token_index": (
+        dict(use_index=True),
+        "you rotated token t by its index t, not by positions[t]: in a decode step token 0 can be at "
+        "position 4,000. Use the positions argument.",
+    ),
 }
 
 
@@ -89,8 +104,10 @@ def _locate(x, got, want, positions) -> str:
     at_zero = ""
     if zero.size and bad[zero].any():
         at_zero = " At position 0 the output must equal x (nothing turns), and yours does not."
-    return (f"first difference at token {t} (position {positions[t]}), head {h}, dim {d}: expected "
-            f"{want[t, h, d]:.6g}, got {got[t, h, d]:.6g}; wrong values in {where} of the head.{at_zero}")
+    return (
+        f"first difference at token {t} (position {positions[t]}), head {h}, dim {d}: expected "
+        f"{want[t, h, d]:.6g}, got {got[t, h, d]:.6g}; wrong values in {where} of the head.{at_zero}"
+    )
 
 
 def check_3(rope: Callable) -> Verdict:
@@ -109,16 +126,23 @@ def check_3(rope: Callable) -> Verdict:
             raise ExerciseFailed(3, "returned_none", "rope returned None: did it forget `return`?")
         got = np.asarray(got, np.float64)
         if got.shape != x.shape:
-            raise ExerciseFailed(3, "shape", f"rope returned shape {got.shape} for x of shape {x.shape}: "
-                                 "the rotated x keeps x's shape [T, H, D].")
+            raise ExerciseFailed(
+                3,
+                "shape",
+                f"rope returned shape {got.shape} for x of shape {x.shape}: the rotated x keeps x's shape [T, H, D].",
+            )
         want = rotate_neox(x, case["positions"], case["rope_base"])
         if _close(got, want, x, case["positions"]):
             continue
         for problem, (knobs, message) in ROPE_MISTAKES.items():
             if _close(got, _variant(x, case["positions"], case["rope_base"], **knobs), x, case["positions"]):
                 raise ExerciseFailed(3, problem, message)
-        raise ExerciseFailed(3, "mismatch", f"on case {n} (D = {x.shape[-1]}, rope_base = {case['rope_base']}) "
-                             + _locate(x, got, want, case["positions"]))
+        raise ExerciseFailed(
+            3,
+            "mismatch",
+            f"on case {n} (D = {x.shape[-1]}, rope_base = {case['rope_base']}) "
+            + _locate(x, got, want, case["positions"]),
+        )
     return Verdict(3, True, "matches ropepool.reference.rotate_neox on both cases (D = 8 and D = 128).")
 
 
@@ -129,5 +153,5 @@ def solution_3(x, positions, rope_base):
     inv_freq = rope_base ** (-2.0 * np.arange(D // 2) / D)  # [D/2], fast to slow
     theta = np.asarray(positions, np.float64)[:, None] * inv_freq  # [T, D/2]
     cos, sin = np.cos(theta)[:, None, :], np.sin(theta)[:, None, :]  # [T, 1, D/2]: shared by every head
-    x1, x2 = x[..., : D // 2], x[..., D // 2:]  # [T, H, D/2]
+    x1, x2 = x[..., : D // 2], x[..., D // 2 :]  # [T, H, D/2]
     return np.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1)  # [T, H, D]

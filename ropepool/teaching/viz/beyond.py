@@ -26,10 +26,22 @@ def memory_bars(rows, *, requests: int = 8, tokens: int = 32768) -> Figure:
     ax = fig.add_subplot()
     y = np.arange(len(rows))
     for i, (label, bf16, fp8) in enumerate(rows):
-        ax.barh(y[i] - 0.2, bf16 / GIB, height=0.38, color="tab:blue", gid=f"bf16 {label}",
-                label="bfloat16" if i == 0 else None)
-        ax.barh(y[i] + 0.2, fp8 / GIB, height=0.38, color="tab:orange", gid=f"fp8 {label}",
-                label="FP8 (e4m3)" if i == 0 else None)
+        ax.barh(
+            y[i] - 0.2,
+            bf16 / GIB,
+            height=0.38,
+            color="tab:blue",
+            gid=f"bf16 {label}",
+            label="bfloat16" if i == 0 else None,
+        )
+        ax.barh(
+            y[i] + 0.2,
+            fp8 / GIB,
+            height=0.38,
+            color="tab:orange",
+            gid=f"fp8 {label}",
+            label="FP8 (e4m3)" if i == 0 else None,
+        )
         ax.text(bf16 / GIB, y[i] - 0.2, f" {bf16 / GIB:.1f}", va="center")
     ax.set_yticks(y, [r[0] for r in rows])
     ax.invert_yaxis()
@@ -51,8 +63,10 @@ def latent_rows(pool: np.ndarray, slots, kv_lora_rank: int) -> Figure:
     for s in np.asarray(slots).tolist():
         if 0 <= s < P:
             ax.add_patch(Rectangle((-0.5, s - 0.5), W, 1, fill=False, lw=2, ec="k", gid=f"written {s}"))
-    ax.set_xticks([kv_lora_rank / 2, kv_lora_rank + (W - kv_lora_rank) / 2],
-                  [f"c_kv ({kv_lora_rank})", f"rope(k_pe) ({W - kv_lora_rank})"])
+    ax.set_xticks(
+        [kv_lora_rank / 2, kv_lora_rank + (W - kv_lora_rank) / 2],
+        [f"c_kv ({kv_lora_rank})", f"rope(k_pe) ({W - kv_lora_rank})"],
+    )
     ax.set_ylabel("pool row (slot)")
     ax.set_title("latent_pool [P, 1, kv_lora_rank + rope_dim]: framed rows were written")
     fig.tight_layout()
@@ -74,7 +88,7 @@ def window_rows(slots, window: int) -> Figure:
     ax = fig.add_subplot()
     pos = np.arange(T)
     ax.plot(pos, slots, "o", ms=5, color="0.6", gid="writes")
-    live = pos[max(0, T - window):]
+    live = pos[max(0, T - window) :]
     ax.plot(live, slots[live], "o", ms=7, color="tab:orange", gid="window", label=f"the last {window} positions")
     ax.set_xlabel("position (one token a step)")
     ax.set_ylabel("pool row")
@@ -106,8 +120,15 @@ def mrope_sections(rope: Rope, positions3, labels=None) -> Figure:
         ax.plot(np.cos(c), np.sin(c), color="0.85", lw=1)
         for j, name in enumerate(AXES):
             pick = axes_of == j
-            ax.plot(np.cos(theta[t, pick]), np.sin(theta[t, pick]), "o", ms=5, color=SECTION_COLORS[j],
-                    gid=f"{t} {name}", label=f"{name}: {int(pick.sum())} pairs" if t == 0 else None)
+            ax.plot(
+                np.cos(theta[t, pick]),
+                np.sin(theta[t, pick]),
+                "o",
+                ms=5,
+                color=SECTION_COLORS[j],
+                gid=f"{t} {name}",
+                label=f"{name}: {int(pick.sum())} pairs" if t == 0 else None,
+            )
         ax.set_aspect("equal")
         ax.set_xticks([])
         ax.set_yticks([])

@@ -36,7 +36,7 @@ def pool_written(engine: Engine) -> np.ndarray:
     written = np.zeros(engine.allocator.pool_rows, bool)
     for req in engine.requests:
         if req.status is Status.RUNNING:
-            written[req.slot_table[:req.num_cached]] = True
+            written[req.slot_table[: req.num_cached]] = True
     return written
 
 
@@ -44,9 +44,13 @@ def slot_tables(engine: Engine) -> str:
     """One line per request: status, new tokens, and its slot table (written rows first, then ``|``)."""
     lines = []
     for r in engine.requests:
-        table = f"{r.slot_table[:r.num_cached]} | {r.slot_table[r.num_cached:]}" if r.status is Status.RUNNING else "-"
-        lines.append(f"request {r.rid}: {r.status.value:8} {len(r.tokens)}/{r.max_new_tokens} new tokens  "
-                     f"prompt {len(r.prompt):2}  needs {r.rows_needed:2} rows  slot table {table}")
+        table = (
+            f"{r.slot_table[: r.num_cached]} | {r.slot_table[r.num_cached :]}" if r.status is Status.RUNNING else "-"
+        )
+        lines.append(
+            f"request {r.rid}: {r.status.value:8} {len(r.tokens)}/{r.max_new_tokens} new tokens  "
+            f"prompt {len(r.prompt):2}  needs {r.rows_needed:2} rows  slot table {table}"
+        )
     return "\n".join(lines)
 
 
@@ -66,8 +70,14 @@ def plot_pool(engine: Engine, *, layer: int = 0, title: str | None = None, dpi: 
     P = len(owners)
     fig = Figure(figsize=(7.5, 1.2 + 0.22 * P), dpi=dpi)
     strip, heat = fig.subplots(1, 2, gridspec_kw=dict(width_ratios=[1, 6]))
-    im = strip.imshow(_owner_image(owners)[:, None], cmap=OWNER_CMAP, vmin=0, vmax=len(_COLORS) - 1,
-                      aspect="auto", interpolation="nearest")
+    im = strip.imshow(
+        _owner_image(owners)[:, None],
+        cmap=OWNER_CMAP,
+        vmin=0,
+        vmax=len(_COLORS) - 1,
+        aspect="auto",
+        interpolation="nearest",
+    )
     im.set_gid("owners")
     for row, (o, w) in enumerate(zip(owners, written)):
         if o != FREE:
@@ -94,8 +104,9 @@ def plot_timeline(history, *, cell: float = 0.3, labels: bool = True, dpi: int =
     steps, P = owners.shape
     fig = Figure(figsize=(1.5 + cell * P, 1.0 + max(cell, 0.18) * steps), dpi=dpi)
     ax = fig.subplots()
-    im = ax.imshow(_owner_image(owners), cmap=OWNER_CMAP, vmin=0, vmax=len(_COLORS) - 1, aspect="auto",
-                   interpolation="nearest")
+    im = ax.imshow(
+        _owner_image(owners), cmap=OWNER_CMAP, vmin=0, vmax=len(_COLORS) - 1, aspect="auto", interpolation="nearest"
+    )
     im.set_gid("timeline")
     for s in range(steps if labels else 0):
         for row in range(P):
@@ -121,8 +132,7 @@ class PoolSnapshot:
 
 def snapshot(engine: Engine, *, layer: int = 0) -> PoolSnapshot:
     """Copy what :func:`plot_pool_steps` draws out of ``engine`` now."""
-    return PoolSnapshot(engine.steps, pool_owners(engine), pool_written(engine),
-                        np.array(engine.runner.k_pools[layer]))
+    return PoolSnapshot(engine.steps, pool_owners(engine), pool_written(engine), np.array(engine.runner.k_pools[layer]))
 
 
 #: The largest figure the projector rule allows: 1024x768 less the notebook's margins, in inches at 100 dpi.
@@ -152,20 +162,31 @@ def plot_pool_steps(snapshots, *, row_height: float = 0.16, per_row: int = 4, dp
         strip = max(width // 6, 2)  # columns of the owner strip
         im = ax.imshow(img, cmap="RdBu_r", vmin=-vmax, vmax=vmax, aspect="auto", interpolation="nearest")
         im.set_gid(f"k_pool step {s.step}")
-        own = ax.imshow(_owner_image(s.owners)[:, None], cmap=OWNER_CMAP, vmin=0, vmax=len(_COLORS) - 1,
-                        aspect="auto", interpolation="nearest", extent=(-0.5 - strip, -0.5, P - 0.5, -0.5))
+        own = ax.imshow(
+            _owner_image(s.owners)[:, None],
+            cmap=OWNER_CMAP,
+            vmin=0,
+            vmax=len(_COLORS) - 1,
+            aspect="auto",
+            interpolation="nearest",
+            extent=(-0.5 - strip, -0.5, P - 0.5, -0.5),
+        )
         own.set_gid(f"owners step {s.step}")
         for row in np.flatnonzero((s.owners != FREE) & ~s.written):
-            ax.add_patch(Rectangle((-0.5 - strip, row - 0.5), strip, 1, fill=False, hatch="///", lw=0,
-                                   gid=f"held {s.step} {row}"))
+            ax.add_patch(
+                Rectangle(
+                    (-0.5 - strip, row - 0.5), strip, 1, fill=False, hatch="///", lw=0, gid=f"held {s.step} {row}"
+                )
+            )
         ax.set_xlim(-0.5 - strip, width - 0.5)
         ax.set_ylim(P - 0.5, -0.5)
         ax.set_xticks([])
         ax.set_title(f"step {s.step}", fontsize=10)
     for r in range(rows):
         axes[r * cols].set_ylabel("pool row (slot)")
-    fig.suptitle("layer 0 k_pool after each step\nleft strip: owner (colour), held but unwritten (hatched)",
-                 fontsize=10)
+    fig.suptitle(
+        "layer 0 k_pool after each step\nleft strip: owner (colour), held but unwritten (hatched)", fontsize=10
+    )
     fig.tight_layout()
     return projector(fig)
 
@@ -186,9 +207,10 @@ def stream_table(history, *, width: int = 30) -> str:
 
     A text longer than ``width`` keeps its end (where it grows), after an ellipsis; newlines show as ``⏎``.
     """
+
     def cell(text: str) -> str:
         text = text.replace("\n", "⏎")
-        return (text if len(text) <= width else "…" + text[-(width - 1):]).ljust(width)
+        return (text if len(text) <= width else "…" + text[-(width - 1) :]).ljust(width)
 
     n = len(history[0]) if history else 0
     lines = ["step | " + " | ".join(f"request {i}".ljust(width) for i in range(n))]
@@ -217,8 +239,9 @@ class LiveAnswers:
             from IPython.display import display
 
             if get_ipython() is not None:
-                self._handle = display(self._text("starting: the first step is every admitted prompt at once"),
-                                       display_id=True)
+                self._handle = display(
+                    self._text("starting: the first step is every admitted prompt at once"), display_id=True
+                )
         except ImportError:  # pragma: no cover - IPython is a dependency of the notebooks
             pass
 
@@ -229,7 +252,7 @@ class LiveAnswers:
     def _text(self, progress: str) -> "LiveAnswers._Plain":
         def cell(text: str) -> str:
             text = text.replace("\n", "⏎")
-            return text if len(text) <= self.width else "…" + text[-(self.width - 1):]
+            return text if len(text) <= self.width else "…" + text[-(self.width - 1) :]
 
         rows = [f"request {i}: {cell(t)}" for i, t in enumerate(self.history[-1])] if self.history else []
         return self._Plain("\n".join([progress, *rows]))
@@ -239,8 +262,10 @@ class LiveAnswers:
         written = sum(len(r.tokens) for r in engine.requests)
         of = f" of at most {self.total}" if self.total else ""
         n = len(batch.tokens)
-        progress = (f"step {engine.steps}: {n} token{'s' if n != 1 else ''} in this pass; {written}{of} new "
-                    f"token{'s' if written != 1 else ''}, {self._clock() - self._start:.1f} s")
+        progress = (
+            f"step {engine.steps}: {n} token{'s' if n != 1 else ''} in this pass; {written}{of} new "
+            f"token{'s' if written != 1 else ''}, {self._clock() - self._start:.1f} s"
+        )
         if self._handle is not None:
             self._handle.update(self._text(progress))
         else:

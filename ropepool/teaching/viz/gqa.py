@@ -32,11 +32,12 @@ def kv_head_of(num_qo_heads: int, num_kv_heads: int) -> np.ndarray:
     [0, 0, 0, 0, 1, 1, 1, 1]
     """
     if num_qo_heads < 1 or num_kv_heads < 1:
-        raise ValueError(f"head counts must be positive, got num_qo_heads={num_qo_heads}, "
-                         f"num_kv_heads={num_kv_heads}")
+        raise ValueError(f"head counts must be positive, got num_qo_heads={num_qo_heads}, num_kv_heads={num_kv_heads}")
     if num_qo_heads % num_kv_heads:
-        raise ValueError(f"num_qo_heads={num_qo_heads} is not a multiple of num_kv_heads={num_kv_heads}: "
-                         "the group size G = Hq / Hkv must be a whole number")
+        raise ValueError(
+            f"num_qo_heads={num_qo_heads} is not a multiple of num_kv_heads={num_kv_heads}: "
+            "the group size G = Hq / Hkv must be a whole number"
+        )
     group = num_qo_heads // num_kv_heads  # G
     return np.arange(num_qo_heads) // group  # [Hq]
 
@@ -95,8 +96,10 @@ def head_groups(num_qo_heads: int, num_kv_heads: int, *, width: float = 8.0) -> 
     if G == 1:
         title = f"MHA: Hq = Hkv = {num_qo_heads}: each query head has its own KV head (G = 1)"
     else:
-        title = (f"{kind}: Hq = {num_qo_heads} query heads share Hkv = {num_kv_heads} "
-                 f"KV head{'s' if num_kv_heads > 1 else ''}, G = {G} query heads per KV head")
+        title = (
+            f"{kind}: Hq = {num_qo_heads} query heads share Hkv = {num_kv_heads} "
+            f"KV head{'s' if num_kv_heads > 1 else ''}, G = {G} query heads per KV head"
+        )
     fig.text(0.5, 0.97, title, ha="center", va="top", fontsize=10, gid="title")
     ax.set_xlim(0, num_qo_heads)
     ax.set_ylim(-0.6, 1.6)
@@ -139,14 +142,14 @@ def op_overview(slots=(5, 1, 6), pool_rows: int = 8) -> Figure:
     ax.axis("off")
 
     def tensor(x, y, name, shape, colour=TENSOR, h=0.9):
-        ax.add_patch(FancyBboxPatch((x, y), 1.8, h, boxstyle="round,pad=0.05", fc=colour, ec="#264653",
-                                    gid=f"tensor:{name}"))
+        ax.add_patch(
+            FancyBboxPatch((x, y), 1.8, h, boxstyle="round,pad=0.05", fc=colour, ec="#264653", gid=f"tensor:{name}")
+        )
         ax.text(x + 0.9, y + h / 2 + 0.15, name, ha="center", va="center", fontsize=10, weight="bold")
         ax.text(x + 0.9, y + h / 2 - 0.2, shape, ha="center", va="center", fontsize=8)
 
     def arrow(a, b, gid=None, **kw):
-        ax.add_patch(FancyArrowPatch(a, b, arrowstyle="-|>", mutation_scale=10, lw=1.0, color="#264653",
-                                     gid=gid, **kw))
+        ax.add_patch(FancyArrowPatch(a, b, arrowstyle="-|>", mutation_scale=10, lw=1.0, color="#264653", gid=gid, **kw))
 
     # Inputs, left column.
     tensor(0.1, 6.8, "q", "[T, Hq, D]")
@@ -155,8 +158,11 @@ def op_overview(slots=(5, 1, 6), pool_rows: int = 8) -> Figure:
     tensor(0.1, 3.5, "positions", "[T] int32", colour=UNTOUCHED, h=0.8)
     tensor(0.1, 2.25, "slots", "[T] int32", colour=UNTOUCHED, h=0.8)
     # The rotation.
-    ax.add_patch(FancyBboxPatch((2.7, 5.0), 1.6, 2.9, boxstyle="round,pad=0.05", fc=ROTATE, ec="#264653",
-                                alpha=0.85, gid="rotate"))
+    ax.add_patch(
+        FancyBboxPatch(
+            (2.7, 5.0), 1.6, 2.9, boxstyle="round,pad=0.05", fc=ROTATE, ec="#264653", alpha=0.85, gid="rotate"
+        )
+    )
     ax.text(3.5, 6.65, "rotate", ha="center", va="center", color="white", fontsize=11, weight="bold")
     ax.text(3.5, 6.15, "NeoX RoPE\npairs\n(i, i+D/2)", ha="center", va="top", color="white", fontsize=10)
     arrow((1.95, 7.25), (2.7, 7.25))
@@ -186,12 +192,21 @@ def op_overview(slots=(5, 1, 6), pool_rows: int = 8) -> Figure:
     row_h = 0.42
     pools = {"k": (8.2, 4.6), "v": (8.2, 0.0)}
     for name, (px, py) in pools.items():
-        ax.text(px + 0.6, py + pool_rows * row_h + 0.2, f"{name}_pool [P, Hkv, D]", ha="center", fontsize=8,
-                weight="bold")
+        ax.text(
+            px + 0.6, py + pool_rows * row_h + 0.2, f"{name}_pool [P, Hkv, D]", ha="center", fontsize=8, weight="bold"
+        )
         for r in range(pool_rows):
             y = py + (pool_rows - 1 - r) * row_h
-            ax.add_patch(Rectangle((px, y), 1.2, row_h * 0.9, fc=WRITTEN if r in written else UNTOUCHED,
-                                   ec="#adb5bd", gid=f"{name}_pool:{r}"))
+            ax.add_patch(
+                Rectangle(
+                    (px, y),
+                    1.2,
+                    row_h * 0.9,
+                    fc=WRITTEN if r in written else UNTOUCHED,
+                    ec="#adb5bd",
+                    gid=f"{name}_pool:{r}",
+                )
+            )
             ax.text(px + 1.3, y + row_h * 0.45, f"row {r}", va="center", fontsize=6)
         src = k_cells if name == "k" else v_cells
         for t, s in enumerate(slots):
@@ -200,8 +215,11 @@ def op_overview(slots=(5, 1, 6), pool_rows: int = 8) -> Figure:
             sx, sy = src[t]
             ty = py + (pool_rows - 1 - s) * row_h + row_h * 0.45
             arrow((sx + 1.12, sy + cell * 0.45), (px - 0.02, ty), gid=f"write:{name}:{t}")
-    ax.set_title("rope_pool_fused: rotate q and k, then write k_rot and v into the pool rows named by slots\n"
-                 f"slots = {slots}: token t writes row slots[t]" +
-                 ("; a slot of -1 writes nothing" if any(s < 0 for s in slots) else "") +
-                 "; every other row keeps its bits", fontsize=10)
+    ax.set_title(
+        "rope_pool_fused: rotate q and k, then write k_rot and v into the pool rows named by slots\n"
+        f"slots = {slots}: token t writes row slots[t]"
+        + ("; a slot of -1 writes nothing" if any(s < 0 for s in slots) else "")
+        + "; every other row keeps its bits",
+        fontsize=10,
+    )
     return projector(fig)

@@ -62,8 +62,9 @@ def writers(tokens: int, num_qo_heads: int, num_kv_heads: int, head_dim: int) ->
     return q_w, k_w
 
 
-def thread_grid(tokens: int = 2, num_qo_heads: int = 4, num_kv_heads: int = 2, head_dim: int = 8,
-                *, annotate: bool | None = None) -> Figure:
+def thread_grid(
+    tokens: int = 2, num_qo_heads: int = 4, num_kv_heads: int = 2, head_dim: int = 8, *, annotate: bool | None = None
+) -> Figure:
     """q_rot and k_rot, one cell per element, coloured (and numbered) by the thread that writes it.
 
     Rows are (token, head), columns the D dimensions; a dashed line splits each row into the
@@ -97,8 +98,11 @@ def thread_grid(tokens: int = 2, num_qo_heads: int = 4, num_kv_heads: int = 2, h
         ax.set_xticks(range(head_dim), [str(d) for d in range(head_dim)], fontsize=7)
         ax.set_ylabel(f"{name}\n[T, {'Hq' if name == 'q_rot' else 'Hkv'}, D]", fontsize=8)
     axes[1].set_xlabel("dimension d  (thread of pair i writes d = i and d = i + D/2)", fontsize=8)
-    fig.suptitle(f"Which thread writes which element (T={tokens}, Hq={num_qo_heads}, Hkv={num_kv_heads}, "
-                 f"D={head_dim})\ngrid = T·(Hq+Hkv)·D/2 = {grid} threads", fontsize=9)
+    fig.suptitle(
+        f"Which thread writes which element (T={tokens}, Hq={num_qo_heads}, Hkv={num_kv_heads}, "
+        f"D={head_dim})\ngrid = T·(Hq+Hkv)·D/2 = {grid} threads",
+        fontsize=9,
+    )
     fig.tight_layout()
     return projector(fig)
 
@@ -131,8 +135,10 @@ def trig_count_bars(models: dict[str, tuple]) -> Figure:
     y = np.arange(len(names))
     fig = Figure(figsize=(7.6, 1.3 + 0.42 * len(names)), dpi=100)
     ax = fig.add_subplot()
-    for offset, key, label, colour in ((-0.2, "shared", "shared by all heads: RD/2", "#2a9d8f"),
-                                       (0.2, "per_thread", "once per thread: (Hq+Hkv)·RD/2", "#e76f51")):
+    for offset, key, label, colour in (
+        (-0.2, "shared", "shared by all heads: RD/2", "#2a9d8f"),
+        (0.2, "per_thread", "once per thread: (Hq+Hkv)·RD/2", "#e76f51"),
+    ):
         bars = ax.barh(y + offset, [c[key] for c in counts], height=0.4, label=label, color=colour)
         for bar in bars:
             bar.set_gid(key)
@@ -195,6 +201,8 @@ class CodeBlock:
         from pygments.lexers import get_lexer_by_name
 
         body = highlight(self.code, get_lexer_by_name(self.language), HtmlFormatter(noclasses=True, nowrap=True))
-        return (f'<div class="ropepool-code" style="max-height:{1.35 * self.max_lines:.1f}em;overflow:auto;'
-                'border:1px solid #ddd;border-radius:4px;padding:0.3em 0.6em">'
-                f'<pre style="margin:0;line-height:1.35;white-space:pre">{body}</pre></div>')
+        return (
+            f'<div class="ropepool-code" style="max-height:{1.35 * self.max_lines:.1f}em;overflow:auto;'
+            'border:1px solid #ddd;border-radius:4px;padding:0.3em 0.6em">'
+            f'<pre style="margin:0;line-height:1.35;white-space:pre">{body}</pre></div>'
+        )

@@ -47,8 +47,9 @@ def draw_pool(ax, pool, *, highlight=(), title: str = "", vmax: float | None = N
     for h in range(1, heads):
         ax.axvline(h * head_dim - 0.5, color="k", lw=1)
     for r in highlight:
-        ax.add_patch(Rectangle((-0.5, r - 0.5), width, 1, fill=False, edgecolor="gold", lw=2.2,
-                               gid=f"written {int(r)}"))
+        ax.add_patch(
+            Rectangle((-0.5, r - 0.5), width, 1, fill=False, edgecolor="gold", lw=2.2, gid=f"written {int(r)}")
+        )
     ax.set_yticks(range(P) if P <= 32 else np.linspace(0, P - 1, 9).astype(int))
     ax.set_xticks([h * head_dim + head_dim / 2 - 0.5 for h in range(heads)], [f"head {h}" for h in range(heads)])
     ax.set_ylabel("pool row (slot)")
@@ -56,8 +57,9 @@ def draw_pool(ax, pool, *, highlight=(), title: str = "", vmax: float | None = N
     return im
 
 
-def before_after(before, after, slots, *, name: str = "k_pool", dpi: int = 90, vmax: float | None = None,
-                 compact: bool = False) -> Figure:
+def before_after(
+    before, after, slots, *, name: str = "k_pool", dpi: int = 90, vmax: float | None = None, compact: bool = False
+) -> Figure:
     """The pool before and after one call, side by side; the rows the call wrote outlined.
 
     Images ``gid="before"`` and ``gid="after"`` hold ``rows_image`` of each pool; the outlines
@@ -71,8 +73,9 @@ def before_after(before, after, slots, *, name: str = "k_pool", dpi: int = 90, v
     fig = Figure(figsize=(7.5, 0.2 * P + 1.4), dpi=dpi, layout=None if compact else "constrained")
     ax_b, ax_a = fig.subplots(1, 2, sharey=True)
     draw_pool(ax_b, before, title=f"{name} before", vmax=vmax, gid="before")
-    im = draw_pool(ax_a, after, highlight=rows, title=f"{name} after: rows {rows.tolist()} written", vmax=vmax,
-                   gid="after")
+    im = draw_pool(
+        ax_a, after, highlight=rows, title=f"{name} after: rows {rows.tolist()} written", vmax=vmax, gid="after"
+    )
     ax_a.set_ylabel("")
     if compact:
         fig.subplots_adjust(left=0.1, right=0.98, bottom=0.1, top=0.9, wspace=0.06)
@@ -102,8 +105,7 @@ def slot_map(slots, pool_rows: int, positions=None) -> Figure:
         ax.add_patch(Rectangle((-0.6, y - 0.4), 1.2, 0.8, facecolor="#cfe3ff", edgecolor="0.5"))
         ax.text(0, y, f"token {t}\npos {positions[t]}", ha="center", va="center", fontsize=7)
         if 0 <= s < pool_rows:
-            ax.annotate("", xy=(2.55, s), xytext=(0.65, y),
-                        arrowprops=dict(arrowstyle="-|>", color="tab:blue", lw=1.2))
+            ax.annotate("", xy=(2.55, s), xytext=(0.65, y), arrowprops=dict(arrowstyle="-|>", color="tab:blue", lw=1.2))
             ax.plot([0.65, 2.55], [y, s], alpha=0, gid=f"token {t}")  # invisible: the arrow's data for tests
         else:
             ax.plot([0.65, 1.6], [y, y], color="tab:red", lw=1.2)
@@ -133,11 +135,9 @@ def occupancy(owners, step_labels=None, owner_names=None) -> Figure:
     names = owner_names or [f"request {i}" for i in range(n)]
     fig = Figure(figsize=(1.0 + 0.7 * steps + 1.6, 0.2 * P + 1.4), dpi=90, layout="constrained")
     ax = fig.subplots()
-    im = ax.imshow(owners.T + 1, cmap=_owner_cmap(n), vmin=-0.5, vmax=n + 0.5, aspect="auto",
-                   interpolation="nearest")
+    im = ax.imshow(owners.T + 1, cmap=_owner_cmap(n), vmin=-0.5, vmax=n + 0.5, aspect="auto", interpolation="nearest")
     im.set_gid("owners")
-    ax.set_xticks(range(steps), step_labels or [f"step {s}" for s in range(steps)], rotation=30, ha="right",
-                  fontsize=8)
+    ax.set_xticks(range(steps), step_labels or [f"step {s}" for s in range(steps)], rotation=30, ha="right", fontsize=8)
     ax.set_yticks(range(P) if P <= 32 else np.linspace(0, P - 1, 9).astype(int))
     ax.set_ylabel("pool row (slot)")
     handles = [Rectangle((0, 0), 1, 1, color=_owner_cmap(n)(i + 1)) for i in range(n)]
@@ -200,15 +200,24 @@ def slots_vs_append(lengths: dict[str, int], reserve: int, pool_owners, batch_sl
         used = lengths[name]
         colour = cmap(1 + y)
         ax_a.add_patch(Rectangle((0, y - 0.35), used, 0.7, color=colour, gid=f"used {name}"))
-        ax_a.add_patch(Rectangle((used, y - 0.35), reserve - used, 0.7, fill=False, hatch="///", ec="0.6",
-                                 gid=f"reserved {name}"))
+        ax_a.add_patch(
+            Rectangle((used, y - 0.35), reserve - used, 0.7, fill=False, hatch="///", ec="0.6", gid=f"reserved {name}")
+        )
         ax_a.text(reserve + 0.3, y, f"{used} of {reserve}", va="center", fontsize=10)
     ax_a.set(xlim=(0, reserve + 3.5), ylim=(len(names) - 0.5, -0.5), xlabel="rows of the request's own cache")
     ax_a.set_yticks(range(len(names)), [f"request {n}" for n in names])
     ax_a.set_title(f"append: a cache per request\n{len(names) * reserve} rows reserved", fontsize=11)
     image = np.where(owners == FREE, 0, owners + 1)[None, :]  # [1, P]
-    ax_s.imshow(image, cmap=cmap, vmin=0, vmax=len(names), aspect="auto", extent=(-0.5, P - 0.5, 0.5, -0.5),
-                interpolation="nearest", gid="pool")
+    ax_s.imshow(
+        image,
+        cmap=cmap,
+        vmin=0,
+        vmax=len(names),
+        aspect="auto",
+        extent=(-0.5, P - 0.5, 0.5, -0.5),
+        interpolation="nearest",
+        gid="pool",
+    )
     for r in range(P):
         if owners[r] != FREE:
             ax_s.text(r, 0, names[owners[r]], ha="center", va="center", fontsize=10, color="white")

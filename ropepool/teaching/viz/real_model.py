@@ -35,8 +35,9 @@ def row_permutation(head_dim: int = 8) -> Figure:
         ax.text(1.04, r, f"{r}", ha="left", va="center", fontsize=7, color=color)
     ax.set_xlim(-0.35, 1.35)
     ax.set_ylim(head_dim - 0.5, -1.5)
-    ax.set_xticks([0, 1], ["GGUF rows\n(pairs adjacent: GPT-J)", "Hugging Face rows\n(pairs D/2 apart: NeoX)"],
-                  fontsize=8)
+    ax.set_xticks(
+        [0, 1], ["GGUF rows\n(pairs adjacent: GPT-J)", "Hugging Face rows\n(pairs D/2 apart: NeoX)"], fontsize=8
+    )
     ax.set_yticks([])
     for side in ("top", "right", "left", "bottom"):
         ax.spines[side].set_visible(False)
@@ -44,9 +45,13 @@ def row_permutation(head_dim: int = 8) -> Figure:
     return projector(fig)
 
 
-def logit_agreement(reference, same, mismatched, *, labels=("GGUF rows, GPT-J pairs",
-                                                         "un-permuted rows, NeoX pairs",
-                                                         "GGUF rows, NeoX pairs")) -> Figure:
+def logit_agreement(
+    reference,
+    same,
+    mismatched,
+    *,
+    labels=("GGUF rows, GPT-J pairs", "un-permuted rows, NeoX pairs", "GGUF rows, NeoX pairs"),
+) -> Figure:
     """Two scatter panels of the next-token logits ``[vocab]`` of three runs of one model.
 
     Left: ``same`` against ``reference`` (the two layouts of one model: on the diagonal);
@@ -80,8 +85,9 @@ def kv_bytes_per_token(num_layers: int, num_kv_heads: int, head_dim: int, dtype_
     return num_layers * 2 * num_kv_heads * head_dim * dtype_bytes
 
 
-def kv_memory(bytes_per_token: dict[str, int], contexts=(512, 1024, 2048, 4096), *,
-              weights_bytes: int | None = None) -> Figure:
+def kv_memory(
+    bytes_per_token: dict[str, int], contexts=(512, 1024, 2048, 4096), *, weights_bytes: int | None = None
+) -> Figure:
     """KV pool bytes of one request against its context length, one line per label (``gid`` = label).
 
     ``weights_bytes`` draws the model file's size as a horizontal line (``gid="weights"``).

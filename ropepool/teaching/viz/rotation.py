@@ -78,8 +78,14 @@ def rotate_gptj(x, positions, rope_base: float) -> np.ndarray:
     return rotate(x, positions, rope_table(np.shape(x)[-1], rope_base, is_neox=False))  # [T, H, D]
 
 
-def position_errors(positions, dtypes=("float32", "bfloat16", "float16"), *, head_dim: int = 64,
-                    rope_base: float = 10000.0, seed: int = 0) -> dict[str, dict[str, np.ndarray]]:
+def position_errors(
+    positions,
+    dtypes=("float32", "bfloat16", "float16"),
+    *,
+    head_dim: int = 64,
+    rope_base: float = 10000.0,
+    seed: int = 0,
+) -> dict[str, dict[str, np.ndarray]]:
     """Measure ``rope_pool_fused``'s error against the float64 reference at each position, per dtype.
 
     One token per position, one query head: q ``[N, 1, D]`` rounded to the dtype, rotated by the
@@ -99,8 +105,9 @@ def position_errors(positions, dtypes=("float32", "bfloat16", "float16"), *, hea
     n = len(positions)
     out = {}
     for dtype in dtypes:
-        kw = make_inputs(Shapes(n, 1, 1, head_dim, n), dtype, seed=seed, positions=positions,
-                         slots=np.arange(n), rope_base=rope_base)
+        kw = make_inputs(
+            Shapes(n, 1, 1, head_dim, n), dtype, seed=seed, positions=positions, slots=np.arange(n), rope_base=rope_base
+        )
         q_rot = rope_pool_fused(**kw)[0]
         q = to_numpy(kw["q"], np.float64)  # [N, 1, D], the dtype's exact values
         ref = rotate_neox(q, positions, rope_base)
@@ -122,8 +129,7 @@ def _circle(ax) -> None:
     ax.set_yticks([])
 
 
-def pair_paths(head_dim: int = 8, rope_base: float = 10000.0, positions=range(0, 13), *,
-               pairs=None) -> Figure:
+def pair_paths(head_dim: int = 8, rope_base: float = 10000.0, positions=range(0, 13), *, pairs=None) -> Figure:
     """Each pair ``(x_i, x_{i+D/2})`` as a 2-D vector turning as the position grows.
 
     One panel per pair ``i`` (all D/2 by default): the vector starts at (1, 0) at position 0
@@ -141,11 +147,12 @@ def pair_paths(head_dim: int = 8, rope_base: float = 10000.0, positions=range(0,
         _circle(ax)
         xs, ys = vec[:, i, 0], vec[:, i, 1]
         ax.plot(xs, ys, "o-", ms=3, lw=0.8, color="tab:blue", alpha=0.7, gid="path")
-        ax.annotate("", xy=(xs[-1], ys[-1]), xytext=(0, 0),
-                    arrowprops=dict(arrowstyle="-|>", color="tab:red", lw=1.5))
+        ax.annotate("", xy=(xs[-1], ys[-1]), xytext=(0, 0), arrowprops=dict(arrowstyle="-|>", color="tab:red", lw=1.5))
         ax.set_title(f"pair ({i}, {i + head_dim // 2})\n{inv[i]:.3g} rad/position", fontsize=8)
-    fig.suptitle(f"NeoX pairs of a D={head_dim} vector, positions {positions[0]}..{positions[-1]}, "
-                 f"base {rope_base:g}", fontsize=9)
+    fig.suptitle(
+        f"NeoX pairs of a D={head_dim} vector, positions {positions[0]}..{positions[-1]}, base {rope_base:g}",
+        fontsize=9,
+    )
     return projector(fig)
 
 
@@ -182,8 +189,14 @@ def relative_scores(score: np.ndarray, positions) -> Figure:
     positions = np.asarray(positions)
     fig = Figure(figsize=(8.5, 3.4), dpi=90, layout="constrained")
     ax_h, ax_l = fig.subplots(1, 2, width_ratios=[1, 1.4])
-    im = ax_h.imshow(score, cmap="RdBu_r", origin="upper", vmin=-np.abs(score).max(), vmax=np.abs(score).max(),
-                     extent=(positions[0] - 0.5, positions[-1] + 0.5, positions[-1] + 0.5, positions[0] - 0.5))
+    im = ax_h.imshow(
+        score,
+        cmap="RdBu_r",
+        origin="upper",
+        vmin=-np.abs(score).max(),
+        vmax=np.abs(score).max(),
+        extent=(positions[0] - 0.5, positions[-1] + 0.5, positions[-1] + 0.5, positions[0] - 0.5),
+    )
     ax_h.set(xlabel="k position n", ylabel="q position m", title="rope(q, m) . rope(k, n)")
     fig.colorbar(im, ax=ax_h, shrink=0.8)
     n = len(positions)
@@ -192,8 +205,17 @@ def relative_scores(score: np.ndarray, positions) -> Figure:
     rows = np.unique(np.linspace(0, n - 1, 4).astype(int))
     styles = [("o", 10, 3.0), ("s", 7.5, 2.0), ("^", 5.5, 1.2), ("x", 4.0, 0.8)]
     for (marker, size, width), m in zip(styles, rows):
-        ax_l.plot(positions - positions[m], score[m], marker=marker, ms=size, lw=width, mfc="none", mew=1.2,
-                  label=f"m = {positions[m]}", gid=f"row {m}")
+        ax_l.plot(
+            positions - positions[m],
+            score[m],
+            marker=marker,
+            ms=size,
+            lw=width,
+            mfc="none",
+            mew=1.2,
+            label=f"m = {positions[m]}",
+            gid=f"row {m}",
+        )
     ax_l.set(xlabel="n - m", ylabel="score", title="only n - m matters")
     ax_l.legend(fontsize=8)
     return projector(fig)
@@ -209,10 +231,12 @@ def pairing_diagram(head_dim: int = 8) -> Figure:
     fig = Figure(figsize=(max(4.0, 0.55 * head_dim + 1.5), 3.0), dpi=90, layout="constrained")
     ax = fig.subplots()
     colors = [f"C{i % 10}" for i in range(half)]
-    for row, (y, name, pairs) in enumerate([
-        (1.0, "neox", [(i, i + half) for i in range(half)]),
-        (0.0, "gptj", [(2 * i, 2 * i + 1) for i in range(half)]),
-    ]):
+    for row, (y, name, pairs) in enumerate(
+        [
+            (1.0, "neox", [(i, i + half) for i in range(half)]),
+            (0.0, "gptj", [(2 * i, 2 * i + 1) for i in range(half)]),
+        ]
+    ):
         for d in range(head_dim):
             i = d % half if name == "neox" else d // 2
             ax.add_patch(_box(d, y, colors[i]))
@@ -224,8 +248,9 @@ def pairing_diagram(head_dim: int = 8) -> Figure:
             height = 0.2 + 0.6 * (i + 1) / half if name == "neox" else 0.3
             ys = y + sign * (0.25 + height * np.sin(t))
             ax.plot(xs, ys, color=colors[i], lw=1.5, gid=f"{name} {i}")
-        ax.text(-1.0, y, "NeoX\n(i, i+D/2)" if name == "neox" else "GPT-J\n(2i, 2i+1)", ha="right", va="center",
-                fontsize=8)
+        ax.text(
+            -1.0, y, "NeoX\n(i, i+D/2)" if name == "neox" else "GPT-J\n(2i, 2i+1)", ha="right", va="center", fontsize=8
+        )
     ax.set_xlim(-3.2, head_dim)
     ax.set_ylim(-0.9, 2.15)  # the tallest NeoX arc reaches y = 2.05: nothing clipped, clear of the title
     ax.axis("off")
@@ -253,12 +278,36 @@ def precision(errors: dict[str, dict[str, np.ndarray]], *, bounds: bool = True) 
         p = e["positions"][keep]
         color = DTYPE_COLORS.get(dtype)
         marker, size, style, z = styles.get(dtype, ("o", 4, "-", 2))
-        ax.plot(p, e["error"][keep], marker=marker, ms=size, ls=style, lw=1.5, color=color, label=dtype, gid=dtype,
-                mfc=color if dtype == "float32" else "none", zorder=z)
+        ax.plot(
+            p,
+            e["error"][keep],
+            marker=marker,
+            ms=size,
+            ls=style,
+            lw=1.5,
+            color=color,
+            label=dtype,
+            gid=dtype,
+            mfc=color if dtype == "float32" else "none",
+            zorder=z,
+        )
         if bounds:
-            ax.plot(p, error_bound(dtype, p, e["scale"][keep]), "-", lw=1, color=color, alpha=0.4,
-                    gid=f"bound {dtype}", zorder=1)
-    ax.set(xscale="log", yscale="log", xlabel="position", ylabel="max |op - float64 reference|",
-           title="Error grows with position (thin: bound)")
+            ax.plot(
+                p,
+                error_bound(dtype, p, e["scale"][keep]),
+                "-",
+                lw=1,
+                color=color,
+                alpha=0.4,
+                gid=f"bound {dtype}",
+                zorder=1,
+            )
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="position",
+        ylabel="max |op - float64 reference|",
+        title="Error grows with position (thin: bound)",
+    )
     ax.legend(fontsize=8)
     return projector(fig)

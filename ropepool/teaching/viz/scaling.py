@@ -27,11 +27,22 @@ def scaling_rules(head_dim: int, rope_base: float, factor: float, original: int)
         "plain": plain(head_dim, rope_base),
         "linear": rope_table(head_dim, rope_base, rope_scaling={"rope_type": "linear", "factor": factor}),
         "NTK (larger base)": plain(head_dim, ntk_base),
-        "llama3": rope_table(head_dim, rope_base, rope_scaling={
-            "rope_type": "llama3", "factor": factor, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-            "original_max_position_embeddings": original}),
-        "yarn": rope_table(head_dim, rope_base, rope_scaling={
-            "rope_type": "yarn", "factor": factor, "original_max_position_embeddings": original}),
+        "llama3": rope_table(
+            head_dim,
+            rope_base,
+            rope_scaling={
+                "rope_type": "llama3",
+                "factor": factor,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": original,
+            },
+        ),
+        "yarn": rope_table(
+            head_dim,
+            rope_base,
+            rope_scaling={"rope_type": "yarn", "factor": factor, "original_max_position_embeddings": original},
+        ),
     }
 
 
@@ -41,13 +52,25 @@ def wavelength_plot(rules: dict[str, Rope], original: int, factor: float, ax=Non
     fig, ax = _axes(ax, (9, 4.6))
     markers = "os^dv"
     for (name, rope), marker in zip(rules.items(), markers):
-        ax.plot(rope.wavelengths(), marker=marker, markevery=8, ms=6, lw=2 if name == "plain" else 1.5,
-                label=name, color="black" if name == "plain" else None)
+        ax.plot(
+            rope.wavelengths(),
+            marker=marker,
+            markevery=8,
+            ms=6,
+            lw=2 if name == "plain" else 1.5,
+            label=name,
+            color="black" if name == "plain" else None,
+        )
     ax.axhline(original, color="tab:gray", ls="--", lw=1)
     ax.axhline(original * factor, color="tab:gray", ls=":", lw=1)
     ax.text(0, original * 1.15, f"training context {original:,}", fontsize=FONT, color="tab:gray")
-    ax.text(0, original * factor * 1.15, f"stretched x{factor:g}: {int(original * factor):,}", fontsize=FONT,
-            color="tab:gray")
+    ax.text(
+        0,
+        original * factor * 1.15,
+        f"stretched x{factor:g}: {int(original * factor):,}",
+        fontsize=FONT,
+        color="tab:gray",
+    )
     ax.set_yscale("log")
     return _finish(fig, ax, "Which pairs each rule slows down", "wavelength (positions)")
 
@@ -66,9 +89,11 @@ def pairing_plot(head_dim: int = 16, rotary_dim: int = 8) -> Figure:
     """Which dimensions of one head turn together: NeoX halves, GPT-J neighbours, and a partial
     rotation whose last dimensions pass through."""
     fig, axes = plt.subplots(3, 1, figsize=(9, 4.8))
-    rows = [("NeoX (Llama, Qwen)", rope_table(head_dim, 1e4)),
-            ("GPT-J (GPT-J, GGUF Llama)", rope_table(head_dim, 1e4, is_neox=False)),
-            (f"partial: {rotary_dim} of {head_dim} (Phi-2)", rope_table(head_dim, 1e4, rotary_dim=rotary_dim))]
+    rows = [
+        ("NeoX (Llama, Qwen)", rope_table(head_dim, 1e4)),
+        ("GPT-J (GPT-J, GGUF Llama)", rope_table(head_dim, 1e4, is_neox=False)),
+        (f"partial: {rotary_dim} of {head_dim} (Phi-2)", rope_table(head_dim, 1e4, rotary_dim=rotary_dim)),
+    ]
     colors = [c for i, c in enumerate(plt.get_cmap("tab10").colors) if i != 7]  # no grey: grey means "passes through"
     for ax, (title, rope) in zip(axes, rows):
         for d in range(head_dim):
@@ -101,19 +126,40 @@ def mistake_plot(positions, errors_plain, errors_fixed) -> Figure:
     ys = {"plain": np.asarray(errors_plain, float), "fixed": np.asarray(errors_fixed, float)}
     nonzero = np.concatenate([y[y > 0] for y in ys.values()])
     floor = float(nonzero.min()) / 10 if nonzero.size else 1e-12
-    styles = {"plain": ("o", "tab:red", "plain RoPE (rope_scaling ignored)"),
-              "fixed": ("s", "tab:green", "rope_scaling passed")}
+    styles = {
+        "plain": ("o", "tab:red", "plain RoPE (rope_scaling ignored)"),
+        "fixed": ("s", "tab:green", "rope_scaling passed"),
+    }
     for key, y in ys.items():
         marker, colour, label = styles[key]
         nz = y > 0
         ax.plot(x[nz], y[nz], marker=marker, ls="-", lw=2, label=label, color=colour, gid=key)
         if (~nz).any():
-            ax.plot(x[~nz], np.full(int((~nz).sum()), floor), marker=marker, ls="none", ms=9, mfc="none",
-                    mew=2, color=colour, gid=f"{key} zero", clip_on=False)
+            ax.plot(
+                x[~nz],
+                np.full(int((~nz).sum()), floor),
+                marker=marker,
+                ls="none",
+                ms=9,
+                mfc="none",
+                mew=2,
+                color=colour,
+                gid=f"{key} zero",
+                clip_on=False,
+            )
     if any((y <= 0).any() for y in ys.values()):
         ax.axhline(floor, color="0.5", ls="--", lw=1)
-        ax.annotate("exactly 0 (hollow markers)", (1, floor), xycoords=("axes fraction", "data"), xytext=(-4, 4),
-                    textcoords="offset points", ha="right", va="bottom", fontsize=FONT, color="0.3")
+        ax.annotate(
+            "exactly 0 (hollow markers)",
+            (1, floor),
+            xycoords=("axes fraction", "data"),
+            xytext=(-4, 4),
+            textcoords="offset points",
+            ha="right",
+            va="bottom",
+            fontsize=FONT,
+            color="0.3",
+        )
     ax.set_xscale("symlog", linthresh=1)
     ax.set_xlim(-0.6, float(x.max()) * 1.6 if x.size and x.max() > 0 else 1)  # positions are >= 0
     ax.set_yscale("log")

@@ -63,13 +63,13 @@ def tree_text(cache: RadixCache, decode=None, *, width: int = 48) -> str:
         rows = cache.allocator.rows(node.pages)
         text = decode(ids) if decode else " ".join(map(str, ids))
         text = text.replace("\n", "⏎")
-        text = text if len(text) <= width else text[:width - 1] + "…"
+        text = text if len(text) <= width else text[: width - 1] + "…"
         lines.append(f"{'  ' * (depth - 1)}{_tokens_rows(len(ids), row_runs(rows), 4)}: {text!r}")
     return "\n".join(lines) if lines else "(empty)"
 
 
 def _tokens_rows(n: int, rows: str, pad: int = 0) -> str:
-    """"1 token, row 16" / "10 tokens, rows 3-12" (the count right-aligned in ``pad`` characters)."""
+    """ "1 token, row 16" / "10 tokens, rows 3-12" (the count right-aligned in ``pad`` characters)."""
     return f"{n:{pad}} token{'s' if n != 1 else ''}, row{'s' if n != 1 else ''} {rows}"
 
 
@@ -88,34 +88,57 @@ def plot_radix_tree(cache: RadixCache, decode=None) -> Figure:
     x_pt = 11 * 72 * 0.85 / (2 * width)  # points per token position (the axes span 2 * width positions)
     for i, (node, depth, start, stop, top, bottom) in enumerate(layout):
         held = any(refs[p] > 1 for p in node.pages)
-        ax.add_patch(Rectangle((start, top), stop - start, bottom - top, facecolor=SHARED if held else PRIVATE,
-                               edgecolor="white", lw=1.5, gid=f"node {i}"))
+        ax.add_patch(
+            Rectangle(
+                (start, top),
+                stop - start,
+                bottom - top,
+                facecolor=SHARED if held else PRIVATE,
+                edgecolor="white",
+                lw=1.5,
+                gid=f"node {i}",
+            )
+        )
         ids = _tokens(node)
         text = (decode(ids) if decode else " ".join(map(str, ids))).replace("\n", "⏎")
         where = _tokens_rows(len(ids), row_runs(cache.allocator.rows(node.pages)))
         label = f"{text} ({where})"
         if not node.children:  # a leaf: its label to the right of its bar
-            label = label if len(label) <= 50 else text[:50 - len(label) + len(text) - 1] + "…" + label[len(text):]
-            ax.text(stop + 0.01 * width, (top + bottom) / 2, label, ha="left", va="center", fontsize=7,
-                    gid=f"label {i}")
+            label = label if len(label) <= 50 else text[: 50 - len(label) + len(text) - 1] + "…" + label[len(text) :]
+            ax.text(
+                stop + 0.01 * width, (top + bottom) / 2, label, ha="left", va="center", fontsize=7, gid=f"label {i}"
+            )
         elif (chars := int((stop - start) * x_pt / char_pt) - 1) >= 12:  # inside its bar, cut to what fits
             label = f"{where}: {text}"
-            label = label if len(label) <= chars else label[:chars - 1] + "…"
+            label = label if len(label) <= chars else label[: chars - 1] + "…"
             ax.text(start + 0.3, (top + bottom) / 2, label, ha="left", va="center", fontsize=7, gid=f"label {i}")
         else:  # a narrow shared node (a token or two where the branches part): its label runs up the bar
             chars = int((bottom - top) * 0.42 * 72 / (0.92 * char_pt))  # the bar's height in characters
             rows = row_runs(cache.allocator.rows(node.pages))
-            label = next((f for f in (f"{text!r}, row{'s' if len(ids) != 1 else ''} {rows}", repr(text))
-                          if len(f) <= chars), repr(text)[:max(chars - 1, 1)] + "…")
-            ax.text((start + stop) / 2, (top + bottom) / 2, label, ha="center", va="center", rotation=90,
-                    fontsize=7, gid=f"label {i}")
+            label = next(
+                (f for f in (f"{text!r}, row{'s' if len(ids) != 1 else ''} {rows}", repr(text)) if len(f) <= chars),
+                repr(text)[: max(chars - 1, 1)] + "…",
+            )
+            ax.text(
+                (start + stop) / 2,
+                (top + bottom) / 2,
+                label,
+                ha="center",
+                va="center",
+                rotation=90,
+                fontsize=7,
+                gid=f"label {i}",
+            )
     ax.set_xlim(0, width * 2)  # room for the leaves' labels
     ax.set_ylim(leaves, 0)
     ax.set_yticks([])
     ax.set_xlabel("token position")
     ax.set_xticks([t for t in ax.get_xticks() if 0 <= t <= width])
-    ax.set_title("the prefix cache: a bar per radix-tree node, over the positions of its tokens\n"
-                 "(orange: a running request holds its rows; blue: only the cache does)", fontsize=9)
+    ax.set_title(
+        "the prefix cache: a bar per radix-tree node, over the positions of its tokens\n"
+        "(orange: a running request holds its rows; blue: only the cache does)",
+        fontsize=9,
+    )
     fig.tight_layout()
     return projector(fig)
 
@@ -125,7 +148,7 @@ def slot_table_image(tables) -> np.ndarray:
     L = max((len(t) for t in tables), default=0)
     out = np.full((len(tables), L), -1)
     for i, t in enumerate(tables):
-        out[i, :len(t)] = t
+        out[i, : len(t)] = t
     return out
 
 
@@ -135,7 +158,7 @@ def shared_mask(tables) -> np.ndarray:
     mask = np.zeros(image.shape, bool)
     for i, t in enumerate(tables):
         others = {row for j, u in enumerate(tables) if j != i for row in u}
-        mask[i, :len(t)] = [row in others for row in t]
+        mask[i, : len(t)] = [row in others for row in t]
     return mask
 
 
@@ -147,8 +170,14 @@ def plot_slot_tables(tables, labels=None, *, cell: float = 0.09) -> Figure:
     fig = Figure(figsize=(1.8 + cell * L, 0.9 + 0.5 * R))
     ax = fig.subplots()
     colours = np.where(image < 0, 0, np.where(mask, 2, 1))
-    im = ax.imshow(colours, cmap=ListedColormap(["#ffffff", PRIVATE, SHARED]), vmin=0, vmax=2, aspect="auto",
-                   interpolation="nearest")
+    im = ax.imshow(
+        colours,
+        cmap=ListedColormap(["#ffffff", PRIVATE, SHARED]),
+        vmin=0,
+        vmax=2,
+        aspect="auto",
+        interpolation="nearest",
+    )
     im.set_gid("slot tables")
     for i in range(R):
         starts = [0] + [p for p in range(1, L) if colours[i, p] != colours[i, p - 1]]
@@ -168,9 +197,10 @@ def plot_page_waste(page_sizes, wasted, used) -> Figure:
     fig = Figure(figsize=(5.5, 3.0))
     ax = fig.subplots()
     x = np.arange(len(page_sizes))
-    for bars, gid in ((ax.bar(x - 0.2, used, 0.4, label="peak rows in use", color=PRIVATE), "used"),
-                      (ax.bar(x + 0.2, wasted, 0.4, label="peak rows wasted (unused page tails)", color=SHARED),
-                       "wasted")):
+    for bars, gid in (
+        (ax.bar(x - 0.2, used, 0.4, label="peak rows in use", color=PRIVATE), "used"),
+        (ax.bar(x + 0.2, wasted, 0.4, label="peak rows wasted (unused page tails)", color=SHARED), "wasted"),
+    ):
         for bar in bars:
             bar.set_gid(gid)
     ax.set_xticks(x, [f"page_size {s}" for s in page_sizes])

@@ -33,8 +33,10 @@ def plot_pool_memory(m: PoolMemory, *, reserve_label: str) -> Figure:
     """Two bars: the shared pool and ``m.requests`` contiguous caches, one per request."""
     fig = Figure(figsize=(6.4, 2.6), layout="constrained")
     ax = fig.subplots()
-    labels = [f"one shared pool\n{m.pool_rows} rows", f"{m.requests} caches of {m.reserved_per_request}\n"
-              f"tokens ({reserve_label})"]
+    labels = [
+        f"one shared pool\n{m.pool_rows} rows",
+        f"{m.requests} caches of {m.reserved_per_request}\ntokens ({reserve_label})",
+    ]
     values = np.array([m.pool_bytes, m.contiguous_bytes]) / 1e6
     bars = ax.barh(labels, values, color=["#1f77b4", "#bbbbbb"])
     for bar, gid in zip(bars, ("pool", "contiguous")):
@@ -55,10 +57,19 @@ def plot_reserve_ratio(points: dict[str, tuple[float, float]], *, step: int = 25
     lengths = np.unique(np.geomspace(1, max_len, 400).astype(int))
     fig = Figure(figsize=(6.4, 3.6), layout="constrained")
     ax = fig.subplots()
-    ax.plot(lengths, [reserve_ratio([n], step=step) for n in lengths], label=f"cache growing by {step} (mlx-lm)",
-            gid="growing")
-    ax.plot(lengths, [reserve_ratio([n], max_len=max_len) for n in lengths], "--",
-            label=f"static cache of {max_len} tokens", gid="static")
+    ax.plot(
+        lengths,
+        [reserve_ratio([n], step=step) for n in lengths],
+        label=f"cache growing by {step} (mlx-lm)",
+        gid="growing",
+    )
+    ax.plot(
+        lengths,
+        [reserve_ratio([n], max_len=max_len) for n in lengths],
+        "--",
+        label=f"static cache of {max_len} tokens",
+        gid="static",
+    )
     for label, (x, y) in points.items():
         ax.plot([x], [y], "o", ms=8, gid=f"point:{label}")
         ax.annotate(f"{label}: {y:.0f}x", (x, y), xytext=(6, 4), textcoords="offset points")
@@ -70,4 +81,3 @@ def plot_reserve_ratio(points: dict[str, tuple[float, float]], *, step: int = 25
     ax.set_title("caches per request against one pool: ratio = reserve(L) / L")
     ax.legend(loc="upper right")
     return projector(fig)
-

@@ -34,8 +34,7 @@ OUTPUT_NAMES = ("q_rot", "k_rot", "k_pool", "v_pool")
 
 #: An error's text keeps its own line breaks (made at word boundaries, ropepool.errors.wrap) and
 #: is never broken mid-word: JupyterLab's output CSS would otherwise cut "projection" as "projecti/on".
-ERROR_TEXT_STYLE = ("white-space:pre-wrap;word-break:normal;overflow-wrap:normal;overflow-x:auto;"
-                    "color:#9d0208")
+ERROR_TEXT_STYLE = "white-space:pre-wrap;word-break:normal;overflow-wrap:normal;overflow-x:auto;color:#9d0208"
 
 #: The longest label of a BreakIt choice: whole words, so none is cut off in the dropdown.
 LABEL_CHARS = 72
@@ -86,8 +85,9 @@ def _pools_match(got, ref, kw, dtype, k=None, norm_dim=0) -> bool:
     """Pools within the k rotation's bound (v rows and untouched rows are then exact); ``k``: what
     turned (the normalised k under QK-norm, ``norm_dim`` its head size). FP8 pools: the same codes."""
     k = to_numpy(kw["k"], np.float64) if k is None else k
-    worst = error_bound(dtype, to_numpy(kw["positions"]).max(initial=0), pair_norms(k).max(initial=0.0),
-                        norm_dim) + 1e-12
+    worst = (
+        error_bound(dtype, to_numpy(kw["positions"]).max(initial=0), pair_norms(k).max(initial=0.0), norm_dim) + 1e-12
+    )
     return all(np.abs(g - r).max(initial=0.0) <= worst for g, r in zip(got[2:], ref[2:]))
 
 
@@ -97,21 +97,37 @@ def run_fixed(spec: ErrorSpec | str) -> FixedRun:
     kw = spec.fixed()
     out = rope_pool_fused(**kw)
     rope = rope_of(kw)
-    ref = rope_pool_reference(kw["q"], kw["k"], kw["v"], kw["positions"], kw["slots"], kw["k_pool"],
-                              kw["v_pool"], rope_base=kw["rope_base"],
-                              **{n: kw[n] for n in ROPE_KEYWORDS + FUSION_KEYWORDS if n in kw})
+    ref = rope_pool_reference(
+        kw["q"],
+        kw["k"],
+        kw["v"],
+        kw["positions"],
+        kw["slots"],
+        kw["k_pool"],
+        kw["v_pool"],
+        rope_base=kw["rope_base"],
+        **{n: kw[n] for n in ROPE_KEYWORDS + FUSION_KEYWORDS if n in kw},
+    )
     got = tuple(to_numpy(o, np.float64) for o in out)
     dtype = dtype_name(kw["q"])
     max_error = max((float(np.max(np.abs(g - r))) if g.size else 0.0) for g, r in zip(got, ref))
     positions = to_numpy(kw["positions"])
     eps, D = kw.get("norm_eps", 1e-6), got[0].shape[-1]  # QK-norm: the bound of what turns, the normalised input
-    x = {n: (to_numpy(kw[n], np.float64) if kw.get(f"{n}_norm_weight") is None
-             else rms_norm(kw[n], kw[f"{n}_norm_weight"], eps)) for n in ("q", "k")}
+    x = {
+        n: (
+            to_numpy(kw[n], np.float64)
+            if kw.get(f"{n}_norm_weight") is None
+            else rms_norm(kw[n], kw[f"{n}_norm_weight"], eps)
+        )
+        for n in ("q", "k")
+    }
     norm_dim = D if any(kw.get(f"{n}_norm_weight") is not None for n in ("q", "k")) else 0
-    matches = (all(g.shape == r.shape for g, r in zip(got, ref))
-               and error_ratio(got[0], ref[0], x["q"], positions, dtype, rope, norm_dim) <= 1
-               and error_ratio(got[1], ref[1], x["k"], positions, dtype, rope, norm_dim) <= 1
-               and _pools_match(got, ref, kw, dtype, x["k"], norm_dim))
+    matches = (
+        all(g.shape == r.shape for g, r in zip(got, ref))
+        and error_ratio(got[0], ref[0], x["q"], positions, dtype, rope, norm_dim) <= 1
+        and error_ratio(got[1], ref[1], x["k"], positions, dtype, rope, norm_dim) <= 1
+        and _pools_match(got, ref, kw, dtype, x["k"], norm_dim)
+    )
     return FixedRun(spec.code, dtype, got, ref, max_error, matches)
 
 
@@ -147,17 +163,19 @@ def changes(bad: dict, good: dict) -> list[tuple[str, str, str]]:
     return rows
 
 
-def error_card(spec: ErrorSpec, err: RopePoolError, run: FixedRun | None = None,
-               bad: dict | None = None, good: dict | None = None) -> str:
+def error_card(
+    spec: ErrorSpec, err: RopePoolError, run: FixedRun | None = None, bad: dict | None = None, good: dict | None = None
+) -> str:
     """An HTML card: the error as raised, what it means, causes, the fix and (given) the fixed call's result.
 
     The card is a ``<div class="ropepool-error-card" data-code="...">``.
     """
     e = html.escape
-    parts = [f'<div class="ropepool-error-card" data-code="{e(spec.code)}" '
-             'style="border:1px solid #ccc;border-radius:6px;padding:0.5em 1em;margin:0.5em 0">',
-             f"<h4 style='margin:0.2em 0'><code>{e(spec.code)}</code> "
-             f"<small>({e(ORIGINS[spec.origin])})</small></h4>"]
+    parts = [
+        f'<div class="ropepool-error-card" data-code="{e(spec.code)}" '
+        'style="border:1px solid #ccc;border-radius:6px;padding:0.5em 1em;margin:0.5em 0">',
+        f"<h4 style='margin:0.2em 0'><code>{e(spec.code)}</code> <small>({e(ORIGINS[spec.origin])})</small></h4>",
+    ]
     if bad is not None and good is not None and changes(bad, good):
         from .gqa import table_html
 
@@ -168,8 +186,10 @@ def error_card(spec: ErrorSpec, err: RopePoolError, run: FixedRun | None = None,
     parts.append(f"<p><b>Fix.</b> {e(spec.fix)}</p>")
     if run is not None:
         verdict = "matches" if run.matches else "does NOT match"
-        parts.append(f"<p><b>After the fix</b> the call succeeds and {verdict} the float64 reference "
-                     f"({run.dtype}, largest difference {run.max_error:.1e}).</p>")
+        parts.append(
+            f"<p><b>After the fix</b> the call succeeds and {verdict} the float64 reference "
+            f"({run.dtype}, largest difference {run.max_error:.1e}).</p>"
+        )
     parts.append("</div>")
     return "".join(parts)
 
@@ -196,9 +216,13 @@ class BreakIt(W.VBox):
         self._cache: dict[str, tuple[RopePoolError, FixedRun, str]] = {}
         options = [(mistake_label(spec), spec.code) for spec in CATALOG.values()]
         # as wide as the longest label (about 0.6em a character) plus the description, never past the cell
-        self.mistake = W.Dropdown(description="Mistake", options=options, value=code,
-                                  style={"description_width": "5em"},
-                                  layout=W.Layout(width=f"{5 + 0.62 * LABEL_CHARS + 3:.0f}em", max_width="100%"))
+        self.mistake = W.Dropdown(
+            description="Mistake",
+            options=options,
+            value=code,
+            style={"description_width": "5em"},
+            layout=W.Layout(width=f"{5 + 0.62 * LABEL_CHARS + 3:.0f}em", max_width="100%"),
+        )
         self.card = W.HTML()
         self.error: RopePoolError | None = None
         self.run: FixedRun | None = None

@@ -36,8 +36,9 @@ CELL_STYLE = "text-align:left;padding:2px 10px"
 def table_html(header, rows, css_class: str) -> str:
     """An HTML ``<table class=css_class>`` of ``rows`` (any values, shown with ``str``), escaped, left-aligned."""
     head = "".join(f'<th style="{CELL_STYLE}">{html.escape(str(h))}</th>' for h in header)
-    body = "".join("<tr>" + "".join(f'<td style="{CELL_STYLE}">{html.escape(str(c))}</td>' for c in row) + "</tr>"
-                   for row in rows)
+    body = "".join(
+        "<tr>" + "".join(f'<td style="{CELL_STYLE}">{html.escape(str(c))}</td>' for c in row) + "</tr>" for row in rows
+    )
     return f'<table class="{css_class}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
@@ -49,8 +50,10 @@ def shapes_html(shapes: Shapes, dtype: str = "bfloat16") -> str:
     >>> ">(16, 8, 128)</td>" in shapes_html(Shapes(16, 32, 8, 128, 4096))
     True
     """
-    rows = [(name, symbolic, concrete, "int32" if name in ("positions", "slots") else dtype)
-            for name, symbolic, concrete in shapes.table()]
+    rows = [
+        (name, symbolic, concrete, "int32" if name in ("positions", "slots") else dtype)
+        for name, symbolic, concrete in shapes.table()
+    ]
     return table_html(("argument", "shape", "here", "dtype"), rows, "ropepool-shapes")
 
 
@@ -62,8 +65,7 @@ def presets_html(names=None, tokens: int = 16, pool_rows: int = 4096, dtype: str
         s = p.shapes(tokens, pool_rows)
         per_token = s.pool_bytes(dtype) // pool_rows
         kind = "MHA" if p.group_size == 1 else "MQA" if p.num_kv_heads == 1 else "GQA"
-        rows.append((name, p.num_qo_heads, p.num_kv_heads, p.group_size, p.head_dim, kind, s.q, s.kv,
-                     f"{per_token:,}"))
+        rows.append((name, p.num_qo_heads, p.num_kv_heads, p.group_size, p.head_dim, kind, s.q, s.kv, f"{per_token:,}"))
     header = ("model", "Hq", "Hkv", "G", "D", "kind", f"q (T={tokens})", "k, v", f"KV bytes/token/layer ({dtype})")
     return table_html(header, rows, "ropepool-presets")
 
@@ -137,8 +139,14 @@ class GQAExplorer(W.VBox):
         self.num_kv_heads = W.SelectionSlider(description="Hkv (num_kv_heads)", options=heads, value=8, **slider)
         self.head_dim = W.SelectionSlider(description="D (head_dim)", options=dims, value=128, **slider)
         self.tokens = W.IntSlider(description="T (tokens)", min=1, max=256, value=tokens, **slider)
-        self.pool_rows = W.BoundedIntText(description="P (pool rows)", min=1, max=2**24, value=pool_rows,
-                                          style={"description_width": "11em"}, layout=W.Layout(width="22em"))
+        self.pool_rows = W.BoundedIntText(
+            description="P (pool rows)",
+            min=1,
+            max=2**24,
+            value=pool_rows,
+            style={"description_width": "11em"},
+            layout=W.Layout(width="22em"),
+        )
         self.table = W.HTML()
         self.status = W.HTML()
         self.diagram = W.Image(format="png", layout=W.Layout(max_width="100%"))
@@ -150,8 +158,9 @@ class GQAExplorer(W.VBox):
         self.model.observe(self._on_model, names="value")
         for control in (self.num_qo_heads, self.num_kv_heads, self.head_dim, self.tokens, self.pool_rows):
             control.observe(self._on_size, names="value")
-        controls = W.VBox([self.model, self.num_qo_heads, self.num_kv_heads, self.head_dim, self.tokens,
-                           self.pool_rows])
+        controls = W.VBox(
+            [self.model, self.num_qo_heads, self.num_kv_heads, self.head_dim, self.tokens, self.pool_rows]
+        )
         super().__init__([W.HBox([controls, self.table]), self.status, self.diagram])
         self.update()
 
@@ -163,7 +172,10 @@ class GQAExplorer(W.VBox):
         self._syncing = True
         try:
             self.num_qo_heads.value, self.num_kv_heads.value, self.head_dim.value = (
-                p.num_qo_heads, p.num_kv_heads, p.head_dim)
+                p.num_qo_heads,
+                p.num_kv_heads,
+                p.head_dim,
+            )
         finally:
             self._syncing = False
 
@@ -177,7 +189,10 @@ class GQAExplorer(W.VBox):
         if self.model.value != CUSTOM:
             p = models.preset(self.model.value)
             if (self.num_qo_heads.value, self.num_kv_heads.value, self.head_dim.value) != (
-                    p.num_qo_heads, p.num_kv_heads, p.head_dim):
+                p.num_qo_heads,
+                p.num_kv_heads,
+                p.head_dim,
+            ):
                 self._syncing = True
                 try:
                     self.model.value = CUSTOM
@@ -194,15 +209,20 @@ class GQAExplorer(W.VBox):
         self.problem = "group_size" if Hq % Hkv else None
         if self.problem:
             msg = CATALOG["group_size"].message.format(got=f"num_qo_heads={Hq}, num_kv_heads={Hkv}")
-            self.status.value = (f"<b>Not a valid call</b>: the op raises <code>group_size</code>: "
-                                 f"<code>{html.escape(msg)}</code>. {html.escape(CATALOG['group_size'].meaning)}")
-            self.figure = _message_figure(f"{Hkv} KV heads cannot share {Hq} query heads evenly:\n"
-                                          f"G = {Hq} / {Hkv} is not a whole number")
+            self.status.value = (
+                f"<b>Not a valid call</b>: the op raises <code>group_size</code>: "
+                f"<code>{html.escape(msg)}</code>. {html.escape(CATALOG['group_size'].meaning)}"
+            )
+            self.figure = _message_figure(
+                f"{Hkv} KV heads cannot share {Hq} query heads evenly:\nG = {Hq} / {Hkv} is not a whole number"
+            )
             self.diagram.value = _png(self.figure)
             return
         s = self.shapes
-        lines = [f"G = {Hq} // {Hkv} = {s.group_size} query heads per KV head; "
-                 f"k_pool + v_pool hold {s.pool_bytes(self.dtype):,} bytes ({self.dtype}) per layer."]
+        lines = [
+            f"G = {Hq} // {Hkv} = {s.group_size} query heads per KV head; "
+            f"k_pool + v_pool hold {s.pool_bytes(self.dtype):,} bytes ({self.dtype}) per layer."
+        ]
         if self.model.value != CUSTOM:
             p = models.preset(self.model.value)
             lines.append(f"{html.escape(p.name)}, rope_base = {p.rope_base:,.0f}.")

@@ -36,12 +36,25 @@ def parse_slots(text: str) -> np.ndarray:
 class PoolPlayground(W.VBox):
     """A 12-row pool you write into by typing slots; validation errors show instead of the plot."""
 
-    def __init__(self, slots: str = "7, 2, -1, 4", start: int = 0, *, pool_rows: int = 12,
-                 num_kv_heads: int = 2, head_dim: int = 8, seed: int = 0):
+    def __init__(
+        self,
+        slots: str = "7, 2, -1, 4",
+        start: int = 0,
+        *,
+        pool_rows: int = 12,
+        num_kv_heads: int = 2,
+        head_dim: int = 8,
+        seed: int = 0,
+    ):
         self.pool_rows, self.num_kv_heads, self.head_dim, self.seed = pool_rows, num_kv_heads, head_dim, seed
         self.pool_before = np.zeros((pool_rows, num_kv_heads, head_dim), np.float32)  # [P, Hkv, D], a fresh cache
-        self.slots = W.Text(value=slots, description="slots", continuous_update=False,
-                            placeholder="e.g. 7, 2, -1, 4", layout=W.Layout(width="360px"))
+        self.slots = W.Text(
+            value=slots,
+            description="slots",
+            continuous_update=False,
+            placeholder="e.g. 7, 2, -1, 4",
+            layout=W.Layout(width="360px"),
+        )
         self.start = W.IntSlider(value=start, min=0, max=1000, description="first pos", continuous_update=False)
         self.check_values = W.Checkbox(value=True, description="check_values (validate slots)")
         self.status = W.HTML()
@@ -55,10 +68,15 @@ class PoolPlayground(W.VBox):
         """The ``rope_pool_fused`` keyword arguments for these slots (one token per slot)."""
         T = len(slots)
         shapes = Shapes(T, self.num_kv_heads, self.num_kv_heads, self.head_dim, self.pool_rows)
-        kw = make_inputs(shapes, "float32", kind="numpy", seed=self.seed,
-                         positions=np.arange(self.start.value, self.start.value + T), slots=slots)
-        kw.update(k_pool=self.pool_before.copy(), v_pool=self.pool_before.copy(),
-                  check_values=self.check_values.value)
+        kw = make_inputs(
+            shapes,
+            "float32",
+            kind="numpy",
+            seed=self.seed,
+            positions=np.arange(self.start.value, self.start.value + T),
+            slots=slots,
+        )
+        kw.update(k_pool=self.pool_before.copy(), v_pool=self.pool_before.copy(), check_values=self.check_values.value)
         return kw
 
     def _update(self, _change=None) -> None:
@@ -74,15 +92,18 @@ class PoolPlayground(W.VBox):
         except RopePoolError as err:
             self.error = err
             first, _, rest = str(err).partition("\n")
-            self.status.value = (f"<b style='color:#b00'>RopePoolError [{err.code}]: {html.escape(first)}</b>"
-                                 f"<br><small>{html.escape(rest.strip())}</small>")
+            self.status.value = (
+                f"<b style='color:#b00'>RopePoolError [{err.code}]: {html.escape(first)}</b>"
+                f"<br><small>{html.escape(rest.strip())}</small>"
+            )
             self._hide_image()
             return
         self.k_pool = k_pool
         self.written = written_rows(slots, self.pool_rows)
         skipped = int(((slots < 0) | (slots >= self.pool_rows)).sum())
-        self.status.value = (f"{len(slots)} tokens, wrote rows {self.written.tolist()}"
-                             + (f"; {skipped} token(s) wrote nothing" if skipped else ""))
+        self.status.value = f"{len(slots)} tokens, wrote rows {self.written.tolist()}" + (
+            f"; {skipped} token(s) wrote nothing" if skipped else ""
+        )
         self.figure = before_after(self.pool_before, k_pool, slots, vmax=3.0, compact=True)
         buf = BytesIO()
         self.figure.savefig(buf, format="png", pil_kwargs={"compress_level": 1})  # fast zlib: the PNG is shown once

@@ -46,13 +46,25 @@ def explorer_figure(position: int, rope_base: float, head_dim: int) -> tuple[Fig
     lines = LineCollection(segments, cmap="viridis", lw=1.5, gid="pairs")
     lines.set_array(np.arange(len(angles)))
     ax_c.add_collection(lines)
-    ax_c.set(xlim=(-1.15, 1.15), ylim=(-1.15, 1.15), aspect="equal", xticks=[], yticks=[],
-             title=f"{len(angles)} pairs at position {position:,}")
+    ax_c.set(
+        xlim=(-1.15, 1.15),
+        ylim=(-1.15, 1.15),
+        aspect="equal",
+        xticks=[],
+        yticks=[],
+        title=f"{len(angles)} pairs at position {position:,}",
+    )
     i = np.arange(len(angles))
     ax_a.plot(i, np.maximum(angles, 1e-12), ".-", ms=3, lw=1, gid="angles")
     ax_a.axhline(2 * np.pi, ls="--", color="0.4", lw=1)
-    ax_a.set(yscale="log", ylim=(1e-7, 1e6), yticks=10.0 ** np.arange(-6, 7, 2), xlabel="pair i",
-             ylabel="angle theta_i (radians)", title=f"{int((angles >= 2 * np.pi).sum())} pairs wrapped (dashed: 2 pi)")
+    ax_a.set(
+        yscale="log",
+        ylim=(1e-7, 1e6),
+        yticks=10.0 ** np.arange(-6, 7, 2),
+        xlabel="pair i",
+        ylabel="angle theta_i (radians)",
+        title=f"{int((angles >= 2 * np.pi).sum())} pairs wrapped (dashed: 2 pi)",
+    )
     ax_a.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0e}"))  # plain text: no mathtext, faster
     ax_a.yaxis.set_minor_locator(NullLocator())
     fig.suptitle(f"base {rope_base:g}, head_dim {head_dim}", fontsize=9)
@@ -67,8 +79,7 @@ def png(fig: Figure) -> bytes:
 
 #: The position slider's stops: 1-2-5 steps from 0 to 128K, so every order of magnitude gets the
 #: same share of the slider (a linear 0..131,072 slider jumps 10 -> 25,879 in a 60 px drag).
-POSITION_STOPS = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000,
-                  100_000, 131_072)
+POSITION_STOPS = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 131_072)
 MAX_POSITION = 2**24  # float32 holds every integer position up to here
 
 
@@ -87,13 +98,26 @@ class RotationExplorer(W.VBox):
     """
 
     def __init__(self, position: int = 10, rope_base: float = 10000.0, head_dim: int = 64):
-        self.position = W.BoundedIntText(value=position, min=0, max=MAX_POSITION, description="position",
-                                         layout=W.Layout(width="14em"))
-        self.position_slider = W.SelectionSlider(options=[(f"{p:,}", p) for p in POSITION_STOPS],
-                                                 value=nearest_stop(position), description="",
-                                                 continuous_update=False, layout=W.Layout(width="360px"))
-        self.base = W.FloatLogSlider(value=rope_base, base=10, min=2, max=7, step=0.1, description="rope_base",
-                                     continuous_update=False, layout=W.Layout(width="480px"))
+        self.position = W.BoundedIntText(
+            value=position, min=0, max=MAX_POSITION, description="position", layout=W.Layout(width="14em")
+        )
+        self.position_slider = W.SelectionSlider(
+            options=[(f"{p:,}", p) for p in POSITION_STOPS],
+            value=nearest_stop(position),
+            description="",
+            continuous_update=False,
+            layout=W.Layout(width="360px"),
+        )
+        self.base = W.FloatLogSlider(
+            value=rope_base,
+            base=10,
+            min=2,
+            max=7,
+            step=0.1,
+            description="rope_base",
+            continuous_update=False,
+            layout=W.Layout(width="480px"),
+        )
         self.head_dim = W.Dropdown(options=[8, 16, 32, 64, 128, 256], value=head_dim, description="head_dim")
         self.image = W.Image(format="png")
         self._syncing = False
@@ -113,6 +137,7 @@ class RotationExplorer(W.VBox):
             self.position_slider.value = nearest_stop(self.position.value)
         finally:
             self._syncing = False
-        self.figure, self.angles, self.vectors = explorer_figure(self.position.value, self.base.value,
-                                                                 self.head_dim.value)
+        self.figure, self.angles, self.vectors = explorer_figure(
+            self.position.value, self.base.value, self.head_dim.value
+        )
         self.image.value = png(self.figure)

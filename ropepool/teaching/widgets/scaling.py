@@ -21,13 +21,18 @@ CONTEXTS = (2048, 4096, 8192, 32768)
 class ScalingExplorer(W.VBox):
     """Sliders for the stretch factor and the training context over the wavelength plot."""
 
-    def __init__(self, head_dim: int = 128, rope_base: float = 500000.0, factor: float = 8,
-                 original: int = 8192):
+    def __init__(self, head_dim: int = 128, rope_base: float = 500000.0, factor: float = 8, original: int = 8192):
         self.head_dim, self.rope_base = head_dim, rope_base
-        self.factor = W.SelectionSlider(options=FACTORS, value=factor, description="factor",
-                                        continuous_update=False, layout=W.Layout(width="420px"))
-        self.original = W.SelectionSlider(options=CONTEXTS, value=original, description="trained on",
-                                          continuous_update=False, layout=W.Layout(width="420px"))
+        self.factor = W.SelectionSlider(
+            options=FACTORS, value=factor, description="factor", continuous_update=False, layout=W.Layout(width="420px")
+        )
+        self.original = W.SelectionSlider(
+            options=CONTEXTS,
+            value=original,
+            description="trained on",
+            continuous_update=False,
+            layout=W.Layout(width="420px"),
+        )
         self.image = W.Image(format="png")
         for control in (self.factor, self.original):
             control.observe(self._update, names="value")
