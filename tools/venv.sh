@@ -112,9 +112,13 @@ case "$set_" in
 esac
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
         || [ ropepool-blas.pth -nt "$stamp" ]; then
-    # --no-compile: Python compiles a module when it is first imported; compiling every module of every
-    # package at install time (transformers' included) would add about 170 MB that a learner never runs.
-    "$venv/bin/python" -m pip install --quiet --no-compile -e "$spec"
+    # The lab set: --no-compile, as Python compiles a module when it is first imported; compiling every
+    # module of every package at install time would add about 170 MB that a learner never runs.
+    # The test set is compiled at install: pytest starts hundreds of processes (nbmake kernels, CLI runs),
+    # and where PYTHONDONTWRITEBYTECODE is set (CI images often set it) none would ever find a .pyc.
+    compile=--no-compile
+    [ "$set_" = lab ] || compile=--compile
+    "$venv/bin/python" -m pip install --quiet "$compile" -e "$spec"
     touch "$stamp"
     [ "$set_" = lab ] || touch "$venv/.ropepool-installed"  # the test set holds the runtime
 fi
