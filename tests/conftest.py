@@ -9,6 +9,12 @@ import os
 import pytest
 from hypothesis import settings
 
+# The 'cpu' kernel queues a background build of a library specialised to each new shape (same bits,
+# faster rows). Hundreds of short processes here (nbmake kernels, CLI runs) would each compile a few
+# (~40 shapes, ~100 s of a fresh machine's two cores) and wait at exit for the one running.
+# tests/test_kernel_host.py specialises on purpose (host.specialise, or MAX_SPECIALISED patched).
+os.environ.setdefault("ROPEPOOL_MAX_SPECIALISED", "0")
+
 settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")

@@ -895,10 +895,11 @@ def test_new_shapes_build_one_at_a_time_and_at_most_max_specialised(tmp_path):
         capture_output=True,
         text=True,
         timeout=240,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": str(ROOT), "ROPEPOOL_MAX_SPECIALISED": "8"},
     )
     assert out.returncode == 0, out.stderr[-2000:]
     limit = int(out.stdout.split()[-1])
+    assert limit == 8
     running = [int(n) for n in log.read_text().split()]
     assert max(running) == 1, running
     assert 0 < len(running) <= 2 * limit, running

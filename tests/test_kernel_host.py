@@ -162,6 +162,21 @@ def test_a_new_shape_is_specialised_after_its_first_use_with_the_same_bits(monke
     assert _run_entry(host.kernel(key), Hq, Hkv, D, rope)[0] == 1  # the sizes compiled in ran
 
 
+@pytest.mark.parametrize("value,expected", [("0", 0), ("3", 3), ("", 8), ("-1", 8), ("many", 8)])
+def test_max_specialised_comes_from_the_environment(monkeypatch, value, expected):
+    monkeypatch.setenv("ROPEPOOL_MAX_SPECIALISED", value)
+    assert host._max_specialised() == expected
+
+
+def test_with_max_specialised_zero_a_new_shape_keeps_the_run_time_build(monkeypatch):
+    monkeypatch.setattr(host, "MAX_SPECIALISED", 0)
+    rope = rope_table(6, 10000.0)
+    key = host.shape_key(2, 1, 6, rope)  # a shape no other test uses
+    assert host.kernel(key) is host._library().ropepool_rope
+    host.wait_for_builds()
+    assert not host.specialised(key) and host.kernel(key) is host._library().ropepool_rope
+
+
 def test_a_specialised_library_runs_its_shape_only():
     rope = rope_table(16, 10000.0)
     fn = host.specialise(host.shape_key(4, 2, 16, rope))

@@ -11,7 +11,7 @@ the first call with a new (Hq, Hkv, D, rotary_dim, pairing) queues a build of a 
 those sizes compiled in (the compiler then vectorises the rows), and calls use it once it is
 there (:func:`specialise` builds one and waits). Both give the same bits. One background thread
 builds the queue one library at a time, at most :data:`MAX_SPECIALISED` shapes per process (the
-rest keep the run-time build); at exit, queued builds are dropped and the one running finishes. ``python -m ropepool build-kernels`` (``make lab``, ``make test``, ``doctor``)
+rest keep the run-time build; ``ROPEPOOL_MAX_SPECIALISED=0`` builds none); at exit, queued builds are dropped and the one running finishes. ``python -m ropepool build-kernels`` (``make lab``, ``make test``, ``doctor``)
 builds the run-time library ahead, so no call waits for a compiler after set-up.
 
 A call (:func:`rope_rows_host`) reads q, k and positions where they are (NumPy arrays, or the
@@ -101,8 +101,18 @@ def _specialised_library(key: ShapeKey) -> ctypes.CDLL:
     return build_driver(stem, [*_FLAGS, fixed])
 
 
-#: Shapes a process specialises at most; calls with others run the run-time build.
-MAX_SPECIALISED = 8
+def _max_specialised(default: int = 8) -> int:
+    """``$ROPEPOOL_MAX_SPECIALISED`` if it is an integer >= 0 (0: never specialise), else ``default``."""
+    try:
+        value = int(os.environ.get("ROPEPOOL_MAX_SPECIALISED", ""))
+    except ValueError:
+        return default
+    return value if value >= 0 else default
+
+
+#: Shapes a process specialises at most (``$ROPEPOOL_MAX_SPECIALISED``, else 8); calls with others run
+#: the run-time build.
+MAX_SPECIALISED = _max_specialised()
 
 _special: dict = {}  # ShapeKey -> the specialised entry point, once built
 _started: set = set()  # ShapeKeys seen by kernel(): queued, built, failed or past MAX_SPECIALISED
