@@ -11,9 +11,11 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from decimal import Decimal
 from pathlib import Path
 
@@ -940,6 +942,37 @@ def test_the_kernel_cache_keeps_the_most_recently_used_libraries(tmp_path, monke
     kept = sorted(p.name.split("_")[0] for p in cache.glob("*.so"))
     assert kept == ["tiny0", "tiny3", "tiny4"], kept
     assert len(list(cache.glob("*.sha256"))) == 3
+
+
+KILLED_BUILD = (
+    "from ropepool.kernels import build; build.shared_library('tiny', 'int x;', ['-O0'])"  # the fake compiler sleeps
+)
+
+
+@needs_cxx
+def test_a_build_folder_left_by_a_killed_process_is_removed_by_a_later_build(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("ROPEPOOL_KERNEL_CACHE", str(cache))
+    started = tmp_path / "started"
+    sleeper = _fake_compiler(tmp_path, f'echo $$ > "{started}.tmp"\nmv "{started}.tmp" "{started}"\nexec sleep 60\n')
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED_BUILD],
+        env={**os.environ, "PYTHONPATH": str(ROOT), "CXX": str(sleeper), "ROPEPOOL_KERNEL_CACHE": str(cache)},
+    )
+    deadline = time.monotonic() + 60
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.kill()  # SIGKILL mid-compile: no cleanup runs
+    proc.wait()
+    os.kill(int(started.read_text()), signal.SIGKILL)  # the compiler, in its own session
+    left = [p for p in cache.glob("tmp*") if p.is_dir()]
+    assert len(left) == 1 and any(left[0].glob("*.cpp")), left
+    an_hour_ago = time.time() - 3600
+    os.utime(left[0], (an_hour_ago, an_hour_ago))
+    live = cache / "tmp_a_build_running_now"  # another process's build in progress: kept
+    live.mkdir()
+    assert build.shared_library("tiny", TINY, ["-O0"]).ropepool_tiny() == 7
+    assert not left[0].exists() and live.is_dir()
 
 
 # --- 11: the command line ---------------------------------------------------------------------------

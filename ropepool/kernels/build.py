@@ -18,7 +18,8 @@ failure to load raises ``RuntimeError``, which :func:`unavailable` turns into th
 ``doctor`` shows, while ``backend="auto"`` falls back to ``mlx``.
 
 The cache is bounded: after a build, the least recently used libraries beyond
-:data:`MAX_LIBRARIES` are removed. A compiler that runs past ``$ROPEPOOL_BUILD_TIMEOUT`` seconds
+:data:`MAX_LIBRARIES` are removed, and so are build folders that a process killed mid-build left
+(``tmp*``, untouched for twice the longest a compiler may run). A compiler that runs past ``$ROPEPOOL_BUILD_TIMEOUT`` seconds
 (default :data:`BUILD_TIMEOUT`) is killed, and a failed build's error holds the compiler's whole
 message.
 """
@@ -180,6 +181,7 @@ def _prune(folder: Path, keep: int) -> None:
         except OSError:
             return 0.0
 
+    _sweep_builds(folder, 2 * max(build_timeout(), BUILD_TIMEOUT))
     libraries = sorted(folder.glob("*.so"), key=last_use, reverse=True)
     for old in libraries[keep:]:
         for path in (digest_path(old), old, old.with_suffix(".lock")):  # the digest first: never one vouching alone
@@ -187,6 +189,19 @@ def _prune(folder: Path, keep: int) -> None:
                 path.unlink()
             except OSError:
                 pass
+
+
+def _sweep_builds(folder: Path, older_than: float) -> None:
+    """Remove the build folders (``tmp*``) of ``folder`` untouched for ``older_than`` seconds: a
+    process killed while compiling (a restarted Jupyter kernel, Ctrl-C twice) leaves its folder."""
+    now = time.time()
+    for tmp in folder.glob("tmp*"):
+        try:
+            st = os.lstat(tmp)
+            if stat.S_ISDIR(st.st_mode) and now - st.st_mtime > older_than:  # never through a symlink
+                shutil.rmtree(tmp)
+        except OSError:
+            pass
 
 
 def build_timeout() -> float:
