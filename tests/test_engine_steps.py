@@ -320,6 +320,55 @@ def test_a_second_interrupt_during_the_rollback_is_held_until_it_ends(k):
         assert r.tokens == w.tokens
 
 
+def test_a_rollback_cut_short_before_its_hold_is_finished_by_the_next_step():
+    """A Ctrl-C in the instant between a failure and the rollback's hold: the KeyboardInterrupt leaves the
+    undo log behind; the next step finishes the rollback before it changes anything, and nothing is lost."""
+    want, _, _ = served()
+    engine = Engine(model(), pool_rows=16, keep_logits=True, max_step_tokens=8)
+    reqs = [engine.add_request(*WARM)]
+    while not engine.done:
+        engine.step()
+    reqs += [engine.add_request(p, n) for p, n in REQUESTS]
+    engine.step()
+    before = engine_state(engine)
+    rollback = engine.journal.rollback
+
+    def cut_short():
+        engine.journal.rollback = rollback  # the next call is a real one
+        raise KeyboardInterrupt("landed before the rollback's hold")
+
+    engine.journal.rollback = cut_short
+    with Patch(engine.scheduler, "share", calls(1)), pytest.raises(KeyboardInterrupt, match="before the rollback"):
+        engine.step()
+    assert len(engine.journal) > 0 and engine_state(engine) != before  # half done: the log is still there
+    engine.journal.begin()  # what the next step does first
+    assert len(engine.journal) == 0 and engine_state(engine) == before
+    while not engine.done:
+        engine.step()
+    assert [r.tokens for r in reqs] == [r.tokens for r in want]
+    books_recounted(engine)
+
+
+def test_a_ctrl_c_during_bookkeeping_that_fails_is_raised_with_the_error():
+    engine = Engine(model(), pool_rows=16, keep_logits=True, max_step_tokens=8)
+    engine.add_request(*WARM)
+    engine.step()
+    before = engine_state(engine)
+    postprocess = engine.scheduler.postprocess
+
+    def failing(*args, **kwargs):
+        postprocess(*args, **kwargs)
+        signal.raise_signal(signal.SIGINT)  # held by the bookkeeping
+        raise ValueError("the bookkeeping failed")
+
+    engine.scheduler.postprocess = failing
+    with pytest.raises(KeyboardInterrupt) as info:
+        engine.step()
+    del engine.scheduler.postprocess
+    assert isinstance(info.value.__cause__, ValueError)
+    assert engine_state(engine) == before
+
+
 def step_lines_after_the_commit():
     lines, first = inspect.getsourcelines(Engine.step)
     start = next(i for i, line in enumerate(lines) if "self.journal.commit()" in line)

@@ -13,7 +13,7 @@ import mlx.core as mx
 from .allocator import MAX_POOL_ROWS, Allocator
 from .arguments import check_int, check_token_ids
 from .errors import EngineArgumentError, WrongThreadError
-from .journal import HeldInterrupts, Journal
+from .journal import GATE, HeldInterrupts, Journal
 from .layered import make_runner
 from .protocols import AllocatorFactory, CacheFactory, SchedulerFactory
 from .radix import NoCache, RadixCache
@@ -116,7 +116,7 @@ class Engine:
                 part.journal = self.journal
             else:
                 self._unjournaled.append(part)
-        self.held_interrupt = False  # a Ctrl-C that landed after a step committed, raised by the next step
+        self.held_interrupts = 0  # Ctrl-Cs that landed after a step committed (GATE holds them), raised by the next step
         self.vocab_size = vocab
         self.stop = stop
         self.keep_logits = keep_logits
@@ -166,7 +166,9 @@ class Engine:
         the step, pool rows included, and the exception is raised again: stepping on loses nothing.
         The parts record each change in an undo log (:mod:`.journal`), undone newest first: a step
         costs what it changes, not a copy of the pool's books. A Ctrl-C during the bookkeeping
-        (schedule, postprocess) or the rollback is held until it ends, then raised (see :func:`bookkeeping`).
+        (schedule, postprocess) or the rollback is held until it ends, then raised (see :func:`bookkeeping`);
+        one landing in the instant between a failure and the rollback's first line leaves the undo log
+        to the next step, which finishes the rollback before it changes anything.
         Once the step has committed, it returns its batch (finished
         requests included): a Ctrl-C landing after the commit is held, and raised by the next
         :meth:`step` before it changes anything.
@@ -185,12 +187,11 @@ class Engine:
                 f"step: this engine was made in thread {self.thread} and is stepped from thread "
                 f"{threading.get_ident()}; MLX's streams are per thread: make and step an engine in one thread"
             )
-        if self.held_interrupt:
-            self.held_interrupt = False
+        if self.held_interrupts:
+            self.held_interrupts = 0
             raise KeyboardInterrupt("held from the end of the last step, which committed")
         if self.done:
             raise RuntimeError("step: nothing to run (no request waiting or running)")
-        hold = HeldInterrupts()
         self.journal.begin()
         try:
             self._snapshot_unjournaled()
@@ -201,17 +202,22 @@ class Engine:
             bookkeeping(self.scheduler.postprocess, batch, logits, keep_logits=self.keep_logits)
             if hasattr(self.runner, "release"):  # rows the runner keeps per request (a sliding window's ring)
                 bookkeeping(self.runner.release, batch.finished)
-            hold.start()  # the step is done: from here on a Ctrl-C is held, not raised
+            GATE.hold(self)  # the step is done: from here to the return a Ctrl-C is held, not raised
         except BaseException as error:
-            hold.stop()
-            if self.journal.rollback() and not isinstance(error, KeyboardInterrupt):
+            GATE.hold(self)  # first: a second Ctrl-C waits for the rollback (a Ctrl-C landing before
+            # the hold leaves the undo log to the next step, which finishes the rollback first)
+            interrupted = self.journal.rollback()
+            GATE.holder, held, self.held_interrupts = None, self.held_interrupts, 0
+            if (held or interrupted) and not isinstance(error, KeyboardInterrupt):
                 raise KeyboardInterrupt("during the rollback of a failed step") from error
             raise
-        try:  # committed: a Ctrl-C from here to the return is held (the batch, finished requests included, is out)
-            self.journal.commit()
-            return batch
-        finally:
-            self.held_interrupt = hold.stop() > 0
+        self.journal.commit()  # committed: the batch, finished requests included, is returned
+        GATE.holder = None; return batch  # noqa: E702 (one line: no Ctrl-C between the two)
+
+    @property
+    def held_interrupt(self) -> bool:
+        """Whether a Ctrl-C landed after the last step committed (the next :meth:`step` raises it)."""
+        return self.held_interrupts > 0
 
     def _snapshot_unjournaled(self) -> None:
         """The fallback of :mod:`.protocols` for parts that keep no undo log: copy them now, put back on rollback."""
@@ -250,8 +256,11 @@ def bookkeeping(f, *args, **kwargs):
     hold.start()
     try:
         out = f(*args, **kwargs)
-    finally:
-        held = hold.stop()
+    except BaseException as error:
+        if hold.stop():  # the Ctrl-C is not dropped for the error: both reach the caller
+            raise KeyboardInterrupt("held during the step's bookkeeping, which failed") from error
+        raise
+    held = hold.stop()
     if held:
         raise KeyboardInterrupt("held until the step's bookkeeping had recorded its changes")
     return out
@@ -360,6 +369,6 @@ def generate(
         batch = engine.step()
         if on_step is not None:
             on_step(engine, batch)
-    if engine.held_interrupt:  # a Ctrl-C landed after the last step committed: no next step will raise it
+    if engine.held_interrupts:  # a Ctrl-C landed after the last step committed: no next step will raise it
         raise KeyboardInterrupt("held from the end of the last step, which committed")
     return [Result(r.tokens, mx.stack(r.logits) if keep_logits else None) for r in requests]

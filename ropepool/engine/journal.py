@@ -11,7 +11,9 @@ database makes such a change a transaction with a log of undo records; so does t
 - :meth:`Journal.commit` forgets the log: the step stands.
 - :meth:`Journal.rollback` calls the undo records newest first: the engine is as it was when the
   step began. A Ctrl-C (SIGINT) arriving meanwhile is held until the log is undone
-  (:func:`held_interrupts`), then raised: a second Ctrl-C cannot leave half a rollback.
+  (:func:`held_interrupts`), then raised: a second Ctrl-C cannot leave half a rollback. A rollback
+  that was still cut short (a Ctrl-C in the instant before its hold began) is finished by the next
+  :meth:`Journal.begin`, before anything else changes.
 
 Outside a step (:meth:`begin` not called) :meth:`record` records nothing: a part used on its own
 (a doctest, a notebook) pays one attribute test per change.
@@ -43,7 +45,9 @@ class Journal:
         self._marked: set[int] = set()  # ids of objects whose state was saved this step (see first_time)
 
     def begin(self) -> None:
-        """Start recording a step's changes (a log left by a step that committed is dropped)."""
+        """Start recording a step's changes. Undo records still here (a rollback cut short) are undone first."""
+        if self._undo:
+            self.rollback()
         self._undo.clear()
         self._marked.clear()
         self.active = True
@@ -119,3 +123,42 @@ def held_interrupts():
         yield held
     finally:
         held += [signal.SIGINT] * hold.stop()
+
+
+class InterruptGate:
+    """A SIGINT handler that holds Ctrl-C for the engine named :attr:`holder` and passes it on otherwise.
+
+    An engine's step commits, then returns its batch. A handler restored before the return would let a
+    Ctrl-C land between the two (the batch lost); this one is installed once and stays, so a step only
+    sets and clears :attr:`holder`, a plain attribute store that no signal can split. A Ctrl-C while an
+    engine holds adds one to its ``held_interrupts``; otherwise it goes to the handler this one replaced
+    (Python's: KeyboardInterrupt, as without it). Main thread only (elsewhere no SIGINT reaches Python
+    code, so a step there holds nothing). One per process (:data:`GATE`), shared by every engine: a
+    chain of handlers, one per engine, would grow without end.
+    """
+
+    def __init__(self):
+        self.holder = None  # the engine holding Ctrl-C now, or None
+        self._previous = None
+
+    def _handle(self, signum, frame) -> None:
+        holder = self.holder
+        if holder is not None:
+            holder.held_interrupts += 1
+        elif callable(self._previous):
+            self._previous(signum, frame)
+        elif self._previous != signal.SIG_IGN:
+            raise KeyboardInterrupt
+
+    def hold(self, owner) -> None:
+        """Hold Ctrl-C for ``owner`` (anything with an int ``held_interrupts``) until :attr:`holder` is None."""
+        if threading.current_thread() is threading.main_thread():
+            self.holder = owner  # first: once installed, the handler holds from this store on
+            current = signal.getsignal(signal.SIGINT)
+            if current != self._handle:
+                self._previous = current
+                signal.signal(signal.SIGINT, self._handle)
+
+
+#: The process's gate (:class:`InterruptGate`).
+GATE = InterruptGate()
