@@ -116,7 +116,7 @@ class Engine:
                 part.journal = self.journal
             else:
                 self._unjournaled.append(part)
-        self.held_interrupts = 0  # Ctrl-Cs that landed after a step committed (GATE holds them), raised by the next step
+        self.held_interrupts = 0  # Ctrl-Cs held after a step committed (GATE), raised by the next step
         self.vocab_size = vocab
         self.stop = stop
         self.keep_logits = keep_logits
@@ -212,7 +212,8 @@ class Engine:
                 raise KeyboardInterrupt("during the rollback of a failed step") from error
             raise
         self.journal.commit()  # committed: the batch, finished requests included, is returned
-        GATE.holder = None; return batch  # noqa: E702 (one line: no Ctrl-C between the two)
+        # one line: a Ctrl-C (line events included) lands before the release of the hold, or in the caller
+        GATE.holder = None; return batch  # fmt: skip # noqa: E702
 
     @property
     def held_interrupt(self) -> bool:
