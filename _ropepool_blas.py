@@ -102,6 +102,18 @@ def _mlx_runtime_libs() -> list:
     return []
 
 
+def _open_regular(path: str, flags: int = 0) -> int:
+    """A read-only descriptor of ``path`` if it is a regular file, else OSError. ``O_NONBLOCK``: a FIFO
+    planted there answers at once (and is refused) instead of blocking ``import mlx`` for ever."""
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | flags)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"{path} is not a regular file")
+    return fd
+
+
 def _record_entry(path: str):
     """``(size, urlsafe-base64 sha256)`` the wheel's ``RECORD`` gives for ``path``, or None when it is
     not listed there. The wheel is the ``<name>-*.dist-info`` beside ``path``'s top-level folder, where
@@ -118,7 +130,7 @@ def _record_entry(path: str):
         return None
     for info in infos:
         try:
-            with open(os.path.join(site, info, "RECORD"), newline="") as f:
+            with open(_open_regular(os.path.join(site, info, "RECORD")), newline="") as f:
                 for row in csv.reader(f):
                     if len(row) >= 3 and row[0] == relative and row[1].startswith("sha256=") and row[2].isdigit():
                         return int(row[2]), row[1][len("sha256=") :]
@@ -139,7 +151,7 @@ def _memo() -> dict:
     import stat
 
     try:
-        fd = os.open(_memo_path(), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = _open_regular(_memo_path(), os.O_NOFOLLOW)
     except OSError:
         return {}
     with open(fd, "r") as f:

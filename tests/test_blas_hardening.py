@@ -158,6 +158,29 @@ def test_a_damaged_library_or_fifo_falls_back_with_one_line(tmp_path, case):
 
 
 @needs_openblas
+def test_a_fifo_as_the_memo_or_as_record_neither_blocks_nor_loads_unchecked(tmp_path):
+    """FIFOs planted where the hook reads (its digest memo in ~/.cache/ropepool, a wheel's RECORD):
+    ``import mlx`` goes on at once; a RECORD that is no file vouches for nothing."""
+    home = tmp_path / "home"
+    (home / ".cache" / "ropepool").mkdir(parents=True, mode=0o700)
+    os.mkfifo(home / ".cache" / "ropepool" / "blas-checked.json")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    done = run_venv(CHECK, pythonpath=[ROOT], tmpdir=scratch, env={"HOME": str(home)})
+    assert done.returncode == 0, (done.returncode, done.stderr)
+    assert json.loads(done.stdout)["state"]["status"] == "loaded", done.stdout  # the digest checked anew
+
+    site = fake_site(tmp_path / "fifo-record")
+    record = next(site.glob("ngsolve_openblas-*.dist-info")) / "RECORD"
+    record.unlink()
+    os.mkfifo(record)
+    done = run_venv(CHECK, pythonpath=[site, ROOT], tmpdir=scratch, env={"HOME": str(home)})
+    assert done.returncode == 0, (done.returncode, done.stderr)
+    assert json.loads(done.stdout)["state"]["status"] == "failed"
+    assert "not listed in its wheel's RECORD" in done.stderr, done.stderr
+
+
+@needs_openblas
 def test_a_replaced_library_of_the_right_size_is_refused(tmp_path):
     real = Path(_ropepool_blas._openblas())
     site = fake_site(tmp_path, library_bytes=real.stat().st_size)
