@@ -168,3 +168,58 @@ def test_held_out_messages_are_right_or_honestly_ambiguous(what, model, text, ca
         assert d is None, f"{what}: read as {d.case}"
     else:
         assert d is not None and d.case in cases, f"{what}: {d and d.case}: {d and d.why}"
+
+
+# "X must be Y, got Z" is the op's argument_type only where X is one of the op's arguments: other
+# libraries' checks of that form are not read as the op's (no fix about head counts for them), and the
+# engine's own refusals, raised here by real calls, are read as the engine's argument.
+NOT_THE_OPS = [
+    "`rope_scaling`'s factor field must be a float > 1, got 8",
+    "`rope_scaling`'s type field must be one of ['linear', 'dynamic'], got llama3",
+    "num_attention_heads must be divisible by tensor_model_parallel_size, got 12 and 8",
+]
+
+
+@pytest.mark.parametrize("text", NOT_THE_OPS)
+def test_other_libraries_must_be_messages_are_not_the_ops_argument_type(text):
+    d = diagnosis_of(text, "llama-3-8b")
+    assert d is None or d.code != "argument_type", (d.case, d.fix)
+
+
+def _engine_refusal(call) -> str:
+    from ropepool.engine import EngineArgumentError
+
+    with pytest.raises(EngineArgumentError) as e:
+        call()
+    return f"ropepool.engine.errors.EngineArgumentError: {e.value}"
+
+
+def test_the_engines_refusals_are_read_as_its_arguments():
+    from ropepool.engine import Engine
+    from ropepool.engine.kv_scales import calibrate
+    from ropepool.engine.tiny_models import tiny
+
+    m = tiny("llama", num_attention_heads=4, num_key_value_heads=2)
+    cases = {
+        "kv_dtype": lambda: Engine(m, pool_rows=8, kv_dtype="int8"),
+        "kv_scales": lambda: Engine(m, pool_rows=8, kv_dtype="fp8", kv_scales=[(1.0, -1.0)] * 2),
+        "headroom": lambda: calibrate(m, [[1, 2, 3]], headroom=0),
+        "prompts": lambda: calibrate(m, 5),
+    }
+    for name, call in cases.items():
+        text = _engine_refusal(call)
+        d = diagnosis_of(text, "llama-3-8b")
+        assert d is not None and d.case == "engine_argument", (name, text, d and d.case)
+        assert d.read.startswith(f"the engine's argument {name}") and name in d.fix, (name, d.read, d.fix)
+        assert main(["explain", text]) == 0
+
+
+def test_the_op_argument_list_is_the_ops_signatures():
+    import inspect
+
+    from ropepool.diagnosis.op import OP_ARGUMENTS
+    from ropepool.mla import rope_pool_fused_mla
+    from ropepool.op import rope_pool_fused
+
+    names = set(inspect.signature(rope_pool_fused).parameters) | set(inspect.signature(rope_pool_fused_mla).parameters)
+    assert OP_ARGUMENTS == names

@@ -225,7 +225,8 @@ def report(d: Diagnosis, f: Facts) -> str:
     named = f"{d.case} ({d.quantity})" if d.quantity and d.quantity != d.case else d.case
     lines.append(_field("case", f"{named}: {d.why}"))
     lines.append(_field("fix", d.fix))
-    if not f.known and not d.ambiguous and d.family not in ("transformers", "vllm", "mlx-lm"):
+    needs_no_model = d.family in ("transformers", "vllm", "mlx-lm") or d.case == "engine_argument"
+    if not f.known and not d.ambiguous and not needs_no_model:
         lines.append(
             _field(
                 "next",

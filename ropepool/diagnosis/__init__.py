@@ -9,6 +9,7 @@ One recogniser per family of messages, each reading its numbers out of the text 
 :mod:`.hf_config`   transformers' RoPE config checks; a reader's ``KeyError: 'type'`` / ``'rope_type'``
 :mod:`.apple_mlx`   MLX (reshape, broadcast, SDPA, rope) and mlx-lm (weights, RoPE config)
 :mod:`.engines`     vLLM (tp, rope_type), llama.cpp (GGUF tensors), TensorRT-LLM (weights)
+:mod:`.engine_args` ropepool.engine's own argument refusals (``EngineArgumentError``)
 :mod:`.silent`      checklists for failures with no message (GGUF pairs, long context, FP8 2x)
 ==================  ==============================================================================
 
@@ -24,7 +25,7 @@ Example
 
 from __future__ import annotations
 
-from . import apple_mlx, engines, hf_config, op, pytorch
+from . import apple_mlx, engine_args, engines, hf_config, op, pytorch
 from .base import Case, Diagnosis, Facts
 from .op import K_CASES, SHAPE_CODES, ReadError, case_of, k_shape_case, read_error
 from .silent import CHECKLISTS, SETUP, checklist
@@ -60,9 +61,10 @@ FAMILIES = (
     "vLLM",
     "llama.cpp",
     "TensorRT-LLM",
+    "ropepool.engine's argument checks",
 )
 
-_RECOGNISERS = (pytorch.diagnose, hf_config.diagnose, apple_mlx.diagnose, engines.diagnose)
+_RECOGNISERS = (pytorch.diagnose, hf_config.diagnose, apple_mlx.diagnose, engines.diagnose, engine_args.diagnose)
 
 
 def diagnose(text: str, facts: Facts | None = None, others_of=None) -> Diagnosis | None:

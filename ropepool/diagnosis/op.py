@@ -184,6 +184,21 @@ def _template(message: str) -> tuple[re.Pattern, str, int]:
     return re.compile("".join(out) + r"\s*$"), max(literals, key=len), sum(map(len, literals))
 
 
+def _argument_name(text: str) -> str:
+    """The argument a ``{name} must be ...`` message names: its last word, quotes dropped."""
+    words = text.split()
+    return words[-1].strip("`'\"") if words else ""
+
+
+#: The arguments of ``rope_pool_fused`` and ``rope_pool_fused_mla`` (``argument_type`` names one of them;
+#: tests/test_explain_frameworks.py checks this list against their signatures).
+OP_ARGUMENTS = frozenset(
+    "backend c_kv check_values head_dim inplace is_neox k k_norm_weight k_pe k_pool k_scale kv_lora_rank "
+    "kv_scale latent_pool max_position_embeddings norm_eps num_kv_heads num_qo_heads positions q "
+    "q_norm_weight q_pe rope_base rope_dim rope_scaling rotary_dim slots v v_pool v_scale".split()
+)
+
+
 _TEMPLATES: dict[str, tuple] = {}
 ALL_CODES = {**CODES, **MLA_CODES}  # rope_pool_fused's messages and rope_pool_fused_mla's own
 
@@ -207,6 +222,8 @@ def read_error(text: str, catalog=None) -> ReadError | None:
             continue
         line = line_at(text, i).rstrip()
         m = regex.search(line)
+        if m and code == "argument_type" and _argument_name(m.group("name")) not in OP_ARGUMENTS:
+            continue  # "X must be Y, got Z" of another library (or of the engine): not the op's check
         if m and (best is None or (literal, i) > best[:2]):
             best = (literal, i, code, m.group(0).strip(), m.groupdict())
     if best is None:
