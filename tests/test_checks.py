@@ -59,3 +59,16 @@ def test_a_long_claim_wraps_at_word_boundaries(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) > 1 and all(len(line) <= checks.WIDTH for line in lines)
     assert " ".join(" ".join(lines).split()) == " ".join(f"[ok] {claim}".split())  # no word cut
+
+
+def test_a_timing_claim_asserts_in_the_lab_and_reports_under_the_suite(monkeypatch, capsys):
+    from ropepool.teaching.checks import TIMING_ENV, check_timing
+
+    monkeypatch.delenv(TIMING_ENV, raising=False)  # the lab: a claim that fails stops the cell
+    with pytest.raises(AssertionError, match="faster"):
+        check_timing(0.8 > 1, "faster")
+    monkeypatch.setenv(TIMING_ENV, "report")  # the suite: said, not asserted
+    check_timing(0.8 > 1, "faster")
+    check_timing(1.3 > 1, "faster again")
+    out = capsys.readouterr().out
+    assert "[timing] faster: did not hold this run" in out and "[timing] faster again: held this run" in out

@@ -99,6 +99,35 @@ def check(condition, claim: str | None = None, detail=None) -> None:
     _say(claim)
 
 
+#: ``$ROPEPOOL_TIMING_CLAIMS=report``: :func:`check_timing` reports instead of asserting (tests/conftest.py sets it).
+TIMING_ENV = "ROPEPOOL_TIMING_CLAIMS"
+
+
+def check_timing(condition, claim: str, detail=None) -> None:
+    """A claim about time (a ratio of medians this run measured): :func:`check`, in the lab.
+
+    Under the test suite (``$ROPEPOOL_TIMING_CLAIMS`` = ``report``, which tests/conftest.py sets) it
+    prints ``[timing] claim: held this run`` or ``... did not hold this run`` and asserts nothing: the
+    suite's two workers share the machine, and no speed claim is asserted in a timed test. Each range
+    is asserted over five runs by ``python -m pytest -m claims tests/test_speed_claims.py``.
+
+    Example
+    -------
+    >>> import os
+    >>> os.environ[TIMING_ENV] = "report"
+    >>> check_timing(1.4 > 1, "faster")
+    [timing] faster: held this run
+    >>> del os.environ[TIMING_ENV]
+    """
+    import os
+
+    if os.environ.get(TIMING_ENV) != "report":
+        check(condition, claim, detail)
+        return
+    said = "held this run" if condition else "did not hold this run (asserted over five runs by -m claims)"
+    print(textwrap.fill(f"[timing] {claim}: {said}", WIDTH, subsequent_indent="         ", break_long_words=False))
+
+
 def check_close(actual, desired, claim: str | None = None, rtol: float = 1e-7, atol: float = 0.0, detail=None) -> None:
     """``np.testing.assert_allclose(actual, desired, rtol, atol)``, then ``[ok] actual ~= desired (tolerances)``."""
     claim = claim if claim is not None else _source_claim(1, "~=")
