@@ -37,9 +37,22 @@ class RopePoolError(ValueError):
     """
 
     def __init__(self, code: str, first_line: str, *, expected, got, hint: str, details: dict | None = None):
-        self.code, self.expected, self.got, self.hint = code, str(expected), str(got), hint
+        self.code, self.expected, self.got, self.hint = code, str(expected), str(got), sentence(hint)
         self.first_line, self.details = first_line, dict(details or {})
-        super().__init__(f"{first_line}\n{wrap(f'expected {self.expected}, got {self.got}. {hint}')}")
+        super().__init__(f"{first_line}\n{wrap(f'expected {self.expected}, got {self.got}. {self.hint}')}")
+
+
+def sentence(hint: str) -> str:
+    """``hint`` starting with a capital where it starts with a plain word ("wrap positions ..." ->
+    "Wrap positions ..."); a name of code (``k``, ``rope_scaling=...``, ``mx.array``) is left as written."""
+    first = hint.split(" ", 1)[0].rstrip(",:;")
+    if len(first) > 1 and first.isalpha() and first.islower() and first not in _CODE_WORDS:
+        return hint[0].upper() + hint[1:]
+    return hint
+
+
+#: Words that are names in code (the op's arguments), kept lower-case at the start of a hint.
+_CODE_WORDS = {"positions", "slots", "backend", "inplace"}
 
 
 #: Columns of an error's explanation: short enough that a notebook's output area (which breaks

@@ -236,3 +236,17 @@ def test_expect_error_fails_when_nothing_raises():
 def test_expect_error_fails_on_the_wrong_error():
     with pytest.raises(AssertionError, match="expected error 'q_shape', got 'k_shape'"):
         expect_error("q_shape", rope_pool_fused, **CATALOG["k_shape"].trigger())
+
+
+def test_hints_start_as_sentences_and_names_of_code_stay_as_written():
+    import numpy as np
+
+    from ropepool.errors import sentence
+    from ropepool.op import plan_step
+
+    with pytest.raises(RopePoolError) as e:
+        plan_step([1, 2], np.array([0, 1], np.int32), 8)  # a list: the hint starts with a plain word
+    assert ". Wrap positions with" in " ".join(str(e.value).split()) and e.value.hint.startswith("Wrap")
+    assert sentence("pass num_qo_heads=32.") == "Pass num_qo_heads=32."
+    for code_first in ("k was built with 32 heads.", "rope_scaling={...} is read.", "mx.array(...) it.", "slots must"):
+        assert sentence(code_first) == code_first
