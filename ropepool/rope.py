@@ -289,6 +289,8 @@ def scaling_type(scaling: Mapping):
     kind = scaling.get("rope_type")
     if kind is None:
         kind = scaling.get("type")
+    if kind in (None, "default") and "mrope_section" in scaling:
+        return "mrope"  # transformers writes Qwen2-VL's {"type": "mrope"} back as "default", the sections kept
     if kind is None:
         return "default"
     return ALIASES.get(kind, kind) if isinstance(kind, str) else kind
@@ -444,7 +446,19 @@ def position_rows(rope_scaling) -> int:
 
 
 def _mrope_section(scaling: dict, rd: int) -> tuple:
-    """``rope_scaling["mrope_section"]``: three ints >= 0 summing to rotary_dim / 2, or the catalog's error."""
+    """``rope_scaling["mrope_section"]``: three ints >= 0 summing to rotary_dim / 2, or the catalog's error.
+    Interleaved sections (Qwen3-VL's ``mrope_interleaved``) are refused: the runs here are contiguous."""
+    if scaling.get("mrope_interleaved") not in (None, False):
+        raise fail(
+            "rope_scaling_value",
+            rope_type="mrope",
+            key="mrope_interleaved",
+            need="false (contiguous runs of pairs, as Qwen2-VL and Qwen2.5-VL)",
+            expected="mrope_section's runs contiguous (time, then height, then width)",
+            got=repr(scaling.get("mrope_interleaved")),
+            hint="Qwen3-VL interleaves the three axes over the pairs, which ropepool does not compute: "
+            "computing it with contiguous runs would rotate most pairs by the wrong axis.",
+        )
     section = scaling.get("mrope_section")
     ok = isinstance(section, tuple) and len(section) == 3 and all(is_int(n) and n >= 0 for n in section)
     if not ok or sum(section) != rd // 2:

@@ -92,3 +92,27 @@ def test_fp8_pool_from_the_final_rotation_and_qk_norm_refused():
     np.testing.assert_array_equal(np.array(v_pool)[slots], quantize_rows(np.array(kw["v"]), 1.0))
     with pytest.raises(RopePoolError, match="'mrope' cannot be computed by this op"):
         rope_pool_fused(**kw, rope_scaling=QWEN2_VL, q_norm_weight=mx.ones((16,)))
+
+
+def test_a_resaved_config_with_rope_type_default_and_sections_is_still_mrope():
+    """transformers writes Qwen2-VL's {"type": "mrope"} back as {"rope_type": "default", "mrope_section": ...}:
+    still three sections, not plain RoPE."""
+    from ropepool.models import from_config, load_preset
+
+    config = load_preset("qwen2-vl-7b")
+    config["rope_scaling"] = {"rope_type": "default", "mrope_section": [16, 24, 24]}
+    spec = from_config(config)
+    assert rope_table(128, 1e6, rope_scaling=spec.rope_scaling).mrope_section == (16, 24, 24)
+    assert rope_table(128, 1e6, rope_scaling={"type": "mrope", "mrope_section": [16, 24, 24]}).mrope_section == (
+        16,
+        24,
+        24,
+    )
+
+
+def test_interleaved_sections_are_refused_not_computed_as_contiguous():
+    with pytest.raises(RopePoolError, match="mrope_interleaved") as e:
+        rope_table(
+            128, 1e6, rope_scaling={"rope_type": "default", "mrope_section": [24, 20, 20], "mrope_interleaved": True}
+        )
+    assert e.value.code == "rope_scaling_value"
