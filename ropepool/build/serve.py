@@ -41,6 +41,10 @@ class Served:
     long_prompt: list[int] | None = None  # shares no prefix with ``prompts``
 
 
+#: The tiny stand-in's prompts start with 30 shared tokens, as SmolLM2's chat template makes its prompts do.
+_COMMON = [1, *range(10, 39)]
+
+
 def load() -> Served:
     """SmolLM2-135M-Instruct with two chat questions; or, where it cannot be fetched, a tiny random-weight
     Llama (``llama-gptj``, GPT-J pairs like the GGUF rows) with two made-up prompts, and a line saying why."""
@@ -60,12 +64,12 @@ def load() -> Served:
         return Served(
             model,
             "a tiny random Llama (GPT-J pairs)",
-            [[1, 5, 9, 14, 2, 7, 30, 3], [1, 5, 9, 22, 4]],
+            [_COMMON + list(range(50, 57)), _COMMON + list(range(60, 68))],  # 37 and 38 tokens, as SmolLM2's
             None,
             ENGINE_LOGITS_FLOAT32,
             lambda tokens: " ".join(map(str, tokens)),
             False,
-            [int(t) for t in np.arange(40, 100)],
+            list(range(100, 141)),  # 41 tokens, no prefix in common with the others
         )
     prompts = [tokenizer.apply_chat_template([{"role": "user", "content": q}]) for q in QUESTIONS]
     return Served(
@@ -218,6 +222,19 @@ def largest_difference(results, reference) -> float:
             return float("inf")
         worst = max(worst, float(mx.abs(logits - want.logits).max()))
     return worst
+
+
+#: Said after a claim that a wrong part changed the answer, when the tiny stand-in served it.
+STAND_IN = " (the tiny stand-in: its logits; its greedy tokens barely move)"
+
+
+def changed(result, want, served: Served) -> bool:
+    """Whether ``result`` (tokens, logits) is not mlx-lm's ``want``: other tokens, or (how the tiny
+    random stand-in shows a wrong part, its greedy tokens repeating one id) logits beyond ``served.tolerance``."""
+    tokens, logits = result
+    if tokens != want.tokens:
+        return True
+    return not np.allclose(np.array(logits), np.array(want.logits), **served.tolerance)
 
 
 def check_same(results, reference, served: Served, who: str) -> None:
