@@ -173,7 +173,7 @@ def rope_pool_fused(
     q_norm_weight, k_norm_weight : array ``[D]`` (float16, bfloat16 or float32) or None: QK-norm.
         Given, each head of q (k) is RMS-normalised over D and scaled by the weight before it
         turns, as Qwen3 does: ``x / sqrt(mean(x**2) + norm_eps) * w`` (:mod:`ropepool.fusion`)
-    norm_eps : float > 0, QK-norm's epsilon (the model's ``rms_norm_eps``)
+    norm_eps : float >= 1e-30 (smaller is refused), QK-norm's epsilon (the model's ``rms_norm_eps``)
     k_scale, v_scale : float > 0, per-tensor FP8 scales (vLLM's): with uint8 pools each written
         row holds the e4m3 codes (:mod:`ropepool.fp8`) of the float32 quotients ``k_rot / k_scale``
         and ``v / v_scale`` (vLLM's rule), rounded to nearest even, saturated to ±448, NaN as 0x7F.

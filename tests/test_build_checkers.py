@@ -94,3 +94,9 @@ def test_part_failed_is_an_exercise_failure():
     from ropepool.teaching.exercises import ExerciseFailed
 
     assert issubclass(PartFailed, ExerciseFailed)
+
+
+def test_the_tree_notebook_14_serves_wrong_is_named_too():
+    """Notebook 14 plugs mistakes.TreeMatchesWholeEdges into the engine; its checker names it as well."""
+    err = expect_rejection(lambda part: build.check(4, part), mistakes.TreeMatchesWholeEdges, "match")
+    assert "hint:" in str(err)

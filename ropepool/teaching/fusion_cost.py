@@ -185,7 +185,7 @@ class FusionCost:
     rounds: int
     seconds: dict[str, float] = field(default_factory=dict)
     ratios: list[float] = field(default_factory=list)  # unfused / fused, one per round
-    evaluations: dict[str, int] = field(default_factory=dict)  # MLX evaluations per call, counted
+    evaluations: dict[str, int] = field(default_factory=dict)  # unfused: MLX evaluations counted; fused: its one call
 
     @property
     def ratio(self) -> float:
