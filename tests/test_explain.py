@@ -97,10 +97,22 @@ def test_k_of_another_model_qwen_with_32_heads():
 @pytest.mark.parametrize("name", MODELS)
 def test_k_of_neither_head_count(name):
     p, kw = model_call(name)
-    wrong = next(h for h in range(2, 100) if h not in (p.num_qo_heads, p.num_kv_heads))
+    # a count that is no tensor-parallel shard of Hkv (those are tp's or another model's: ambiguous, below)
+    wrong = next(h for h in range(2, 100) if h not in (p.num_qo_heads, p.num_kv_heads) and not p.num_kv_heads % h == 0)
     kw["k"] = mx.zeros((3, wrong, p.head_dim), mx.float16)
     case, report = case_for(name, kw)
     assert case == "foreign_k" and f"k has {wrong} heads" in report
+
+
+@pytest.mark.parametrize("name", [m for m in MODELS if preset(m).num_kv_heads % 2 == 0 and preset(m).num_kv_heads > 2])
+def test_k_of_a_tensor_parallel_shard_is_tp_or_another_model(name):
+    """k with Hkv / 2 heads: a tp = 2 shard called with the whole model's counts, or another model's k."""
+    p, kw = model_call(name)
+    kw["k"] = mx.zeros((3, p.num_kv_heads // 2, p.head_dim), mx.float16)
+    case, report = case_for(name, kw)
+    said = " ".join(report.split())
+    assert case == "ambiguous" and "tp = 2" in said
+    assert f"num_qo_heads={p.num_qo_heads // 2}, num_kv_heads={p.num_kv_heads // 2}" in said
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -276,7 +288,11 @@ def test_the_fix_named_changes_the_outcome_and_the_tempting_one_does_not(name):
     fix describes ([T, Hkv, D] from the K projection) passes."""
     p, kw = model_call(name)
     # k with q's heads (repeat_kv), and k with another count that divides Hq (passes the group-size check)
-    others = [h for h in range(2, 100) if h not in (p.num_qo_heads, p.num_kv_heads) and p.num_qo_heads % h == 0]
+    others = [
+        h
+        for h in range(2, 100)
+        if h not in (p.num_qo_heads, p.num_kv_heads) and p.num_qo_heads % h == 0 and p.num_kv_heads % h != 0
+    ]
     for bad_heads in [p.num_qo_heads] + others[:1]:
         broken = {**kw, "k": mx.zeros((3, bad_heads, p.head_dim), mx.float16)}
         case, report = case_for(name, broken)

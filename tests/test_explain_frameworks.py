@@ -223,3 +223,12 @@ def test_the_op_argument_list_is_the_ops_signatures():
 
     names = set(inspect.signature(rope_pool_fused).parameters) | set(inspect.signature(rope_pool_fused_mla).parameters)
     assert OP_ARGUMENTS == names
+
+
+def test_a_three_axis_view_is_the_attention_output_merged_not_heads_split():
+    """Gemma-2-9B: Hq x head_dim = 16 x 256 = 4096, hidden_size 3584; attn_output.view(B, T, hidden_size)."""
+    text = "RuntimeError: shape '[1, 7, 3584]' is invalid for input of size 28672"
+    d = diagnosis_of(text, "gemma-2-9b")
+    assert d.case == "attn_output_width" and "[B, T, 4096]" in d.fix, (d.case, d.fix)
+    alone = diagnosis_of(text, None)
+    assert alone.case == "ambiguous" and "attn_output_width" in alone.quantity

@@ -287,6 +287,18 @@ def _tensor_wrong(tensor: str, got, f: Facts, others=()) -> Case:
             f"Reshape q as [T, {Hq}, {D}].",
         )
     why = f"{tensor} has {heads(H)}, neither Hq = {Hq} nor Hkv = {Hkv}: the fault is in what produced {tensor}."
+    if want and H and H < want and want % H == 0 and Hq % (want // H) == 0 and Hkv % (want // H) == 0:
+        tp = want // H
+        other = f" ({H} heads of {Dg} is also a head count of {', '.join(others)})" if others else ""
+        return Case(
+            "ambiguous",
+            f"{why} Two mistakes give these numbers: (A) a tensor-parallel shard, tp = {tp}: each rank holds "
+            f"{H} of the {want} heads, but the call passed the whole model's counts; or (B) {tensor} built "
+            f"with another model's projection{other}.",
+            f"Check whether this runs with tensor parallelism: if so, pass the per-rank counts "
+            f"num_qo_heads={Hq // tp}, num_kv_heads={Hkv // tp} (and pools of {Hkv // tp} heads); if not, build "
+            f"{tensor} with this model's projection: [T, {want}, {D}].",
+        )
     if others:
         why += f" {H} heads of {Dg} is a head count of {', '.join(others)}: was it built with another model's config?"
     elif want and H and want % H == 0:
