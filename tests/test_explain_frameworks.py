@@ -232,3 +232,9 @@ def test_a_three_axis_view_is_the_attention_output_merged_not_heads_split():
     assert d.case == "attn_output_width" and "[B, T, 4096]" in d.fix, (d.case, d.fix)
     alone = diagnosis_of(text, None)
     assert alone.case == "ambiguous" and "attn_output_width" in alone.quantity
+
+
+def test_a_tensor_parallel_shard_of_q_viewed_with_the_full_count_is_named():
+    """Llama-3-8B under tp = 2: this rank's q holds 16 x 128 per token, viewed with all 32 heads."""
+    d = diagnosis_of("RuntimeError: shape '[1, 7, 32, 128]' is invalid for input of size 14336", "llama-3-8b")
+    assert d.case == "ambiguous" and "tp_shard_full_count" in d.quantity and "tp = 2" in d.why

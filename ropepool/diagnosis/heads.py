@@ -171,6 +171,20 @@ def view_case(
                 f"with the full {Hkv}.",
                 f"View with the per-rank count, {Hkv} // tp = {have}, or view(..., -1, {D}).",
             )
+        if Hq and nheads == Hq and have < Hq and Hq % have == 0:
+            tp = Hq // have
+            kv = f" (k and v: {Hkv} // tp = {Hkv // tp})" if Hkv and Hkv % tp == 0 else ""
+            return ambiguous(
+                [
+                    (
+                        "tp_shard_full_count",
+                        f"this rank's q holds {heads(have)} (a tensor-parallel shard, tp = {tp}) but was viewed "
+                        f"with the full {Hq}: view with the per-rank count {have}{kv}, or view(..., -1, {D})",
+                    ),
+                    ("foreign", f"or the tensor comes from another model's projection ({have} x {D} per token)"),
+                ],
+                "whether this runs with tensor parallelism (tp) and which projection produced the tensor",
+            )
         return (
             "foreign",
             "heads",
