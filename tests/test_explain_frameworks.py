@@ -238,3 +238,9 @@ def test_a_tensor_parallel_shard_of_q_viewed_with_the_full_count_is_named():
     """Llama-3-8B under tp = 2: this rank's q holds 16 x 128 per token, viewed with all 32 heads."""
     d = diagnosis_of("RuntimeError: shape '[1, 7, 32, 128]' is invalid for input of size 14336", "llama-3-8b")
     assert d.case == "ambiguous" and "tp_shard_full_count" in d.quantity and "tp = 2" in d.why
+
+
+def test_mlx_reshape_of_the_attention_output_is_read_as_pytorch_view_is():
+    out = mx.zeros((1, 7, 16 * 256))  # Gemma-2-9B's attention output: Hq x head_dim per token
+    d = diagnosis_of(mlx_error(lambda: out.reshape(1, 7, 3584)), "gemma-2-9b")
+    assert d.case == "attn_output_width" and "[B, T, 4096]" in d.fix, (d.case, d.fix)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 
 from .base import Diagnosis, Facts, ambiguous, heads
-from .heads import broadcast_case, head_dim_from_hidden, view_case, weight_case
+from .heads import broadcast_case, head_dim_from_hidden, merged_view_case, view_case, weight_case
 from .text import ints, last, line_at, product, shapes
 from .pytorch import proj_of
 
@@ -32,6 +32,10 @@ def _reshape(line: str, f: Facts) -> Diagnosis | None:
     numel, dims = int(m.group(1)), ints(m.group(2))
     if len(dims) < 3 or -1 in dims[:-2]:
         return None
+    if len(dims) == 3 and -1 not in dims:
+        merged = merged_view_case(dims, numel, f)
+        if merged is not None:
+            return Diagnosis("mlx", MLX + " reshape", m.group(0), *merged)
     rows = product(dims[:-2])
     width = numel // rows if rows and numel % rows == 0 else None
     nheads = None if dims[-2] == -1 else dims[-2]

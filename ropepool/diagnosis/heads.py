@@ -52,6 +52,45 @@ def head_dim_from_hidden(f: Facts, D_seen: int) -> Verdict:
     )
 
 
+def merged_view_case(dims: list, numel: int, f: Facts) -> tuple | None:
+    """A view (or MLX reshape) to ``[B, T, X]`` that merges heads (the attention output before ``o_proj``),
+    not one that splits them: ``(read, case, quantity, why, fix)``, or None where the numbers are no such merge."""
+    B, T, X = dims
+    if B * T == 0 or numel % (B * T):
+        return None
+    width = numel // (B * T)
+    read = f"view {dims} of a tensor of {numel} values: {width} per token, merged into {X}"
+    Hq, D, hidden = f.num_qo_heads, f.head_dim, f.hidden_size
+    if Hq and D and width == Hq * D and X != width:
+        why = (
+            f"the attention output has Hq x head_dim = {Hq} x {D} = {width} values per token"
+            + (f", and {f.name}'s hidden_size is {hidden}: in this model the two differ" if hidden == X else "")
+            + f"; it was reshaped to {X}."
+        )
+        return (
+            read,
+            "attn_output_width",
+            "head_dim",
+            why,
+            (
+                f"Reshape the attention output to [B, T, {width}] (Hq x head_dim, "
+                "config.num_attention_heads * config.head_dim), not hidden_size: o_proj maps it to hidden_size."
+            ),
+        )
+    case, quantity, why, fix = ambiguous(
+        [
+            (
+                "attn_output_width",
+                f"the attention output ({width} per token) reshaped to {X}: Hq x head_dim "
+                "differs from hidden_size in this model (Gemma, Qwen3 and others set head_dim apart)",
+            ),
+            ("tokens", f"a tensor of another length: {width} values per token do not fill {X}"),
+        ],
+        "num_attention_heads * head_dim against hidden_size in the config (or pass --model)",
+    )
+    return read, case, quantity, why, fix
+
+
 def view_case(
     width: int | None, nheads: int | None, dim: int, f: Facts, *, rows: int | None = None, numel: int | None = None
 ) -> Verdict:

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import re
 
-from .base import Diagnosis, Facts, ambiguous
-from .heads import broadcast_case, view_case, weight_case
+from .base import Diagnosis, Facts
+from .heads import broadcast_case, merged_view_case, view_case, weight_case
 from .text import last, line_at, product, shapes
 
 VIEW = "PyTorch's Tensor.view (aten/src/ATen/InferSize.h), as transformers' attention calls it"
@@ -45,7 +45,7 @@ def _view(text: str, i: int, f: Facts) -> Diagnosis | None:
     if len(dims) < 3 or numel is None or -1 in dims[:-2]:
         return None
     if len(dims) == 3 and -1 not in dims:
-        merged = _merged_view(dims, numel, f)
+        merged = merged_view_case(dims, numel, f)
         if merged is not None:
             return Diagnosis("pytorch", VIEW, m.group(0), *merged)
     lead, nheads, dim = dims[:-2], dims[-2], dims[-1]
@@ -58,45 +58,6 @@ def _view(text: str, i: int, f: Facts) -> Diagnosis | None:
         f"[{'-1' if nheads == -1 else nheads}, {dim}]"
     )
     return Diagnosis("pytorch", VIEW, m.group(0), read, case, quantity, why, fix)
-
-
-def _merged_view(dims: list, numel: int, f: Facts) -> tuple | None:
-    """A view to ``[B, T, X]`` that merges heads (the attention output before ``o_proj``), not one that
-    splits them: ``(read, case, quantity, why, fix)``, or None where the numbers are no such merge."""
-    B, T, X = dims
-    if B * T == 0 or numel % (B * T):
-        return None
-    width = numel // (B * T)
-    read = f"view {dims} of a tensor of {numel} values: {width} per token, merged into {X}"
-    Hq, D, hidden = f.num_qo_heads, f.head_dim, f.hidden_size
-    if Hq and D and width == Hq * D and X != width:
-        why = (
-            f"the attention output has Hq x head_dim = {Hq} x {D} = {width} values per token"
-            + (f", and {f.name}'s hidden_size is {hidden}: in this model the two differ" if hidden == X else "")
-            + f"; it was reshaped to {X}."
-        )
-        return (
-            read,
-            "attn_output_width",
-            "head_dim",
-            why,
-            (
-                f"Reshape the attention output to [B, T, {width}] (Hq x head_dim, "
-                "config.num_attention_heads * config.head_dim), not hidden_size: o_proj maps it to hidden_size."
-            ),
-        )
-    case, quantity, why, fix = ambiguous(
-        [
-            (
-                "attn_output_width",
-                f"the attention output ({width} per token) reshaped to {X}: Hq x head_dim "
-                "differs from hidden_size in this model (Gemma, Qwen3 and others set head_dim apart)",
-            ),
-            ("tokens", f"a tensor of another length: {width} values per token do not fill {X}"),
-        ],
-        "num_attention_heads * head_dim against hidden_size in the config (or pass --model)",
-    )
-    return read, case, quantity, why, fix
 
 
 def _broadcast(text: str, i: int, f: Facts) -> Diagnosis | None:
