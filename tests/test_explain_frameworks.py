@@ -244,3 +244,15 @@ def test_mlx_reshape_of_the_attention_output_is_read_as_pytorch_view_is():
     out = mx.zeros((1, 7, 16 * 256))  # Gemma-2-9B's attention output: Hq x head_dim per token
     d = diagnosis_of(mlx_error(lambda: out.reshape(1, 7, 3584)), "gemma-2-9b")
     assert d.case == "attn_output_width" and "[B, T, 4096]" in d.fix, (d.case, d.fix)
+
+
+def test_partial_rope_with_the_head_counts_given_but_no_rotary_dim_is_offered():
+    """vllm-ascend #6581's text, with the model's head counts and head_dim given but not its rotary_dim."""
+    from ropepool.diagnosis import Facts, diagnose
+
+    text = (
+        "RuntimeError: The expanded size of the tensor (128) must match the existing size (64) at "
+        "non-singleton dimension 3.  Target sizes: [1, 32, 7, 128].  Tensor sizes: [1, 1, 7, 64]"
+    )
+    d = diagnose(text, Facts(num_qo_heads=32, num_kv_heads=4, head_dim=128))
+    assert d.case == "ambiguous" and "rotary_dim" in d.quantity and "partial RoPE" in d.why

@@ -360,6 +360,20 @@ def broadcast_case(a: int, b: int, dim: int | None, f: Facts, ndim: int | None =
     if D and f.naive_head_dim and f.naive_head_dim != D and pair == {D, f.naive_head_dim}:
         return head_dim_from_hidden(f, f.naive_head_dim)
     at = f" at dimension {dim}" if dim is not None else ""
+    last_axis = dim is not None and ndim is not None and dim == ndim - 1
+    small = min(a, b)
+    if D and rd is None and max(a, b) == D and 0 < small < D and D % small == 0 and last_axis:
+        return ambiguous(
+            [
+                (
+                    "rotary_dim",
+                    f"cos/sin cover {small} of the head's {D} dimensions{at}: partial RoPE applied to the whole "
+                    f"head (rotary_dim = {small}, or partial_rotary_factor = {small / D:g}, read as the whole head)",
+                ),
+                ("head_dim", f"or a tensor built with head_dim {small}, not the model's {D}"),
+            ],
+            "the config's rotary_dim / partial_rotary_factor (or pass --rotary-dim) and cos.shape",
+        )
     if not f.known:
         big, small = max(a, b), min(a, b)
         options = []
