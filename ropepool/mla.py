@@ -29,11 +29,11 @@ from ._arrays import FLOAT_DTYPES, dtype_name, is_array, native, to_mx, to_numpy
 from ._scalars import check_types, finite_float
 from .backends import resolve
 from .errors import fail
-from .fusion import PLAIN
 from .inplace import pool_problem
-from .pool_write import Plan, plan, write_one, write_one_in_place
-from .rope import rope_table
-from .validation import _validate_values
+from .pool_write import Plan, write_one, write_one_in_place
+from .op import StepPlan, rotate_step
+from .rope import Rope, rope_table
+from .validation import plan_values
 
 
 def rope_pool_fused_mla(
@@ -111,20 +111,53 @@ def rope_pool_fused_mla(
     rope = rope_table(
         rope_dim, rope_base, is_neox=is_neox, rope_scaling=rope_scaling, max_position_embeddings=max_position_embeddings
     )
+    resolve(backend, inplace)  # after the inputs, as rope_pool_fused checks it
+    return apply_mla_plan(
+        q_pe,
+        k_pe,
+        c_kv,
+        latent_pool,
+        StepPlan(native(positions), p, latent_pool.shape[0]),
+        rope=rope,
+        kv_scale=kv_scale if fp8_pool else None,
+        backend=backend,
+        inplace=inplace,
+    )
+
+
+def apply_mla_plan(
+    q_pe, k_pe, c_kv, latent_pool, plan: StepPlan, *, rope: Rope, kv_scale=None, backend="auto", inplace=False
+):
+    """The layer's half of :func:`rope_pool_fused_mla`, as :func:`ropepool.op.apply_plan` is
+    rope_pool_fused's: q_pe ``[T, Hq, rd]`` and k_pe ``[T, 1, rd]`` turned with ``rope`` (a
+    :func:`ropepool.rope.rope_table` of ``rd`` dimensions), ``[c_kv ‖ k_pe_rot]`` written into
+    ``latent_pool [P, 1, R + rd]`` as the step's ``plan`` (:func:`ropepool.op.plan_step`) says; a uint8
+    pool takes e4m3 codes of the rows divided by ``kv_scale`` (None: a float pool). Shapes are the
+    caller's to get right (rope_pool_fused_mla checks them); only T and P are checked against the plan.
+    Returns what rope_pool_fused_mla returns.
+    """
+    if q_pe.shape[0] != plan.tokens or latent_pool.shape[0] != plan.pool_rows:
+        raise fail(
+            "index_len",
+            expected=f"q_pe for the plan's {plan.tokens} tokens, a pool of its {plan.pool_rows} rows",
+            got=f"q_pe {tuple(q_pe.shape)}, latent_pool {tuple(latent_pool.shape)}",
+            hint="make the plan (plan_step) from this step's positions and slots and this pool's rows.",
+        )
     name, rotate_fn = resolve(backend, inplace)
     numpy_out = isinstance(q_pe, np.ndarray)
-    q_pe, k_pe, c_kv, positions = (native(x) for x in (q_pe, k_pe, c_kv, positions))
+    q_pe, k_pe, c_kv = (native(x) for x in (q_pe, k_pe, c_kv))
+    positions = plan.positions
     if name != "cpu":
         q_pe, k_pe, positions = (to_mx(x) for x in (q_pe, k_pe, positions))
-    q_rot, k_rot = rotate_fn(q_pe, k_pe, k_pe, positions, rope=rope, fusion=PLAIN)[:2]
-    rows = latent_rows(c_kv, k_rot, kv_scale if fp8_pool else None)  # [T, 1, R + rd]
+    q_rot, k_rot = rotate_step(rotate_fn, q_pe, k_pe, k_pe, plan, rope=rope, positions=positions)[:2]
+    rows = latent_rows(c_kv, k_rot, kv_scale)  # [T, 1, R + rd]
     host_write = inplace or (name == "cpu" and isinstance(q_pe, np.ndarray) and isinstance(latent_pool, np.ndarray))
     if host_write:
         if not inplace:
             latent_pool = np.array(native(latent_pool), copy=True)
-        write_one_in_place(p, latent_pool, rows)
+        write_one_in_place(plan.write, latent_pool, rows)
     else:
-        latent_pool = write_one(p, to_mx(native(latent_pool)), rows)
+        latent_pool = write_one(plan.write, to_mx(native(latent_pool)), rows)
         if numpy_out:
             latent_pool = to_numpy(latent_pool)
     if numpy_out:
@@ -293,9 +326,7 @@ def validate_mla(
             hint="kv_scale divides the latent rows before FP8 rounding: use the "
             "checkpoint's scale, or 1.0; a float pool stores the values as they are.",
         )
-    host_slots = to_numpy(slots, np.int64)
-    if check_values:
-        _validate_values(to_numpy(positions, np.int64), host_slots, latent_pool.shape[0])
+    p = plan_values(positions, slots, latent_pool.shape[0], check_values)  # the one host read of the slots
     if inplace:
         problem = pool_problem(latent_pool)
         if problem:
@@ -306,4 +337,4 @@ def validate_mla(
                 hint="pass a contiguous, writable copy (np.array(pool)), or call without inplace=True "
                 "and rebind the pool it returns.",
             )
-    return plan(host_slots, latent_pool.shape[0], checked=check_values), fp8_pool
+    return p, fp8_pool

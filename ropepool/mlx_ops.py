@@ -73,17 +73,37 @@ def _rotate_pairs(x: mx.array, cos: mx.array, sin_signed: mx.array, dtype=None) 
     return y if RD == D else mx.concatenate([y, x[..., RD:].astype(dtype)], axis=-1)  # [T, H, D]; the rest copied
 
 
+def angles(positions: mx.array, rope: Rope) -> tuple[mx.array, mx.array]:
+    """The RoPE table rows of ``positions [T]``: ``(cos, sin_signed)``, float32, scaled by the Rope's
+    scale, laid out like its pairs: ``[T, 1, 2, RD/2]`` (NeoX) or ``[T, 1, RD/2, 2]`` (GPT-J).
+
+    Made once per step and RoPE (:meth:`ropepool.op.StepPlan.angles`) and read by every layer that
+    turns with it; :func:`rotate_qk` makes them itself when it is not given them.
+    """
+    return _angles(positions, *_pair_tables(rope))
+
+
+@mx.compile
+def _angles(positions, freq, sign, scale):
+    theta = positions.astype(mx.float32)[:, None, None, None] * freq  # [T, 1, 2, RD/2] or [T, 1, RD/2, 2]
+    return mx.cos(theta) * scale, (mx.sin(theta) * scale) * sign  # (c, c), (-s, s), scaled
+
+
 def rotate_qk(
-    q: mx.array, k: mx.array, positions: mx.array, rope: Rope, fusion: Fusion = PLAIN
+    q: mx.array, k: mx.array, positions: mx.array, rope: Rope, fusion: Fusion = PLAIN, table=None
 ) -> tuple[mx.array, mx.array]:
-    """``(q_rot [T, Hq, D], k_rot [T, Hkv, D])``: the rotation alone (after ``fusion``'s QK-norm)."""
+    """``(q_rot [T, Hq, D], k_rot [T, Hkv, D])``: the rotation alone (after ``fusion``'s QK-norm).
+
+    ``table``: :func:`angles` of ``positions`` and ``rope``, when the caller has made them already.
+    """
+    cos, sin_signed = angles(positions, rope) if table is None else table
     if not (fusion.qnorm or fusion.knorm):
-        return _rope_qk(q, k, positions, *_pair_tables(rope))
+        return _rope_qk(q, k, cos, sin_signed)
     one = _ONE()
     qw = norm_weight32(fusion.q_norm_weight) if fusion.qnorm else one
     kw = norm_weight32(fusion.k_norm_weight) if fusion.knorm else one
     eps = mx.array([fusion.norm_eps], mx.float32)
-    return _normed_rope_qk(fusion.qnorm, fusion.knorm)(q, k, positions, *_pair_tables(rope), qw, kw, eps)
+    return _normed_rope_qk(fusion.qnorm, fusion.knorm)(q, k, cos, sin_signed, qw, kw, eps)
 
 
 @lru_cache(maxsize=1)
@@ -107,9 +127,7 @@ def rms_normed(x: mx.array, w: mx.array, eps: mx.array) -> mx.array:
 def _normed_rope_qk(qnorm: bool, knorm: bool):
     """The compiled QK-norm + rotation for one choice of which sides are normalised."""
 
-    def f(q, k, positions, freq, sign, scale, qw, kw, eps):
-        theta = positions.astype(mx.float32)[:, None, None, None] * freq
-        cos, sin_signed = mx.cos(theta) * scale, (mx.sin(theta) * scale) * sign
+    def f(q, k, cos, sin_signed, qw, kw, eps):
         qx = rms_normed(q, qw, eps) if qnorm else q
         kx = rms_normed(k, kw, eps) if knorm else k
         return _rotate_pairs(qx, cos, sin_signed, q.dtype), _rotate_pairs(kx, cos, sin_signed, k.dtype)
@@ -128,16 +146,15 @@ def _encode_kv(k_rot, v, scales):
 
 
 @mx.compile
-def _rope_qk(q, k, positions, freq, sign, scale):
-    theta = positions.astype(mx.float32)[:, None, None, None] * freq  # [T, 1, 2, RD/2] or [T, 1, RD/2, 2]
-    cos, sin_signed = mx.cos(theta) * scale, (mx.sin(theta) * scale) * sign  # (c, c), (-s, s), scaled
+def _rope_qk(q, k, cos, sin_signed):
     return _rotate_pairs(q, cos, sin_signed), _rotate_pairs(k, cos, sin_signed)
 
 
-def rotate_mlx(q, k, v, positions, *, rope: Rope, fusion: Fusion = PLAIN):
+def rotate_mlx(q, k, v, positions, *, rope: Rope, fusion: Fusion = PLAIN, table=None):
     """``(q_rot [T, Hq, D], k_rot [T, Hkv, D], k_rows, v_rows)``: the MLX backend. The rows a pool
     takes are k_rot and v, or with an FP8 ``fusion`` their e4m3 codes (uint8 ``[T, Hkv, D]``).
-    Validated mx.arrays; :mod:`ropepool.pool_write` writes the pools."""
-    q_rot, k_rot = rotate_qk(q, k, positions, rope, fusion)  # [T, Hq, D], [T, Hkv, D]
+    Validated mx.arrays; :mod:`ropepool.pool_write` writes the pools. ``table``: the step's
+    :func:`angles` for ``rope``, made once for every layer (None: made here)."""
+    q_rot, k_rot = rotate_qk(q, k, positions, rope, fusion, table)  # [T, Hq, D], [T, Hkv, D]
     k_rows, v_rows = encode_kv(k_rot, v, fusion) if fusion.fp8 else (k_rot, v)
     return q_rot, k_rot, k_rows, v_rows

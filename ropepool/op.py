@@ -3,7 +3,8 @@
 The call is two halves, which an engine calls apart (:mod:`ropepool.engine.runner`):
 
 - :func:`plan_step`, once per step: what depends on the step alone (positions and slots, their
-  values checked, the slots read on the host once, the rows to write planned); a :class:`StepPlan`;
+  values checked, the slots read on the host once, the rows to write planned, and the RoPE table
+  rows of those positions, made at the first layer that turns with a RoPE); a :class:`StepPlan`;
 - :func:`apply_plan`, once per layer: what depends on the layer (q, k, v, its pools, its RoPE and
   fusion settings, the backend) with the step's plan. No host read, no re-validation.
 
@@ -12,7 +13,7 @@ The call is two halves, which an engine calls apart (:mod:`ropepool.engine.runne
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -21,6 +22,7 @@ from .backends import resolve
 from .errors import fail
 from .fusion import PLAIN, Fusion
 from .inplace import INPLACE_BACKENDS
+from .mlx_ops import angles, rotate_mlx
 from .mrope import rotate_mrope
 from .pool_write import Plan, write, write_in_place
 from .rope import Rope, position_rows, rope_table
@@ -34,11 +36,21 @@ class StepPlan:
     positions : int32 ``[T]``, as given (mx.array or native NumPy)
     write : :class:`ropepool.pool_write.Plan`, which token writes which pool row
     pool_rows : int, P of the pools it was planned for
+    tables : the RoPE table rows of ``positions`` made so far, one ``(cos, sin_signed)`` per
+        :class:`~ropepool.rope.Rope` (:meth:`angles`)
     """
 
     positions: object
     write: Plan
     pool_rows: int
+    tables: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def angles(self, rope: Rope):
+        """The RoPE table rows of the step's positions for ``rope`` (:func:`ropepool.mlx_ops.angles`):
+        made by the first layer that asks, read by every other layer that turns with the same RoPE."""
+        if rope not in self.tables:
+            self.tables[rope] = angles(to_mx(self.positions), rope)
+        return self.tables[rope]
 
     @property
     def tokens(self) -> int:
@@ -100,7 +112,7 @@ def apply_plan(
     if rope.mrope_section:  # [3, T] positions: one pass per run of pairs (ropepool.mrope)
         q_rot, k_rot, k_rows, v_rows = rotate_mrope(rotate, q, k, v, positions, rope=rope, fusion=fusion)
     else:
-        q_rot, k_rot, k_rows, v_rows = rotate(q, k, v, positions, rope=rope, fusion=fusion)
+        q_rot, k_rot, k_rows, v_rows = rotate_step(rotate, q, k, v, plan, rope=rope, fusion=fusion, positions=positions)
     if host_write:
         if not inplace:
             k_pool, v_pool = _fresh_copy(k_pool), _fresh_copy(v_pool)
@@ -112,6 +124,15 @@ def apply_plan(
     if numpy_out:
         q_rot, k_rot = to_numpy(q_rot), to_numpy(k_rot)
     return q_rot, k_rot, k_pool, v_pool
+
+
+def rotate_step(rotate, q, k, v, plan: StepPlan, *, rope: Rope, fusion: Fusion = PLAIN, positions=None):
+    """``rotate(q, k, v, positions, rope=rope, fusion=fusion)`` (a backend's, :func:`ropepool.backends.resolve`)
+    at the plan's positions (or ``positions``, the same values as the backend reads them), with the
+    step's RoPE table rows where the backend reads a table: the kernels turn positions into angles
+    in registers, as SGLang's does; MLX ops read :meth:`StepPlan.angles`, made once per step."""
+    table = {"table": plan.angles(rope)} if rotate is rotate_mlx else {}
+    return rotate(q, k, v, plan.positions if positions is None else positions, rope=rope, fusion=fusion, **table)
 
 
 def rope_pool_fused(

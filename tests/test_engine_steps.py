@@ -17,7 +17,13 @@ import ropepool
 from ropepool.engine import Engine, EngineArgumentError, Status, WrongThreadError, generate
 from ropepool.engine.radix import RadixCache
 from ropepool.engine.scheduler import Scheduler
-from ropepool.engine.tiny_models import tiny
+from ropepool.engine.tiny_models import ARCHS, tiny
+
+
+def build(name, **fields):
+    """A tiny model of :data:`ARCHS` with ``fields`` on top."""
+    _, module, base = ARCHS[name]
+    return tiny(module, **{**base, **fields})
 
 
 def model():
@@ -462,19 +468,50 @@ def test_a_tree_100000_levels_deep_works():
 # --- The op's step half runs once per step --------------------------------------------------------------
 
 
-@pytest.mark.parametrize("layers", [1, 6])
-def test_the_slots_are_read_on_the_host_once_per_step(layers, monkeypatch):
+STEP_HALF_MODELS = {
+    "llama x1": lambda: tiny("llama", num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2),
+    "llama x6": lambda: tiny("llama", num_hidden_layers=6, num_attention_heads=4, num_key_value_heads=2),
+    "deepseek-v3 x4 (MLA)": lambda: build("deepseek-v3", num_hidden_layers=4),
+    "gemma3 x4 (two RoPEs)": lambda: build("gemma3", num_hidden_layers=4),
+}
+
+
+def _count_calls(monkeypatch, module, name):
+    calls, original = [], getattr(module, name)
+    monkeypatch.setattr(module, name, lambda *a, **kw: calls.append(1) or original(*a, **kw))
+    return calls
+
+
+@pytest.mark.parametrize("which", list(STEP_HALF_MODELS))
+def test_the_slots_are_read_on_the_host_once_per_step(which, monkeypatch):
     from ropepool import validation
 
-    reads, original = [], validation.read_slots
-    monkeypatch.setattr(validation, "read_slots", lambda slots: reads.append(1) or original(slots))
-    engine = Engine(tiny("llama", num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2), pool_rows=32)
+    reads = _count_calls(monkeypatch, validation, "read_slots")
+    engine = Engine(STEP_HALF_MODELS[which](), pool_rows=64)
+    assert len(engine.runner.k_pools) == int(which.split(" x")[1][0])
     for i in range(3):
         engine.add_request([i + 1, 2, 3], 3)
     while not engine.done:
         before = len(reads)
         engine.step()
         assert len(reads) - before == 1, f"{len(reads) - before} host reads of the slots in one step"
+
+
+@pytest.mark.parametrize("which", list(STEP_HALF_MODELS))
+def test_the_rope_table_rows_are_made_once_per_step_and_rope(which, monkeypatch):
+    from ropepool import mlx_ops
+
+    made = _count_calls(monkeypatch, mlx_ops, "_angles")  # every table made, by the plan or by a layer
+    engine = Engine(STEP_HALF_MODELS[which](), pool_rows=64, backend="mlx")
+    ropes = len(set(engine.runner.ropes)) if hasattr(engine.runner, "ropes") else 1  # Gemma-3: local and global
+    assert ropes == (2 if "gemma3" in which else 1)
+    for i in range(3):
+        engine.add_request([i + 1, 2, 3], 3)
+    steps = 0
+    while not engine.done:
+        engine.step()
+        steps += 1
+    assert len(made) == ropes * steps, f"{len(made)} tables made in {steps} steps of {ropes} RoPE(s)"
 
 
 # --- A part of your own, without an undo log (ropepool.engine.protocols) ---------------------------------

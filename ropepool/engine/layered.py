@@ -5,8 +5,8 @@ These models differ from Llama in more than attention: Gemma-3 scales its embedd
 each block, GPT-OSS routes its MLP to experts. So :class:`LayeredRunner` keeps the whole model, its
 own ``__call__`` included, and for one forward pass puts an :class:`EngineAttention` in place of each
 layer's ``self_attn``: the model's projections, then the op (the layer half of :func:`ropepool.rope_pool_fused`,
-:func:`ropepool.op.apply_plan`, with the step's plan; or
-:func:`ropepool.rope_pool_fused_mla` for MLA's latent pool) and one attention call over the pool rows
+:func:`ropepool.op.apply_plan`, with the step's plan; for MLA's latent pool
+:func:`ropepool.mla.apply_mla_plan`, the layer half of :func:`ropepool.rope_pool_fused_mla`) and one attention call over the pool rows
 of every request's slot table. The step's context (:class:`~ropepool.engine.runner.StepContext`) is
 built once, and the window masks once per window size.
 
@@ -34,7 +34,7 @@ import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 
-from ..mla import rope_pool_fused_mla
+from ..mla import apply_mla_plan
 from ..models import from_config
 from ..op import apply_plan, plan_step
 from ..rope import rope_table
@@ -125,7 +125,6 @@ class LayeredRunner:
         args = self.args = model.args
         self.sliding = [_is_sliding(arch, args, i) for i in range(len(self.inner.layers))]
         self.window = getattr(args, "sliding_window", None) if any(self.sliding) else None
-        self.rope = [_rope(arch, args, s) for s in self.sliding]
         dtype = self.inner.embed_tokens.weight.dtype
         if arch == "deepseek_v3":
             width = args.kv_lora_rank + args.qk_rope_head_dim
@@ -142,8 +141,10 @@ class LayeredRunner:
             for i in np.flatnonzero(self.sliding):
                 self.pools[i] = [mx.zeros((self.rings.capacity, *p.shape[1:]), p.dtype) for p in self.pools[i]]
         self.ring_layers = [bool(s and self.rings is not None) for s in self.sliding]
-        if arch != "deepseek_v3":  # each layer's RoPE table and QK-norm, made once (the plan is the step's)
-            self.ropes = [rope_table(args.head_dim, **kw) for kw in self.rope]
+        # each layer's RoPE table and QK-norm, made once (the plan is the step's)
+        rotary = args.qk_rope_head_dim if arch == "deepseek_v3" else args.head_dim
+        self.ropes = [rope_table(rotary, **_rope(arch, args, s)) for s in self.sliding]
+        if arch != "deepseek_v3":
             self.fusions = [
                 fusion_settings(head_dim=args.head_dim, fp8=False, **_qk_norm(layer.self_attn))
                 for layer in self.inner.layers
@@ -228,20 +229,10 @@ class LayeredRunner:
         q_nope, q_pe = mx.split(q.reshape(T, Hq, nope + rd), [nope], axis=-1)  # [T, Hq, nope], [T, Hq, rd]
         c_kv, k_pe = mx.split(attn.kv_a_proj_with_mqa(x), [R], axis=-1)  # [T, R], [T, rd]
         c_kv = attn.kv_a_layernorm(c_kv)
-        q_pe, _, pool = rope_pool_fused_mla(
-            q_pe,
-            k_pe.reshape(T, 1, rd),
-            c_kv,
-            ctx.positions,
-            ctx.slots,
-            self.pools[i][0],
-            num_qo_heads=Hq,
-            kv_lora_rank=R,
-            rope_dim=rd,
-            **self.rope[i],
-            backend=self.backend,
-            check_values=False,
-        )  # the step's plan checked the values
+        # RoPE on q_pe and k_pe and the latent row [c_kv ‖ k_pe_rot] written: the op's MLA layer half, the step's plan
+        q_pe, _, pool = apply_mla_plan(
+            q_pe, k_pe.reshape(T, 1, rd), c_kv, self.pools[i][0], ctx.plan, rope=self.ropes[i], backend=self.backend
+        )
         self.pools[i] = [pool]
         rows = pool[ctx.rows][:, :, 0]  # [R_req, L, R + rd]
         latent, k_rot = rows[..., None, :, :R], rows[..., None, :, R:]  # [R_req, 1, L, R], [R_req, 1, L, rd]
