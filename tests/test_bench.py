@@ -104,7 +104,8 @@ def test_compare_times_every_method_once_per_row():
     rows = compare(Shapes(2, 4, 2, 8, 16), "float16", repeats=2, warmup=1)
     assert [r.method for r in rows] == list(METHODS)
     assert all(isinstance(r, Timing) and r.median_ms > 0 and r.repeats == 2 for r in rows)
-    assert rows[0].ratio == 1.0
+    assert rows[0].ratio == 1.0 and rows[0].ratio_range == (1.0, 1.0)
+    assert all(r.ratio_range[0] <= r.ratio_range[1] for r in rows)
 
 
 def test_compare_leaves_numpy_out_for_bfloat16():

@@ -116,8 +116,9 @@ def test_trig_count_bars_widths():
 class _Row:
     """What timing_bars reads from a bench.Timing."""
 
-    def __init__(self, method, tokens, median_ms, ratio):
+    def __init__(self, method, tokens, median_ms, ratio, ratio_range=(float("nan"), float("nan"))):
         self.method, self.tokens, self.median_ms, self.ratio = method, tokens, median_ms, ratio
+        self.ratio_range = ratio_range
 
 
 def test_timing_bars_heights_groups_and_labels():
@@ -125,7 +126,7 @@ def test_timing_bars_heights_groups_and_labels():
         _Row("ropepool", 1, 0.4, 1.0),
         _Row("mx.fast.rope", 1, 0.2, 0.5),
         _Row("ropepool", 64, 3.0, 1.0),
-        _Row("mx.fast.rope", 64, 6.0, 2.0),
+        _Row("mx.fast.rope", 64, 6.0, 2.0, (1.7, 2.4)),
     ]
     ax = vk.timing_bars(rows).axes[0]
     by_method = {
@@ -137,6 +138,9 @@ def test_timing_bars_heights_groups_and_labels():
     assert all(x < 0.5 for x, _ in (by_method["ropepool"][0], by_method["mx.fast.rope"][0]))  # T = 1 group
     assert [t.get_text() for t in ax.get_xticklabels()] == ["T = 1", "T = 64"]
     assert {t.get_text() for t in ax.texts} == {"1x", "0.5x", "2x"}
+    (segment,) = next(c for c in ax.collections if c.get_gid() == "mx.fast.rope spread").get_segments()
+    assert np.allclose(segment[:, 1], [1.7 * 3.0, 2.4 * 3.0])  # ropepool's 3 ms at T = 64 times each round's ratio
+    assert [c.get_gid() for c in ax.collections] == ["mx.fast.rope spread"]  # rows without a spread: no whisker
     assert ax.get_yscale() == "log"
 
 
@@ -144,9 +148,15 @@ def test_timing_bars_takes_bench_compare_rows():
     from ropepool.cli.bench import compare
     from ropepool.shapes import Shapes
 
-    rows = compare(Shapes(2, 4, 2, 8, 16), "float32", repeats=1, warmup=0, methods=("ropepool", "mx.fast.rope"))
+    rows = compare(Shapes(2, 4, 2, 8, 16), "float32", repeats=3, warmup=0, methods=("ropepool", "mx.fast.rope"))
     ax = vk.timing_bars(rows).axes[0]
     assert sorted(p.get_gid() for p in ax.patches) == ["mx.fast.rope", "ropepool"]
+    fast = next(r for r in rows if r.method == "mx.fast.rope")
+    lo, hi = fast.ratio_range
+    assert lo <= fast.ratio <= hi  # the median ratio lies within the rounds' own ratios
+    (segment,) = next(c for c in ax.collections if c.get_gid() == "mx.fast.rope spread").get_segments()
+    base = next(r.median_ms for r in rows if r.method == "ropepool")
+    assert np.allclose(segment[:, 1], [lo * base, hi * base])
 
 
 def test_code_block_highlights_and_scrolls():

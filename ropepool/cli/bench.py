@@ -137,6 +137,7 @@ class Timing:
     best_ms: float
     repeats: int
     ratio: float = float("nan")  # median / ropepool's median at the same configuration
+    ratio_range: tuple = (float("nan"), float("nan"))  # lowest, highest of this time / ropepool's in one round
 
 
 def _time_call(method: str, kw: dict, state: dict) -> float:
@@ -237,7 +238,8 @@ def compare(
 
     Returns
     -------
-    list of Timing, with ``ratio`` = median / ropepool's median when "ropepool" was timed.
+    list of Timing, with ``ratio`` = median / ropepool's median when "ropepool" was timed, and
+    ``ratio_range`` the lowest and highest of the same ratio taken round by round.
     """
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
@@ -268,6 +270,9 @@ def compare(
     base = next((r.median_ms for r in rows if r.method == "ropepool"), None)
     for r in rows:
         r.ratio = r.median_ms / base if base else float("nan")
+        if "ropepool" in times:  # the rounds' own ratios: the methods ran back to back in each
+            per_round = np.array(times[r.method]) / np.array(times["ropepool"])
+            r.ratio_range = (float(per_round.min()), float(per_round.max()))
     return rows
 
 

@@ -157,8 +157,10 @@ def timing_bars(rows, *, title: str = "") -> Figure:
     """Median time per call of each method, grouped by token count (log scale).
 
     ``rows`` are :class:`ropepool.cli.bench.Timing` records (``method``, ``tokens``, ``median_ms``,
-    ``ratio``), e.g. from :func:`ropepool.cli.bench.compare` at several T. Each bar (a Rectangle)
-    has the method as gid and is labelled with its ratio to ropepool's median.
+    ``ratio``, ``ratio_range``), e.g. from :func:`ropepool.cli.bench.compare` at several T. Each bar
+    (a Rectangle) has the method as gid and is labelled with its ratio to ropepool's median, and
+    a whisker spans the same ratio's lowest and highest round (ropepool's median times each), where
+    the rows carry a spread: the whiskers' LineCollection has gid ``"<method> spread"``.
     """
     rows = list(rows)
     methods = list(dict.fromkeys(r.method for r in rows))
@@ -173,7 +175,21 @@ def timing_bars(rows, *, title: str = "") -> Figure:
         bars = ax.bar(xs, [r.median_ms for r in got], width, label=m)
         for bar in bars:
             bar.set_gid(m)
-        ax.bar_label(bars, [f"{r.ratio:.2g}x" if r.ratio == r.ratio else "" for r in got], fontsize=7)
+        ax.bar_label(bars, [f"{r.ratio:.2g}x" if r.ratio == r.ratio else "" for r in got], fontsize=7, padding=2)
+        spread = [(x, r) for x, r in zip(xs, got) if r.method != "ropepool" and _has_spread(r)]
+        if spread:  # the whisker: ropepool's median times the lowest and highest round ratio
+            low = [r.median_ms - r.ratio_range[0] * r.median_ms / r.ratio for _, r in spread]
+            high = [r.ratio_range[1] * r.median_ms / r.ratio - r.median_ms for _, r in spread]
+            whiskers = ax.errorbar(
+                [x for x, _ in spread],
+                [r.median_ms for _, r in spread],
+                yerr=[low, high],
+                fmt="none",
+                ecolor="black",
+                elinewidth=0.8,
+                capsize=2,
+            )
+            whiskers.lines[2][0].set_gid(f"{m} spread")
     ax.set_xticks(range(len(tokens)), [f"T = {T}" for T in tokens])
     ax.set_yscale("log")
     ax.set_ylabel("median ms per call (log)")
@@ -183,6 +199,11 @@ def timing_bars(rows, *, title: str = "") -> Figure:
     ax.set_ylim(top=top * 20)
     fig.tight_layout()
     return projector(fig)
+
+
+def _has_spread(row) -> bool:
+    lo, hi = getattr(row, "ratio_range", (float("nan"),) * 2)
+    return lo == lo and hi == hi and row.ratio == row.ratio and row.ratio > 0
 
 
 class CodeBlock:
