@@ -47,7 +47,9 @@ def _shows_widgets(path: Path) -> bool:
     return any(SHOWS_WIDGETS.search(c.source) for c in nb.cells if c.cell_type == "code")
 
 
-IN_THE_BROWSER = [p for p in NOTEBOOKS if _shows_widgets(p)]
+# No widget, but a figure the browser must be seen to show: 10 draws memory-vs-error inside an ``if``.
+ALSO_IN_THE_BROWSER = {"10_what_engines_fuse_today"}
+IN_THE_BROWSER = [p for p in NOTEBOOKS if _shows_widgets(p) or p.stem in ALSO_IN_THE_BROWSER]
 DRIVEN = {"01_gqa_shapes", "02_error_gallery", "03_rotation", "04_pool_layout"}  # widgets used below
 RUN_TIMEOUT = (
     600  # s, one notebook's Run All (the browser runs the widget notebooks, seconds each; generous for busy cores)
@@ -71,6 +73,8 @@ CELLS_JS = """() => [...document.querySelectorAll('.jp-NotebookPanel .jp-Noteboo
       .map(o => o.innerText),
     images: [...c.querySelectorAll('.jp-OutputArea img')].map(im => im.complete && im.naturalWidth > 0),
     plain: [...c.querySelectorAll('.jp-OutputArea-output[data-mime-type="text/plain"]')].map(o => o.innerText),
+    stdout: [...c.querySelectorAll('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stdout"]')]
+      .map(o => o.innerText),
     widget_errors: [...c.querySelectorAll('.jupyter-widgets-error-widget')].map(e => e.innerText || e.title || '?'),
   }))"""
 
@@ -441,6 +445,10 @@ def test_the_notebooks_whose_widgets_are_driven_run_in_the_browser():
         assert DRIVEN <= {p.stem for p in IN_THE_BROWSER}, [p.stem for p in IN_THE_BROWSER]
     assert _shows_widgets(NOTEBOOKS_DIR / "02_error_gallery.ipynb")
     assert not _shows_widgets(NOTEBOOKS_DIR / "05_inside_the_kernel.ipynb")  # no widget: nbmake's run suffices
+    ten = NOTEBOOKS_DIR / "10_what_engines_fuse_today.ipynb"
+    cells = nbformat.read(ten, as_version=4).cells
+    drawn_in_an_if = [c for c in cells if "memory_vs_error" in c.source and c.source.startswith("if ")]
+    assert drawn_in_an_if and all("plot" in c.metadata.get("tags", []) for c in drawn_in_an_if)
 
 
 @pytest.mark.parametrize("path", IN_THE_BROWSER, ids=[p.name for p in IN_THE_BROWSER])
@@ -482,11 +490,14 @@ def test_notebook_in_jupyterlab(browser, lab: Lab, path: Path):
             for t in c["stderr"]:
                 warnings.warn(f"{name} cell {i} writes to stderr (shown to learners): {t[:300]}")
 
-        missing = [i for i in plot_cells if not any(cells[i]["images"])]
+        def no_image(i):  # a plot cell that says it skipped (no real model here) draws nothing, by design
+            return not any(cells[i]["images"]) and not any(t.startswith("SKIPPED:") for t in cells[i]["stdout"])
+
+        missing = [i for i in plot_cells if no_image(i)]
         if missing:  # images from data: URLs decode asynchronously; give them a moment
             time.sleep(2)
             cells = _cells(page)
-            missing = [i for i in plot_cells if not any(cells[i]["images"])]
+            missing = [i for i in plot_cells if no_image(i)]
         assert not missing, f"{name}: plot-tagged cell(s) {missing} show no image after running"
 
         if path.stem == "01_gqa_shapes":
