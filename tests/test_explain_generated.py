@@ -12,7 +12,7 @@ import pytest
 from ropepool import RopePoolError, Shapes, make_inputs, rope_pool_fused
 from ropepool.cli.explain import facts_of
 from ropepool.diagnosis import diagnose
-from ropepool.models import preset, preset_names
+from ropepool.models import beyond_preset_names, preset, preset_names
 
 T = 3
 
@@ -129,12 +129,17 @@ def _not_dividing_call(p, kw):
     }
 
 
-_name = {preset(n).name: n for n in preset_names()}
-CASES = [(n, m) for n in preset_names() for m, spec in MISTAKES.items() if spec[0](preset(n))]
+# The presets of rope_pool_fused's shapes: the GQA ones, and those beyond GQA whose cache is per-head k and v
+# (MHA Llama-2, Gemma-3's and GPT-OSS's sliding windows, Qwen2-VL's mrope); DeepSeek-V3's latent cache is
+# rope_pool_fused_mla's, generated below.
+NAMES = preset_names() + [n for n in beyond_preset_names() if n != "deepseek-v3"]
+_name = {preset(n).name: n for n in NAMES}
+CASES = [(n, m) for n in NAMES for m, spec in MISTAKES.items() if spec[0](preset(n))]
 
 
 def test_the_table_covers_every_preset_and_over_a_hundred_cases():
-    assert {n for n, _ in CASES} == set(preset_names()) and len(CASES) >= 100
+    assert {n for n, _ in CASES} == set(NAMES) and len(CASES) >= 100
+    assert set(NAMES) | {"deepseek-v3"} == set(preset_names()) | set(beyond_preset_names())
 
 
 @pytest.mark.parametrize("name, mistake", CASES, ids=[f"{n}-{m}" for n, m in CASES])
