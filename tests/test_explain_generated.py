@@ -1,5 +1,6 @@
 """``explain`` on the op's own errors, generated: every preset times every wrong quantity, each raised by a
-real call, read back in both forms (SGLang's first line alone, and with ropepool's "expected (...)" line).
+real call, read back in both forms (SGLang's first line alone, and with ropepool's "expected (...)" line);
+and DeepSeek-V3's MLA mistakes, raised by ``rope_pool_fused_mla``.
 
 The full form must name the one mistake; the first line alone must name it too where the numbers allow,
 and otherwise say which mistakes they fit (never a single wrong fix). Where the fix is an argument, the
@@ -175,3 +176,85 @@ def test_the_line_alone_is_named_once_the_passed_count_is_known(name):
     wrong = p.num_qo_heads if p.group_size > 1 else 2
     d = diagnose(line, facts_of(name, passed_kv_heads=wrong))
     assert d.case == "num_kv_heads" and f"num_kv_heads={p.num_kv_heads}" in d.fix
+
+
+# --- MLA (DeepSeek-V3's config): rope_pool_fused_mla's shape messages ---------------------------------------------
+
+
+def _mla_config():
+    from ropepool.models import load_preset
+
+    c = load_preset("deepseek-v3")
+    return c["num_attention_heads"], c["kv_lora_rank"], c["qk_rope_head_dim"], c["qk_nope_head_dim"]
+
+
+# mistake: (the wrong call's arguments from the right ones, the case, the call fixed as the diagnosis's fix says)
+MLA_MISTAKES = {
+    "q_pe_whole_head": (
+        lambda kw, nope: {
+            **kw,
+            "q_pe": mx.concatenate([mx.zeros((*kw["q_pe"].shape[:2], nope), kw["q_pe"].dtype), kw["q_pe"]], -1),
+        },
+        lambda bad, R, nope: {**bad, "q_pe": mx.split(bad["q_pe"], [nope], axis=-1)[1]},
+    ),
+    "q_pe_heads": (
+        lambda kw, nope: {**kw, "q_pe": kw["q_pe"][:, :16]},
+        lambda bad, R, nope: {**bad, "num_qo_heads": 16},
+    ),
+    "k_pe_repeated": (
+        lambda kw, nope: {**kw, "k_pe": mx.repeat(kw["k_pe"], kw["num_qo_heads"], axis=1)},
+        lambda bad, R, nope: {**bad, "k_pe": bad["k_pe"][:, :1]},
+    ),
+    "k_pe_with_c_kv": (
+        lambda kw, nope: {**kw, "k_pe": mx.concatenate([kw["c_kv"][:, None], kw["k_pe"]], -1)},
+        lambda bad, R, nope: {**bad, "k_pe": mx.split(bad["k_pe"], [R], axis=-1)[1]},
+    ),
+    "c_kv_with_k_pe": (
+        lambda kw, nope: {**kw, "c_kv": mx.concatenate([kw["c_kv"], kw["k_pe"][:, 0]], -1)},
+        lambda bad, R, nope: {**bad, "c_kv": mx.split(bad["c_kv"], [R], axis=-1)[0]},
+    ),
+    "latent_pool_per_head": (
+        lambda kw, nope: {**kw, "latent_pool": mx.repeat(kw["latent_pool"], kw["num_qo_heads"], axis=1)},
+        lambda bad, R, nope: {**bad, "latent_pool": bad["latent_pool"][:, :1]},
+    ),
+    "latent_pool_without_rope": (
+        lambda kw, nope: {**kw, "latent_pool": kw["latent_pool"][..., : kw["kv_lora_rank"]]},
+        lambda bad, R, nope: {
+            **bad,
+            "latent_pool": mx.zeros((bad["latent_pool"].shape[0], 1, R + bad["rope_dim"]), bad["latent_pool"].dtype),
+        },
+    ),
+}
+
+
+def test_every_mla_case_is_generated():
+    from ropepool.diagnosis.mla import MLA_CASES
+
+    assert set(MLA_MISTAKES) == set(MLA_CASES)
+
+
+@pytest.mark.parametrize("mistake", list(MLA_MISTAKES))
+def test_generated_mla_case(mistake):
+    """DeepSeek-V3's sizes: each MLA mistake, raised by a real call, is named in both forms with the
+    config's numbers, and the fix the diagnosis names (the split, the single key, the pool's width) passes."""
+    from ropepool.inputs import mla_inputs
+    from ropepool.mla import rope_pool_fused_mla
+
+    Hq, R, rd, nope = _mla_config()
+    kw = mla_inputs(tokens=T, num_qo_heads=Hq, kv_lora_rank=R, rope_dim=rd, pool_rows=8)
+    make_bad, fixed = MLA_MISTAKES[mistake]
+    bad = make_bad(kw, nope)
+    with pytest.raises(RopePoolError) as e:
+        rope_pool_fused_mla(**bad)
+    f = facts_of("deepseek-v3")
+    assert (f.kv_lora_rank, f.rope_dim) == (R, rd)
+    for text in (str(e.value), e.value.first_line):
+        d = diagnose(text, f)
+        assert d.case == mistake, (
+            f"{mistake} ({'line alone' if text == e.value.first_line else 'full'}): {d.case}: {d.why}"
+        )
+    flat = " ".join(d.fix.split())
+    number = {"q_pe_whole_head": nope, "q_pe_heads": 16, "k_pe_with_c_kv": R, "c_kv_with_k_pe": R}.get(mistake, R + rd)
+    if mistake != "k_pe_repeated":
+        assert str(number) in flat, flat
+    rope_pool_fused_mla(**fixed(bad, R, nope))  # the fix, applied, passes

@@ -164,6 +164,8 @@ def facts_of(model, **numbers) -> Facts:
                 num_qo_heads=_int_field(text, "num_attention_heads", "n_head"),
                 num_kv_heads=_int_field(text, "num_key_value_heads", "num_kv_heads"),
                 head_dim=_int_field(text, "head_dim"),
+                kv_lora_rank=_int_field(text, "kv_lora_rank"),  # MLA (DeepSeek-V2/V3): the latent pool's sizes
+                rope_dim=_int_field(text, "qk_rope_head_dim"),
             )
             given = {k: v for k, v in numbers.items() if v is not None}
             return Facts.of(None, **{**raw, "hidden_size": hidden, **given})

@@ -35,6 +35,8 @@ class Facts:
     rope_theta : float         the base
     rope_scaling : dict        the scaling fields
     passed_kv_heads : int      the ``num_kv_heads`` the failing call passed (not the model's)
+    kv_lora_rank : int         MLA's latent width, ``config.kv_lora_rank`` (None: not MLA, or unknown)
+    rope_dim : int             MLA's RoPE part of a head, ``config.qk_rope_head_dim``
     """
 
     name: str = "the model"
@@ -46,6 +48,8 @@ class Facts:
     rope_theta: float | None = None
     rope_scaling: dict | None = None
     passed_kv_heads: int | None = None
+    kv_lora_rank: int | None = None
+    rope_dim: int | None = None
 
     @classmethod
     def of(cls, params, **overrides) -> "Facts":
@@ -81,7 +85,10 @@ class Facts:
             for k, v in (("Hq", self.num_qo_heads), ("Hkv", self.num_kv_heads), ("D", self.head_dim))
             if v is not None
         ]
-        if self.num_qo_heads and self.num_kv_heads and self.num_qo_heads % self.num_kv_heads == 0:
+        if self.kv_lora_rank and self.rope_dim:  # MLA: no per-head k and v are cached
+            parts = [p for p in parts if not p.startswith("Hkv")]
+            parts.append(f"MLA latent row {self.kv_lora_rank} + {self.rope_dim} (kv_lora_rank + qk_rope_head_dim)")
+        elif self.num_qo_heads and self.num_kv_heads and self.num_qo_heads % self.num_kv_heads == 0:
             parts.append(f"G = {self.num_qo_heads // self.num_kv_heads}")
         if self.rotary_dim is not None and self.rotary_dim != self.head_dim:
             parts.append(f"rotary_dim = {self.rotary_dim}")

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from ..errors import CODES, MLA_CODES
 from .base import Case, Diagnosis, Facts, ambiguous, heads
 from .heads import head_dim_from_hidden
+from .mla import MLA_SHAPE_CODES, mla_case
 from .text import WINDOW, after, ints, line_at, read_shape
 
 #: The cases of a rejected k, in the order they are tried.
@@ -230,11 +231,13 @@ def read_error(text: str, catalog=None) -> ReadError | None:
         return None
     _, i, code, line, fields = best
     tail = after(text, i + len(line) - 1 if len(line) else i, 700)
-    exp = re.search(r"expected (\((?:-?\d+, ){2}-?\d+\)|\[P, \d+, \d+\])", tail)
+    exp = re.search(r"expected (\((?:-?\d+, ){1,2}-?\d+\)|\[P, \d+, \d+\])", tail)
     expected = None
     if exp:
         nums = ints(exp.group(1))
-        expected = tuple(nums) if len(nums) == 3 else (None, *nums)
+        expected = (None, *nums) if exp.group(1).startswith("[P") else tuple(nums)
+        if len(expected) != (2 if code == "c_kv_shape" else 3):  # only c_kv is 2-D
+            expected = None
     return ReadError(code, line, fields, expected)
 
 
@@ -409,6 +412,8 @@ def case_of(read: ReadError, facts: Facts | None = None, *, others: tuple[str, .
     Hq, Hkv, D = f.num_qo_heads, f.num_kv_heads, f.head_dim
     exp = read.expected
     code = read.code
+    if code in MLA_SHAPE_CODES:
+        return mla_case(code, read_shape(read.fields.get("shape", "")), exp, f)
     if code in ("q_shape", "k_shape"):
         got = _shape(read, "shape")
         if not got:
@@ -531,5 +536,9 @@ def diagnose(text: str, f: Facts, others_of=None) -> Diagnosis | None:
         "head_dim_from_hidden": "head_dim",
         "zero_heads": "tp",
         "ambiguous": "heads/head_dim" if read.code == "q_shape" else "heads/tokens",
+        "q_pe_whole_head": "layout",  # MLA: a projection's split left undone
+        "k_pe_with_c_kv": "layout",
+        "c_kv_with_k_pe": "layout",
+        "latent_pool_without_rope": "layout",
     }.get(case.name, "heads")
     return Diagnosis(family, source, read.line, numbers, case.name, quantity, case.why, case.fix, code=read.code)
