@@ -100,3 +100,27 @@ def test_the_tree_notebook_14_serves_wrong_is_named_too():
     """Notebook 14 plugs mistakes.TreeMatchesWholeEdges into the engine; its checker names it as well."""
     err = expect_rejection(lambda part: build.check(4, part), mistakes.TreeMatchesWholeEdges, "match")
     assert "hint:" in str(err)
+
+
+def test_part_3_checks_the_engine_schedulers_own_steps():
+    """Part 3's checker also runs the engine's scheduler (no model) and compares with the positions and
+    slots it gave: its steps share prefix rows, chunk prompts and decode, with pages of 1 and 16."""
+    from ropepool.build import slots
+
+    for ps in (1, 16):
+        steps = slots.engine_steps(ps, seed=ps)
+        assert steps and all(slots.reference(reqs, p) == want for _, p, reqs, want in steps)
+        reqs = [r for _, _, rs, _ in steps for r in rs]
+        assert any(r["new"] == 1 and r["cached"] > 0 for r in reqs)  # decodes
+        assert any(r["new"] > 1 and r["cached"] > 0 for r in reqs)  # a later chunk of a prompt
+    # two requests of one step whose page tables start with the same 8 rows: the shared prefix's
+    assert any(len({tuple(r["pages"][:8]) for r in rs}) < len(rs) for _, _, rs, _ in slots.engine_steps(1, seed=1))
+    engine_calls = []
+
+    def spy(requests, page_size):
+        engine_calls.append((requests, page_size))
+        return solutions.slot_mapping(requests, page_size)
+
+    assert "steps of the engine's own scheduler" in str(build.check(3, spy))
+    n = len(slots.engine_steps(1)) + len(slots.engine_steps(16, seed=1))
+    assert engine_calls[-n:] == [(r, p) for _, p, r, _ in slots.engine_steps(1) + slots.engine_steps(16, seed=1)]

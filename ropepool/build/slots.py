@@ -119,6 +119,38 @@ def workload(n: int = 40, seed: int = 0) -> list[tuple[str, int, list[dict]]]:
     return out
 
 
+def engine_steps(page_size: int, seed: int = 0) -> list[tuple[str, int, list[dict], tuple[list, list]]]:
+    """The engine's own steps, with no model: its scheduler (allocator, prefix tree, chunked prefill of
+    at most 16 tokens a step) serving six prompts with a shared prefix in a pool of 96 rows; per step
+    ``(name, page_size, requests, (batch.positions, batch.slots))``, the requests as part 3 sees them
+    and what the engine's scheduler itself gave."""
+    import mlx.core as mx
+
+    from ..engine.allocator import Allocator
+    from ..engine.radix import RadixCache
+    from ..engine.request import Request
+    from ..engine.scheduler import Scheduler
+
+    rng = np.random.default_rng(seed)
+    allocator = Allocator(96, page_size)
+    scheduler = Scheduler(allocator, RadixCache(allocator), max_step_tokens=16)
+    shared = [int(t) for t in rng.integers(1, 50, 8)]
+    for rid in range(6):
+        prompt = shared + [int(t) for t in rng.integers(1, 50, int(rng.integers(1, 12)))]
+        scheduler.add(Request(rid, prompt, int(rng.integers(1, 6))))
+    out, step = [], 0
+    while not scheduler.done:
+        batch = scheduler.schedule()
+        requests = [
+            dict(pages=[row // page_size for row in r.slot_table[::page_size]], cached=r.num_cached, new=n)
+            for r, n in zip(batch.requests, batch.lengths)
+        ]
+        out.append((f"the engine's step {step}", page_size, requests, (list(batch.positions), list(batch.slots))))
+        scheduler.postprocess(batch, mx.zeros((len(batch.requests), 50)))
+        step += 1
+    return out
+
+
 def _diagnose(requests, ps, positions, slots) -> tuple[str, str]:
     want_pos, _ = reference(requests, ps)
     if positions != want_pos:
@@ -132,12 +164,15 @@ def _diagnose(requests, ps, positions, slots) -> tuple[str, str]:
 
 
 def check(slot_mapping: Callable) -> object:
-    """Run ``slot_mapping`` on the table's steps, then random ones (page sizes 1, 2, 4, 16).
+    """Run ``slot_mapping`` on the table's steps, random ones (page sizes 1, 2, 4, 16), then the engine's
+    own steps (:func:`engine_steps`), compared with the positions and slots its scheduler gave.
 
     Raises :class:`~ropepool.build.feedback.PartFailed` naming the first wrong step and token.
     """
     table, steps = cases(), workload()
-    for name, ps, requests in table + steps:
+    engine = engine_steps(1) + engine_steps(16, seed=1)
+    runs = [(name, ps, reqs, reference(reqs, ps)) for name, ps, reqs in table + steps] + engine
+    for name, ps, requests, want in runs:
         given = f"page_size {ps}, requests {requests}"
         got = call(
             PART,
@@ -147,7 +182,6 @@ def check(slot_mapping: Callable) -> object:
             what=f"slot_mapping(...) on '{name}'",
             first=FIRST,
         )
-        want = reference(requests, ps)
         try:
             positions, slots = ([int(x) for x in part] for part in got)
         except (TypeError, ValueError):
@@ -179,6 +213,7 @@ def check(slot_mapping: Callable) -> object:
         )
     return passed(
         PART,
-        f"slot_mapping gives every token's position and row on {len(table)} table steps and "
-        f"{len(steps)} random ones, page_size 1 to 16, chunks starting mid-page included.",
+        f"slot_mapping gives every token's position and row on {len(table)} table steps, "
+        f"{len(steps)} random ones, page_size 1 to 16, chunks starting mid-page included, and the "
+        f"{len(engine)} steps of the engine's own scheduler (shared prefixes, chunked prefill, pages of 1 and 16).",
     )
