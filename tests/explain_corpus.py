@@ -27,7 +27,8 @@ CORPUS = [
         model="llama-3-8b",
         text="RuntimeError: shape '[1, 7, 32, 128]' is invalid for input of size 7168",
         cause="k_proj's output (8 KV heads x 128) viewed with num_attention_heads (32) in a hand-written attention",
-        source='PyTorch aten/src/ATen/InferSize.h: "shape \'", shape, "\' is invalid for input of size ", numel',
+        source="PyTorch aten/src/ATen/InferSize.h infer_size_impl at pytorch/pytorch@b84d4e31c72c: "
+        'ss << "shape \'" << shape << "\' is invalid for input of size " << numel',
         expect="kv_viewed_with_hq",
         says=("num_key_value_heads", "k.view(B, T, 8, 128)"),
     ),
@@ -65,7 +66,7 @@ CORPUS = [
         model="llama-3-8b",
         text="RuntimeError: The size of tensor a (32) must match the size of tensor b (8) at non-singleton dimension 1",
         cause="eager attention on GQA tensors without repeat_kv: q has 32 heads, k 8",
-        source='PyTorch aten/src/ATen/ExpandUtils.cpp: "The size of tensor a (", sizeA, ") must match the size of '
+        source='PyTorch aten/src/ATen/ExpandUtils.cpp infer_size_impl at pytorch/pytorch@181624244c76: "The size of tensor a (", sizeA, ") must match the size of '
         'tensor b (", sizeB, ") at non-singleton dimension ", i',
         expect="missing_repeat_kv",
         says=("repeat_kv(k, 4)", "enable_gqa=True"),
@@ -75,7 +76,7 @@ CORPUS = [
         model=None,
         text="RuntimeError: The size of tensor a (32) must match the size of tensor b (8) at non-singleton dimension 1",
         cause="as above, pasted without the model",
-        source="PyTorch aten/src/ATen/ExpandUtils.cpp (format as above)",
+        source="PyTorch aten/src/ATen/ExpandUtils.cpp at pytorch/pytorch@181624244c76 (format as above)",
         expect="ambiguous",
         says=("repeat_kv missing (G = 4)", "tokens"),
     ),
@@ -458,7 +459,7 @@ CORPUS = [
         text="k shape must be [num_tokens, num_kv_heads, head_dim], got (4, 8, 128)\n  expected (4, 32, 128) = "
         "[T, Hkv, D], got (4, 8, 128).",
         cause="num_kv_heads passed as num_attention_heads (notebook 01)",
-        source="ropepool rope_pool_fused (SGLang's message, ropepool's second line)",
+        source="ropepool 0.1.0 rope_pool_fused, this repository (SGLang's message, ropepool's second line)",
         expect="num_kv_heads",
         says=("classic GQA bug", "Pass num_kv_heads=8"),
     ),
@@ -477,7 +478,7 @@ CORPUS = [
         text="q shape must be [num_tokens, num_qo_heads, head_dim], got (4, 16, 256)\n  expected (4, 16, 224) = "
         "[T, Hq, D], got (4, 16, 256).",
         cause="head_dim passed as hidden_size // num_attention_heads",
-        source="ropepool rope_pool_fused (the probe's Gemma-2 case)",
+        source="ropepool 0.1.0 rope_pool_fused, this repository (the probe's Gemma-2 case)",
         expect="head_dim_from_hidden",
         says=("Pass head_dim=256",),
     ),
@@ -496,7 +497,7 @@ CORPUS = [
         model="qwen2.5-7b",
         text="k shape must be [num_tokens, num_kv_heads, head_dim], got (6, 0, 128)",
         cause="tp = 8 over 4 KV heads gave a rank no KV head",
-        source="ropepool rope_pool_fused (issue 29's ZeroDivisionError case)",
+        source="ropepool 0.1.0 rope_pool_fused, this repository (issue 29's ZeroDivisionError case)",
         expect="zero_heads",
         says=("tp <= Hkv",),
     ),
