@@ -100,7 +100,7 @@ CORPUS = [
         "model.layers.0.self_attn.v_proj.weight: copying a param with shape torch.Size([1024, 4096]) from "
         "checkpoint, the shape in current model is torch.Size([4096, 4096]).",
         cause="a config.json without num_key_value_heads builds MHA k_proj for GQA weights",
-        source="PyTorch torch/nn/modules/module.py load_state_dict: 'size mismatch for {}: copying a param with "
+        source="PyTorch torch/nn/modules/module.py _load_from_state_dict at pytorch/pytorch@d4cc86dc3cf9: 'size mismatch for {}: copying a param with "
         "shape {} from checkpoint, the shape in current model is {}.'",
         expect="config_without_kv_heads",
         says=("num_key_value_heads = 8",),
@@ -111,7 +111,7 @@ CORPUS = [
         text="size mismatch for model.layers.0.self_attn.q_proj.weight: copying a param with shape "
         "torch.Size([8192, 5120]) from checkpoint, the shape in current model is torch.Size([5120, 5120]).",
         cause="custom modeling code took head_dim = 5120 // 64 = 80; Qwen3-32B sets head_dim = 128",
-        source="PyTorch module.py load_state_dict format; the mistake of TensorRT-LLM #5912",
+        source="PyTorch module.py load_state_dict format (pytorch/pytorch@d4cc86dc3cf9); the mistake of TensorRT-LLM #5912",
         expect="head_dim_from_hidden",
         says=("5120 // 64 = 80", "head_dim = 128"),
     ),
