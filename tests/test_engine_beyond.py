@@ -89,8 +89,3 @@ def test_mla_latent_pool_rows_are_c_kv_then_rotated_k_pe():
     np.testing.assert_allclose(rows[:, : a.kv_lora_rank], np.array(layer.self_attn.kv_a_layernorm(c_kv)), atol=1e-6)
     want = layer.self_attn.rope(k_pe[None, None])[0, 0]  # mlx-lm's own rotation of k_pe at 0..4
     np.testing.assert_allclose(rows[:, a.kv_lora_rank :], np.array(want), atol=1e-5)
-
-
-def test_fp8_is_refused_for_the_layered_models():
-    with pytest.raises(ValueError, match="kv_dtype='fp8' is served for"):
-        generate(build("gemma3"), [[1, 2]], 1, pool_rows=8, kv_dtype="fp8")

@@ -129,7 +129,7 @@ PHASES = {
     # schedule: after its first change of the pages (an eviction, a preemption or an allocation)
     "schedule": lambda e: Patch(e.scheduler, "reclaim", calls(1)),
     "schedule, all of it": lambda e: Patch(e.scheduler, "schedule", lambda: True),
-    "forward, layer 1": lambda e: Patch(e.runner, "attention", lambda i, *a: i == 1, before=True),
+    "forward, layer 1": lambda e: Patch(e.runner, "gqa", lambda i, *a: i == 1, before=True),
     "forward, every pool written": lambda e: Patch(e.runner, "run", lambda *a: True),
     "postprocess, first request": lambda e: Patch(e.scheduler, "share", calls(1)),
     "postprocess, all of it": lambda e: Patch(e.scheduler, "postprocess", lambda *a, **k: True),

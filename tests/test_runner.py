@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from ropepool.engine.request import Request
-from ropepool.engine.runner import ModelRunner, StepContext
+from ropepool.engine.context import StepContext
+from ropepool.engine.runner import Runner
 from ropepool.engine.scheduler import Batch
 from ropepool.engine.tiny_models import build
 from ropepool.tolerance import ENGINE_LOGITS_FLOAT32
@@ -32,11 +33,11 @@ def request(rid, prompt, slots):
     return req
 
 
-@pytest.mark.parametrize("name", ["llama-gqa", "qwen2-mqa", "phi3"])
+@pytest.mark.parametrize("name", ["llama-gqa", "qwen2-mqa", "phi3", "gemma3", "gpt-oss", "deepseek-v3"])
 @pytest.mark.parametrize("backend", ["mlx", "auto"])
 def test_a_chunk_after_a_cached_prefix_beside_decode_and_prefill(name, backend):
     model = build(name)
-    runner = ModelRunner(model, pool_rows=32, backend=backend)
+    runner = Runner(model, pool_rows=32, backend=backend)
     a, b, c = request(0, A, SLOTS["a"]), request(1, B, SLOTS["b"]), request(2, C, SLOTS["c"])
 
     first = Batch()
@@ -95,6 +96,6 @@ def test_auto_keeps_the_step_one_graph():
     import ropepool
 
     model = build("llama-gqa")
-    assert ModelRunner(model, pool_rows=8).backend != "cpu"
+    assert Runner(model, pool_rows=8).backend != "cpu"
     if ropepool.available_backends()["cpu"].available:
-        assert ModelRunner(model, pool_rows=8, backend="cpu").backend == "cpu"
+        assert Runner(model, pool_rows=8, backend="cpu").backend == "cpu"

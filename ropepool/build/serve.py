@@ -15,8 +15,7 @@ import mlx.core as mx
 import numpy as np
 
 from ..engine import Engine
-from ..engine.runner import ModelRunner
-from ..rope import Rope, rope_table
+from ..engine.protocols import RunnerParts
 from ..tolerance import ENGINE_LOGITS_FLOAT32, ENGINE_LOGITS_SMOLLM2
 
 QUESTIONS = ("What is the capital of France?", "What is 2 + 3?")
@@ -84,113 +83,14 @@ def load() -> Served:
     )
 
 
-class PluggedRunner(ModelRunner):
-    """The engine's runner with the learner's parts in it.
-
-    ``rotate`` (part 1) turns q and k head by head in NumPy, in place of the op, and k and v are written
-    to the step's slots by index (models without QK-norm only); ``encode`` (part 6) writes FP8 pools with
-    the learner's codes of the op's k_rot (the op writes nothing: slots -1); ``slot_mapping`` (part 3)
-    replaces the step's positions and slots before the forward pass. The engine's runner has no plug
-    point for these, so this subclass stands in for it.
-    """
-
-    rotate = encode = slot_mapping = None
-    page_size = 1
-
-    def run(self, batch):
-        if self.slot_mapping is not None:
-            ps = self.page_size
-            requests = [
-                dict(pages=[row // ps for row in r.slot_table[::ps]], cached=r.num_cached, new=n)
-                for r, n in zip(batch.requests, batch.lengths)
-            ]
-            positions, slots = self.slot_mapping(requests, ps)
-            batch.positions, batch.slots = [int(p) for p in positions], [int(s) for s in slots]
-        return super().run(batch)
-
-    def attention(self, i, attn, x, ctx):
-        if self.rotate is None and self.encode is None:
-            return super().attention(i, attn, x, ctx)
-        from .. import rope_pool_fused
-        from ..engine import model_spec
-        from ..engine.runner import project_qkv
-
-        T = x.shape[0]
-        Hq, Hkv, D = attn.n_heads, attn.n_kv_heads, self.rope_kwargs["head_dim"]
-        q, k, v = project_qkv(attn, x)
-        q, k, v = q.reshape(T, Hq, D), k.reshape(T, Hkv, D), v.reshape(T, Hkv, D)  # [T, Hq, D], [T, Hkv, D]
-        if self.rotate is not None:
-            if model_spec.qk_norm_kwargs(attn):
-                raise ValueError("rotate= serves models without QK-norm (Llama, Qwen2, Phi-3)")
-            positions = np.array(ctx.positions)  # [T]
-            q, k = self._rotate(q, positions), self._rotate(k, positions)
-        else:  # the op rotates; slots -1: it writes nothing, the learner's encoder writes the pools
-            nowhere = mx.full((T,), -1, mx.int32)
-            q, k, _, _ = rope_pool_fused(
-                q,
-                k,
-                v,
-                ctx.positions,
-                nowhere,
-                self.k_pools[i],
-                self.v_pools[i],
-                **self.rope_kwargs,
-                backend=self.backend,
-                **model_spec.qk_norm_kwargs(attn),
-                **self.scales[i],
-            )
-        for pools, rows, which in ((self.k_pools, k, "k"), (self.v_pools, v, "v")):
-            if self.fp8:
-                rows = self._encode(rows.astype(mx.float32) / mx.array(self.scales[i][f"{which}_scale"], mx.float32))
-            pools[i][mx.array(np.asarray(ctx.slots), mx.int32)] = rows.astype(pools[i].dtype)
-        q = q[:, None] if ctx.queries is None else q[ctx.queries]  # [R, N, Hq, D]
-        o = mx.fast.scaled_dot_product_attention(
-            q.transpose(0, 2, 1, 3),
-            self.read_rows(i, "k", ctx.rows, q.dtype),
-            self.read_rows(i, "v", ctx.rows, q.dtype),
-            scale=attn.scale,
-            mask=ctx.mask,
-        )  # [R, Hq, N, D]
-        o = o.transpose(0, 2, 1, 3).reshape(-1, Hq * D)  # [R * N, Hq*D]
-        return attn.o_proj(o if ctx.outputs is None else o[ctx.outputs])  # [T, hidden]
-
-    def _rotate(self, x: mx.array, positions: np.ndarray) -> mx.array:
-        """``x [T, H, D]`` turned by the learner's rotate, in x's dtype: every head's rows in one call, as
-        one head of ``T * H`` rows (a row turns by its own position only)."""
-        table: Rope = self.table
-        T, H, D = x.shape
-        rows = np.array(x.astype(mx.float32)).reshape(T * H, D)  # [T*H, D], token-major
-        out = np.asarray(
-            self.rotate(rows, np.repeat(positions, H), np.array(table.inv_freq), table.is_neox), np.float64
-        )
-        return mx.array(out.reshape(T, H, D).astype(np.float32)).astype(x.dtype)  # [T, H, D]
-
-    def _encode(self, rows: mx.array) -> mx.array:
-        """The learner's e4m3 codes of ``rows [T, Hkv, D]``, one row of T * Hkv * D values."""
-        flat = np.array(rows.astype(mx.float32)).reshape(-1)
-        codes = np.asarray(self.encode(flat.copy()))
-        if codes.dtype != np.uint8 or codes.shape != flat.shape:
-            raise ValueError(
-                f"encode_e4m3 returned {codes.dtype} {list(codes.shape)} for a row of {flat.size} "
-                "float32 values: one uint8 code per value"
-            )
-        return mx.array(codes).reshape(rows.shape)
-
-
 def engine(model, *, rotate=None, encode_e4m3=None, slot_mapping=None, **engine_kwargs) -> Engine:
-    """An :class:`Engine` over ``model`` whose runner uses the learner's parts given (None: the engine's own)."""
+    """An :class:`Engine` over ``model`` whose runner calls the learner's parts given (None: the engine's own),
+    through the runner's plug points (:class:`~ropepool.engine.protocols.RunnerParts`)."""
     if encode_e4m3 is not None:
         engine_kwargs.setdefault("kv_dtype", "fp8")
     engine_kwargs.setdefault("keep_logits", True)
-    eng = Engine(model, **engine_kwargs)
-    runner = PluggedRunner.__new__(PluggedRunner)
-    runner.__dict__.update(eng.runner.__dict__)
-    runner.rotate, runner.encode, runner.slot_mapping = rotate, encode_e4m3, slot_mapping
-    runner.page_size = eng.allocator.page_size
-    kw = runner.rope_kwargs
-    runner.table = rope_table(kw["head_dim"], kw["rope_base"], is_neox=kw.get("is_neox", True))
-    eng.runner = runner
-    return eng
+    parts = RunnerParts(rotate=rotate, encode_e4m3=encode_e4m3, slot_mapping=slot_mapping)
+    return Engine(model, parts=parts, **engine_kwargs)
 
 
 def run(eng: Engine, prompts, max_new_tokens: int, history: list | None = None) -> list:

@@ -14,11 +14,10 @@ from .allocator import MAX_POOL_ROWS, Allocator
 from .arguments import check_int, check_token_ids
 from .errors import EngineArgumentError, WrongThreadError
 from .journal import GATE, HeldInterrupts, Journal
-from .layered import make_runner
-from .protocols import AllocatorFactory, CacheFactory, SchedulerFactory
+from .protocols import AllocatorFactory, CacheFactory, RunnerParts, SchedulerFactory
 from .radix import NoCache, RadixCache
 from .request import Request
-from .runner import ModelRunner
+from .runner import Runner
 from .scheduler import Batch, Scheduler, Stats
 
 
@@ -34,14 +33,14 @@ class Result:
 class Engine:
     """A continuous-batching engine over one mlx-lm model and one pool of ``pool_rows`` rows per layer.
 
-    Each :meth:`step` is one forward pass: :meth:`Scheduler.schedule`, :meth:`ModelRunner.run`,
+    Each :meth:`step` is one forward pass: :meth:`Scheduler.schedule`, :meth:`Runner.run`,
     :meth:`Scheduler.postprocess`, as one transaction.
 
     Parameters
     ----------
-    model : an mlx-lm model of ``llama`` (Llama, Mistral), ``qwen2``, ``phi3``, ``qwen3``, or through its own
-        decoder layers ``deepseek_v3`` (MLA), ``gemma3_text`` or ``gpt_oss`` (sliding windows; with
-        ``prefix_cache=False`` their sliding layers keep a ring of ``window`` rows per request)
+    model : an mlx-lm model of ``llama`` (Llama, Mistral), ``qwen2``, ``phi3``, ``qwen3``, ``gemma3_text``,
+        ``gpt_oss`` (sliding windows: with ``prefix_cache=False`` their sliding layers keep a ring of
+        ``window`` rows per request) or ``deepseek_v3`` (MLA), float or quantized; never changed
     pool_rows : int, P, the rows of each layer's KV pool, at most ``2**31 - 1`` (slots are int32)
     backend : the ``rope_pool_fused`` backend ("auto", "cpu", "mlx", "metal", "cuda")
     stop : a token id (e.g. a chat model's end-of-turn) that finishes a request as soon as it is
@@ -56,6 +55,8 @@ class Engine:
     allocator, scheduler : factories of the engine's parts, ``(pool_rows, page_size) -> allocator`` and
         ``(allocator, cache, max_step_tokens=...) -> scheduler``; the engine's own by default. A part of
         your own plugs in through the interfaces of :mod:`.protocols`
+    parts : a :class:`~.protocols.RunnerParts`: a rotation, FP8 encoder or slot mapping of your own that
+        the runner calls in place of its own (the build track's parts); None: the engine's
 
     The engine holds only the requests it is serving: a finished request goes out in the step's
     ``Batch.finished`` and is the caller's (:attr:`requests` lists those someone still holds).
@@ -79,6 +80,7 @@ class Engine:
         kv_scales=None,
         allocator: AllocatorFactory = Allocator,
         scheduler: SchedulerFactory = Scheduler,
+        parts: RunnerParts | None = None,
     ):
         vocab = model.args.vocab_size
         pool_rows = check_int("pool_rows", pool_rows, 1, MAX_POOL_ROWS)
@@ -97,9 +99,11 @@ class Engine:
                     f"{name} must be a class or factory (see ropepool.engine.protocols), got {factory!r:.60}"
                 )
         max_step_tokens = check_int("max_step_tokens", max_step_tokens, 1)
+        if not (parts is None or isinstance(parts, RunnerParts)):
+            raise EngineArgumentError(f"parts must be a RunnerParts (ropepool.engine.protocols), got {parts!r:.60}")
         # Without a prefix cache, sliding-window layers keep only their window's rows (engine.window)
-        self.runner = make_runner(
-            model, pool_rows, backend, kv_dtype, kv_scales, ring=prefix_cache is False
+        self.runner = Runner(
+            model, pool_rows, backend, kv_dtype, kv_scales, ring=prefix_cache is False, parts=parts, page_size=page_size
         )  # the pools are lazy: nothing allocated yet
         check_pool_memory(self.runner, pool_rows)
         self.allocator = allocator(pool_rows, page_size)
@@ -267,20 +271,20 @@ def bookkeeping(f, *args, **kwargs):
     return out
 
 
-def check_pool_memory(runner: ModelRunner, pool_rows: int) -> None:
+def check_pool_memory(runner: Runner, pool_rows: int) -> None:
     """Refuse pools larger than this machine's memory, before MLX (or the allocator's lists) try to fill it.
 
-    The pools are ``2 x layers x P x Hkv x D`` elements; the allocator keeps about 50 bytes of
-    Python objects per row (its free list and reference counts).
+    The pools are ``P`` rows of every layer's pools (k and v ``[Hkv, D]`` each, or MLA's latent); the
+    allocator keeps about 50 bytes of Python objects per row (its free list and reference counts).
     """
-    k = runner.k_pools[0]
-    pools = 2 * len(runner.k_pools) * pool_rows * k.shape[1] * k.shape[2] * k.dtype.size  # k and v, every layer
+    row = sum(p.size // p.shape[0] * p.dtype.size for layer in runner.pools for p in layer)  # bytes, every layer
+    pools = pool_rows * row
     need, have = pools + 50 * pool_rows, os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     if need > have:
         raise EngineArgumentError(
-            f"pool_rows = {pool_rows} needs {pools / 2**30:.1f} GiB of KV pools (2 x {len(runner.k_pools)} layers x "
-            f"{pool_rows} rows x {k.shape[1]} x {k.shape[2]} x {k.dtype.size} bytes) and "
-            f"{50 * pool_rows / 2**30:.1f} GiB of row bookkeeping: more than this machine's {have / 2**30:.1f} GiB"
+            f"pool_rows = {pool_rows} needs {pools / 2**30:.1f} GiB of KV pools ({pool_rows} rows x {row} bytes, "
+            f"every layer's pools) and {50 * pool_rows / 2**30:.1f} GiB of row bookkeeping: more than this "
+            f"machine's {have / 2**30:.1f} GiB"
         )
 
 
@@ -304,7 +308,7 @@ def generate(
 
     Parameters
     ----------
-    model : an mlx-lm model of ``llama`` (Llama, Mistral), ``qwen2``, ``phi3`` or ``qwen3``
+    model : an mlx-lm model the engine serves (:data:`.model_spec.SUPPORTED`), float or quantized
     prompts : list of lists of token ids (Python or NumPy ints)
     max_new_tokens : int, or one int per prompt: the most new tokens each may write
     pool_rows : int, P, the rows of each layer's KV pool; may be far fewer than all requests'
@@ -316,7 +320,7 @@ def generate(
     prefix_cache, max_step_tokens, page_size : see :class:`Engine`
     keep_logits : False: every ``Result.logits`` is None (a long run then keeps no logits)
     kv_dtype : None (pools in the activations' dtype) or "fp8" (uint8 pools of e4m3 codes, read back
-        dequantised; :class:`ModelRunner`)
+        dequantised; :class:`~.runner.Runner`)
     kv_scales : with "fp8", one ``(k_scale, v_scale)`` per layer
         (:func:`ropepool.engine.kv_scales.calibrate`); None: 1.0 everywhere
 

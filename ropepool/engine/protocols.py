@@ -46,6 +46,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import mlx.core as mx
@@ -179,6 +180,25 @@ class Scheduler(Protocol):
         what it wrote, give back a finished request's pages and list it in ``batch.finished``."""
 
 
+@dataclass(frozen=True)
+class RunnerParts:
+    """Functions of your own the runner calls in place of its own (``Engine(..., parts=RunnerParts(...))``);
+    None: the engine's. Every pool write still goes through :mod:`ropepool.pool_write`.
+
+    rotate : ``(rows [n, D] float32, positions [n] int, inv_freq [rd / 2], is_neox) -> rows [n, D]``
+        RoPE of q and k (every head's rows at once), in place of the op's; models without QK-norm or MLA
+    encode_e4m3 : ``(values [n] float32) -> codes [n] uint8``: the FP8 pools' codes of k_rot and v
+        (already divided by the layer's scale), in place of the op's; with ``kv_dtype="fp8"``
+    slot_mapping : ``(requests, page_size) -> (positions [T], slots [T])``: each step's positions and pool
+        rows from its requests, each a dict ``pages`` (the request's pages), ``cached`` (positions already
+        in the pool) and ``new`` (tokens this step), in place of the scheduler's
+    """
+
+    rotate: Callable | None = None
+    encode_e4m3: Callable | None = None
+    slot_mapping: Callable | None = None
+
+
 #: The factories :class:`~.generate.Engine` takes (see the module's docstring).
 AllocatorFactory = Callable[[int, int], Allocator]  # (pool_rows, page_size)
 CacheFactory = Callable[[Allocator], PrefixCache]  # (allocator)
@@ -191,6 +211,7 @@ __all__ = [
     "Cursor",
     "Journal",
     "PrefixCache",
+    "RunnerParts",
     "Scheduler",
     "SchedulerFactory",
 ]

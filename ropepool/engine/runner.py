@@ -1,39 +1,59 @@
-"""One forward pass over a step's flat batch, with the model's own modules.
+"""One forward pass over a step's flat batch: the model's own decoder layers, the engine's attention.
 
-Every layer of an mlx-lm Llama, Qwen2 or Phi-3 model is::
+For every architecture the engine serves (:mod:`.model_spec`) a step is::
 
-    h = h + o_proj(attention(rope(q_proj(x)), rope(k_proj(x)), v_proj(x)))   x = input_layernorm(h)
-    h = h + mlp(post_attention_layernorm(h))
+    h = embed(tokens)                  # [T, hidden]; Gemma-3 scales it by sqrt(hidden)
+    h = layer(h) for every layer       # the model's own block: norms, residuals, MLP or experts
+    logits = head(norm(h[last]))       # [R, vocab]: only at each request's last new token
 
-The runner keeps every module (embedding, norms, projections, MLP, lm_head) and replaces only
-``rope`` + the KV-cache write + ``attention``: the op this project is about (``rope_pool_fused``)
-rotates q and k and writes k and v into the layer's pools, then one attention call serves every
-request of the step, over the pool rows of its slot table.
+Each decoder layer runs as the model wrote it, with one part replaced: its ``self_attn`` becomes
+:class:`Attention`, which calls the model's projections, then the op this project is about (RoPE on q
+and k, k and v written to the layer's pools: :func:`ropepool.op.apply_plan`, or for MLA's latent pool
+:func:`ropepool.mla.apply_mla_plan`), then one attention call over the pool rows of every request.
 
-The op is called in its two halves (:mod:`ropepool.op`): :class:`StepContext`, built once per
-step, holds the step's plan (positions and slots checked, the slots read on the host once, the
-write planned: :func:`ropepool.op.plan_step`, nano-vllm's ``slot_mapping``); each layer applies
-it (:func:`ropepool.op.apply_plan`) with its own RoPE table and fusion settings, made once when
-the runner is built. Qwen3 normalises q and k per head before ``rope`` (``q_norm``, ``k_norm``):
-the layer's fusion settings do that too.
+**The caller's model is never changed.** The runner keeps a *view* of each decoder layer: a shallow
+copy (``copy.copy``) that holds the very same modules as the model's layer, with the engine's
+attention in its ``self_attn`` entry. Nothing is assigned into the model, so a Ctrl-C anywhere, a
+second engine on the same model in another thread, or mlx-lm's own ``model(tokens)`` meanwhile all see
+the model as it was. The step's :class:`Step` reaches the attention as the layer's ``cache`` argument.
+
+Pools: ``[P, Hkv, D]`` k and v per layer (MLA: one latent ``[P, 1, R + rd]``), in the activations' dtype
+or, with ``kv_dtype="fp8"``, uint8 e4m3 codes read back dequantised. Sliding layers (Gemma-3, GPT-OSS)
+see the last ``window`` positions; with ``ring=True`` (the engine's ``prefix_cache=False``) they keep
+only that many rows per request, as a ring (:mod:`.window`).
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import mlx.core as mx
+import mlx.nn as nn
 import numpy as np
 
 from .. import fp8, pool_write
 from ..backends import resolve
-from ..op import StepPlan, apply_plan, plan_step
-from ..rope import rope_table
-from ..validation import fusion_settings
 from ..fusion import KV_SCALE_MAX, KV_SCALE_MIN
+from ..mla import apply_mla_plan
+from ..op import StepPlan, apply_plan, plan_step
+from ..validation import fusion_settings
 from . import model_spec
-from .errors import EngineArgumentError
+from .context import StepContext, window_mask
+from .errors import EngineArgumentError, UnsupportedModelError
+from .protocols import RunnerParts
 from .scheduler import Batch
+from .window import Rings, WindowStep
+
+
+@dataclass
+class Step:
+    """What the layers of one step read: the step's context, the sliding layers' mask (rows kept) or ring."""
+
+    ctx: StepContext
+    window_mask: mx.array | None = None  # bool [R, 1, N, L]
+    ring: WindowStep | None = None
+    ring_plan: StepPlan | None = None
 
 
 def project_qkv(attn, x):
@@ -44,61 +64,307 @@ def project_qkv(attn, x):
     return attn.q_proj(x), attn.k_proj(x), attn.v_proj(x)
 
 
-@dataclass
-class StepContext:
-    """What every layer of one step reads, built once from the Batch (nano-vllm's per-step context).
+class Attention(nn.Module):
+    """In a layer's view, in place of ``self_attn``: ``(x [1, T, hidden], mask, step)`` -> ``[1, T, hidden]``.
 
-    R requests; request r has n_r new tokens at positions c_r .. c_r + n_r - 1 (c_r = its
-    ``num_cached``) and attends over its first L_r = c_r + n_r slot-table rows. N = max n_r,
-    L = max L_r. Query i of request r sees context row j when ``j <= c_r + min(i, n_r - 1)``: the
-    new tokens causally, every cached row; padded queries (``i >= n_r``) repeat the last real one.
+    ``attn`` is the model's own attention module (its projections, norms, scale and sinks are read,
+    never changed); the model's mask argument is ignored (the step says who sees what)."""
 
-    Attributes
+    def __init__(self, runner: Runner, i: int, attn):
+        super().__init__()
+        self.attn = attn
+        self._runner, self._i = runner, i
+
+    def __call__(self, x, mask=None, cache=None):
+        r = self._runner
+        return (r.mla if r.spec.mla else r.gqa)(self._i, self.attn, x[0], cache)[None]
+
+
+def layer_view(layer, attention: Attention):
+    """A shallow copy of ``layer`` with ``attention`` as its ``self_attn``; ``layer`` itself is untouched."""
+    view = copy.copy(layer)  # a new dict holding the same modules
+    view.self_attn = attention
+    return view
+
+
+class Runner:
+    """The model, its per-layer pools and the forward pass over a :class:`~.scheduler.Batch`.
+
+    Parameters
     ----------
-    positions : int32 mx.array ``[T]``, slots : int32 NumPy ``[T]``  the op's inputs, request after request
-    plan : StepPlan or None           the op's step half, made once (None: no pool size given)
-    rows : int32 ``[R, L]``           pool rows of each request's context, padded with its first row
-    mask : bool ``[R, 1, N, L]`` or None   True where query i may see row j; None: everywhere
-    queries : int32 ``[R, N]`` or None     the flat token of request r's query i; None when N = 1
-                                           (token r is request r's one query)
-    outputs : int32 ``[T]`` or None   where flat token t's output is among the ``[R * N]``; None when N = 1
-    last : int32 ``[R]``              each request's last new token in ``[T]``
+    model : an mlx-lm model of :data:`.model_spec.SUPPORTED`, float or quantized (``mlx.nn.quantize``)
+    pool_rows : P, the rows of each layer's pool (a sliding layer's ring: at most P rows per request)
+    backend : the op's backend; "auto" serves the CPU with "mlx" (one lazy graph a step)
+    kv_dtype : None (pools in the activations' dtype) or "fp8" (uint8 pools of e4m3 codes)
+    kv_scales : with FP8, one ``(k_scale, v_scale)`` per layer (MLA: one scale, k_scale == v_scale);
+        None: 1.0
+    ring : sliding layers keep only their window's rows per request (no prefix cache)
+    parts : :class:`~.protocols.RunnerParts`, your own rotation, FP8 encoder or slot mapping
+    page_size : rows per page of the engine's allocator (what ``parts.slot_mapping`` is given)
+
+    Raises
+    ------
+    UnsupportedModelError
+        An architecture or RoPE the engine does not serve, a sliding window that is no int >= 1, or
+        ``parts`` that do not fit the model (a rotation of your own on a model with QK-norm or MLA).
+    EngineArgumentError
+        ``kv_dtype`` or ``kv_scales`` out of range, or an unknown backend.
     """
 
-    positions: mx.array
-    slots: np.ndarray
-    plan: StepPlan | None
-    rows: mx.array
-    mask: mx.array | None
-    queries: mx.array | None
-    outputs: mx.array | None
-    last: mx.array
+    def __init__(
+        self,
+        model,
+        pool_rows: int,
+        backend: str = "auto",
+        kv_dtype: str | None = None,
+        kv_scales=None,
+        ring: bool = False,
+        parts: RunnerParts | None = None,
+        page_size: int = 1,
+    ):
+        if not (kv_dtype is None or (isinstance(kv_dtype, str) and kv_dtype == "fp8")):
+            raise EngineArgumentError(f"kv_dtype must be None (the activations' dtype) or 'fp8', got {kv_dtype!r:.60}")
+        self.spec = spec = model_spec.read(model)
+        self.model, self.inner = model, model.model
+        layers = self.inner.layers
+        self.fp8 = kv_dtype == "fp8"
+        pairs = _kv_scales(kv_scales, kv_dtype, len(layers)) or [(1.0, 1.0)] * len(layers)
+        if spec.mla and any(k != v for k, v in pairs):
+            raise EngineArgumentError("kv_scales: MLA's latent pool has one scale per layer: pass k_scale == v_scale")
+        self.scales = [dict(k_scale=k, v_scale=v) if self.fp8 else {} for k, v in pairs]
+        self.parts = parts if parts is not None else RunnerParts()
+        self.page_size = page_size
+        if self.parts.rotate is not None and (spec.mla or any(spec.qk_norms)):
+            raise UnsupportedModelError(
+                f"parts.rotate turns q and k of models without QK-norm or MLA; {spec.arch} has "
+                f"{'MLA' if spec.mla else 'QK-norm'}: leave rotate=None (the op rotates)"
+            )
+        if spec.mla and self.parts.encode_e4m3 is not None:
+            raise UnsupportedModelError(f"parts.encode_e4m3 writes k and v pools; {spec.arch}'s pool is MLA's latent")
+        name, _ = resolve(backend)  # an unknown or unavailable backend fails here, not mid-run
+        # The cpu backend runs the kernel on the host, each layer's graph evaluated before its call; the
+        # mlx backend keeps the step one lazy graph (benchmarks/engine_bench.py --smollm2 --backend cpu,mlx).
+        self.backend = "mlx" if backend == "auto" and name == "cpu" else name
+        self.ropes = spec.ropes
+        self.fusions = [
+            None if spec.mla else fusion_settings(head_dim=spec.head_dim, fp8=self.fp8, **self.scales[i], **norm)
+            for i, norm in enumerate(spec.qk_norms)
+        ]
+        dtype = mx.uint8 if self.fp8 else spec.pool_dtype
+        if spec.mla:
+            row, count = (1, spec.mla.kv_lora_rank + spec.mla.rope_dim), 1  # [c_kv ‖ rope(k_pe)]
+        else:
+            row, count = (model.args.num_key_value_heads, spec.head_dim), 2  # k and v
+        self.pool_rows = pool_rows
+        self.pools = [[mx.zeros((pool_rows, *row), dtype) for _ in range(count)] for _ in layers]  # lazy
+        window = spec.window
+        # A request never holds more than P positions, so a ring of min(window, P) rows sees all a window would.
+        self.rings = Rings(min(window, pool_rows), min(pool_rows, 4 * window)) if (ring and window) else None
+        self.ring_layers = [w is not None and self.rings is not None for w in spec.windows]
+        for i in np.flatnonzero(self.ring_layers):  # the ring group's pools: ring rows, not slots
+            self.pools[i] = [mx.zeros((self.rings.capacity, *row), dtype) for _ in range(count)]
+        self.journal = None  # the engine's undo log (set by the Engine): ring rows a failed step overwrote
+        self.layers = [layer_view(layer, Attention(self, i, layer.self_attn)) for i, layer in enumerate(layers)]
+        self.head = model.lm_head if "lm_head" in model else self.inner.embed_tokens.as_linear
 
-    @classmethod
-    def of(cls, batch: Batch, pool_rows: int | None = None) -> StepContext:
-        """The context of ``batch``; with ``pool_rows`` (P of the pools), the op's plan too (checks the values)."""
-        n = np.array(batch.lengths)  # [R]
-        cached = np.array([r.num_cached for r in batch.requests])  # [R]
-        R, N, L = len(n), int(n.max()), int((cached + n).max())
-        rows = np.empty((R, L), np.int32)
-        for r, (req, length) in enumerate(zip(batch.requests, cached + n)):
-            rows[r, :length] = req.slot_table[:length]
-            rows[r, length:] = req.slot_table[0]  # any row the request holds; masked out
-        i = np.minimum(np.arange(N)[None, :], n[:, None] - 1)  # [R, N], padded queries repeat the last
-        mask = np.arange(L)[None, None, :] <= (cached[:, None] + i)[:, :, None]  # [R, N, L]
-        start = np.cumsum(n) - n  # [R], each request's first token in [T]
-        flat = np.concatenate([r * N + np.arange(k) for r, k in enumerate(n)])  # [T]
-        positions, slots = mx.array(batch.positions, mx.int32), np.array(batch.slots, np.int32)
-        return cls(
-            positions=positions,
-            slots=slots,  # on the host: the plan reads them there, and no device array is read back
-            plan=None if pool_rows is None else plan_step(positions, slots, pool_rows),
-            rows=mx.array(rows),
-            mask=None if mask.all() else mx.array(mask[:, None]),
-            queries=None if N == 1 else mx.array((start[:, None] + i).astype(np.int32)),
-            outputs=None if N == 1 else mx.array(flat.astype(np.int32)),
-            last=mx.array((start + n - 1).astype(np.int32)),
+    @property
+    def k_pools(self) -> list:
+        """The first pool of every layer: k, or MLA's latent pool."""
+        return [p[0] for p in self.pools]
+
+    @property
+    def v_pools(self) -> list:
+        return [p[1] for p in self.pools if len(p) > 1]
+
+    def run(self, batch: Batch) -> mx.array:
+        """The float32 logits ``[len(batch.requests), vocab]`` at each request's last new token."""
+        if self.parts.slot_mapping is not None:
+            self._map_slots(batch)
+        ctx = StepContext.of(batch, self.pool_rows)  # the op's plan: checked once for every layer
+        step = Step(ctx, window_mask(batch, self.spec.window) if self.spec.window else None)
+        if self.rings is not None:
+            self.rings.journal = self.journal
+            step.ring = self.rings.plan(batch)
+            self._fit_ring_pools()
+            self._save_ring_rows(step.ring.slots)
+            step.ring_plan = plan_step(ctx.positions, step.ring.slots, self.rings.capacity)
+        h = self.inner.embed_tokens(mx.array(batch.tokens))  # [T, hidden]
+        if self.spec.embed_scale is not None:
+            h = h * self.spec.embed_scale.astype(h.dtype)
+        h = h[None]  # [1, T, hidden]: the shape the model's layers take
+        for layer in self.layers:
+            h = layer(h, None, step)
+        return self.head(self.inner.norm(h[0][ctx.last])).astype(mx.float32)  # [R, vocab]
+
+    def gqa(self, i: int, attn, x, step: Step):
+        """Layer ``i``'s attention over k and v pools: ``x [T, hidden]`` -> ``[T, hidden]``."""
+        T, D, ctx = x.shape[0], self.spec.head_dim, step.ctx
+        q, k, v = (y.reshape(T, -1, D) for y in project_qkv(attn, x))  # [T, Hq, D], [T, Hkv, D] x 2
+        ring = self.ring_layers[i]
+        plan = step.ring_plan if ring else ctx.plan
+        old_k, old_v = self.pools[i]
+        # RoPE on q and k (after QK-norm) and the pool write, as the step's plan says: the op, its layer half
+        q_rot, k_rot, k_pool, v_pool = apply_plan(
+            q, k, v, old_k, old_v, plan, rope=self.ropes[i], fusion=self.fusions[i], backend=self.backend
         )
+        if self.parts.rotate is not None or self.parts.encode_e4m3 is not None:
+            q_rot, k_rot, k_pool, v_pool = self._own_parts(i, q, k, v, q_rot, k_rot, k_pool, v_pool, ctx.positions, plan)
+        q = q_rot
+        self.pools[i] = [k_pool, v_pool]
+        q = q[:, None] if ctx.queries is None else q[ctx.queries]  # [R, N, Hq, D]
+        if ring:  # the ring before this step's write (older positions), then this step's own k and v
+            ws = step.ring
+            keys = mx.concatenate([old_k[ws.old], self._as_pool(i, "k", k_rot[ws.new])], axis=1)  # [R, W-1+N, Hkv, D]
+            values = mx.concatenate([old_v[ws.old], self._as_pool(i, "v", v[ws.new])], axis=1)
+            mask = ws.mask
+        else:
+            keys, values = k_pool[ctx.rows], v_pool[ctx.rows]  # [R, L, Hkv, D]
+            mask = step.window_mask if self.spec.windows[i] is not None else ctx.mask
+        keys, values = self._read(i, "k", keys, q.dtype), self._read(i, "v", values, q.dtype)  # [R, Hkv, L, D]
+        scale = attn.scale if hasattr(attn, "scale") else attn.sm_scale
+        o = mx.fast.scaled_dot_product_attention(
+            q.transpose(0, 2, 1, 3), keys, values, scale=scale, mask=mask, sinks=getattr(attn, "sinks", None)
+        )  # [R, Hq, N, D]
+        o = o.transpose(0, 2, 1, 3).reshape(o.shape[0] * o.shape[2], -1)  # [R * N, Hq*D]
+        return attn.o_proj(o if ctx.outputs is None else o[ctx.outputs])  # [T, hidden]
+
+    def mla(self, i: int, attn, x, step: Step):
+        """DeepSeek-V3's multi-head latent attention over the latent pool: ``x [T, hidden]`` -> ``[T, hidden]``."""
+        m, ctx = self.spec.mla, step.ctx
+        T, R = x.shape[0], m.kv_lora_rank
+        q = attn.q_proj(x) if not hasattr(attn, "q_a_proj") else attn.q_b_proj(attn.q_a_layernorm(attn.q_a_proj(x)))
+        q_nope, q_pe = mx.split(q.reshape(T, -1, m.nope + m.rope_dim), [m.nope], axis=-1)  # [T, Hq, nope], [T, Hq, rd]
+        c_kv, k_pe = mx.split(attn.kv_a_proj_with_mqa(x), [R], axis=-1)  # [T, R], [T, rd]
+        c_kv = attn.kv_a_layernorm(c_kv)
+        kv_scale = self.scales[i]["k_scale"] if self.fp8 else None
+        # RoPE on q_pe and k_pe and the latent row [c_kv ‖ k_pe_rot] written: the op's MLA layer half
+        q_pe, _, pool = apply_mla_plan(
+            q_pe, k_pe.reshape(T, 1, -1), c_kv, self.pools[i][0], ctx.plan, rope=self.ropes[i], kv_scale=kv_scale,
+            backend=self.backend,
+        )  # fmt: skip
+        self.pools[i] = [pool]
+        rows = pool[ctx.rows][:, :, 0]  # [R_req, L, R + rd]
+        if self.fp8:
+            rows = fp8.decode(rows, kv_scale, q_pe.dtype)
+        latent, k_rot = rows[..., None, :, :R], rows[..., None, :, R:]  # [R_req, 1, L, R], [R_req, 1, L, rd]
+        pick = (lambda y: y[:, None]) if ctx.queries is None else (lambda y: y[ctx.queries])
+        q_nope = pick(q_nope).transpose(0, 2, 1, 3)  # [R_req, Hq, N, nope]
+        q_pe = pick(q_pe).transpose(0, 2, 1, 3)  # [R_req, Hq, N, rd]
+        scores = (q_pe * attn.scale) @ k_rot.swapaxes(-1, -2)  # [R_req, Hq, N, L]
+        if ctx.mask is not None:
+            scores = mx.where(ctx.mask, scores, mx.array(mx.finfo(scores.dtype).min, scores.dtype))
+        o = mx.fast.scaled_dot_product_attention(
+            attn.embed_q(q_nope), latent, latent, scale=attn.scale, mask=scores
+        )  # [R_req, Hq, N, R]
+        o = attn.unembed_out(o).transpose(0, 2, 1, 3)  # [R_req, N, Hq, v]
+        o = o.reshape(o.shape[0] * o.shape[1], -1)  # [R_req * N, Hq*v]
+        return attn.o_proj(o if ctx.outputs is None else o[ctx.outputs])  # [T, hidden]
+
+    def _read(self, i: int, which: str, rows: mx.array, dtype: mx.Dtype) -> mx.array:
+        """Pool rows ``[R, L, Hkv, D]`` as attention reads them: ``[R, Hkv, L, D]`` in ``dtype`` (FP8 decoded)."""
+        if self.fp8:
+            rows = fp8.decode(rows, self.scales[i][f"{which}_scale"], dtype)
+        return rows.transpose(0, 2, 1, 3)
+
+    def _as_pool(self, i: int, which: str, rows: mx.array) -> mx.array:
+        """This step's k_rot or v rows as the pool holds them (FP8: their e4m3 codes)."""
+        if not self.fp8:
+            return rows
+        return fp8.encode(rows.astype(mx.float32) / mx.array(np.float32(self.scales[i][f"{which}_scale"])))
+
+    def _own_parts(self, i, q, k, v, q_rot, k_rot, k_pool, v_pool, positions, plan: StepPlan):
+        """The caller's rotation and FP8 encoder (:class:`~.protocols.RunnerParts`) in place of the op's:
+        q and k turned again by ``parts.rotate``, and the rows the op wrote written over, through the one
+        pool writer, with k_rot (or its codes from ``parts.encode_e4m3``) and v."""
+        p = self.parts
+        if p.rotate is not None:
+            table, pos = self.ropes[i], np.array(positions)
+            q_rot, k_rot = (_rotate_rows(p.rotate, y, pos, table) for y in (q, k))
+        k_rows, v_rows = k_rot, v
+        if self.fp8:
+            encode = fp8.encode if p.encode_e4m3 is None else (lambda x: _own_codes(p.encode_e4m3, x))
+            k_rows, v_rows = (
+                encode(y.astype(mx.float32) / mx.array(np.float32(self.scales[i][f"{w}_scale"])))
+                for y, w in ((k_rot, "k"), (v, "v"))
+            )
+        k_pool, v_pool = pool_write.write(plan.write, k_pool, v_pool, k_rows.astype(k_pool.dtype), v_rows.astype(v_pool.dtype))
+        return q_rot, k_rot, k_pool, v_pool
+
+    def _map_slots(self, batch: Batch) -> None:
+        """``batch.positions`` and ``batch.slots`` from ``parts.slot_mapping`` (the requests' pages, cached
+        and new counts), in place of the scheduler's."""
+        ps = self.page_size
+        requests = [
+            dict(pages=[row // ps for row in r.slot_table[::ps]], cached=r.num_cached, new=n)
+            for r, n in zip(batch.requests, batch.lengths)
+        ]
+        positions, slots = self.parts.slot_mapping(requests, ps)
+        batch.positions, batch.slots = [int(x) for x in positions], [int(x) for x in slots]
+
+    def release(self, finished) -> None:
+        """Give back the rings of the requests that finished this step."""
+        if self.rings is not None:
+            self.rings.release(finished)
+
+    def slot_layers(self) -> list[int]:
+        """The layers whose pools the engine's slots index (every layer but the ring group's)."""
+        return [i for i, r in enumerate(self.ring_layers) if not r]
+
+    def save_rows(self, rows: list[int], layers=None) -> list[list[mx.array]]:
+        """The pools of ``layers`` (default: :meth:`slot_layers`) at ``rows``, copied (evaluated now)."""
+        index = mx.array(rows, mx.int32)
+        saved = [[p[index] for p in self.pools[i]] for i in (self.slot_layers() if layers is None else layers)]
+        mx.eval(saved)
+        return saved
+
+    def restore_rows(self, rows: list[int], saved, layers=None) -> None:
+        """Write :meth:`save_rows`' copies back into pool ``rows``, through the one pool writer."""
+        layers = self.slot_layers() if layers is None else layers
+        p = pool_write.plan(np.array(rows, np.int64), self.pools[layers[0]][0].shape[0], checked=True)
+        for i, layer in zip(layers, saved):
+            self.pools[i] = [pool_write.write_one(p, pool, rows_) for pool, rows_ in zip(self.pools[i], layer)]
+        mx.eval(self.pools)
+
+    def _fit_ring_pools(self) -> None:
+        """Grow the ring group's pools to the rings' capacity (rows kept, new rows zero)."""
+        for i in np.flatnonzero(self.ring_layers):
+            self.pools[i] = [
+                p
+                if p.shape[0] == self.rings.capacity
+                else mx.concatenate([p, mx.zeros((self.rings.capacity - p.shape[0], *p.shape[1:]), p.dtype)])
+                for p in self.pools[i]
+            ]
+
+    def _save_ring_rows(self, slots: mx.array) -> None:
+        """The ring rows this step writes, copied into the undo log (their old k and v matter again if the
+        step is undone)."""
+        if self.journal is None or not self.journal.active:
+            return
+        rows = sorted(set(np.array(slots).tolist()) - {-1})
+        if rows:
+            layers = [int(i) for i in np.flatnonzero(self.ring_layers)]
+            self.journal.record(self.restore_rows, rows, self.save_rows(rows, layers), layers)
+
+
+def _rotate_rows(rotate, x: mx.array, positions: np.ndarray, table) -> mx.array:
+    """``x [T, H, D]`` turned by ``rotate(rows, positions, inv_freq, is_neox)`` in x's dtype: every head in
+    one call, as one head of ``T * H`` rows (a row turns by its own position only)."""
+    T, H, D = x.shape
+    rows = np.array(x.astype(mx.float32)).reshape(T * H, D)  # [T*H, D], token-major
+    out = np.asarray(rotate(rows, np.repeat(positions, H), np.array(table.inv_freq), table.is_neox), np.float64)
+    return mx.array(out.reshape(T, H, D).astype(np.float32)).astype(x.dtype)
+
+
+def _own_codes(encode, x: mx.array) -> mx.array:
+    """``encode``'s e4m3 codes of ``x`` (any shape), one flat float32 row in, one uint8 code per value out."""
+    flat = np.array(x.astype(mx.float32)).reshape(-1)
+    codes = np.asarray(encode(flat.copy()))
+    if codes.dtype != np.uint8 or codes.shape != flat.shape:
+        raise ValueError(
+            f"encode_e4m3 returned {codes.dtype} {list(codes.shape)} for a row of {flat.size} "
+            "float32 values: one uint8 code per value"
+        )
+    return mx.array(codes).reshape(x.shape)
 
 
 def _kv_scales(kv_scales, kv_dtype, layers: int) -> list | None:
@@ -132,132 +398,3 @@ def _kv_scales(kv_scales, kv_dtype, layers: int) -> list | None:
                 f"kv_scales[{i}] must be a pair (k_scale, v_scale) of numbers from 2**-126 to 2**126, got {pair!r:.60}"
             )
     return [(float(k), float(v)) for k, v in pairs]
-
-
-class ModelRunner:
-    """The model, its per-layer KV pools ``[P, Hkv, D]`` and the forward pass over a Batch.
-
-    ``kv_dtype="fp8"``: uint8 pools of e4m3 codes (:mod:`ropepool.fp8`), which the op writes and
-    attention reads back dequantised; None: pools in the activations' dtype. ``kv_scales``: one
-    ``(k_scale, v_scale)`` per layer for FP8 pools (:func:`ropepool.engine.kv_scales.calibrate`), or
-    None for 1.0 everywhere, vLLM's default without calibrated scales.
-    """
-
-    def __init__(self, model, pool_rows: int, backend: str = "auto", kv_dtype: str | None = None, kv_scales=None):
-        if not (kv_dtype is None or (isinstance(kv_dtype, str) and kv_dtype == "fp8")):
-            raise EngineArgumentError(f"kv_dtype must be None (the activations' dtype) or 'fp8', got {kv_dtype!r:.60}")
-        layers = len(model.model.layers)
-        kv_scales = _kv_scales(kv_scales, kv_dtype, layers)
-        self.arch = model_spec.architecture(model)
-        self.rope_kwargs = model_spec.rope_kwargs(model)
-        self.backend, _ = resolve(backend)  # an unknown or unavailable backend fails here, not mid-run
-        if backend == "auto" and self.backend == "cpu":
-            # The cpu backend runs the kernel on the host, so each layer's graph is evaluated before
-            # its call: 30 waits a step. The mlx backend keeps the step one lazy graph, which serves
-            # more tokens per second (benchmarks/engine_bench.py --smollm2 --backend cpu,mlx).
-            self.backend = "mlx"
-        self.model = model
-        self.inner = model.model  # embed_tokens, layers, norm
-        Hkv, D = self.rope_kwargs["num_kv_heads"], self.rope_kwargs["head_dim"]
-        self.fp8 = kv_dtype == "fp8"
-        pairs = kv_scales if kv_scales is not None else [(1.0, 1.0)] * layers
-        self.scales = [dict(k_scale=float(k), v_scale=float(v)) if self.fp8 else {} for k, v in pairs]
-        kw = self.rope_kwargs
-        self.rope = rope_table(
-            kw["head_dim"],
-            kw["rope_base"],
-            rotary_dim=kw.get("rotary_dim"),
-            is_neox=kw.get("is_neox", True),
-            rope_scaling=kw.get("rope_scaling"),
-            max_position_embeddings=kw.get("max_position_embeddings"),
-        )
-        # Each layer's QK-norm (Qwen3) and FP8 settings, checked once: the layer half of the op reads them.
-        self.fusions = [
-            fusion_settings(
-                head_dim=kw["head_dim"], fp8=self.fp8, **self.scales[i], **model_spec.qk_norm_kwargs(layer.self_attn)
-            )
-            for i, layer in enumerate(self.inner.layers)
-        ]
-        dtype = mx.uint8 if self.fp8 else self.activation_dtype()
-        self.k_pools = [mx.zeros((pool_rows, Hkv, D), dtype) for _ in self.inner.layers]  # [P, Hkv, D] each
-        self.v_pools = [mx.zeros((pool_rows, Hkv, D), dtype) for _ in self.inner.layers]
-
-    def activation_dtype(self) -> mx.Dtype:
-        """The dtype of k and v as layer 0 computes them: the pools' dtype.
-
-        Not the embedding's: a quantized embedding gives float16 rows, which a float32 norm
-        weight promotes to float32 before the projections.
-        """
-        layer = self.inner.layers[0]
-        x = layer.input_layernorm(self.inner.embed_tokens(mx.array([0])))  # [1, hidden]
-        return project_qkv(layer.self_attn, x)[1].dtype
-
-    def run(self, batch: Batch) -> mx.array:
-        """The float32 logits ``[len(batch.requests), vocab]`` at each request's last new token."""
-        ctx = StepContext.of(batch, self.k_pools[0].shape[0])  # the op's plan: once for every layer
-        h = self.inner.embed_tokens(mx.array(batch.tokens))  # [T, hidden]
-        for i, layer in enumerate(self.inner.layers):
-            x = layer.input_layernorm(h)
-            h = h + self.attention(i, layer.self_attn, x, ctx)
-            h = h + layer.mlp(layer.post_attention_layernorm(h))
-        h = self.inner.norm(h[ctx.last])  # [R, hidden]
-        if self.model.args.tie_word_embeddings:
-            logits = self.inner.embed_tokens.as_linear(h)
-        else:
-            logits = self.model.lm_head(h)
-        return logits.astype(mx.float32)  # [R, vocab]
-
-    def attention(self, i, attn, x, ctx: StepContext):
-        """Layer ``i``'s attention output ``[T, hidden]`` for the step's tokens ``x [T, hidden]``."""
-        T = x.shape[0]
-        Hq, Hkv, D = attn.n_heads, attn.n_kv_heads, self.rope_kwargs["head_dim"]
-        q, k, v = project_qkv(attn, x)
-        q, k, v = q.reshape(T, Hq, D), k.reshape(T, Hkv, D), v.reshape(T, Hkv, D)  # [T, Hq, D], [T, Hkv, D]
-        # RoPE on q and k, and k and v written to pool rows `slots`: the op this project is about, its
-        # layer half. The step's half (positions and slots checked, the write planned) ran once, in ctx.
-        # Qwen3: q and k RMS-normalised per head first, in the same call (self.fusions[i]).
-        q, _, self.k_pools[i], self.v_pools[i] = apply_plan(
-            q,
-            k,
-            v,
-            self.k_pools[i],
-            self.v_pools[i],
-            ctx.plan,
-            rope=self.rope,
-            fusion=self.fusions[i],
-            backend=self.backend,
-        )
-        q = q[:, None] if ctx.queries is None else q[ctx.queries]  # [R, N, Hq, D]
-        o = mx.fast.scaled_dot_product_attention(
-            q.transpose(0, 2, 1, 3),
-            self.read_rows(i, "k", ctx.rows, q.dtype),
-            self.read_rows(i, "v", ctx.rows, q.dtype),
-            scale=attn.scale,
-            mask=ctx.mask,
-        )  # [R, Hq, N, D]
-        o = o.transpose(0, 2, 1, 3).reshape(-1, Hq * D)  # [R * N, Hq*D]
-        return attn.o_proj(o if ctx.outputs is None else o[ctx.outputs])  # [T, hidden]
-
-    def save_rows(self, rows: list[int]) -> list[tuple[mx.array, mx.array]]:
-        """Every layer's k and v at pool ``rows`` (``[n, Hkv, D]`` each), copied (evaluated now)."""
-        index = mx.array(rows, mx.int32)
-        saved = [(k[index], v[index]) for k, v in zip(self.k_pools, self.v_pools)]
-        mx.eval(saved)
-        return saved
-
-    def restore_rows(self, rows: list[int], saved: list[tuple[mx.array, mx.array]]) -> None:
-        """Write :meth:`save_rows`' copies back into pool ``rows``, through the one pool writer."""
-        p = pool_write.plan(np.array(rows, np.int64), self.k_pools[0].shape[0], checked=True)
-        for i, (k, v) in enumerate(saved):
-            self.k_pools[i], self.v_pools[i] = pool_write.write(p, self.k_pools[i], self.v_pools[i], k, v)
-        mx.eval(self.k_pools, self.v_pools)
-
-    def read_rows(self, i: int, which: str, rows: mx.array, dtype: mx.Dtype) -> mx.array:
-        """The read side of layer ``i``'s ``which`` ("k" or "v") pool at ``rows [R, L]``: ``[R, Hkv, L, D]``.
-
-        FP8 pools give their e4m3 codes back as values of ``dtype``, only for the rows read.
-        """
-        out = (self.k_pools if which == "k" else self.v_pools)[i][rows]  # [R, L, Hkv, D]
-        if self.fp8:
-            out = fp8.decode(out, self.scales[i][f"{which}_scale"], dtype)
-        return out.transpose(0, 2, 1, 3)  # [R, Hkv, L, D]
