@@ -9,7 +9,7 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from ropepool.engine import Engine, generate
+from ropepool.engine import Engine
 from ropepool.engine.tiny_models import build
 from ropepool.tolerance import ENGINE_LOGITS_FLOAT32
 

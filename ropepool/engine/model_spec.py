@@ -153,7 +153,11 @@ def qk_norm_kwargs(attn, arch: str = "qwen3") -> dict:
         return {}
     shift = 1.0 if arch == "gemma3_text" else 0.0
     q, k = attn.q_norm.weight, attn.k_norm.weight
-    return dict(q_norm_weight=q + shift if shift else q, k_norm_weight=k + shift if shift else k, norm_eps=float(attn.q_norm.eps))
+    return dict(
+        q_norm_weight=q + shift if shift else q,
+        k_norm_weight=k + shift if shift else k,
+        norm_eps=float(attn.q_norm.eps),
+    )
 
 
 def _windows(arch: str, a, layers: int) -> list:

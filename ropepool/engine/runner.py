@@ -208,7 +208,9 @@ class Runner:
             q, k, v, old_k, old_v, plan, rope=self.ropes[i], fusion=self.fusions[i], backend=self.backend
         )
         if self.parts.rotate is not None or self.parts.encode_e4m3 is not None:
-            q_rot, k_rot, k_pool, v_pool = self._own_parts(i, q, k, v, q_rot, k_rot, k_pool, v_pool, ctx.positions, plan)
+            q_rot, k_rot, k_pool, v_pool = self._own_parts(
+                i, q, k, v, q_rot, k_rot, k_pool, v_pool, ctx.positions, plan
+            )
         q = q_rot
         self.pools[i] = [k_pool, v_pool]
         q = q[:, None] if ctx.queries is None else q[ctx.queries]  # [R, N, Hq, D]
@@ -287,7 +289,9 @@ class Runner:
                 encode(y.astype(mx.float32) / mx.array(np.float32(self.scales[i][f"{w}_scale"])))
                 for y, w in ((k_rot, "k"), (v, "v"))
             )
-        k_pool, v_pool = pool_write.write(plan.write, k_pool, v_pool, k_rows.astype(k_pool.dtype), v_rows.astype(v_pool.dtype))
+        k_pool, v_pool = pool_write.write(
+            plan.write, k_pool, v_pool, k_rows.astype(k_pool.dtype), v_rows.astype(v_pool.dtype)
+        )
         return q_rot, k_rot, k_pool, v_pool
 
     def _map_slots(self, batch: Batch) -> None:

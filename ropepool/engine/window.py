@@ -64,7 +64,7 @@ class Rings:
 
     def _take(self, req) -> None:
         if len(self.free) < self.window:
-            grown = max(2 * self.capacity, self.capacity + self.window)
+            grown = self.capacity + self.window  # one more ring: never more rows than the rings running need
             self.free = list(range(grown - 1, self.capacity - 1, -1)) + self.free
             self.capacity = grown
         rows = np.array([self.free.pop() for _ in range(self.window)], np.int32)

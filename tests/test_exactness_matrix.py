@@ -1,0 +1,130 @@
+"""The exactness matrix: every architecture the engine serves x weights (float32, bfloat16, 4-bit, 8-bit)
+x pools (the activations' dtype, FP8) x prefix cache on and off x page_size 1 and 16 x chunked prefill,
+against mlx-lm's own forward with its own KV cache (``make_prompt_cache``), each request alone.
+
+FP8 pools are held to mlx-lm with a cache that keeps what an FP8 pool keeps: each k (after RoPE) and v
+it is handed (MLA: the latent and k_pe) rounded to e4m3 through the float64 reference
+(:func:`ropepool.reference.quantize_rows`) and read back.
+
+Tokens: the engine's are mlx-lm's greedy tokens. Logits: within :data:`TOLERANCE` of mlx-lm's for the
+same tokens. The models are the tiny ones of :mod:`ropepool.engine.tiny_models` (mlx-lm's classes,
+seeded weights), quantized as ``mlx_lm.convert`` does (``mlx.nn.quantize`` of every layer whose
+input width the group size divides).
+"""
+
+import itertools
+
+import mlx.core as mx
+import mlx.nn as nn
+import numpy as np
+import pytest
+from mlx_lm.models.cache import make_prompt_cache
+
+from ropepool.engine import generate
+from ropepool.engine.tiny_models import build
+from ropepool.fp8 import decode_table
+from ropepool.reference import quantize_rows
+
+#: One tiny model per mlx-lm module the engine serves.
+ARCHS = ["llama-gqa", "qwen2-mqa", "phi3", "qwen3", "gemma3", "gpt-oss", "deepseek-v3"]
+WEIGHTS = ["float32", "bfloat16", "4-bit", "8-bit"]
+POOLS = [None, "fp8"]
+#: prefix cache x page_size x max_step_tokens (3: every prompt but the shortest prefilled in chunks)
+SERVING = list(itertools.product([True, False], [1, 16], [256, 3]))
+
+#: |engine - mlx-lm| for float32 activations (float32 and quantized weights). With bfloat16 weights every
+#: activation keeps 8 bits of mantissa and a sum taken in another order moves a logit by several ulps: the
+#: engine must be within twice the distance of mlx-lm's bfloat16 logits from its float32 ones.
+TOLERANCE = dict(rtol=1e-5, atol=2e-5)
+
+# Prompts sharing a prefix (the prefix cache reuses it), one long enough to cross the windows of 4 and
+# a page of 16; with these pool rows requests wait and rows are reused.
+PROMPTS = [[1, 5, 9, 3, 7, 2, 8, 8, 4, 6, 1, 2, 3, 4, 5, 6, 7, 9], [1, 5, 9, 3, 7, 2, 8, 11], [2, 4], [100]]
+NEW = [4, 6, 5, 3]
+POOL_ROWS = 64
+
+
+def model_of(name: str, weights: str):
+    model = build(name)
+    if weights == "bfloat16":
+        model.set_dtype(mx.bfloat16)
+    elif weights.endswith("-bit"):
+        nn.quantize(
+            model,
+            group_size=32,
+            bits=int(weights[0]),
+            class_predicate=lambda _, m: hasattr(m, "to_quantized") and m.weight.shape[-1] % 32 == 0,
+        )
+    mx.eval(model.parameters())
+    return model
+
+
+class FP8Cache:
+    """An mlx-lm cache that keeps what an FP8 pool keeps: every array it is handed rounded to e4m3 (scale 1)."""
+
+    def __init__(self, cache):
+        self.cache = cache
+
+    def __getattr__(self, name):
+        return getattr(self.cache, name)
+
+    def update_and_fetch(self, *arrays):
+        table = decode_table()
+        rounded = [mx.array(table[quantize_rows(a, 1.0)]).astype(a.dtype) for a in arrays]
+        return self.cache.update_and_fetch(*rounded)
+
+
+def mlx_lm_run(model, prompt, n: int, fp8: bool):
+    """mlx-lm's greedy tokens and their float32 logits ``[n, vocab]``, the request alone with its own cache."""
+    cache = make_prompt_cache(model)
+    if fp8:
+        cache = [FP8Cache(c) for c in cache]
+    logits, tokens = [model(mx.array(prompt)[None], cache=cache)[0, -1]], []
+    for _ in range(n):
+        tokens.append(int(logits[-1].argmax()))
+        if len(tokens) < n:
+            logits.append(model(mx.array([[tokens[-1]]]), cache=cache)[0, -1])
+    return tokens, np.array(mx.stack(logits).astype(mx.float32))
+
+
+def bfloat16_tolerance(name: str, want, fp8: bool) -> dict:
+    """Twice as far as mlx-lm's bfloat16 logits are from its float32 ones on the same tokens."""
+    model, worst = model_of(name, "float32"), 0.0
+    for prompt, (tokens, logits) in zip(PROMPTS, want):
+        cache = make_prompt_cache(model)
+        if fp8:
+            cache = [FP8Cache(c) for c in cache]
+        out = [model(mx.array(prompt)[None], cache=cache)[0, -1]]
+        out += [model(mx.array([[t]]), cache=cache)[0, -1] for t in tokens[:-1]]
+        worst = max(worst, float(np.abs(np.array(mx.stack(out)) - logits).max()))
+    return dict(rtol=0, atol=2 * worst)
+
+
+@pytest.mark.parametrize("pools", POOLS, ids=["pools-activations", "pools-fp8"])
+@pytest.mark.parametrize("weights", WEIGHTS)
+@pytest.mark.parametrize("name", ARCHS)
+def test_the_engine_serves_mlx_lm_s_tokens(name, weights, pools):
+    model = model_of(name, weights)
+    try:
+        want = [mlx_lm_run(model, p, n, pools == "fp8") for p, n in zip(PROMPTS, NEW)]
+    except RuntimeError as mlx_error:  # MLX's CPU has no bfloat16 experts (gather_mm): mlx-lm cannot run it
+        assert weights == "bfloat16" and "GatherMM" in str(mlx_error)
+        with pytest.raises(RuntimeError, match="GatherMM"):
+            generate(model, PROMPTS, NEW, pool_rows=POOL_ROWS, kv_dtype=pools)
+        pytest.skip(f"MLX on this CPU: {mlx_error} (mlx-lm and the engine alike)")
+    tolerance = bfloat16_tolerance(name, want, pools == "fp8") if weights == "bfloat16" else TOLERANCE
+    for prefix_cache, page_size, max_step_tokens in SERVING:
+        setting = f"prefix_cache={prefix_cache}, page_size={page_size}, max_step_tokens={max_step_tokens}"
+        got = generate(
+            model,
+            PROMPTS,
+            NEW,
+            pool_rows=POOL_ROWS,
+            prefix_cache=prefix_cache,
+            page_size=page_size,
+            max_step_tokens=max_step_tokens,
+            kv_dtype=pools,
+        )
+        for i, (g, (tokens, logits)) in enumerate(zip(got, want)):
+            assert g.tokens == tokens, f"request {i}, {setting}"
+            np.testing.assert_allclose(np.array(g.logits), logits, **tolerance, err_msg=f"request {i}, {setting}")
