@@ -30,7 +30,7 @@ from mlx_lm.generate import generate_step
 
 import ropepool
 from ropepool.engine import Engine, generate
-from ropepool.engine.tiny_models import tiny
+from ropepool.loaders.tiny import tiny
 
 
 def build(hidden: int, layers: int, vocab: int):

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/engine_logits.py             # tiny random-weight models, every backend here
     .venv/bin/python benchmarks/engine_logits.py --smollm2   # also SmolLM2-135M-Instruct as shipped
 
-Each model (:data:`ropepool.engine.tiny_models.ARCHS`: an mlx-lm model class built from a
+Each model (:data:`ropepool.loaders.tiny.ARCHS`: an mlx-lm model class built from a
 config dict with seeded random weights, the models ``tests/test_engine.py`` checks) serves four
 prompts at once through a pool too small for all of them (requests wait, rows are reused); every
 logit the engine chose a token from
@@ -21,7 +21,7 @@ import mlx.core as mx
 import ropepool
 from ropepool.engine import generate
 from ropepool.engine.mlx_lm_loop import greedy
-from ropepool.engine.tiny_models import ARCHS, build
+from ropepool.loaders.tiny import ARCHS, build
 from ropepool.tolerance import ENGINE_LOGITS_FLOAT32, ENGINE_LOGITS_SMOLLM2
 
 PROMPTS = [[1, 5, 9, 3], [2, 4], [8, 7, 6, 5, 4, 3, 2, 1, 0], [100]]

@@ -20,7 +20,7 @@ import mlx.core as mx
 
 from ropepool.engine import Engine, generate
 from ropepool.engine.kv_scales import calibrate
-from ropepool.engine.tiny_models import ARCHS, build
+from ropepool.loaders.tiny import ARCHS, build
 
 PROMPTS = [[1, 5, 9, 3], [2, 4], [8, 7, 6, 5, 4, 3, 2, 1, 0], [100]]
 NEW, POOL_ROWS = 4, 12

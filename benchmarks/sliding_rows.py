@@ -16,7 +16,7 @@ import numpy as np
 
 from ropepool.engine import Engine
 from ropepool.engine.mlx_lm_loop import greedy
-from ropepool.engine.tiny_models import build
+from ropepool.loaders.tiny import build
 
 PROMPTS = [[1, 5, 9, 3, 7, 2], [2, 4], [8, 7, 6, 5, 4, 3, 2, 1, 0], [100]]
 PAGE = 1

@@ -27,7 +27,7 @@ import mlx.core as mx
 
 from ropepool import validation
 from ropepool.engine import Engine
-from ropepool.engine.tiny_models import tiny
+from ropepool.loaders.tiny import tiny
 
 TARGET_POOL = 1.2  # step time at 1,048,576 rows within this factor of 4,096 rows
 TARGET_EVICT_MS = 50.0  # admitting a request that evicts 32,768 pages

@@ -102,8 +102,6 @@ def quantize_rows(rows, scale: float) -> np.ndarray:
     return encode_e4m3(to_numpy(rows, np.float32) / np.float32(scale))
 
 
-#: The op's keywords that choose the rotation, beyond rope_base (see :func:`ropepool.rope.rope_table`).
-ROPE_KEYWORDS = ("rotary_dim", "is_neox", "rope_scaling", "max_position_embeddings")
 #: The op's keywords for QK-norm and the FP8 cache (:mod:`ropepool.fusion`), which the reference takes too.
 FUSION_KEYWORDS = ("q_norm_weight", "k_norm_weight", "norm_eps", "k_scale", "v_scale")
 
@@ -115,11 +113,6 @@ def _rounded(x: np.ndarray, dtype: str) -> np.ndarray:
 
         return np.array(mx.array(x.astype(np.float32)).astype(mx.bfloat16).astype(mx.float32))
     return x.astype(dtype).astype(np.float32)
-
-
-def rope_of(kw: dict) -> Rope:
-    """The :class:`Rope` of an op call's keyword arguments ``kw`` (head_dim, rope_base and the variant keywords)."""
-    return rope_table(kw["head_dim"], kw["rope_base"], **{n: kw[n] for n in ROPE_KEYWORDS if n in kw})
 
 
 def rope_pool_reference(

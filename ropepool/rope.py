@@ -167,6 +167,15 @@ def plain(head_dim: int, rope_base: float) -> Rope:
     return _rope_table(head_dim, float(rope_base), _rotary_dim(None, head_dim), True, None, None)
 
 
+#: The op's keywords that choose the rotation, beyond rope_base (see :func:`rope_table`).
+ROPE_KEYWORDS = ("rotary_dim", "is_neox", "rope_scaling", "max_position_embeddings")
+
+
+def rope_of(kw: dict) -> Rope:
+    """The :class:`Rope` of an op call's keyword arguments ``kw`` (head_dim, rope_base and the variant keywords)."""
+    return rope_table(kw["head_dim"], kw["rope_base"], **{n: kw[n] for n in ROPE_KEYWORDS if n in kw})
+
+
 def rope_table(
     head_dim: int, rope_base: float, *, rotary_dim=None, is_neox=True, rope_scaling=None, max_position_embeddings=None
 ) -> Rope:

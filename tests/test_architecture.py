@@ -130,10 +130,10 @@ def test_the_engine_and_the_loaders_never_import_each_other_or_above():
 
 
 def test_the_tiny_models_import_mlx_lm_only_when_built():
-    """mlx-lm is a test extra: importing ropepool.engine.tiny_models must not need it."""
+    """mlx-lm is a test extra: importing ropepool.loaders.tiny must not need it."""
     import subprocess
     import sys
 
-    code = "import sys; sys.modules['mlx_lm'] = None; import ropepool.engine.tiny_models as t; print(len(t.ARCHS))"
+    code = "import sys; sys.modules['mlx_lm'] = None; import ropepool.loaders.tiny as t; print(len(t.ARCHS))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=PACKAGE.parent)
     assert out.returncode == 0 and int(out.stdout) > 0, out.stderr[-1500:]

@@ -10,7 +10,7 @@ from ropepool.build.allocator import Paged
 from ropepool.build.schedule import Planned
 from ropepool.build.tree import Cached
 from ropepool.engine import Engine
-from ropepool.engine.tiny_models import build
+from ropepool.loaders.tiny import build
 from ropepool.tolerance import ENGINE_LOGITS_FLOAT32
 
 pytest.importorskip("mlx_lm")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from ropepool.loaders.gguf import dequantize_model
-from ropepool.engine.tiny_models import tiny
+from ropepool.loaders.tiny import tiny
 
 
 def unpacked(packed: np.ndarray, bits: int) -> np.ndarray:

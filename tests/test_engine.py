@@ -19,7 +19,7 @@ from ropepool.engine import (
     rope_kwargs,
 )
 from ropepool.engine.mlx_lm_loop import greedy
-from ropepool.engine.tiny_models import ARCHS, build, tiny
+from ropepool.loaders.tiny import ARCHS, build, tiny
 from ropepool.tolerance import ENGINE_LOGITS_FLOAT32
 
 # Lengths 1 to 9, a request needing exactly the whole pool (9 + 4 - 1 = 12), and 12 rows for

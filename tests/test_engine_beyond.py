@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ropepool.engine import Engine
-from ropepool.engine.tiny_models import build
+from ropepool.loaders.tiny import build
 from ropepool.tolerance import ENGINE_LOGITS_FLOAT32
 
 sys.path.insert(0, str(Path(__file__).parent))

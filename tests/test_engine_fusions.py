@@ -7,7 +7,7 @@ import pytest
 import ropepool
 from ropepool.engine import Engine, generate
 from ropepool.engine.mlx_lm_loop import greedy
-from ropepool.engine.tiny_models import build
+from ropepool.loaders.tiny import build
 from ropepool.reference import quantize_rows
 from ropepool.tolerance import ENGINE_LOGITS_FLOAT32
 

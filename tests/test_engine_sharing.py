@@ -11,7 +11,7 @@ import pytest
 from test_engine import check_against_mlx_lm, mlx_lm_logits
 
 from ropepool.engine import Engine, Status, generate
-from ropepool.engine.tiny_models import ARCHS, build, tiny
+from ropepool.loaders.tiny import ARCHS, build, tiny
 from ropepool.tolerance import ENGINE_LOGITS_FLOAT32
 
 SYSTEM = list(range(20, 36))  # a 16-token "system prompt"

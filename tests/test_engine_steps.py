@@ -17,7 +17,7 @@ import ropepool
 from ropepool.engine import Engine, EngineArgumentError, Status, WrongThreadError, generate
 from ropepool.engine.radix import RadixCache
 from ropepool.engine.scheduler import Scheduler
-from ropepool.engine.tiny_models import ARCHS, tiny
+from ropepool.loaders.tiny import ARCHS, tiny
 
 
 def build(name, **fields):

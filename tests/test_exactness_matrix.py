@@ -7,7 +7,7 @@ it is handed (MLA: the latent and k_pe) rounded to e4m3 through the float64 refe
 (:func:`ropepool.reference.quantize_rows`) and read back.
 
 Tokens: the engine's are mlx-lm's greedy tokens. Logits: within :data:`TOLERANCE` of mlx-lm's for the
-same tokens. The models are the tiny ones of :mod:`ropepool.engine.tiny_models` (mlx-lm's classes,
+same tokens. The models are the tiny ones of :mod:`ropepool.loaders.tiny` (mlx-lm's classes,
 seeded weights), quantized as ``mlx_lm.convert`` does (``mlx.nn.quantize`` of every layer whose
 input width the group size divides).
 """
@@ -21,7 +21,7 @@ import pytest
 from mlx_lm.models.cache import make_prompt_cache
 
 from ropepool.engine import generate
-from ropepool.engine.tiny_models import build
+from ropepool.loaders.tiny import build
 from ropepool.fp8 import decode_table
 from ropepool.reference import quantize_rows
 

@@ -197,7 +197,7 @@ def _engine_refusal(call) -> str:
 def test_the_engines_refusals_are_read_as_its_arguments():
     from ropepool.engine import Engine
     from ropepool.engine.kv_scales import calibrate
-    from ropepool.engine.tiny_models import tiny
+    from ropepool.loaders.tiny import tiny
 
     m = tiny("llama", num_attention_heads=4, num_key_value_heads=2)
     cases = {

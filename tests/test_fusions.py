@@ -15,7 +15,8 @@ import ropepool
 from ropepool import Shapes, make_inputs, rope_pool_fused
 from ropepool import fp8 as e4m3
 from ropepool.kernels import emulator
-from ropepool.reference import encode_e4m3, quantize_rows, rms_norm, rope_of, rope_pool_reference
+from ropepool.reference import encode_e4m3, quantize_rows, rms_norm, rope_pool_reference
+from ropepool.rope import rope_of
 from ropepool.teaching.checks import expect_error
 from ropepool.tolerance import allclose_tolerance, error_ratio
 

@@ -140,7 +140,7 @@ PROMPTS = [[1, 5, 9, 3], [2, 4], [8, 7, 6, 5]]
 
 
 def tiny(scale=None):
-    from ropepool.engine.tiny_models import build
+    from ropepool.loaders.tiny import build
 
     model = build("llama-gqa")
     if scale is not None:

@@ -16,7 +16,7 @@ from ropepool.engine.mlx_lm_loop import greedy
 from ropepool.engine.runner import Runner
 from ropepool.engine.scheduler import Batch
 from ropepool.engine.request import Request
-from ropepool.engine.tiny_models import build, tiny, ARCHS
+from ropepool.loaders.tiny import build, tiny, ARCHS
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_engine_steps import Patch

@@ -13,7 +13,7 @@ from ropepool.engine.request import Request
 from ropepool.engine.context import StepContext
 from ropepool.engine.runner import Runner
 from ropepool.engine.scheduler import Batch
-from ropepool.engine.tiny_models import build
+from ropepool.loaders.tiny import build
 from ropepool.tolerance import ENGINE_LOGITS_FLOAT32
 
 A = [3, 14, 15, 92, 65, 35, 89, 79, 32]  # served in two chunks: 5 tokens, then 4 after them

@@ -20,7 +20,7 @@ from ropepool.loaders.fetch import ModelUnavailable
 from ropepool.loaders.gguf import GGUFError, build_model, config_from_metadata, dequantize_model, head_row_order, rename
 from ropepool.engine.mlx_lm_loop import greedy
 from ropepool.loaders.smollm2 import fetch_smollm2, load_smollm2
-from ropepool.engine.tiny_models import tiny
+from ropepool.loaders.tiny import tiny
 from ropepool.loaders.tokenizer import GGUFTokenizer, TokenizerError
 
 FRANCE = [{"role": "user", "content": "What is the capital of France?"}]

@@ -3,7 +3,7 @@
 import numpy as np
 
 from ropepool.engine import Engine
-from ropepool.engine.tiny_models import tiny
+from ropepool.loaders.tiny import tiny
 from ropepool.teaching.viz import sharing as V
 
 SYSTEM = list(range(20, 30))

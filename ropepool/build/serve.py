@@ -53,7 +53,7 @@ def load() -> Served:
     try:
         model, tokenizer, _ = load_smollm2(pairs="gptj")
     except ModelUnavailable as err:
-        from ..engine.tiny_models import build
+        from ..loaders.tiny import build
 
         print(
             f"SmolLM2 is not here ({err}): serving a tiny random-weight Llama instead; "
@@ -85,12 +85,47 @@ def load() -> Served:
 
 def engine(model, *, rotate=None, encode_e4m3=None, slot_mapping=None, **engine_kwargs) -> Engine:
     """An :class:`Engine` over ``model`` whose runner calls the learner's parts given (None: the engine's own),
-    through the runner's plug points (:class:`~ropepool.engine.protocols.RunnerParts`)."""
+    through the runner's plug points (:class:`~ropepool.engine.protocols.RunnerParts`), NumPy in and out."""
     if encode_e4m3 is not None:
         engine_kwargs.setdefault("kv_dtype", "fp8")
     engine_kwargs.setdefault("keep_logits", True)
-    parts = RunnerParts(rotate=rotate, encode_e4m3=encode_e4m3, slot_mapping=slot_mapping)
+    page_size = engine_kwargs.get("page_size", 1)
+    parts = RunnerParts(
+        rotate=None if rotate is None else lambda x, positions, rope: _rotate(rotate, x, positions, rope),
+        encode_e4m3=None if encode_e4m3 is None else lambda x: _encode(encode_e4m3, x),
+        slot_mapping=None if slot_mapping is None else lambda batch: _slot_mapping(slot_mapping, batch, page_size),
+    )
     return Engine(model, parts=parts, **engine_kwargs)
+
+
+def _rotate(rotate, x: mx.array, positions: mx.array, rope) -> mx.array:
+    """``x [T, H, D]`` turned by the learner's ``rotate(rows, positions, inv_freq, is_neox)``, in x's dtype:
+    every head in one call, as one head of ``T * H`` rows (a row turns by its own position only)."""
+    T, H, D = x.shape
+    rows = np.array(x.astype(mx.float32)).reshape(T * H, D)  # [T*H, D], token-major
+    out = np.asarray(rotate(rows, np.repeat(np.array(positions), H), np.array(rope.inv_freq), rope.is_neox), np.float64)
+    return mx.array(out.reshape(T, H, D).astype(np.float32)).astype(x.dtype)
+
+
+def _encode(encode, x: mx.array) -> mx.array:
+    """The learner's e4m3 codes of ``x`` (any shape), given as one flat row of float32 values."""
+    flat = np.array(x.astype(mx.float32)).reshape(-1)
+    codes = np.asarray(encode(flat.copy()))
+    if codes.dtype != np.uint8 or codes.shape != flat.shape:
+        raise ValueError(
+            f"encode_e4m3 returned {codes.dtype} {list(codes.shape)} for a row of {flat.size} "
+            "float32 values: one uint8 code per value"
+        )
+    return mx.array(codes).reshape(x.shape)
+
+
+def _slot_mapping(slot_mapping, batch, page_size: int):
+    """The learner's ``slot_mapping(requests, page_size)`` of a step: each request's pages, cached and new counts."""
+    requests = [
+        dict(pages=[row // page_size for row in r.slot_table[::page_size]], cached=r.num_cached, new=n)
+        for r, n in zip(batch.requests, batch.lengths)
+    ]
+    return slot_mapping(requests, page_size)
 
 
 def run(eng: Engine, prompts, max_new_tokens: int, history: list | None = None) -> list:

@@ -264,7 +264,8 @@ def run_once(p: RopeParams, s: Shapes, dtype: str) -> str:
     from ..backends import available_backends, best_backend
     from ..inputs import make_inputs
     from ..op import rope_pool_fused
-    from ..reference import ROPE_KEYWORDS, rope_pool_reference
+    from ..reference import rope_pool_reference
+    from ..rope import ROPE_KEYWORDS
 
     backend = best_backend()
     kw = make_inputs(s, dtype, kind="mlx", rope_base=p.rope_base)

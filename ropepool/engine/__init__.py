@@ -3,13 +3,15 @@
 One idea per file, in the order a step runs: :mod:`.request` (a request and its slot table),
 :mod:`.allocator` (the free list over pool rows, in pages, reference-counted), :mod:`.radix` (the
 prefix cache: a radix tree over token ids, beside the allocator), :mod:`.scheduler` (who runs this
-step: admission, chunked prefill, preemption), :mod:`.runner` (the forward pass), :mod:`.generate`
+step: admission, chunked prefill, preemption), :mod:`.context` (what every layer of a step reads),
+:mod:`.runner` (the forward pass: the model's own layers, the engine's attention), :mod:`.generate`
 (the loop). :mod:`.journal` is a step's undo log (a failed step is undone, not copied beforehand);
 :mod:`.protocols` writes down the interfaces a part of your own must meet to plug into
-``Engine(allocator=..., prefix_cache=..., scheduler=...)``. :mod:`.model_spec` reads the model's
-architecture and RoPE parameters; :mod:`.arguments` checks token ids and counts. :mod:`.tiny_models` builds the small random-weight
-mlx-lm models the tests and benchmarks serve. The real model it serves (SmolLM2) is loaded by
-:mod:`ropepool.loaders`.
+``Engine(allocator=..., prefix_cache=..., scheduler=..., parts=...)``. :mod:`.model_spec` reads
+what the engine needs of a model (RoPE per layer, QK-norm, windows, MLA, the pools' dtype);
+:mod:`.window` keeps sliding layers' rings; :mod:`.arguments` checks token ids and counts. The models
+it serves come from :mod:`ropepool.loaders` (SmolLM2, and the tiny random-weight ones of
+:mod:`ropepool.loaders.tiny`).
 """
 
 from .allocator import Allocator

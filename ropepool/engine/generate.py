@@ -103,7 +103,7 @@ class Engine:
             raise EngineArgumentError(f"parts must be a RunnerParts (ropepool.engine.protocols), got {parts!r:.60}")
         # Without a prefix cache, sliding-window layers keep only their window's rows (engine.window)
         self.runner = Runner(
-            model, pool_rows, backend, kv_dtype, kv_scales, ring=prefix_cache is False, parts=parts, page_size=page_size
+            model, pool_rows, backend, kv_dtype, kv_scales, ring=prefix_cache is False, parts=parts
         )  # the pools are lazy: nothing allocated yet
         check_pool_memory(self.runner, pool_rows)
         self.allocator = allocator(pool_rows, page_size)

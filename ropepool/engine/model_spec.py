@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import mlx.core as mx
 
 from .. import models
-from ..rope import Rope, rope_table
+from ..rope import rope_of
 from .errors import UnsupportedModelError
 
 #: mlx-lm model modules the engine serves (Mistral configs load as ``llama``).
@@ -202,14 +202,9 @@ def read(model) -> ModelSpec:
     arch, a = architecture(model), model.args
     layers = model.model.layers
     windows = _windows(arch, a, len(layers))
-    full, tables = rope_kwargs(model), {}
-    ropes = []
-    for w in windows:
-        kw = rope_kwargs(model, sliding=True) if (w is not None and arch == "gemma3_text") else full
-        key = repr(sorted(kw.items()))
-        if key not in tables:
-            tables[key] = _table(kw)
-        ropes.append(tables[key])
+    full = rope_kwargs(model)
+    sliding = rope_kwargs(model, sliding=True) if arch == "gemma3_text" else full
+    ropes = [rope_of(full if w is None else sliding) for w in windows]  # equal tables: one object (cached)
     mla = None
     if arch == "deepseek_v3":
         mla = MLA(a.kv_lora_rank, a.qk_rope_head_dim, a.qk_nope_head_dim, a.v_head_dim)
@@ -223,15 +218,4 @@ def read(model) -> ModelSpec:
         mla=mla,
         embed_scale=embed_scale,
         pool_dtype=pool_dtype(model, arch, embed_scale),
-    )
-
-
-def _table(kw: dict) -> Rope:
-    return rope_table(
-        kw["head_dim"],
-        kw["rope_base"],
-        rotary_dim=kw.get("rotary_dim"),
-        is_neox=kw.get("is_neox", True),
-        rope_scaling=kw.get("rope_scaling"),
-        max_position_embeddings=kw.get("max_position_embeddings"),
     )

@@ -185,13 +185,12 @@ class RunnerParts:
     """Functions of your own the runner calls in place of its own (``Engine(..., parts=RunnerParts(...))``);
     None: the engine's. Every pool write still goes through :mod:`ropepool.pool_write`.
 
-    rotate : ``(rows [n, D] float32, positions [n] int, inv_freq [rd / 2], is_neox) -> rows [n, D]``
-        RoPE of q and k (every head's rows at once), in place of the op's; models without QK-norm or MLA
-    encode_e4m3 : ``(values [n] float32) -> codes [n] uint8``: the FP8 pools' codes of k_rot and v
+    rotate : ``(x [T, H, D], positions [T] int32, rope) -> [T, H, D]``: RoPE of q or k with the layer's
+        :class:`~ropepool.rope.Rope` table, in place of the op's; models without QK-norm or MLA
+    encode_e4m3 : ``(x float32, any shape) -> uint8 codes, same shape``: the FP8 pools' codes of k_rot and v
         (already divided by the layer's scale), in place of the op's; with ``kv_dtype="fp8"``
-    slot_mapping : ``(requests, page_size) -> (positions [T], slots [T])``: each step's positions and pool
-        rows from its requests, each a dict ``pages`` (the request's pages), ``cached`` (positions already
-        in the pool) and ``new`` (tokens this step), in place of the scheduler's
+    slot_mapping : ``(batch) -> (positions [T], slots [T])``: each step's positions and pool rows from its
+        :class:`~.scheduler.Batch`, in place of the scheduler's
     """
 
     rotate: Callable | None = None

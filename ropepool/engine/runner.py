@@ -100,7 +100,6 @@ class Runner:
         None: 1.0
     ring : sliding layers keep only their window's rows per request (no prefix cache)
     parts : :class:`~.protocols.RunnerParts`, your own rotation, FP8 encoder or slot mapping
-    page_size : rows per page of the engine's allocator (what ``parts.slot_mapping`` is given)
 
     Raises
     ------
@@ -120,7 +119,6 @@ class Runner:
         kv_scales=None,
         ring: bool = False,
         parts: RunnerParts | None = None,
-        page_size: int = 1,
     ):
         if not (kv_dtype is None or (isinstance(kv_dtype, str) and kv_dtype == "fp8")):
             raise EngineArgumentError(f"kv_dtype must be None (the activations' dtype) or 'fp8', got {kv_dtype!r:.60}")
@@ -133,7 +131,6 @@ class Runner:
             raise EngineArgumentError("kv_scales: MLA's latent pool has one scale per layer: pass k_scale == v_scale")
         self.scales = [dict(k_scale=k, v_scale=v) if self.fp8 else {} for k, v in pairs]
         self.parts = parts if parts is not None else RunnerParts()
-        self.page_size = page_size
         if self.parts.rotate is not None and (spec.mla or any(spec.qk_norms)):
             raise UnsupportedModelError(
                 f"parts.rotate turns q and k of models without QK-norm or MLA; {spec.arch} has "
@@ -178,8 +175,8 @@ class Runner:
 
     def run(self, batch: Batch) -> mx.array:
         """The float32 logits ``[len(batch.requests), vocab]`` at each request's last new token."""
-        if self.parts.slot_mapping is not None:
-            self._map_slots(batch)
+        if self.parts.slot_mapping is not None:  # the caller's positions and slots in place of the scheduler's
+            batch.positions, batch.slots = (list(map(int, x)) for x in self.parts.slot_mapping(batch))
         ctx = StepContext.of(batch, self.pool_rows)  # the op's plan: checked once for every layer
         step = Step(ctx, window_mask(batch, self.spec.window) if self.spec.window else None)
         if self.rings is not None:
@@ -276,15 +273,14 @@ class Runner:
 
     def _own_parts(self, i, q, k, v, q_rot, k_rot, k_pool, v_pool, positions, plan: StepPlan):
         """The caller's rotation and FP8 encoder (:class:`~.protocols.RunnerParts`) in place of the op's:
-        q and k turned again by ``parts.rotate``, and the rows the op wrote written over, through the one
-        pool writer, with k_rot (or its codes from ``parts.encode_e4m3``) and v."""
+        q and k turned by ``parts.rotate``, and the rows the op wrote written over, through the one pool
+        writer, with k_rot (or its codes from ``parts.encode_e4m3``) and v."""
         p = self.parts
         if p.rotate is not None:
-            table, pos = self.ropes[i], np.array(positions)
-            q_rot, k_rot = (_rotate_rows(p.rotate, y, pos, table) for y in (q, k))
+            q_rot, k_rot = p.rotate(q, positions, self.ropes[i]), p.rotate(k, positions, self.ropes[i])
         k_rows, v_rows = k_rot, v
         if self.fp8:
-            encode = fp8.encode if p.encode_e4m3 is None else (lambda x: _own_codes(p.encode_e4m3, x))
+            encode = p.encode_e4m3 or fp8.encode
             k_rows, v_rows = (
                 encode(y.astype(mx.float32) / mx.array(np.float32(self.scales[i][f"{w}_scale"])))
                 for y, w in ((k_rot, "k"), (v, "v"))
@@ -293,17 +289,6 @@ class Runner:
             plan.write, k_pool, v_pool, k_rows.astype(k_pool.dtype), v_rows.astype(v_pool.dtype)
         )
         return q_rot, k_rot, k_pool, v_pool
-
-    def _map_slots(self, batch: Batch) -> None:
-        """``batch.positions`` and ``batch.slots`` from ``parts.slot_mapping`` (the requests' pages, cached
-        and new counts), in place of the scheduler's."""
-        ps = self.page_size
-        requests = [
-            dict(pages=[row // ps for row in r.slot_table[::ps]], cached=r.num_cached, new=n)
-            for r, n in zip(batch.requests, batch.lengths)
-        ]
-        positions, slots = self.parts.slot_mapping(requests, ps)
-        batch.positions, batch.slots = [int(x) for x in positions], [int(x) for x in slots]
 
     def release(self, finished) -> None:
         """Give back the rings of the requests that finished this step."""
@@ -350,27 +335,6 @@ class Runner:
             self.journal.record(self.restore_rows, rows, self.save_rows(rows, layers), layers)
 
 
-def _rotate_rows(rotate, x: mx.array, positions: np.ndarray, table) -> mx.array:
-    """``x [T, H, D]`` turned by ``rotate(rows, positions, inv_freq, is_neox)`` in x's dtype: every head in
-    one call, as one head of ``T * H`` rows (a row turns by its own position only)."""
-    T, H, D = x.shape
-    rows = np.array(x.astype(mx.float32)).reshape(T * H, D)  # [T*H, D], token-major
-    out = np.asarray(rotate(rows, np.repeat(positions, H), np.array(table.inv_freq), table.is_neox), np.float64)
-    return mx.array(out.reshape(T, H, D).astype(np.float32)).astype(x.dtype)
-
-
-def _own_codes(encode, x: mx.array) -> mx.array:
-    """``encode``'s e4m3 codes of ``x`` (any shape), one flat float32 row in, one uint8 code per value out."""
-    flat = np.array(x.astype(mx.float32)).reshape(-1)
-    codes = np.asarray(encode(flat.copy()))
-    if codes.dtype != np.uint8 or codes.shape != flat.shape:
-        raise ValueError(
-            f"encode_e4m3 returned {codes.dtype} {list(codes.shape)} for a row of {flat.size} "
-            "float32 values: one uint8 code per value"
-        )
-    return mx.array(codes).reshape(x.shape)
-
-
 def _kv_scales(kv_scales, kv_dtype, layers: int) -> list | None:
     """``kv_scales`` as a list of ``(k_scale, v_scale)`` floats, one per layer, each in the op's range."""
     if kv_scales is None:
@@ -386,18 +350,11 @@ def _kv_scales(kv_scales, kv_dtype, layers: int) -> list | None:
     pairs = list(kv_scales)
     if len(pairs) != layers:
         raise EngineArgumentError(f"kv_scales must be one (k_scale, v_scale) per layer ({layers}), got {len(pairs)}")
+    number = (int, float, np.floating, np.integer)
     for i, pair in enumerate(pairs):
-        ok = (
-            isinstance(pair, (tuple, list))
-            and len(pair) == 2
-            and all(
-                isinstance(x, (int, float, np.floating, np.integer))
-                and not isinstance(x, bool)
-                and KV_SCALE_MIN <= float(x) <= KV_SCALE_MAX
-                for x in pair
-            )
-        )
-        if not ok:
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2) or not all(
+            isinstance(x, number) and not isinstance(x, bool) and KV_SCALE_MIN <= float(x) <= KV_SCALE_MAX for x in pair
+        ):
             raise EngineArgumentError(
                 f"kv_scales[{i}] must be a pair (k_scale, v_scale) of numbers from 2**-126 to 2**126, got {pair!r:.60}"
             )

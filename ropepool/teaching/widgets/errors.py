@@ -19,7 +19,8 @@ from ..checks import expect_error
 from ...errors import RopePoolError
 from ..catalog import CATALOG, ErrorSpec
 from ...op import rope_pool_fused
-from ...reference import FUSION_KEYWORDS, ROPE_KEYWORDS, rms_norm, rope_of, rope_pool_reference
+from ...reference import FUSION_KEYWORDS, rms_norm, rope_pool_reference
+from ...rope import ROPE_KEYWORDS, rope_of
 from ...tolerance import error_bound, error_ratio, pair_norms
 
 #: Where each check lives, in the order SGLang runs them: its Python wrapper, its C++ side, then ours.

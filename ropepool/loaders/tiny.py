@@ -87,7 +87,7 @@ ARCHS: dict[str, tuple[str, str, dict]] = {
             tie_word_embeddings=True,
         ),
     ),
-    # Beyond GQA (ropepool.engine.layered): MLA's latent pool, sliding windows of 4 (so that the tests'
+    # Beyond GQA: MLA's latent pool, sliding windows of 4 (so that the tests'
     # prompts and generations cross them), GPT-OSS's sinks.
     "deepseek-v3": (
         "DeepSeek-V3 MLA (latent pool 16 + 8, yarn)",
