@@ -204,3 +204,24 @@ def test_dequantize_model_matches_the_quantized_layers():
     assert isinstance(model.model.layers[1].mlp.up_proj, nn.Linear)
     assert isinstance(model.model.embed_tokens, nn.Embedding)
     np.testing.assert_allclose(np.array(model(ids)), np.array(before), rtol=0, atol=1e-4)
+
+
+def test_smollm2_as_shipped_is_served_token_for_token_as_mlx_lm_serves_it():
+    """Its Q4_1/Q8_0 layers kept (``dequantize=False``): the engine's tokens are mlx-lm's, each logit within
+    ENGINE_LOGITS_SMOLLM2, two chat questions served together."""
+    from ropepool.engine import generate
+    from ropepool.tolerance import ENGINE_LOGITS_SMOLLM2
+
+    try:
+        model, tokenizer, _ = load_smollm2(dequantize=False)
+    except ModelUnavailable as err:
+        pytest.skip(str(err))
+    assert isinstance(model.model.layers[0].self_attn.q_proj, nn.QuantizedLinear)
+    prompts = [
+        tokenizer.apply_chat_template(FRANCE),
+        tokenizer.apply_chat_template([{"role": "user", "content": "2 + 3?"}]),
+    ]
+    served = generate(model, prompts, 5, pool_rows=96)
+    for got, want in zip(served, greedy(model, prompts, 5)):
+        assert got.tokens == want.tokens
+        np.testing.assert_allclose(np.array(got.logits), np.array(want.logits), **ENGINE_LOGITS_SMOLLM2)
