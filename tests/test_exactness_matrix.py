@@ -60,25 +60,27 @@ def model_of(name: str, weights: str):
 
 
 class FP8Cache:
-    """An mlx-lm cache that keeps what an FP8 pool keeps: every array it is handed rounded to e4m3 (scale 1)."""
+    """An mlx-lm cache that keeps what an FP8 pool keeps: every array it is handed rounded to e4m3 of itself
+    over ``scale``, times ``scale``."""
 
-    def __init__(self, cache):
-        self.cache = cache
+    def __init__(self, cache, scale: float = 1.0):
+        self.cache, self.scale = cache, scale
 
     def __getattr__(self, name):
         return getattr(self.cache, name)
 
     def update_and_fetch(self, *arrays):
         table = decode_table()
-        rounded = [mx.array(table[quantize_rows(a, 1.0)]).astype(a.dtype) for a in arrays]
+        rounded = [mx.array(table[quantize_rows(a, self.scale)] * self.scale).astype(a.dtype) for a in arrays]
         return self.cache.update_and_fetch(*rounded)
 
 
-def mlx_lm_run(model, prompt, n: int, fp8: bool):
-    """mlx-lm's greedy tokens and their float32 logits ``[n, vocab]``, the request alone with its own cache."""
+def mlx_lm_run(model, prompt, n: int, fp8: bool, scales=None):
+    """mlx-lm's greedy tokens and their float32 logits ``[n, vocab]``, the request alone with its own cache
+    (``fp8``: rounded as an FP8 pool with one scale per layer, ``scales``, or 1.0)."""
     cache = make_prompt_cache(model)
     if fp8:
-        cache = [FP8Cache(c) for c in cache]
+        cache = [FP8Cache(c, s) for c, s in zip(cache, scales or [1.0] * len(cache))]
     logits, tokens = [model(mx.array(prompt)[None], cache=cache)[0, -1]], []
     for _ in range(n):
         tokens.append(int(logits[-1].argmax()))
@@ -128,3 +130,18 @@ def test_the_engine_serves_mlx_lm_s_tokens(name, weights, pools):
         for i, (g, (tokens, logits)) in enumerate(zip(got, want)):
             assert g.tokens == tokens, f"request {i}, {setting}"
             np.testing.assert_allclose(np.array(g.logits), logits, **tolerance, err_msg=f"request {i}, {setting}")
+
+
+def test_mla_s_latent_pool_with_calibrated_scales():
+    """calibrate gives DeepSeek-V3 one scale per layer's latent pool (as the pair (s, s)); its FP8 pools then
+    hold the e4m3 codes of ``[c_kv ‖ rope(k_pe)] / s``, as mlx-lm's cache rounded the same way."""
+    from ropepool.engine.kv_scales import calibrate
+
+    model = model_of("deepseek-v3", "float32")
+    scales = calibrate(model, PROMPTS)
+    assert len(scales) == 2 and all(k == v != 1.0 for k, v in scales)
+    got = generate(model, PROMPTS, NEW, pool_rows=POOL_ROWS, kv_dtype="fp8", kv_scales=scales)
+    for g, p, n in zip(got, PROMPTS, NEW):
+        tokens, logits = mlx_lm_run(model, p, n, True, [k for k, _ in scales])
+        assert g.tokens == tokens
+        np.testing.assert_allclose(np.array(g.logits), logits, **TOLERANCE)

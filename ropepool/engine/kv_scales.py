@@ -61,9 +61,9 @@ def calibrate(model, prompts, *, headroom: float = 2.0, backend: str = "auto") -
         engine.add_request(p, 1)
     while not engine.done:  # every prompt prefilled: each of its rows written once, none reused
         engine.step()
-    runner = engine.runner
     out = []
-    for k_pool, v_pool in zip(runner.k_pools, runner.v_pools):
-        amax = [float(mx.abs(p.astype(mx.float32)).max()) for p in (k_pool, v_pool)]
-        out.append(tuple(min(max(a * headroom / MAX, KV_SCALE_MIN), KV_SCALE_MAX) if a > 0 else 1.0 for a in amax))
+    for pools in engine.runner.pools:  # k and v, or MLA's one latent pool (its one scale given twice)
+        amax = [float(mx.abs(p.astype(mx.float32)).max()) for p in pools]
+        scales = tuple(min(max(a * headroom / MAX, KV_SCALE_MIN), KV_SCALE_MAX) if a > 0 else 1.0 for a in amax)
+        out.append(scales * (2 // len(scales)))
     return out
