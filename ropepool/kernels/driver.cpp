@@ -3,7 +3,8 @@
 //     or reversed, cos and sin computed per thread as on the GPUs, the body's own pool write;
 //   - the "cpu" backend (host.py, `ropepool_rope`, with RP_HOST: 64-bit indices, -O3
 //     -march=native): rows of tokens over a few std::threads, cos and sin read from a table
-//     filled once per (token, pair) by the same function, k_rot and v rows copied into the pools.
+//     filled once per (token, pair) by the same function, a QK-norm head's sum of squares from a
+//     table filled once per (token, head) by the same loop, k_rot and v rows copied into the pools.
 // Built with ROPEPOOL_SHAPE=Hq,Hkv,D,RD,NEOX, `ropepool_rope` runs that one shape with its sizes
 // compiled in (the compiler then vectorises the row loops) and nothing else; host.py builds such
 // a library for a shape on its first use. Nothing here changes what the body computes: both
@@ -29,19 +30,39 @@ struct rp_gid {
   friend bool operator>=(rp_gid g, rp_uint n /* T * H * HALF */) { return g.row >= n / g.half; }
 };
 
-struct PerThreadCosSin {  // as the GPUs: every thread computes its pair's cos and sin
+// The sum of the squares of x[base .. base + D), in order: a QK-norm head's, as the GPUs sum it.
+template <typename DType>
+static inline float rp_sumsq(const DType* x, rp_uint base, rp_uint D) {
+  float ss = 0.0f;
+  for (rp_uint j = 0; j < D; ++j) {
+    const float xj = rp_to_float(x[base + j]);
+    ss += xj * xj;
+  }
+  return ss;
+}
+
+struct PerThreadCosSin {  // as the GPUs: every thread computes its pair's cos and sin, and its head's sum
   void get(const int32_t* positions, const float* inv_freq, rp_uint t, rp_uint i, float& c, float& s) const {
     rp_cos_sin(positions, inv_freq, t, i, c, s);
   }
+  template <typename DType>
+  float sumsq(const DType* x, rp_uint base, rp_uint, rp_uint D) const {
+    return rp_sumsq(x, base, D);
+  }
 };
 
-struct TableCosSin {  // [T, HALF] each, filled by rp_cos_sin (see fill_table)
+struct TableCosSin {  // cos, sin [T, HALF] filled by rp_cos_sin; sums [T * H] by rp_sumsq (see run_tokens)
   const float* __restrict cos;
   const float* __restrict sin;
   rp_uint half;
+  const float* __restrict sums;
   void get(const int32_t*, const float*, rp_uint t, rp_uint i, float& c, float& s) const {
     c = cos[t * half + i];
     s = sin[t * half + i];
+  }
+  template <typename DType>
+  float sumsq(const DType*, rp_uint, rp_uint row, rp_uint) const {
+    return sums[row];
   }
 };
 
@@ -157,7 +178,8 @@ struct Launch {
 // skipping a slot outside [0, P) (the body's RP_WRITE_POOL guard; as row copies the rotation loop
 // stays vectorised).
 template <typename DType, int FHq, int FHkv, int FD, int FRD, bool FNEOX, bool WritePool, bool FP8>
-static void run_tokens(const Launch& L, float* __restrict cos, float* __restrict sin, int t0, int t1) {
+static void run_tokens(const Launch& L, float* __restrict cos, float* __restrict sin, float* __restrict sums, int t0,
+                       int t1) {
   const Shape& S = L.shape;
   const rp_uint HALF = rp_uint(S.D) / 2u, H = rp_uint(S.Hq + S.Hkv), RHALF = rp_uint(S.RD) / 2u;
   const int32_t* __restrict positions = L.positions;  // locals: no aliasing with the stores
@@ -165,10 +187,20 @@ static void run_tokens(const Launch& L, float* __restrict cos, float* __restrict
   for (rp_uint t = rp_uint(t0); t < rp_uint(t1); ++t) {
     for (rp_uint i = 0; i < RHALF; ++i) rp_cos_sin(positions, inv_freq, t, i, cos[t * HALF + i], sin[t * HALF + i]);
   }
-  const TableCosSin table{cos, sin, HALF};
-  const int shape[1] = {L.T};
   const DType* __restrict q = static_cast<const DType*>(L.q);
   const DType* __restrict k = static_cast<const DType*>(L.k);
+  if (S.QNORM || S.KNORM) {  // each head's sum of squares once, not once per thread of the head
+    for (rp_uint row = rp_uint(t0) * H; row < rp_uint(t1) * H; ++row) {
+      const rp_uint t = row / H, h = row % H, D = rp_uint(S.D);
+      if (h < rp_uint(S.Hq)) {
+        if (S.QNORM) sums[row] = rp_sumsq(q, (t * rp_uint(S.Hq) + h) * D, D);
+      } else if (S.KNORM) {
+        sums[row] = rp_sumsq(k, (t * rp_uint(S.Hkv) + (h - rp_uint(S.Hq))) * D, D);
+      }
+    }
+  }
+  const TableCosSin table{cos, sin, HALF, sums};
+  const int shape[1] = {L.T};
   DType* __restrict q_rot = static_cast<DType*>(L.q_rot);
   DType* __restrict k_rot = static_cast<DType*>(L.k_rot);
   const DType* v = static_cast<const DType*>(L.v);
@@ -215,22 +247,24 @@ static void launch(const Launch& L, int threads) {
   const long min_pairs_per_thread = 1L << 18;  // below this, starting a thread costs more than it saves
   int n = int(std::min<long>(threads, std::max<long>(1, pairs / min_pairs_per_thread)));
   n = std::max(1, std::min(n, L.T));
-  constexpr size_t kStack = 2 * 256;  // cos and sin of up to 256 pairs (e.g. one token, D <= 512)
+  constexpr size_t kStack = 2 * 256 + 64;  // cos and sin of up to 256 pairs (e.g. one token, D <= 512), 64 heads
   float stack[kStack];
   std::vector<float> heap;
-  const size_t need = 2 * size_t(L.T) * HALF;  // cos [T, HALF], then sin [T, HALF]
+  const size_t rows = size_t(L.T) * size_t(L.shape.Hq + L.shape.Hkv);
+  const size_t need = 2 * size_t(L.T) * HALF + rows;  // cos [T, HALF], sin [T, HALF], head sums [T * H]
   float* cos = stack;
   if (need > kStack) {
     heap.resize(need);
     cos = heap.data();
   }
   float* sin = cos + size_t(L.T) * HALF;
+  float* sums = sin + size_t(L.T) * HALF;
   auto run = run_tokens<DType, FHq, FHkv, FD, FRD, FNEOX, WritePool, FP8>;
   std::vector<std::thread> workers;
   for (int w = 1; w < n; ++w) {
-    workers.emplace_back(run, std::cref(L), cos, sin, int(long(L.T) * w / n), int(long(L.T) * (w + 1) / n));
+    workers.emplace_back(run, std::cref(L), cos, sin, sums, int(long(L.T) * w / n), int(long(L.T) * (w + 1) / n));
   }
-  run(L, cos, sin, 0, int(long(L.T) / n));
+  run(L, cos, sin, sums, 0, int(long(L.T) / n));
   for (auto& w : workers) w.join();
 }
 
