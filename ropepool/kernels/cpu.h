@@ -100,5 +100,5 @@ inline void rp_cos_sin(const int32_t* positions, const float* inv_freq, unsigned
 // The body's hook: `cos_sin` is the driver's source of rp_cos_sin's values, a parameter of each
 // build of the body (computed per thread, or read from a table rp_cos_sin filled).
 #define RP_COS_SIN(t, i, c, s) cos_sin.get(positions, inv_freq, t, i, c, s)
-// ... and of a head's sum of squares (QK-norm): summed per thread, or read from a table filled once per row.
-#define RP_HEAD_SUMSQ(x, base, row, ss) ss = cos_sin.sumsq(x, base, row, rp_uint(D));
+// ... and of a QK-norm head's 1 / RMS: computed per thread, or read from a table filled once per row.
+#define RP_HEAD_INV_RMS(x, base, row, r) r = cos_sin.inv_rms(x, base, row, rp_uint(D), norm_eps[0]);

@@ -3,8 +3,8 @@
 //     or reversed, cos and sin computed per thread as on the GPUs, the body's own pool write;
 //   - the "cpu" backend (host.py, `ropepool_rope`, with RP_HOST: 64-bit indices, -O3
 //     -march=native): rows of tokens over a few std::threads, cos and sin read from a table
-//     filled once per (token, pair) by the same function, a QK-norm head's sum of squares from a
-//     table filled once per (token, head) by the same loop, k_rot and v rows copied into the pools.
+//     filled once per (token, pair) by the same function, a QK-norm head's 1 / RMS from a table
+//     filled once per (token, head) by the same steps, k_rot and v rows copied into the pools.
 // Built with ROPEPOOL_SHAPE=Hq,Hkv,D,RD,NEOX, `ropepool_rope` runs that one shape with its sizes
 // compiled in (the compiler then vectorises the row loops) and nothing else; host.py builds such
 // a library for a shape on its first use. Nothing here changes what the body computes: both
@@ -30,15 +30,15 @@ struct rp_gid {
   friend bool operator>=(rp_gid g, rp_uint n /* T * H * HALF */) { return g.row >= n / g.half; }
 };
 
-// The sum of the squares of x[base .. base + D), in order: a QK-norm head's, as the GPUs sum it.
+// A QK-norm head's 1 / RMS: the squares of x[base .. base + D) summed in order, as the GPUs do.
 template <typename DType>
-static inline float rp_sumsq(const DType* x, rp_uint base, rp_uint D) {
+static inline float rp_head_inv_rms(const DType* x, rp_uint base, rp_uint D, float eps) {
   float ss = 0.0f;
   for (rp_uint j = 0; j < D; ++j) {
     const float xj = rp_to_float(x[base + j]);
     ss += xj * xj;
   }
-  return ss;
+  return rp_inv_sqrt(ss / float(D) + eps);
 }
 
 struct PerThreadCosSin {  // as the GPUs: every thread computes its pair's cos and sin, and its head's sum
@@ -46,23 +46,23 @@ struct PerThreadCosSin {  // as the GPUs: every thread computes its pair's cos a
     rp_cos_sin(positions, inv_freq, t, i, c, s);
   }
   template <typename DType>
-  float sumsq(const DType* x, rp_uint base, rp_uint, rp_uint D) const {
-    return rp_sumsq(x, base, D);
+  float inv_rms(const DType* x, rp_uint base, rp_uint, rp_uint D, float eps) const {
+    return rp_head_inv_rms(x, base, D, eps);
   }
 };
 
-struct TableCosSin {  // cos, sin [T, HALF] filled by rp_cos_sin; sums [T * H] by rp_sumsq (see run_tokens)
+struct TableCosSin {  // cos, sin [T, HALF] filled by rp_cos_sin; inv_rms [T * H] by rp_head_inv_rms (run_tokens)
   const float* __restrict cos;
   const float* __restrict sin;
   rp_uint half;
-  const float* __restrict sums;
+  const float* __restrict scales;
   void get(const int32_t*, const float*, rp_uint t, rp_uint i, float& c, float& s) const {
     c = cos[t * half + i];
     s = sin[t * half + i];
   }
   template <typename DType>
-  float sumsq(const DType*, rp_uint, rp_uint row, rp_uint) const {
-    return sums[row];
+  float inv_rms(const DType*, rp_uint, rp_uint row, rp_uint, float) const {
+    return scales[row];
   }
 };
 
@@ -189,13 +189,14 @@ static void run_tokens(const Launch& L, float* __restrict cos, float* __restrict
   }
   const DType* __restrict q = static_cast<const DType*>(L.q);
   const DType* __restrict k = static_cast<const DType*>(L.k);
-  if (S.QNORM || S.KNORM) {  // each head's sum of squares once, not once per thread of the head
+  if (S.QNORM || S.KNORM) {  // each head's 1 / RMS once, not once per thread of the head
+    const float eps = L.x.norm_eps[0];
     for (rp_uint row = rp_uint(t0) * H; row < rp_uint(t1) * H; ++row) {
       const rp_uint t = row / H, h = row % H, D = rp_uint(S.D);
       if (h < rp_uint(S.Hq)) {
-        if (S.QNORM) sums[row] = rp_sumsq(q, (t * rp_uint(S.Hq) + h) * D, D);
+        if (S.QNORM) sums[row] = rp_head_inv_rms(q, (t * rp_uint(S.Hq) + h) * D, D, eps);
       } else if (S.KNORM) {
-        sums[row] = rp_sumsq(k, (t * rp_uint(S.Hkv) + (h - rp_uint(S.Hq))) * D, D);
+        sums[row] = rp_head_inv_rms(k, (t * rp_uint(S.Hkv) + (h - rp_uint(S.Hq))) * D, D, eps);
       }
     }
   }
@@ -251,7 +252,7 @@ static void launch(const Launch& L, int threads) {
   float stack[kStack];
   std::vector<float> heap;
   const size_t rows = size_t(L.T) * size_t(L.shape.Hq + L.shape.Hkv);
-  const size_t need = 2 * size_t(L.T) * HALF + rows;  // cos [T, HALF], sin [T, HALF], head sums [T * H]
+  const size_t need = 2 * size_t(L.T) * HALF + rows;  // cos [T, HALF], sin [T, HALF], heads' 1 / RMS [T * H]
   float* cos = stack;
   if (need > kStack) {
     heap.resize(need);

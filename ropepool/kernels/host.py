@@ -229,14 +229,28 @@ def _tables(rope: Rope) -> tuple[np.ndarray, np.ndarray, int, int]:
     return tables
 
 
+_WEIGHTS: dict = {}  # id(weight) -> (weight, its float32 copy): a model's norm weights converted once
+
+
+def _weight32(w) -> np.ndarray:
+    """``w`` as a contiguous float32 NumPy array, kept per weight object (an mx.array is immutable)."""
+    hit = _WEIGHTS.get(id(w))
+    if hit is not None and hit[0] is w:
+        return hit[1]
+    out = np.ascontiguousarray(to_numpy(w, np.float32))
+    if isinstance(w, mx.array):  # a NumPy array can change in place: converted every call
+        out.setflags(write=False)
+        if len(_WEIGHTS) >= 256:
+            _WEIGHTS.clear()
+        _WEIGHTS[id(w)] = (w, out)
+    return out
+
+
 def _norm_args(fusion: Fusion) -> tuple:
     """QK-norm's arguments for ``ropepool_rope``: flags, float32 weights and eps (alive for the call)."""
     if not (fusion.qnorm or fusion.knorm):
         return (0, 0, None, None, None), ()
-    keep = [
-        np.ascontiguousarray(to_numpy(w, np.float32)) if w is not None else None
-        for w in (fusion.q_norm_weight, fusion.k_norm_weight)
-    ]
+    keep = [_weight32(w) if w is not None else None for w in (fusion.q_norm_weight, fusion.k_norm_weight)]
     keep.append(np.array([fusion.norm_eps], np.float32))
     return (int(fusion.qnorm), int(fusion.knorm), *(None if x is None else _address(x) for x in keep)), keep
 
