@@ -416,3 +416,25 @@ def test_qk_norm_random_shapes_on_the_mlx_path():
                 np.array(got.astype(mx.float32)), want, rms_norm(x, ww, eps), pos, dtype, rope, norm_dim=D
             )
             assert ratio <= 1, (T, Hq, Hkv, D, dtype, variant, eps, ratio)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_the_cpu_backend_s_qk_norm_is_the_gpu_grid_s_bit_for_bit(dtype):
+    """The "cpu" backend takes each head's 1 / RMS from a table filled once per (token, head); the grid
+    emulator computes it in every thread, as a GPU does. Same steps, same order: the same bits."""
+    if emulator.unavailable_reason() or not ropepool.available_backends()["cpu"].available:
+        pytest.skip("needs g++ (the cpu backend and the grid emulator)")
+    kw = _call(5, 16, 8, 128, 6, dtype)
+    qw, kw_w = _weights(128, seed=2)
+    qw = np.array(mx.array(qw).astype(mx.float32))
+    q_rot, k_rot, _, _ = rope_pool_fused(**kw, q_norm_weight=qw, k_norm_weight=kw_w, norm_eps=1e-6, backend="cpu")
+    storage = (lambda a: np.array(a.view(mx.uint16))) if dtype == "bfloat16" else (lambda a: np.array(a))
+    run = emulator.emulate(
+        *(storage(kw[n]) if n in ("q", "k", "v", "k_pool", "v_pool") else np.array(kw[n]) for n in ARGS),
+        rope_base=kw["rope_base"],
+        dtype=dtype,
+        q_norm_weight=qw,
+        k_norm_weight=kw_w,
+        norm_eps=1e-6,
+    )
+    assert np.array_equal(storage(q_rot), run.q_rot) and np.array_equal(storage(k_rot), run.k_rot)

@@ -76,11 +76,12 @@ def findings() -> list[tuple[str, str]]:
 
 def _blas_rows() -> list[tuple[str, str]]:
     """Which library MLX's float32 matmul (``cblas_sgemm``) runs on, and its GF/s beside NumPy's."""
-    from .. import blas
+    from .. import blas, blas_threads
 
     mlx_gf, np_gf = blas.matmul_gflops(1024, repeats=3)  # first: cblas_sgemm binds on the first call
     return [
         ("BLAS under MLX", blas.describe()),
+        ("BLAS threads", blas_threads.describe()),
         (
             "float32 1024^3 matmul",
             f"MLX {mlx_gf:.1f} GF/s, NumPy {np_gf:.1f} GF/s ({mlx_gf / np_gf:.2f}x); medians of 3, interleaved",

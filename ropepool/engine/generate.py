@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import mlx.core as mx
 
+from .. import blas_threads
 from .allocator import MAX_POOL_ROWS, Allocator
 from .arguments import check_int, check_token_ids
 from .errors import EngineArgumentError, WrongThreadError
@@ -196,6 +197,7 @@ class Engine:
             raise KeyboardInterrupt("held from the end of the last step, which committed")
         if self.done:
             raise RuntimeError("step: nothing to run (no request waiting or running)")
+        blas_threads.adapt()  # OpenBLAS's threads from the cores free now, between two steps' matmuls
         self.journal.begin()
         try:
             self._snapshot_unjournaled()
