@@ -24,7 +24,7 @@ def test_why_fuse_notebooks_04_and_10():
         moved = {m: sum(fc.traffic(full_step)[m]) for m in (fc.FUSED, fc.UNFUSED)}
         assert moved[fc.UNFUSED] > 2 * moved[fc.FUSED]
         assert plain.ratio > 1, f"run {run}: RoPE + write, one token: {plain.ratio:.2f}x"
-        assert full.ratio < 1, f"run {run}: QK-norm + RoPE + FP8, 8 tokens: {full.ratio:.2f}x"
+        assert full.ratio > 1, f"run {run}: QK-norm + RoPE + FP8, 8 tokens: {full.ratio:.2f}x"
         step = fc.decode_step(T=1, fused_extras=False)  # notebook 04's own race
         assert fc.measure(step, rounds=30, calls=10).ratio > 1, f"run {run}: notebook 04's race"
 
