@@ -64,6 +64,8 @@ def test_no_proc_stat_changes_nothing():
 
 @pytest.mark.parametrize("name", ["OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"])
 def test_the_user_s_setting_wins(monkeypatch, name):
+    for other in blas_threads.USER_SETTINGS:
+        monkeypatch.delenv(other, raising=False)
     monkeypatch.setenv(name, "2")
     assert blas_threads.adapt() is None
     assert blas_threads.describe() == f"{name}=2 set: yours, kept"
