@@ -9,6 +9,10 @@ needs ``libquadmath-<hash>`` beside it).
 
 How it loads, so that nobody else can feed it a library:
 
+0. The three files are looked for in the interpreter's own site-packages only (:func:`site_dirs`: the
+   venv's, where the hook is installed), each checked against the ``RECORD`` of the wheel beside it
+   there. Nothing on ``sys.path`` counts: its first entry is the working folder of ``python -c``,
+   ``python -m`` and Jupyter kernels, where anyone may have put a library and a matching ``RECORD``.
 1. Each of the three files is opened (``O_NONBLOCK``: a FIFO cannot hang it), refused unless it
    is a regular file, and its size and SHA-256 are checked against its wheel's ``RECORD`` (the
    digest once per file: a memo in ``~/.cache/ropepool`` keyed by the file's inode and ctime
@@ -62,15 +66,28 @@ def applies() -> bool:
     return sys.platform.startswith("linux") and os.uname().machine in ("x86_64", "AMD64")
 
 
-def _package_dirs(name: str) -> list:
-    """The folders of top-level package ``name`` (several for a namespace package), found without importing it."""
-    from importlib.util import find_spec
+def site_dirs() -> list:
+    """The interpreter's own site-packages folders (the venv's, where the hook is installed), real paths.
+
+    Only these are searched: never ``sys.path``, whose first entry is the working folder of ``python -c``,
+    ``python -m`` and every Jupyter kernel, and may be anyone's. The user site (``~/.local``) is left out."""
+    import site
 
     try:
-        spec = find_spec(name)
-    except (ImportError, ValueError):
+        found = site.getsitepackages()
+    except AttributeError:  # a site module without it (an embedded interpreter)
         return []
-    return list(spec.submodule_search_locations or []) if spec else []
+    out = []
+    for d in found:
+        real = os.path.realpath(d)
+        if real not in out and os.path.isdir(real):
+            out.append(real)
+    return out
+
+
+def _package_dirs(name: str) -> list:
+    """The folders named ``name`` in :func:`site_dirs`, found without importing anything."""
+    return [os.path.join(d, name) for d in site_dirs() if os.path.isdir(os.path.join(d, name))]
 
 
 def _files(folder: str, *prefixes: str) -> list:
@@ -93,7 +110,7 @@ def _openblas():
 
 def _mlx_runtime_libs() -> list:
     """MLX's bundled libgfortran and libquadmath (``mlx_cpu.libs/``), or [] when not found."""
-    for folder in _package_dirs("mlx"):  # mlx is a namespace package: any folder named mlx on sys.path
+    for folder in _package_dirs("mlx"):  # the venv's own mlx, beside which its wheel put mlx_cpu.libs
         found = _files(
             os.path.join(os.path.dirname(os.path.abspath(folder)), "mlx_cpu.libs"), "libgfortran", "libquadmath"
         )

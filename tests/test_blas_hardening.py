@@ -46,7 +46,8 @@ def bench_module(name):
 
 def fake_site(where: Path, library_bytes=None, fifo=False) -> Path:
     """A site folder holding ngsolve_openblas (its library a link to the real one, or the given
-    bytes, or a FIFO) and the wheel's real RECORD; put first on PYTHONPATH it is the one found."""
+    bytes, or a FIFO) and the wheel's real RECORD: a venv whose files were damaged. The loader searches
+    the interpreter's own site-packages only, so :func:`run_venv` makes it that venv's (``site=``)."""
     real = Path(_ropepool_blas._openblas())
     site = where / "site"
     (site / "ngsolve_openblas").mkdir(parents=True)
@@ -74,7 +75,14 @@ print(json.dumps({"state": _ropepool_blas.STATE, "describe": blas.describe()}))
 """
 
 
-def run_venv(code, *, pythonpath, tmpdir, env=None, shell_suffix=""):
+def run_venv(code, *, pythonpath, tmpdir, env=None, shell_suffix="", site=None):
+    """``code`` in a fresh Python of this venv; with ``site``, the loader takes that folder for the venv's
+    first site-packages folder (before anything imports MLX)."""
+    if site is not None:
+        code = (
+            f"import _ropepool_blas\n_dirs = [{str(site)!r}, *_ropepool_blas.site_dirs()]\n"
+            f"_ropepool_blas.site_dirs = lambda: _dirs\n{code}"
+        )
     full = {k: v for k, v in os.environ.items() if k != "ROPEPOOL_BLAS"}
     full.update(PYTHONPATH=os.pathsep.join(map(str, pythonpath)), TMPDIR=str(tmpdir), **(env or {}))
     cmd = [sys.executable, "-c", code]
@@ -146,7 +154,7 @@ def test_a_damaged_library_or_fifo_falls_back_with_one_line(tmp_path, case):
     site = fake_site(tmp_path, library_bytes={"1 KiB": 1024, "half": size // 2}.get(case), fifo=case == "fifo")
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    done = run_venv(CHECK, pythonpath=[site, ROOT], tmpdir=scratch)
+    done = run_venv(CHECK, pythonpath=[ROOT], tmpdir=scratch, site=site)
     assert done.returncode == 0, (done.returncode, done.stderr)
     out = json.loads(done.stdout)
     assert out["state"]["status"] == "failed", out
@@ -174,7 +182,7 @@ def test_a_fifo_as_the_memo_or_as_record_neither_blocks_nor_loads_unchecked(tmp_
     record = next(site.glob("ngsolve_openblas-*.dist-info")) / "RECORD"
     record.unlink()
     os.mkfifo(record)
-    done = run_venv(CHECK, pythonpath=[site, ROOT], tmpdir=scratch, env={"HOME": str(home)})
+    done = run_venv(CHECK, pythonpath=[ROOT], tmpdir=scratch, env={"HOME": str(home)}, site=site)
     assert done.returncode == 0, (done.returncode, done.stderr)
     assert json.loads(done.stdout)["state"]["status"] == "failed"
     assert "not listed in its wheel's RECORD" in done.stderr, done.stderr
@@ -262,7 +270,7 @@ def test_a_venv_path_with_glob_characters_loads_and_doctor_agrees(tmp_path):
     site = fake_site(where)
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    done = run_venv(CHECK, pythonpath=[site, ROOT], tmpdir=scratch)
+    done = run_venv(CHECK, pythonpath=[ROOT], tmpdir=scratch, site=site)
     assert done.returncode == 0 and done.stderr == "", done.stderr
     out = json.loads(done.stdout)
     assert out["state"]["status"] == "loaded" and "[copy]" in out["state"]["library"], out["state"]
@@ -314,3 +322,60 @@ def test_the_digest_is_remembered_only_for_the_file_as_it_was(tmp_path, monkeypa
         f.write(bytes([byte[0] ^ 0xFF]))
     with pytest.raises(hook.Refused, match="SHA-256"):
         hook._open_checked(lib)
+
+
+# 4. Only the venv's own site-packages ---------------------------------------------------------------
+
+
+def _planted(folder: Path, package: str, wheel: str, sources: list) -> None:
+    """``folder/package/`` holding copies of ``sources`` and a ``wheel-9.9.dist-info/RECORD`` whose
+    digests match them: whoever plants the library also writes the digest the loader checks."""
+    import base64
+    import hashlib
+
+    (folder / package).mkdir(parents=True)
+    rows = []
+    for src in sources:
+        dst = folder / package / Path(src).name
+        shutil.copy(src, dst)
+        digest = base64.urlsafe_b64encode(hashlib.sha256(dst.read_bytes()).digest()).rstrip(b"=").decode()
+        rows.append(f"{package}/{dst.name},sha256={digest},{dst.stat().st_size}")
+    (folder / f"{wheel}-9.9.dist-info").mkdir()
+    (folder / f"{wheel}-9.9.dist-info" / "RECORD").write_text("\n".join(rows) + "\n")
+
+
+MAPS = r"""
+import json
+import mlx.core as mx
+mx.eval(mx.ones((64, 64)) @ mx.ones((64, 64)))
+import _ropepool_blas
+maps = open("/proc/self/maps").read()
+print(json.dumps({"state": _ropepool_blas.STATE, "maps": maps}))
+"""
+
+
+@needs_openblas
+def test_a_library_planted_in_the_working_folder_is_never_loaded(tmp_path):
+    """Another user plants ngsolve_openblas/ with a matching RECORD where root runs ``python -c``
+    (``sys.path[0]`` is that folder): the venv's own OpenBLAS is loaded, hers never mapped."""
+    planted = tmp_path / "shared"
+    real = _ropepool_blas._openblas()
+    _planted(planted, "ngsolve_openblas", "ngsolve_openblas", [real])
+    (planted / "ngsolve_openblas" / "__init__.py").write_text("")
+    done = run_venv(MAPS, pythonpath=[ROOT], tmpdir=planted)
+    out = json.loads(done.stdout)
+    assert out["state"]["status"] == "loaded" and out["state"]["library"] == real, out["state"]
+    assert str(planted) not in out["maps"]
+
+
+@needs_openblas
+def test_runtime_libraries_planted_beside_an_empty_mlx_folder_are_never_loaded(tmp_path):
+    """The variant: an empty ``mlx/`` (a namespace portion; the real MLX still imports) and
+    ``mlx_cpu.libs/`` with her libgfortran and libquadmath, their RECORD matching. None of hers is mapped."""
+    planted = tmp_path / "shared"
+    (planted / "mlx").mkdir(parents=True)
+    _planted(planted, "mlx_cpu.libs", "mlx_cpu", _ropepool_blas._mlx_runtime_libs())
+    done = run_venv(MAPS, pythonpath=[ROOT], tmpdir=planted)
+    out = json.loads(done.stdout)
+    assert out["state"]["status"] == "loaded", out["state"]
+    assert str(planted) not in out["maps"]
