@@ -89,3 +89,61 @@ def test_mla_latent_pool_rows_are_c_kv_then_rotated_k_pe():
     np.testing.assert_allclose(rows[:, : a.kv_lora_rank], np.array(layer.self_attn.kv_a_layernorm(c_kv)), atol=1e-6)
     want = layer.self_attn.rope(k_pe[None, None])[0, 0]  # mlx-lm's own rotation of k_pe at 0..4
     np.testing.assert_allclose(rows[:, a.kv_lora_rank :], np.array(want), atol=1e-5)
+
+
+def test_a_ctrl_c_at_any_line_of_the_rings_loses_no_ring_row():
+    """A real SIGINT raised at each line the rings run in turn (their plan and release, where rows are taken
+    and given): the step is undone or held, every ring row is free or in exactly one ring, and serving on
+    gives the undisturbed tokens."""
+    import signal
+    import threading
+
+    from ropepool.engine import window
+
+    prompts = ([1, 5, 9, 3, 7, 2, 8, 8], [2, 4], [3])
+
+    def engine():
+        e = Engine(build("gpt-oss"), pool_rows=24, keep_logits=True, prefix_cache=False, max_step_tokens=5)
+        return e, [e.add_request(p, 6) for p in prompts]
+
+    plain, want = engine()
+    while not plain.done:
+        plain.step()
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signals reach the main thread only")
+    landed, n = 0, 0
+    while True:
+        n += 1
+        e, reqs = engine()
+        e.step()  # every request holds its ring
+        seen = [0]
+
+        def trace(frame, event, arg):
+            if frame.f_code.co_filename == window.__file__ and event == "line":
+                seen[0] += 1
+                if seen[0] == n:
+                    signal.raise_signal(signal.SIGINT)
+            return trace
+
+        sys.settrace(trace)
+        try:
+            e.step()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            sys.settrace(None)
+        if seen[0] < n:
+            break  # past the rings' last line: every line has had its Ctrl-C
+        landed += 1
+        rings = e.runner.rings
+        held = [r for _, rows in rings.rings.values() for r in rows.tolist()]
+        assert sorted(held + rings.free) == list(range(rings.capacity)), f"line {n}"
+        try:
+            while not e.done:
+                e.step()
+        except KeyboardInterrupt:  # one held from the end of the interrupted step
+            while not e.done:
+                e.step()
+        for r, w in zip(reqs, want):
+            assert r.tokens == w.tokens, f"line {n}"
+    assert landed > 20

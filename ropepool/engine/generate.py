@@ -14,7 +14,7 @@ from .. import blas_threads
 from .allocator import MAX_POOL_ROWS, Allocator
 from .arguments import check_int, check_token_ids
 from .errors import EngineArgumentError, WrongThreadError
-from .journal import GATE, HeldInterrupts, Journal
+from .journal import GATE, Journal, bookkeeping
 from .protocols import AllocatorFactory, CacheFactory, RunnerParts, SchedulerFactory
 from .radix import NoCache, RadixCache
 from .request import Request
@@ -249,28 +249,6 @@ class Engine:
     @property
     def done(self) -> bool:
         return self.scheduler.done
-
-
-def bookkeeping(f, *args, **kwargs):
-    """``f(*args, **kwargs)`` with Ctrl-C held until it returns, then raised.
-
-    The bookkeeping of a step (schedule, postprocess) changes the allocator, the tree and the
-    requests in small steps, each recorded in the undo log just after it is made: a SIGINT landing
-    between a change and its record would leave a change the rollback cannot see. Held, it lands
-    after the last record; the rollback then undoes everything. The forward pass stays interruptible.
-    """
-    hold = HeldInterrupts()
-    hold.start()
-    try:
-        out = f(*args, **kwargs)
-    except BaseException as error:
-        if hold.stop():  # the Ctrl-C is not dropped for the error: both reach the caller
-            raise KeyboardInterrupt("held during the step's bookkeeping, which failed") from error
-        raise
-    held = hold.stop()
-    if held:
-        raise KeyboardInterrupt("held until the step's bookkeeping had recorded its changes")
-    return out
 
 
 def check_pool_memory(runner: Runner, pool_rows: int) -> None:

@@ -162,3 +162,25 @@ class InterruptGate:
 
 #: The process's gate (:class:`InterruptGate`).
 GATE = InterruptGate()
+
+
+def bookkeeping(f, *args, **kwargs):
+    """``f(*args, **kwargs)`` with Ctrl-C held until it returns, then raised.
+
+    The bookkeeping of a step (schedule, postprocess) changes the allocator, the tree and the
+    requests in small steps, each recorded in the undo log just after it is made: a SIGINT landing
+    between a change and its record would leave a change the rollback cannot see. Held, it lands
+    after the last record; the rollback then undoes everything. The forward pass stays interruptible.
+    """
+    hold = HeldInterrupts()
+    hold.start()
+    try:
+        out = f(*args, **kwargs)
+    except BaseException as error:
+        if hold.stop():  # the Ctrl-C is not dropped for the error: both reach the caller
+            raise KeyboardInterrupt("held during the step's bookkeeping, which failed") from error
+        raise
+    held = hold.stop()
+    if held:
+        raise KeyboardInterrupt("held until the step's bookkeeping had recorded its changes")
+    return out

@@ -41,6 +41,7 @@ from ..validation import fusion_settings
 from . import model_spec
 from .context import StepContext, window_mask
 from .errors import EngineArgumentError, UnsupportedModelError
+from .journal import bookkeeping
 from .protocols import RunnerParts
 from .scheduler import Batch
 from .window import Rings, WindowStep
@@ -181,7 +182,7 @@ class Runner:
         step = Step(ctx, window_mask(batch, self.spec.window) if self.spec.window else None)
         if self.rings is not None:
             self.rings.journal = self.journal
-            step.ring = self.rings.plan(batch)
+            step.ring = bookkeeping(self.rings.plan, batch)  # rows taken and given, each change recorded
             self._fit_ring_pools()
             self._save_ring_rows(step.ring.slots)
             step.ring_plan = plan_step(ctx.positions, step.ring.slots, self.rings.capacity)
