@@ -176,8 +176,8 @@ def _memo() -> dict:
         if any(s.st_uid != os.geteuid() or s.st_mode & 0o022 for s in (st, folder)) or not stat.S_ISDIR(folder.st_mode):
             return {}
         try:
-            memo = json.load(f)
-        except ValueError:
+            memo = json.loads(f.read(1 << 20))  # a memo is a few hundred bytes; a huge one is not ours
+        except (ValueError, RecursionError):  # not JSON, or nested too deep to read: rewritten at the next check
             return {}
     return memo if isinstance(memo, dict) else {}
 

@@ -379,3 +379,19 @@ def test_runtime_libraries_planted_beside_an_empty_mlx_folder_are_never_loaded(t
     out = json.loads(done.stdout)
     assert out["state"]["status"] == "loaded", out["state"]
     assert str(planted) not in out["maps"]
+
+
+@needs_openblas
+def test_a_memo_nested_too_deep_to_read_is_rewritten_not_a_lasting_fallback(tmp_path):
+    """A memo of 100,000 nested lists (json raises RecursionError): OpenBLAS still loads (the digest is
+    checked anew) and the memo is written again, readable, so the next start is not hurt either."""
+    home = tmp_path / "home"
+    memo = home / ".cache" / "ropepool" / "blas-checked.json"
+    memo.parent.mkdir(parents=True, mode=0o700)
+    memo.write_text("[" * 100_000 + "]" * 100_000)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    for _ in range(2):
+        done = run_venv(CHECK, pythonpath=[ROOT], tmpdir=scratch, env={"HOME": str(home)})
+        assert json.loads(done.stdout)["state"]["status"] == "loaded", (done.stdout, done.stderr)
+    assert isinstance(json.loads(memo.read_text()), dict)

@@ -266,6 +266,15 @@ def test_an_engine_stepped_from_another_thread_is_refused():
     assert engine.steps == 1
 
 
+def test_a_request_added_from_another_thread_is_refused():
+    """Added from a worker while the engine's thread steps, a request could land in the undo log of a step
+    that fails, be rolled back with it and never run: refused, nothing queued."""
+    engine = Engine(model(), pool_rows=8)
+    out = in_thread(lambda: engine.add_request([1, 2], 2))
+    assert isinstance(out.get("error"), WrongThreadError) and "add_request:" in str(out["error"])
+    assert engine.requests == [] and engine.done
+
+
 def test_an_engine_made_and_stepped_in_a_worker_thread_works():
     m = model()
     (want,) = generate(m, [[1, 2, 3]], 3, pool_rows=8)

@@ -1124,3 +1124,23 @@ def test_threads_get_correct_results():
     line = next((line for line in out.stdout.splitlines() if line.startswith("correct")), out.stderr[-2000:])
     n = line.split()
     assert n[0] == "correct" and n[1] == n[3], line
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "-inf", "1e400"])
+def test_a_build_timeout_that_is_no_finite_number_keeps_the_default(monkeypatch, value):
+    monkeypatch.setenv("ROPEPOOL_BUILD_TIMEOUT", value)
+    assert build.build_timeout() == build.BUILD_TIMEOUT
+
+
+def test_calibrate_refuses_nan_activations_instead_of_scale_one():
+    import mlx.core as mx
+
+    from ropepool.engine import EngineArgumentError
+    from ropepool.engine.kv_scales import calibrate
+    from ropepool.loaders.tiny import build as tiny_build
+
+    model = tiny_build("llama-gqa")
+    layer = model.model.layers[1].self_attn
+    layer.k_proj.weight = mx.full(layer.k_proj.weight.shape, float("nan"))
+    with pytest.raises(EngineArgumentError, match=r"model: layer 1's k or v holds NaN or inf"):
+        calibrate(model, [[1, 2, 3]])

@@ -148,12 +148,16 @@ class Engine:
 
         Raises
         ------
+        WrongThreadError
+            Called from another thread than the one that made the engine (a request added while that
+            thread's step fails would be rolled back with it, and never run).
         EngineArgumentError
             A prompt that is no list of ints (a string, bytes, a dict, floats), empty, with a token id
             outside ``[0, vocab)``, or ``max_new_tokens`` not an int >= 1.
         PoolTooSmallError
             The request needs more rows than the pool has.
         """
+        self._check_thread("add_request")
         rid = self._next_rid
         prompt = check_token_ids(f"prompt {rid}", prompt, self.vocab_size)
         max_new_tokens = check_int(f"max_new_tokens of prompt {rid}", max_new_tokens, 1)
@@ -187,11 +191,7 @@ class Engine:
         KeyboardInterrupt
             Held from the end of the last step (nothing has changed).
         """
-        if threading.get_ident() != self.thread:
-            raise WrongThreadError(
-                f"step: this engine was made in thread {self.thread} and is stepped from thread "
-                f"{threading.get_ident()}; MLX's streams are per thread: make and step an engine in one thread"
-            )
+        self._check_thread("step")
         if self.held_interrupts:
             self.held_interrupts = 0
             raise KeyboardInterrupt("held from the end of the last step, which committed")
@@ -220,6 +220,13 @@ class Engine:
         self.journal.commit()  # committed: the batch, finished requests included, is returned
         # one line: a Ctrl-C (line events included) lands before the release of the hold, or in the caller
         GATE.holder = None; return batch  # fmt: skip # noqa: E702
+
+    def _check_thread(self, what: str) -> None:
+        if threading.get_ident() != self.thread:
+            raise WrongThreadError(
+                f"{what}: this engine was made in thread {self.thread} and is used from thread "
+                f"{threading.get_ident()}; MLX's streams are per thread: make and use an engine in one thread"
+            )
 
     @property
     def held_interrupt(self) -> bool:

@@ -38,7 +38,7 @@ def calibrate(model, prompts, *, headroom: float = 2.0, backend: str = "auto") -
     ------
     EngineArgumentError
         ``prompts`` is no iterable of prompts or is empty, a prompt is no list of token ids (named
-        ``prompts[i]``), or ``headroom`` is no finite number > 0.
+        ``prompts[i]``), or ``headroom`` is no finite number > 0; or a layer's k or v holds NaN or inf.
     """
     if (
         isinstance(headroom, bool)
@@ -62,8 +62,13 @@ def calibrate(model, prompts, *, headroom: float = 2.0, backend: str = "auto") -
     while not engine.done:  # every prompt prefilled: each of its rows written once, none reused
         engine.step()
     out = []
-    for pools in engine.runner.pools:  # k and v, or MLA's one latent pool (its one scale given twice)
+    for i, pools in enumerate(engine.runner.pools):  # k and v, or MLA's one latent pool (its scale given twice)
         amax = [float(mx.abs(p.astype(mx.float32)).max()) for p in pools]
+        if not all(math.isfinite(a) for a in amax):
+            raise EngineArgumentError(
+                f"model: layer {i}'s k or v holds NaN or inf after prefilling the prompts (its weights or "
+                "activations overflow): no FP8 scale can be measured"
+            )
         scales = tuple(min(max(a * headroom / MAX, KV_SCALE_MIN), KV_SCALE_MAX) if a > 0 else 1.0 for a in amax)
         out.append(scales * (2 // len(scales)))
     return out

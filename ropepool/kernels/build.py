@@ -29,6 +29,7 @@ from __future__ import annotations
 import ctypes
 import fcntl
 import hashlib
+import math
 import os
 import shutil
 import signal
@@ -205,12 +206,13 @@ def _sweep_builds(folder: Path, older_than: float) -> None:
 
 
 def build_timeout() -> float:
-    """``$ROPEPOOL_BUILD_TIMEOUT`` in seconds if it is a number > 0, else :data:`BUILD_TIMEOUT`."""
+    """``$ROPEPOOL_BUILD_TIMEOUT`` in seconds if it is a finite number > 0 (at most a day), else
+    :data:`BUILD_TIMEOUT`."""
     try:
         value = float(os.environ.get("ROPEPOOL_BUILD_TIMEOUT", ""))
     except ValueError:
         return BUILD_TIMEOUT
-    return value if value > 0 else BUILD_TIMEOUT
+    return min(value, 86400.0) if math.isfinite(value) and value > 0 else BUILD_TIMEOUT
 
 
 def _run_compiler(cmd: list[str], name: str) -> subprocess.CompletedProcess:
