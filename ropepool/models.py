@@ -244,6 +244,10 @@ def load_config(source: str | Path) -> dict:
         if not (path / "config.json").exists():
             raise ConfigError(f"{source}: a folder without a config.json in it")
         path = path / "config.json"
+    if not path.exists() and path.is_symlink():
+        raise ConfigError(
+            f"{printable(source, 1000)}: a symbolic link that leads nowhere (a loop, or to a missing file)"
+        )
     if not path.exists():
         close = closest_preset(source)
         if close:
@@ -278,11 +282,15 @@ def _read_bounded(path: Path) -> str:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as e:
         raise ConfigError(f"{path}: cannot read it ({e.__class__.__name__}: {e})") from None
-    with os.fdopen(fd, "rb") as f:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise ConfigError(f"{path}: not a regular file (a FIFO, a device or a socket): pass a config.json")
-        data = f.read(MAX_CONFIG_BYTES + 1)
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):  # checked before wrapping: a folder cannot even be wrapped as a file
+        os.close(fd)
+        raise ConfigError(f"{path}: not a regular file (a folder, a FIFO, a device or a socket): pass a config.json")
+    try:
+        with os.fdopen(fd, "rb") as f:
+            data = f.read(MAX_CONFIG_BYTES + 1)
+    except OSError as e:  # /proc/self/mem and the like: a regular file that cannot be read
+        raise ConfigError(f"{path}: cannot read it ({e.__class__.__name__}: {e})") from None
     if len(data) > MAX_CONFIG_BYTES:
         raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES} bytes, not a model config")
     try:

@@ -1,5 +1,6 @@
 """From config to the op's parameters: the presets' values, each config variant, each refusal."""
 
+import os
 import math
 import json
 
@@ -649,3 +650,23 @@ def test_a_dict_valued_field_of_a_flat_rope_parameters_is_not_a_layer_type():
         {**LLAMA, "rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e6, "meta": {"note": "x"}}}
     )
     assert (p.rope_base, p.rope_scaling["factor"], p.warnings) == (1e6, 2.0, ())
+
+
+@pytest.mark.parametrize("case", ["config.json a folder", "a symlink loop", "/proc/self/mem"])
+def test_a_config_path_that_cannot_be_read_is_one_line(tmp_path, case):
+    """Each gives a ConfigError naming the path (a traceback or "no such file" before)."""
+    from ropepool.models import ConfigError, load_config
+
+    if case == "config.json a folder":
+        (tmp_path / "config.json").mkdir()
+        source, want = tmp_path, "not a regular file"
+    elif case == "a symlink loop":
+        (tmp_path / "a").symlink_to(tmp_path / "b")
+        (tmp_path / "b").symlink_to(tmp_path / "a")
+        source, want = tmp_path / "a", "a symbolic link that leads nowhere"
+    else:
+        if not os.path.exists("/proc/self/mem"):
+            pytest.skip("no /proc here")
+        source, want = "/proc/self/mem", "cannot read it"
+    with pytest.raises(ConfigError, match=want):
+        load_config(source)
