@@ -186,7 +186,18 @@ def _remember(memo: dict, path: str, identity: list) -> None:
     """Add ``path``'s entry to the memo (best effort: written whole, then moved in)."""
     import json
 
+    import stat
+
     folder = os.path.dirname(_memo_path())
+    here = os.path.sep
+    for part in folder.split(os.path.sep)[1:]:  # a link another user made on the way: not followed
+        here = os.path.join(here, part)
+        try:
+            st = os.lstat(here)
+        except OSError:
+            break
+        if stat.S_ISLNK(st.st_mode) and st.st_uid not in (0, os.geteuid()):
+            return
     try:
         os.makedirs(folder, mode=0o700, exist_ok=True)
         tmp = os.path.join(folder, f".blas-checked-{os.urandom(4).hex()}")

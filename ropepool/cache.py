@@ -1,7 +1,7 @@
 """Private per-user directories, for what ropepool writes and later trusts: compiled kernels, model files.
 
 A directory is used only when nobody else can change what it holds, the way ssh's StrictModes
-checks a home directory: the folder itself is a real directory (not a link) owned by this user
+checks a home directory: no symbolic link on the way to it was made by another user, the folder itself is a real directory (not a link) owned by this user
 and closed to everyone else (one only others can read is narrowed to mode 0700), and every
 folder above it, links resolved, is owned by this user or root and writable by no one else,
 except a sticky folder such as ``/tmp``, where nobody can rename what another user made.
@@ -23,6 +23,12 @@ def private_dir(path: Path, what: str, error: type[Exception] = RuntimeError) ->
     Returns the folder's real path (no links in it), which callers use from then on.
     """
     path = Path(os.path.abspath(path))
+    link = foreign_link(path)
+    if link is not None:
+        raise error(
+            f"{what} {path} is refused: {link} on the way to it is a symbolic link another user made "
+            f"(uid {os.lstat(link).st_uid}), which could lead anywhere; use a folder under your home"
+        )
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.mkdir(mode=0o700, exist_ok=True)
@@ -52,6 +58,21 @@ def private_dir(path: Path, what: str, error: type[Exception] = RuntimeError) ->
     if st.st_mode & 0o077:
         os.chmod(real, 0o700)
     return real
+
+
+def foreign_link(path: Path) -> Path | None:
+    """The first symbolic link on the way to ``path`` made by someone else than this user or root (None:
+    none). Such a link (``~/.cache`` of a user whose HOME root runs with) can point root's writes anywhere."""
+    here = Path(path.anchor)
+    for part in path.parts[1:]:
+        here = here / part
+        try:
+            st = os.lstat(here)
+        except OSError:
+            return None  # not there yet: made by us below
+        if stat.S_ISLNK(st.st_mode) and st.st_uid not in (0, os.geteuid()):
+            return here
+    return None
 
 
 def _unsafe_ancestor(folder: Path) -> str | None:

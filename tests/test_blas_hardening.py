@@ -395,3 +395,28 @@ def test_a_memo_nested_too_deep_to_read_is_rewritten_not_a_lasting_fallback(tmp_
         done = run_venv(CHECK, pythonpath=[ROOT], tmpdir=scratch, env={"HOME": str(home)})
         assert json.loads(done.stdout)["state"]["status"] == "loaded", (done.stdout, done.stderr)
     assert isinstance(json.loads(memo.read_text()), dict)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a link owned by another user needs root")
+def test_a_cache_reached_through_another_user_s_link_is_not_written(tmp_path):
+    """Root runs with a HOME whose ~/.cache is a link another user made into a folder of root's: neither the
+    digest memo nor a private cache folder is written through it."""
+    from ropepool.cache import private_dir
+
+    target = tmp_path / "roots"
+    target.mkdir(mode=0o755)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".cache").symlink_to(target)
+    os.lchown(home / ".cache", 1234, 1234)
+    hook = fresh_hook()
+    old = os.environ.get("HOME")
+    os.environ["HOME"] = str(home)
+    try:
+        hook._remember({}, "/x", [1])
+    finally:
+        os.environ["HOME"] = old
+    assert list(target.iterdir()) == []
+    with pytest.raises(RuntimeError, match=r"symbolic link another user made \(uid 1234\)"):
+        private_dir(home / ".cache" / "ropepool", "kernel cache")
+    assert list(target.iterdir()) == []
