@@ -380,7 +380,7 @@ def test_a_ctrl_c_during_bookkeeping_that_fails_is_raised_with_the_error():
     with pytest.raises(KeyboardInterrupt) as info:
         engine.step()
     del engine.scheduler.postprocess
-    assert isinstance(info.value.__cause__, ValueError)
+    assert isinstance(info.value.__context__, ValueError)  # the error is not dropped for the Ctrl-C
     assert engine_state(engine) == before
 
 
@@ -391,10 +391,19 @@ def step_lines_after_the_commit():
     return [first + i for i in code if lines[i].strip() != "finally:"]
 
 
+@pytest.fixture
+def python_s_handler():
+    """Python's own SIGINT handler (KeyboardInterrupt) for the test, whatever the runner installed."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 @pytest.mark.parametrize("line", step_lines_after_the_commit())
-def test_an_interrupt_after_the_commit_does_not_lose_the_step(line):
-    """A Ctrl-C at each line from the commit to the return of every step: the batch comes back, finished
-    requests included; the next step raises it before changing anything."""
+def test_an_interrupt_after_the_commit_does_not_lose_the_step(line, python_s_handler):
+    """A Ctrl-C at each line from the commit to the return of every step, Python's handler in force: the
+    batch comes back, finished requests included; the next step raises it before changing anything, and
+    after the last step ``done`` does."""
     m = model()
     (want,) = generate(m, [[1, 2, 3]], 4, pool_rows=8)
     engine = Engine(m, pool_rows=8)
@@ -414,8 +423,10 @@ def test_an_interrupt_after_the_commit_does_not_lose_the_step(line):
     finished, interrupts, steps = [], 0, 0
     sys.settrace(tracer)
     try:
-        while not engine.done:
+        while True:
             try:
+                if engine.done:
+                    break
                 batch = engine.step()
             except KeyboardInterrupt:
                 interrupts += 1
@@ -425,7 +436,7 @@ def test_an_interrupt_after_the_commit_does_not_lose_the_step(line):
     finally:
         sys.settrace(None)
     assert [r.tokens for r in finished] == [want.tokens], "a committed step's finished request was lost"
-    assert steps == engine.steps == 4 and interrupts == 3 and engine.held_interrupt
+    assert steps == engine.steps == 4 and interrupts == 4 and not engine.held_interrupt
     assert engine.allocator.num_free + engine.scheduler.cache.num_evictable() == engine.allocator.num_pages
 
 
@@ -690,3 +701,138 @@ def test_plugged_parts_serve_as_the_engines_own(scheduler):
     assert engine_state(engine)[2:] == engine_state(plain)[2:]
     for r, w in zip(reqs, want):
         assert r.tokens == w.tokens
+
+
+# --- Ctrl-C goes to the program's own handler -----------------------------------------------------
+
+
+@contextmanager
+def sigint_handler(handler):
+    before = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+def sigint_in_postprocess(engine):
+    """Patch the engine's scheduler so that its next postprocess raises a real SIGINT halfway."""
+    postprocess = engine.scheduler.postprocess
+
+    def with_sigint(*args, **kwargs):
+        signal.raise_signal(signal.SIGINT)
+        return postprocess(*args, **kwargs)
+
+    engine.scheduler.postprocess = with_sigint
+
+
+def test_a_handler_installed_after_a_step_chains_without_recursion():
+    """The program installs its handler after a step, chaining to the one it replaced: a Ctrl-C in the
+    next step's bookkeeping reaches it once, then the chain; the step completes and the handler stays."""
+    calls_ = []
+    with sigint_handler(lambda s, f: calls_.append("base")):
+        engine = Engine(model(), pool_rows=16)
+        engine.add_request([1, 2, 3], 4)
+        engine.step()
+        base = signal.getsignal(signal.SIGINT)
+
+        def mine(s, f):
+            calls_.append("mine")
+            base(s, f)
+
+        signal.signal(signal.SIGINT, mine)
+        sigint_in_postprocess(engine)
+        batch = engine.step()
+        assert calls_ == ["mine", "base"] and batch.requests and engine.steps == 2
+        assert signal.getsignal(signal.SIGINT) is mine
+
+
+@pytest.mark.parametrize("where", ["postprocess", "after the commit"])
+def test_a_graceful_stop_handler_is_called_and_the_step_returns(where):
+    stop = []
+    engine = Engine(model(), pool_rows=16)
+    engine.add_request([1, 2, 3], 4)
+    with sigint_handler(lambda s, f: stop.append(s)):
+        if where == "postprocess":
+            sigint_in_postprocess(engine)
+            batch = engine.step()
+        else:
+            line = step_lines_after_the_commit()[0]
+
+            def tracer(frame, event, arg):
+                if frame.f_code is not Engine.step.__code__:
+                    return None
+                return lambda fr, ev, a: (
+                    signal.raise_signal(signal.SIGINT) if ev == "line" and fr.f_lineno == line else None
+                )
+
+            sys.settrace(tracer)
+            try:
+                batch = engine.step()
+            finally:
+                sys.settrace(None)
+    assert stop == [signal.SIGINT] and engine.steps == 1 and batch.requests and not engine.held_interrupt
+
+
+def test_sig_ign_is_honoured():
+    """A server or a job under nohup ignores SIGINT: a Ctrl-C in the bookkeeping changes nothing."""
+    engine = Engine(model(), pool_rows=16)
+    engine.add_request([1, 2, 3], 4)
+    with sigint_handler(signal.SIG_IGN):
+        sigint_in_postprocess(engine)
+        engine.step()
+        assert engine.steps == 1 and not engine.held_interrupt
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+
+
+def test_sig_dfl_ends_the_process_as_the_os_would(tmp_path):
+    """With SIG_DFL in force a Ctrl-C held in the bookkeeping ends the process by SIGINT, as without the engine."""
+    import subprocess
+
+    code = (
+        "import signal\nfrom ropepool.engine import Engine\nfrom ropepool.loaders.tiny import tiny\n"
+        "e = Engine(tiny('llama', num_attention_heads=4, num_key_value_heads=2), pool_rows=16)\n"
+        "e.add_request([1, 2, 3], 4)\np = e.scheduler.postprocess\n"
+        "def q(*a, **k):\n    signal.raise_signal(signal.SIGINT)\n    return p(*a, **k)\n"
+        "e.scheduler.postprocess = q\nsignal.signal(signal.SIGINT, signal.SIG_DFL)\ne.step()\nprint('survived')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == -signal.SIGINT and "survived" not in done.stdout, (done.returncode, done.stderr)
+
+
+def test_an_undo_record_that_raises_releases_the_hold(python_s_handler):
+    """A failed step whose rollback raises: the error reaches the caller and Ctrl-C is the program's again."""
+    engine = Engine(model(), pool_rows=16)
+    engine.add_request([1, 2, 3], 4)
+
+    def failing_run(batch):
+        engine.journal.record(lambda: (_ for _ in ()).throw(OSError("an undo record failed")))
+        raise ValueError("the forward pass failed")
+
+    engine.runner.run = failing_run
+    with pytest.raises(OSError, match="an undo record failed"):
+        engine.step()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with pytest.raises(KeyboardInterrupt):
+        signal.raise_signal(signal.SIGINT)
+
+
+def test_a_request_added_after_a_rollback_cut_short_runs(python_s_handler):
+    """A Ctrl-C in the instant between a failure and the rollback's hold leaves the undo log behind; a
+    request added right then is not recorded into it (the engine finishes that rollback first) and runs."""
+    engine = Engine(model(), pool_rows=16, keep_logits=True, max_step_tokens=8)
+    engine.add_request(*WARM)
+    engine.step()
+    rollback = engine.journal.rollback
+
+    def cut_short():
+        engine.journal.rollback = rollback
+        raise KeyboardInterrupt("landed before the rollback's hold")
+
+    engine.journal.rollback = cut_short
+    with Patch(engine.scheduler, "share", calls(1)), pytest.raises(KeyboardInterrupt):
+        engine.step()
+    late = engine.add_request([40, 41, 42], 3)
+    while not engine.done:
+        engine.step()
+    assert len(late.tokens) == 3 and late.status is Status.FINISHED

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import os
+import signal
 import threading
 import weakref
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from .. import blas_threads
 from .allocator import MAX_POOL_ROWS, Allocator
 from .arguments import check_int, check_token_ids
 from .errors import EngineArgumentError, WrongThreadError
-from .journal import GATE, Journal, bookkeeping
+from .journal import Journal, SigintHold, bookkeeping, deliver
 from .protocols import AllocatorFactory, CacheFactory, RunnerParts, SchedulerFactory
 from .radix import NoCache, RadixCache
 from .request import Request
@@ -121,7 +122,7 @@ class Engine:
                 part.journal = self.journal
             else:
                 self._unjournaled.append(part)
-        self.held_interrupts = 0  # Ctrl-Cs held after a step committed (GATE), raised by the next step
+        self.held_interrupts = 0  # Ctrl-Cs held after a step committed (Python's handler), raised by the next step
         self.vocab_size = vocab
         self.stop = stop
         self.keep_logits = keep_logits
@@ -158,6 +159,7 @@ class Engine:
             The request needs more rows than the pool has.
         """
         self._check_thread("add_request")
+        self._settle()  # a rollback cut short first: this request must not join its stale undo log
         rid = self._next_rid
         prompt = check_token_ids(f"prompt {rid}", prompt, self.vocab_size)
         max_new_tokens = check_int(f"max_new_tokens of prompt {rid}", max_new_tokens, 1)
@@ -174,13 +176,17 @@ class Engine:
         scheduling, the forward pass or the bookkeeping after it), the engine is left as it was before
         the step, pool rows included, and the exception is raised again: stepping on loses nothing.
         The parts record each change in an undo log (:mod:`.journal`), undone newest first: a step
-        costs what it changes, not a copy of the pool's books. A Ctrl-C during the bookkeeping
-        (schedule, postprocess) or the rollback is held until it ends, then raised (see :func:`bookkeeping`);
-        one landing in the instant between a failure and the rollback's first line leaves the undo log
-        to the next step, which finishes the rollback before it changes anything.
-        Once the step has committed, it returns its batch (finished
-        requests included): a Ctrl-C landing after the commit is held, and raised by the next
-        :meth:`step` before it changes anything.
+        costs what it changes, not a copy of the pool's books.
+
+        Ctrl-C: the engine holds SIGINT only while a change and its undo record are made (schedule,
+        postprocess), while a rollback runs, and from the commit to the return; each hold puts back
+        exactly the handler that was in force and hands a held SIGINT to it (:class:`~.journal.SigintHold`):
+        a handler of the program's is called, ``SIG_IGN`` drops it, ``SIG_DFL`` ends the process. One
+        exception: Python's own handler, after the commit, would raise KeyboardInterrupt and lose this
+        committed batch, so that Ctrl-C is raised by the next :meth:`step` (or by :attr:`done` when
+        nothing is left to run) before anything changes. One landing in the instant between a failure
+        and the rollback's hold leaves the undo log behind; the engine finishes that rollback before
+        it changes or answers anything.
 
         Raises
         ------
@@ -195,7 +201,8 @@ class Engine:
         if self.held_interrupts:
             self.held_interrupts = 0
             raise KeyboardInterrupt("held from the end of the last step, which committed")
-        if self.done:
+        self._settle()
+        if self.scheduler.done:
             raise RuntimeError("step: nothing to run (no request waiting or running)")
         blas_threads.adapt()  # OpenBLAS's threads from the cores free now, between two steps' matmuls
         self.journal.begin()
@@ -208,18 +215,29 @@ class Engine:
             bookkeeping(self.scheduler.postprocess, batch, logits, keep_logits=self.keep_logits)
             if hasattr(self.runner, "release"):  # rows the runner keeps per request (a sliding window's ring)
                 bookkeeping(self.runner.release, batch.finished)
-            GATE.hold(self)  # the step is done: from here to the return a Ctrl-C is held, not raised
-        except BaseException as error:
-            GATE.hold(self)  # first: a second Ctrl-C waits for the rollback (a Ctrl-C landing before
-            # the hold leaves the undo log to the next step, which finishes the rollback first)
-            interrupted = self.journal.rollback()
-            GATE.holder, held, self.held_interrupts = None, self.held_interrupts, 0
-            if (held or interrupted) and not isinstance(error, KeyboardInterrupt):
-                raise KeyboardInterrupt("during the rollback of a failed step") from error
+            hold = SigintHold().start()  # the step is done: from here to the return a Ctrl-C is held
+        except BaseException:
+            with SigintHold():  # a second Ctrl-C waits for the rollback, then goes to the program's handler
+                self.journal.rollback()
             raise
         self.journal.commit()  # committed: the batch, finished requests included, is returned
-        # one line: a Ctrl-C (line events included) lands before the release of the hold, or in the caller
-        GATE.holder = None; return batch  # fmt: skip # noqa: E702
+        return self._hand_back(hold, batch)
+
+    def _hand_back(self, hold: SigintHold, batch: Batch) -> Batch:
+        """Stop holding Ctrl-C and return ``batch``; a Ctrl-C held since the commit goes to the handler in
+        force, or, where that is Python's own (a KeyboardInterrupt here would lose the batch), waits for
+        the next step."""
+        if hold.stop():
+            if hold.previous is signal.default_int_handler:
+                self.held_interrupts += 1
+            else:
+                deliver()
+        return batch
+
+    def _settle(self) -> None:
+        """Finish a rollback a Ctrl-C cut short (its undo records still logged)."""
+        if len(self.journal):
+            self.journal.rollback()
 
     def _check_thread(self, what: str) -> None:
         if threading.get_ident() != self.thread:
@@ -255,6 +273,12 @@ class Engine:
 
     @property
     def done(self) -> bool:
+        """Nothing waiting or running. A Ctrl-C held from the end of the last step is raised here when
+        nothing is left to run (no next step would raise it)."""
+        self._settle()
+        if self.held_interrupts and self.scheduler.done:
+            self.held_interrupts = 0
+            raise KeyboardInterrupt("held from the end of the last step, which committed")
         return self.scheduler.done
 
 
@@ -361,6 +385,4 @@ def generate(
         batch = engine.step()
         if on_step is not None:
             on_step(engine, batch)
-    if engine.held_interrupts:  # a Ctrl-C landed after the last step committed: no next step will raise it
-        raise KeyboardInterrupt("held from the end of the last step, which committed")
     return [Result(r.tokens, mx.stack(r.logits) if keep_logits else None) for r in requests]

@@ -11,7 +11,7 @@ database makes such a change a transaction with a log of undo records; so does t
 - :meth:`Journal.commit` forgets the log: the step stands.
 - :meth:`Journal.rollback` calls the undo records newest first: the engine is as it was when the
   step began. A Ctrl-C (SIGINT) arriving meanwhile is held until the log is undone
-  (:func:`held_interrupts`), then raised: a second Ctrl-C cannot leave half a rollback. A rollback
+  (:class:`SigintHold`), then handed to the program's handler: a second Ctrl-C cannot leave half a rollback. A rollback
   that was still cut short (a Ctrl-C in the instant before its hold began) is finished by the next
   :meth:`Journal.begin`, before anything else changes.
 
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import signal
 import threading
-from contextlib import contextmanager
 
 
 class Journal:
@@ -71,116 +70,78 @@ class Journal:
         self._marked.clear()
 
     def rollback(self) -> bool:
-        """Undo the step's changes, newest first; return whether a Ctrl-C arrived meanwhile (held till the end)."""
+        """Undo the step's changes, newest first; return whether a Ctrl-C arrived meanwhile (held till the end,
+        not delivered: the caller hands it on)."""
         self.active = False
-        with held_interrupts() as held:
+        hold = SigintHold().start()
+        try:
             while self._undo:
                 undo, args = self._undo[-1]
                 undo(*args)
                 self._undo.pop()  # popped once done: an undo record interrupted by an error is not lost
             self._marked.clear()
+        finally:
+            held = hold.stop()  # released whatever happens, an undo record that raises included
         return bool(held)
 
     def __len__(self) -> int:
         return len(self._undo)
 
 
-class HeldInterrupts:
-    """While started, a SIGINT (Ctrl-C) is counted instead of raised; :meth:`stop` puts the handler back.
+class SigintHold:
+    """While started, a SIGINT (Ctrl-C) is counted instead of delivered; :meth:`stop` puts back exactly the
+    handler that was in force and returns the count.
 
-    Signal handlers can only be set from the main thread; elsewhere no SIGINT is delivered
-    (Python raises KeyboardInterrupt in the main thread only), so there is nothing to hold.
+    ``with SigintHold():`` also delivers a held SIGINT on the way out, once, to that handler, as if it came
+    then: a Python handler is called (Python's own raises KeyboardInterrupt), ``SIG_IGN`` drops it,
+    ``SIG_DFL`` ends the process as the OS would. Holds nest: an inner one delivers to the outer, which
+    counts it. Nothing stays installed after :meth:`stop`, so a program's own handler, installed before
+    or between steps and chaining to the one it replaced, sees every Ctrl-C. Main thread only (elsewhere
+    no SIGINT reaches Python code, so there is nothing to hold).
     """
 
     def __init__(self):
         self.count = 0
+        self.previous = None  # the handler in force when the hold started
         self._installed = False
-        self._previous = None
 
     def _hold(self, signum, frame) -> None:
         self.count += 1
 
-    def start(self) -> None:
+    def start(self) -> SigintHold:
         if threading.current_thread() is threading.main_thread() and not self._installed:
-            self._previous = signal.signal(signal.SIGINT, self._hold)
+            self.previous = signal.signal(signal.SIGINT, self._hold)
             self._installed = True
+        return self
 
     def stop(self) -> int:
         """Stop holding (again: nothing happens); return how many SIGINTs were held."""
         if self._installed:
-            signal.signal(signal.SIGINT, signal.SIG_DFL if self._previous is None else self._previous)
+            signal.signal(signal.SIGINT, signal.SIG_DFL if self.previous is None else self.previous)
             self._installed = False
         return self.count
 
+    def __enter__(self) -> SigintHold:
+        return self.start()
 
-@contextmanager
-def held_interrupts():
-    """Inside the block, a SIGINT is held instead of raised; the list yielded has one entry per SIGINT held."""
-    hold = HeldInterrupts()
-    held: list[int] = []
-    hold.start()
-    try:
-        yield held
-    finally:
-        held += [signal.SIGINT] * hold.stop()
+    def __exit__(self, *exc) -> None:
+        if self.stop():
+            deliver()
 
 
-class InterruptGate:
-    """A SIGINT handler that holds Ctrl-C for the engine named :attr:`holder` and passes it on otherwise.
-
-    An engine's step commits, then returns its batch. A handler restored before the return would let a
-    Ctrl-C land between the two (the batch lost); this one is installed once and stays, so a step only
-    sets and clears :attr:`holder`, a plain attribute store that no signal can split. A Ctrl-C while an
-    engine holds adds one to its ``held_interrupts``; otherwise it goes to the handler this one replaced
-    (Python's: KeyboardInterrupt, as without it). Main thread only (elsewhere no SIGINT reaches Python
-    code, so a step there holds nothing). One per process (:data:`GATE`), shared by every engine: a
-    chain of handlers, one per engine, would grow without end.
-    """
-
-    def __init__(self):
-        self.holder = None  # the engine holding Ctrl-C now, or None
-        self._previous = None
-
-    def _handle(self, signum, frame) -> None:
-        holder = self.holder
-        if holder is not None:
-            holder.held_interrupts += 1
-        elif callable(self._previous):
-            self._previous(signum, frame)
-        elif self._previous != signal.SIG_IGN:
-            raise KeyboardInterrupt
-
-    def hold(self, owner) -> None:
-        """Hold Ctrl-C for ``owner`` (anything with an int ``held_interrupts``) until :attr:`holder` is None."""
-        if threading.current_thread() is threading.main_thread():
-            self.holder = owner  # first: once installed, the handler holds from this store on
-            current = signal.getsignal(signal.SIGINT)
-            if current != self._handle:
-                self._previous = current
-                signal.signal(signal.SIGINT, self._handle)
-
-
-#: The process's gate (:class:`InterruptGate`).
-GATE = InterruptGate()
+def deliver() -> None:
+    """One SIGINT to the handler in force now (a held one, handed on)."""
+    signal.raise_signal(signal.SIGINT)
 
 
 def bookkeeping(f, *args, **kwargs):
-    """``f(*args, **kwargs)`` with Ctrl-C held until it returns, then raised.
+    """``f(*args, **kwargs)`` with Ctrl-C held until it returns, then delivered.
 
     The bookkeeping of a step (schedule, postprocess) changes the allocator, the tree and the
     requests in small steps, each recorded in the undo log just after it is made: a SIGINT landing
     between a change and its record would leave a change the rollback cannot see. Held, it lands
-    after the last record; the rollback then undoes everything. The forward pass stays interruptible.
+    after the last record (with an error of ``f``, the KeyboardInterrupt carries it as its context);
+    the rollback then undoes everything. The forward pass stays interruptible.
     """
-    hold = HeldInterrupts()
-    hold.start()
-    try:
-        out = f(*args, **kwargs)
-    except BaseException as error:
-        if hold.stop():  # the Ctrl-C is not dropped for the error: both reach the caller
-            raise KeyboardInterrupt("held during the step's bookkeeping, which failed") from error
-        raise
-    held = hold.stop()
-    if held:
-        raise KeyboardInterrupt("held until the step's bookkeeping had recorded its changes")
-    return out
+    with SigintHold():
+        return f(*args, **kwargs)
