@@ -110,7 +110,8 @@ def layout_from_config(config: dict) -> CacheLayout:
     Raises
     ------
     ConfigError
-        ``num_hidden_layers`` missing, or what :func:`ropepool.models.from_config` refuses (but MLA).
+        ``num_hidden_layers`` missing, what :func:`ropepool.models.from_config` refuses, or for MLA
+        what :func:`mla_op_kwargs` refuses (``kv_lora_rank``, ``qk_rope_head_dim`` not a positive int).
     """
     if "num_attention_heads" not in config and isinstance(config.get("text_config"), dict):
         config = config["text_config"]
@@ -122,8 +123,9 @@ def layout_from_config(config: dict) -> CacheLayout:
         )
     sliding, window = _sliding_layers(config, layers)
     sinks = config.get("model_type") == "gpt_oss"
-    if config.get("kv_lora_rank"):
-        width = int(config["kv_lora_rank"]) + int(config["qk_rope_head_dim"])
+    if "kv_lora_rank" in config:  # MLA: its sizes checked as the op's (a positive int each, named if not)
+        mla = mla_op_kwargs(config)
+        width = mla["kv_lora_rank"] + mla["rope_dim"]
         return CacheLayout(name, "MLA", layers, ("latent_pool",), (1, width), sliding, window, sinks)
     p = from_config(config)
     kind = "MHA" if p.num_kv_heads == p.num_qo_heads else "MQA" if p.num_kv_heads == 1 else "GQA"

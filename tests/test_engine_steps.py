@@ -836,3 +836,25 @@ def test_a_request_added_after_a_rollback_cut_short_runs(python_s_handler):
     while not engine.done:
         engine.step()
     assert len(late.tokens) == 3 and late.status is Status.FINISHED
+
+
+def test_a_part_without_an_undo_log_nested_too_deep_to_copy_is_refused_in_one_line():
+    """A cache of its own without a journal, holding a chain 5,000 deep: the step says so and changes nothing."""
+    from ropepool.engine.radix import NoCache
+
+    class DeepCache(NoCache):
+        def __init__(self, allocator):
+            super().__init__(allocator)
+            chain = None
+            for i in range(5000):
+                chain = {"next": chain, "i": i}
+            self.chain = chain
+
+    engine = Engine(model(), pool_rows=16, prefix_cache=DeepCache)
+    if hasattr(engine.scheduler.cache, "journal"):
+        del engine.scheduler.cache.journal  # make it a part without an undo log, as one of the learner's
+        engine._unjournaled.append(engine.scheduler.cache)
+    engine.add_request([1, 2, 3], 2)
+    with pytest.raises(EngineArgumentError, match=r"DeepCache: a part without an undo log .* nested too deep"):
+        engine.step()
+    assert engine.steps == 0

@@ -63,3 +63,13 @@ def test_presets_are_valid_json_with_a_comment():
     for name in beyond_preset_names():
         config = load_preset(name)
         assert config["_comment"] and json.dumps(config)
+
+
+@pytest.mark.parametrize("field,value", [("qk_rope_head_dim", 0), ("qk_rope_head_dim", None), ("kv_lora_rank", 0)])
+def test_an_mla_size_that_is_no_positive_int_is_named(field, value):
+    """DeepSeek-V3 with qk_rope_head_dim 0 had a latent row without its RoPE part (or said 'got None')."""
+    from ropepool.models import ConfigError, load_preset
+
+    config = {**load_preset("deepseek-v3"), field: value}
+    with pytest.raises(ConfigError, match=rf"{field} must be a positive int, got {value!r}"):
+        layout_from_config(config)

@@ -257,7 +257,13 @@ class Engine:
         keep = {id(x): x for x in (self.allocator, s.cache, s, self.journal)}
         for part in self._unjournaled:
             keep.update((id(r), r) for r in (*s.waiting, *s.running))
-            saved = copy.deepcopy(vars(part), dict(keep))
+            try:
+                saved = copy.deepcopy(vars(part), dict(keep))
+            except RecursionError:
+                raise EngineArgumentError(
+                    f"{type(part).__name__}: a part without an undo log is copied at every step, and this one "
+                    "is nested too deep to copy: give it a journal (ropepool.engine.protocols)"
+                ) from None
             self.journal.record(vars(part).update, saved)
         if s in self._unjournaled:
             for req in (*s.waiting, *s.running):
