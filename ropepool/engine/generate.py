@@ -59,6 +59,8 @@ class Engine:
         your own plugs in through the interfaces of :mod:`.protocols`
     parts : a :class:`~.protocols.RunnerParts`: a rotation, FP8 encoder or slot mapping of your own that
         the runner calls in place of its own (the build track's parts); None: the engine's
+    group : the ``mx.distributed`` group ``model`` was split over (:func:`.parallel.shard`): this rank's
+        pools hold its ``Hkv / N`` heads; every rank must make the same engine and the same calls
 
     The engine holds only the requests it is serving: a finished request goes out in the step's
     ``Batch.finished`` and is the caller's (:attr:`requests` lists those someone still holds).
@@ -83,6 +85,7 @@ class Engine:
         allocator: AllocatorFactory = Allocator,
         scheduler: SchedulerFactory = Scheduler,
         parts: RunnerParts | None = None,
+        group=None,
     ):
         vocab = model.args.vocab_size
         pool_rows = check_int("pool_rows", pool_rows, 1, MAX_POOL_ROWS)
@@ -105,7 +108,7 @@ class Engine:
             raise EngineArgumentError(f"parts must be a RunnerParts (ropepool.engine.protocols), got {parts!r:.60}")
         # Without a prefix cache, sliding-window layers keep only their window's rows (engine.window)
         self.runner = Runner(
-            model, pool_rows, backend, kv_dtype, kv_scales, ring=prefix_cache is False, parts=parts
+            model, pool_rows, backend, kv_dtype, kv_scales, ring=prefix_cache is False, parts=parts, group=group
         )  # the pools are lazy: nothing allocated yet
         check_pool_memory(self.runner, pool_rows)
         self.allocator = allocator(pool_rows, page_size)
@@ -320,6 +323,7 @@ def generate(
     keep_logits: bool = True,
     kv_dtype: str | None = None,
     kv_scales=None,
+    group=None,
 ) -> list:
     """Serve ``prompts`` together on ``model`` and return one :class:`Result` per prompt, in order.
 
@@ -340,6 +344,8 @@ def generate(
         dequantised; :class:`~.runner.Runner`)
     kv_scales : with "fp8", one ``(k_scale, v_scale)`` per layer
         (:func:`ropepool.engine.kv_scales.calibrate`); None: 1.0 everywhere
+    group : the ``mx.distributed`` group ``model`` was split over (see :class:`Engine`); every rank calls
+        ``generate`` with the same arguments and gets the same results
 
     Returns
     -------
@@ -385,6 +391,7 @@ def generate(
         keep_logits=keep_logits,
         kv_dtype=kv_dtype,
         kv_scales=kv_scales,
+        group=group,
     )
     requests = [engine.add_request(p, n) for p, n in zip(prompts, counts)]  # every refusal before a step
     while not engine.done:

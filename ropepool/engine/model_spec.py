@@ -58,6 +58,8 @@ class ModelSpec:
     mla : MLA or None          the latent dimensions (DeepSeek-V3), else None
     embed_scale : mx.array or None  what the embedding is multiplied by (Gemma-3: sqrt(hidden) in bfloat16)
     pool_dtype : mx.Dtype      k and v as layer 0 computes them: the pools' dtype (without FP8)
+    kv_heads : int             the KV heads layer 0's k projection gives (a tensor-parallel rank's share
+                               of the config's; MLA: 1, the latent)
     """
 
     arch: str
@@ -68,6 +70,7 @@ class ModelSpec:
     mla: MLA | None
     embed_scale: mx.array | None
     pool_dtype: mx.Dtype
+    kv_heads: int
 
     @property
     def window(self) -> int | None:
@@ -177,8 +180,10 @@ def _windows(arch: str, a, layers: int) -> list:
     return [w if s else None for s in sliding]
 
 
-def pool_dtype(model, spec_arch: str, embed_scale) -> mx.Dtype:
-    """The dtype of k and v (MLA: the latent) as layer 0 computes them from one token."""
+def probe_kv(model, spec_arch: str, embed_scale, head_dim: int) -> tuple[mx.Dtype, int]:
+    """The dtype of k and v (MLA: the latent) as layer 0 computes them from one token, and k's heads (k's
+    width over ``head_dim``: all of the config's, or a tensor-parallel rank's share; MLA: 1). No collective
+    runs: a sharded model's k projection is all-to-sharded."""
     inner = model.model
     h = inner.embed_tokens(mx.array([0]))  # [1, hidden]: float, also from a quantized embedding
     if embed_scale is not None:
@@ -187,8 +192,11 @@ def pool_dtype(model, spec_arch: str, embed_scale) -> mx.Dtype:
     x, attn = layer.input_layernorm(h), layer.self_attn
     if spec_arch == "deepseek_v3":
         c_kv = attn.kv_a_proj_with_mqa(x)[:, : model.args.kv_lora_rank]  # [1, R] of [c_kv ‖ k_pe]
-        return attn.kv_a_layernorm(c_kv).dtype
-    return (attn.qkv_proj(x) if hasattr(attn, "qkv_proj") else attn.k_proj(x)).dtype
+        return attn.kv_a_layernorm(c_kv).dtype, 1
+    if hasattr(attn, "qkv_proj"):  # Phi-3: q, k, v in one projection
+        return attn.qkv_proj(x).dtype, attn.n_kv_heads
+    k = attn.k_proj(x)  # [1, Hkv * D]
+    return k.dtype, k.shape[-1] // head_dim
 
 
 def read(model) -> ModelSpec:
@@ -209,6 +217,7 @@ def read(model) -> ModelSpec:
     if arch == "deepseek_v3":
         mla = MLA(a.kv_lora_rank, a.qk_rope_head_dim, a.qk_nope_head_dim, a.v_head_dim)
     embed_scale = mx.array(a.hidden_size**0.5, mx.bfloat16) if arch == "gemma3_text" else None
+    dtype, kv_heads = probe_kv(model, arch, embed_scale, full["head_dim"])
     return ModelSpec(
         arch=arch,
         head_dim=full["head_dim"],
@@ -217,5 +226,6 @@ def read(model) -> ModelSpec:
         windows=windows,
         mla=mla,
         embed_scale=embed_scale,
-        pool_dtype=pool_dtype(model, arch, embed_scale),
+        pool_dtype=dtype,
+        kv_heads=kv_heads,
     )

@@ -38,7 +38,7 @@ from ..fusion import KV_SCALE_MAX, KV_SCALE_MIN
 from ..mla import apply_mla_plan
 from ..op import StepPlan, apply_plan, plan_step
 from ..validation import fusion_settings
-from . import model_spec
+from . import model_spec, parallel
 from .context import StepContext, window_mask
 from .errors import EngineArgumentError, UnsupportedModelError
 from .journal import bookkeeping
@@ -101,6 +101,7 @@ class Runner:
         None: 1.0
     ring : sliding layers keep only their window's rows per request (no prefix cache)
     parts : :class:`~.protocols.RunnerParts`, your own rotation, FP8 encoder or slot mapping
+    group : an ``mx.distributed`` group the model was split over (:mod:`.parallel`); None: one process
 
     Raises
     ------
@@ -120,10 +121,13 @@ class Runner:
         kv_scales=None,
         ring: bool = False,
         parts: RunnerParts | None = None,
+        group=None,
     ):
         if not (kv_dtype is None or (isinstance(kv_dtype, str) and kv_dtype == "fp8")):
             raise EngineArgumentError(f"kv_dtype must be None (the activations' dtype) or 'fp8', got {kv_dtype!r:.60}")
         self.spec = spec = model_spec.read(model)
+        if group is not None:  # this rank's share of the heads; refused on every rank before any collective
+            parallel.check_sharded(model, group, spec.kv_heads)
         self.model, self.inner = model, model.model
         layers = self.inner.layers
         self.fp8 = kv_dtype == "fp8"
@@ -152,7 +156,7 @@ class Runner:
         if spec.mla:
             row, count = (1, spec.mla.kv_lora_rank + spec.mla.rope_dim), 1  # [c_kv ‖ rope(k_pe)]
         else:
-            row, count = (model.args.num_key_value_heads, spec.head_dim), 2  # k and v
+            row, count = (spec.kv_heads, spec.head_dim), 2  # k and v (a tensor-parallel rank: its share)
         self.pool_rows = pool_rows
         self.pools = [[mx.zeros((pool_rows, *row), dtype) for _ in range(count)] for _ in layers]  # lazy
         window = spec.window

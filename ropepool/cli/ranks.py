@@ -1,0 +1,162 @@
+"""``python -m ropepool ranks -n 3 --model smollm2``: the engine across N local ranks of MLX's distributed runtime.
+
+The command starts ``mlx.launch -n N --backend ring`` (this venv's) on a launcher script it writes into a
+fresh private folder (so nothing of the working folder is on the ranks' ``sys.path``), streams every
+rank's output as it comes, and prints one summary. Each rank (:func:`rank`) builds the same model,
+splits it over the group (:func:`ropepool.engine.parallel.shard`: Hq/N and Hkv/N heads a rank), serves
+the same prompts with ``generate(..., group=group)`` and prints one JSON line: its pool's shape and bytes,
+the tokens, tok/s, and the bytes its collectives summed per step (counted by wrapping
+``mx.distributed.all_sum``). With ``-n 1`` the same code serves the whole model in one process.
+
+Models: ``smollm2`` (9 query, 3 KV heads: 1 or 3 ranks; fetched once), ``tiny-llama`` and ``tiny-qwen3``
+(random weights, 6 query and 3 KV heads, head_dim 16, MLP 96 wide: 1 or 3 ranks), ``tiny-llama-4x2`` (4 and 2 heads:
+1 or 2 ranks; 3 ranks are refused, on every rank).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+#: name: (mlx-lm module, config fields beyond ropepool.loaders.tiny's TINY)
+TINY = {
+    "tiny-llama": ("llama", dict(num_attention_heads=6, num_key_value_heads=3, head_dim=16, intermediate_size=96)),
+    "tiny-qwen3": (
+        "qwen3",
+        dict(
+            num_attention_heads=6,
+            num_key_value_heads=3,
+            head_dim=16,
+            intermediate_size=96,
+            max_position_embeddings=4096,
+            rope_theta=1e6,
+            tie_word_embeddings=True,
+        ),
+    ),
+    "tiny-llama-4x2": ("llama", dict(num_attention_heads=4, num_key_value_heads=2)),
+}
+MODELS = ("smollm2", *TINY)
+PROMPTS = [[1, 5, 9, 3, 7, 2, 8], [2, 4, 6], [1, 5, 9, 3, 11]]
+QUESTIONS = ("What is the capital of France?", "What is 2 + 3?", "Name a color.")
+LAUNCHER = "from ropepool.cli.ranks import rank\nrank()\n"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("-n", "--ranks", type=int, default=2, help="local ranks (processes) to start (default 2)")
+    p.add_argument("--model", choices=MODELS, default="tiny-llama", help="what every rank serves")
+    p.add_argument("--new", type=int, default=8, help="new tokens per prompt")
+
+
+def _model(name: str):
+    """The model and its prompts (token ids)."""
+    if name == "smollm2":
+        from ..loaders.smollm2 import load_smollm2
+
+        model, tokenizer, _ = load_smollm2(pairs="gptj")
+        return model, [tokenizer.apply_chat_template([{"role": "user", "content": q}]) for q in QUESTIONS]
+    from ..loaders.tiny import tiny
+
+    module, fields = TINY[name]
+    return tiny(module, **fields), PROMPTS
+
+
+def rank() -> None:
+    """One rank: split the model over the group, serve, print one JSON line (``ROPEPOOL_RANKS_*`` say what)."""
+    import mlx.core as mx
+
+    from ..engine import Engine, EngineArgumentError, UnsupportedModelError
+    from ..engine.parallel import shard
+
+    group = mx.distributed.init()
+    name, new = os.environ["ROPEPOOL_RANKS_MODEL"], int(os.environ["ROPEPOOL_RANKS_NEW"])
+    model, prompts = _model(name)
+    out = dict(rank=group.rank(), ranks=group.size(), model=name)
+    try:
+        if group.size() > 1:
+            shard(model, group)
+        mx.eval(model.parameters())
+        summed = [0]
+        all_sum = mx.distributed.all_sum
+
+        def counted(x, *args, **kwargs):  # the bytes this rank's collectives sum
+            summed[0] += x.nbytes
+            return all_sum(x, *args, **kwargs)
+
+        mx.distributed.all_sum = counted
+        rows = sum(len(p) + new for p in prompts)
+        engine = Engine(model, pool_rows=rows, group=group if group.size() > 1 else None)
+        reqs = [engine.add_request(p, new) for p in prompts]
+        t0 = time.perf_counter()
+        while not engine.done:
+            engine.step()
+        seconds = time.perf_counter() - t0
+        k = engine.runner.k_pools[0]
+        out.update(
+            pool_shape=list(k.shape),
+            pool_bytes=sum(p.nbytes for layer in engine.runner.pools for p in layer),
+            tokens=[r.tokens for r in reqs],
+            tok_s=len(prompts) * new / seconds,
+            steps=engine.steps,
+            bytes_summed_per_step=summed[0] / engine.steps,
+        )
+    except (EngineArgumentError, UnsupportedModelError) as err:
+        out.update(refused=f"{type(err).__name__}: {err}")
+    print(json.dumps(out), flush=True)
+
+
+def launch(ranks: int, model: str, new: int, stream=sys.stdout) -> list[dict]:
+    """Run :func:`rank` on ``ranks`` local ranks (``mlx.launch --backend ring``; one plain process for 1),
+    echo their output to ``stream`` as it comes, and return each rank's JSON line, by rank."""
+    folder = tempfile.mkdtemp(prefix="ropepool-ranks-")  # 0700, ours: the launcher's folder is sys.path[0]
+    try:
+        script = Path(folder) / "rank.py"
+        script.write_text(LAUNCHER)
+        env = {**os.environ, "ROPEPOOL_RANKS_MODEL": model, "ROPEPOOL_RANKS_NEW": str(new)}
+        if ranks == 1:
+            cmd = [sys.executable, str(script)]
+        else:
+            launcher = Path(sys.executable).parent / "mlx.launch"
+            cmd = [str(launcher), "-n", str(ranks), "--backend", "ring", "--python", sys.executable, str(script)]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=folder)
+        lines = []
+        for line in proc.stdout:
+            stream.write(line)
+            stream.flush()
+            if line.startswith("{"):
+                lines.append(json.loads(line))
+        proc.wait()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return sorted(lines, key=lambda r: r["rank"])
+
+
+def summary(results: list[dict]) -> str:
+    """A few lines: each rank's pool, and whether every rank chose the same tokens."""
+    if not results:
+        return "no rank answered"
+    if any("refused" in r for r in results):
+        return "\n".join(f"rank {r['rank']}: {r['refused']}" for r in results)
+    lines = [
+        f"rank {r['rank']} of {r['ranks']}: pool [P, Hkv, D] = {r['pool_shape']} per layer, "
+        f"{r['pool_bytes'] / 2**20:.2f} MiB in all; {r['tok_s']:.1f} tok/s; "
+        f"{r['bytes_summed_per_step'] / 1024:.1f} KiB summed over the ranks per step"
+        for r in results
+    ]
+    same = all(r["tokens"] == results[0]["tokens"] for r in results)
+    lines.append(f"every rank chose the same tokens: {same}")
+    return "\n".join(lines)
+
+
+def main(args) -> int:
+    if args.ranks < 1:
+        print("ranks: -n must be at least 1", file=sys.stderr)
+        return 2
+    results = launch(args.ranks, args.model, args.new)
+    print(summary(results))
+    return 0 if results and not any("refused" in r for r in results) else 1
