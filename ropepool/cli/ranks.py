@@ -110,6 +110,32 @@ def rank() -> None:
     print(json.dumps(out), flush=True)
 
 
+def free_ports(n: int) -> int:
+    """The first of ``n`` consecutive loopback ports free now: two launches at once (two notebooks, two
+    test workers) must not meet on mlx.launch's default ports and join each other's rings."""
+    import socket
+
+    for _ in range(100):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            first = probe.getsockname()[1]
+        if first + n > 65535:
+            continue
+        sockets = []
+        try:
+            for port in range(first, first + n):
+                s = socket.socket()
+                sockets.append(s)
+                s.bind(("127.0.0.1", port))
+            return first
+        except OSError:
+            continue
+        finally:
+            for s in sockets:
+                s.close()
+    raise RuntimeError(f"ranks: no {n} consecutive free ports on 127.0.0.1")
+
+
 def launch(ranks: int, model: str, new: int, stream=sys.stdout) -> list[dict]:
     """Run :func:`rank` on ``ranks`` local ranks (``mlx.launch --backend ring``; one plain process for 1),
     echo their output to ``stream`` as it comes, and return each rank's JSON line, by rank."""
@@ -122,7 +148,8 @@ def launch(ranks: int, model: str, new: int, stream=sys.stdout) -> list[dict]:
             cmd = [sys.executable, str(script)]
         else:
             launcher = Path(sys.executable).parent / "mlx.launch"
-            cmd = [str(launcher), "-n", str(ranks), "--backend", "ring", "--python", sys.executable, str(script)]
+            cmd = [str(launcher), "-n", str(ranks), "--backend", "ring", "--starting-port", str(free_ports(ranks))]
+            cmd += ["--python", sys.executable, str(script)]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=folder)
         lines = []
         for line in proc.stdout:
