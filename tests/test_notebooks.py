@@ -22,12 +22,13 @@ EXPECTED = [
     "09_why_slots",
     "10_what_engines_fuse_today",
     "11_beyond_gqa",
+    "11b_the_pool_across_ranks",
     "12_build_rotate_and_fp8",
     "13_build_allocator_and_slots",
     "14_build_tree_and_scheduler",
 ]
 #: Notebooks after 10, apart from the build-it track: each links 10 first and the suite's map last.
-APART = ("11_beyond_gqa",)
+APART = ("11_beyond_gqa", "11b_the_pool_across_ranks")
 TRACK = [p for p in NOTEBOOKS if p.stem not in APART]
 
 
