@@ -1,14 +1,14 @@
 """nbmake runs the notebooks; the ones that need the real model skip, with the loader's reason, without it.
 
 The build-it notebooks (12-14) run with every part filled in by the reference (their demo switch,
-``ROPEPOOL_BUILD=solutions``, which the kernels nbmake starts inherit), unless it is set otherwise.
+``ROPEPOOL_TRACK=solutions``, which the kernels nbmake starts inherit), unless it is set otherwise.
 """
 
 import os
 
 import pytest
 
-os.environ.setdefault("ROPEPOOL_BUILD", "solutions")
+os.environ.setdefault("ROPEPOOL_TRACK", "solutions")
 
 NEEDS_MODEL = {"08_a_real_model.ipynb", "09_why_slots.ipynb"}
 

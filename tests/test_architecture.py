@@ -1,6 +1,6 @@
 """The package's import graph: no cycle (function-level imports included), and arrows only point down.
 
-Layers, top to bottom: the command line (``ropepool.cli``), the build-it track (``ropepool.build``: the
+Layers, top to bottom: the command line (``ropepool.cli``), the build-it track (``ropepool.track``: the
 parts learners write, their checkers, the engine with them plugged in) and teaching (``ropepool.teaching``:
 viz, widgets, exercises, checks, the error catalog) may import anything below them (build uses teaching,
 never the other way); the engine (``ropepool.engine``) and,
@@ -92,7 +92,7 @@ def test_no_import_cycle():
 
 UPPER = (
     "ropepool.teaching",
-    "ropepool.build",
+    "ropepool.track",
     "ropepool.cli",
     "ropepool.engine",
     "ropepool.loaders",
@@ -111,13 +111,13 @@ def test_the_op_and_the_kernels_never_import_teaching_cli_engine_or_loaders():
 APART = [
     (
         "ropepool.engine",
-        ("ropepool.loaders", "ropepool.teaching", "ropepool.build", "ropepool.cli", "ropepool.__main__"),
+        ("ropepool.loaders", "ropepool.teaching", "ropepool.track", "ropepool.cli", "ropepool.__main__"),
     ),
     (
         "ropepool.loaders",
-        ("ropepool.engine", "ropepool.teaching", "ropepool.build", "ropepool.cli", "ropepool.__main__"),
+        ("ropepool.engine", "ropepool.teaching", "ropepool.track", "ropepool.cli", "ropepool.__main__"),
     ),
-    ("ropepool.teaching", ("ropepool.build",)),
+    ("ropepool.teaching", ("ropepool.track",)),
 ]
 
 

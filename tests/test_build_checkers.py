@@ -1,27 +1,27 @@
-"""The build-it checkers (ropepool.build): each passes the reference part, tells a stub what to write
-first, and names every wrong part of ropepool.build.mistakes (at least three per checker) by its mistake."""
+"""The build-it checkers (ropepool.track): each passes the reference part, tells a stub what to write
+first, and names every wrong part of ropepool.track.mistakes (at least three per checker) by its mistake."""
 
 import numpy as np
 import pytest
 
-from ropepool import build
-from ropepool.build import mistakes, solutions, stubs
-from ropepool.build.feedback import PartFailed
+from ropepool import track
+from ropepool.track import mistakes, solutions, stubs
+from ropepool.track.feedback import PartFailed
 from ropepool.teaching.exercises import expect_rejection
 
-PARTS = sorted(build.PARTS)
+PARTS = sorted(track.PARTS)
 WRONG = [(n, code, fn) for n in PARTS for code, fn in mistakes.BY_PART[n].items()]
 
 
 @pytest.mark.parametrize("n", PARTS)
 def test_the_reference_part_passes(n):
-    verdict = build.check(n, getattr(solutions, build.PARTS[n][1]))
+    verdict = track.check(n, getattr(solutions, track.PARTS[n][1]))
     assert verdict.passed and f"Part {n} PASSED" in repr(verdict)
 
 
 @pytest.mark.parametrize("n", PARTS)
 def test_a_stub_is_told_what_to_write_first(n):
-    err = expect_rejection(lambda part: build.check(n, part), getattr(stubs, build.PARTS[n][1]), "not_implemented")
+    err = expect_rejection(lambda part: track.check(n, part), getattr(stubs, track.PARTS[n][1]), "not_implemented")
     assert "Write this first:" in str(err) and "stub is still there" in str(err)
 
 
@@ -32,7 +32,7 @@ def test_three_or_more_mistakes_per_checker(n):
 
 @pytest.mark.parametrize(("n", "code", "wrong"), WRONG, ids=[f"part{n}-{code}" for n, code, _ in WRONG])
 def test_each_mistake_is_named_in_plain_words(n, code, wrong):
-    err = expect_rejection(lambda part: build.check(n, part), wrong, code)
+    err = expect_rejection(lambda part: track.check(n, part), wrong, code)
     text = str(err)
     for line in ("case '", "input:", "expected:", "got:", "hint:"):
         assert line in text, f"{line!r} missing from: {text}"
@@ -42,7 +42,7 @@ def test_an_error_the_learner_raises_is_reported_not_raised():
     def rotate(x, positions, inv_freq, is_neox):
         return x[:, 0, 0]  # IndexError on a 2-D head
 
-    verdict = build.feedback(1, rotate)
+    verdict = track.feedback(1, rotate)
     assert not verdict.passed and verdict.problem == "raised" and "IndexError" in verdict.message
 
 
@@ -56,30 +56,30 @@ def test_an_allocator_refusing_with_another_error_type_is_told_so():
             except ValueError as e:
                 raise KeyError(str(e)) from None
 
-    verdict = build.feedback(2, KeyErrors)
+    verdict = track.feedback(2, KeyErrors)
     assert verdict.problem == "raised" and "KeyError" in verdict.message
 
 
 def test_the_demo_switch(monkeypatch, capsys):
     mine = object()
-    monkeypatch.delenv("ROPEPOOL_BUILD", raising=False)
-    build.demo(False)
-    assert build.use(1, mine) is mine
-    monkeypatch.setenv("ROPEPOOL_BUILD", "solutions")
-    assert build.use(1, mine) is solutions.rotate and "[demo] part 1" in capsys.readouterr().out
-    monkeypatch.delenv("ROPEPOOL_BUILD")
-    build.demo()
+    monkeypatch.delenv("ROPEPOOL_TRACK", raising=False)
+    track.demo(False)
+    assert track.use(1, mine) is mine
+    monkeypatch.setenv("ROPEPOOL_TRACK", "solutions")
+    assert track.use(1, mine) is solutions.rotate and "[demo] part 1" in capsys.readouterr().out
+    monkeypatch.delenv("ROPEPOOL_TRACK")
+    track.demo()
     try:
-        assert build.use(6, mine) is solutions.encode_e4m3
+        assert track.use(6, mine) is solutions.encode_e4m3
     finally:
-        build.demo(False)
+        track.demo(False)
 
 
 def test_hints_come_one_more_each_time_then_the_last_again():
-    said = [build.hint(3) for _ in range(4)]
+    said = [track.hint(3) for _ in range(4)]
     assert said[0].startswith("Hint 1 of 3") and said[2].startswith("Hint 3 of 3") and said[3] == said[2]
     with pytest.raises(ValueError, match="part 9 does not exist"):
-        build.hint(9)
+        track.hint(9)
 
 
 def test_the_solution_encoder_matches_the_reference_on_every_float32_pattern_sampled():
@@ -98,14 +98,14 @@ def test_part_failed_is_an_exercise_failure():
 
 def test_the_tree_notebook_14_serves_wrong_is_named_too():
     """Notebook 14 plugs mistakes.TreeMatchesWholeEdges into the engine; its checker names it as well."""
-    err = expect_rejection(lambda part: build.check(4, part), mistakes.TreeMatchesWholeEdges, "match")
+    err = expect_rejection(lambda part: track.check(4, part), mistakes.TreeMatchesWholeEdges, "match")
     assert "hint:" in str(err)
 
 
 def test_part_3_checks_the_engine_schedulers_own_steps():
     """Part 3's checker also runs the engine's scheduler (no model) and compares with the positions and
     slots it gave: its steps share prefix rows, chunk prompts and decode, with pages of 1 and 16."""
-    from ropepool.build import slots
+    from ropepool.track import slots
 
     for ps in (1, 16):
         steps = slots.engine_steps(ps, seed=ps)
@@ -121,6 +121,6 @@ def test_part_3_checks_the_engine_schedulers_own_steps():
         engine_calls.append((requests, page_size))
         return solutions.slot_mapping(requests, page_size)
 
-    assert "steps of the engine's own scheduler" in str(build.check(3, spy))
+    assert "steps of the engine's own scheduler" in str(track.check(3, spy))
     n = len(slots.engine_steps(1)) + len(slots.engine_steps(16, seed=1))
     assert engine_calls[-n:] == [(r, p) for _, p, r, _ in slots.engine_steps(1) + slots.engine_steps(16, seed=1)]

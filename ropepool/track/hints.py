@@ -1,4 +1,4 @@
-"""Hints, one more each time a learner asks (``ropepool.build.hint(n)``); the last nearly gives it away."""
+"""Hints, one more each time a learner asks (``ropepool.track.hint(n)``); the last nearly gives it away."""
 
 HINTS = {
     1: [

@@ -1,13 +1,13 @@
 """Part 5: the scheduler's step: a token budget, chunked prefill after the running decodes, preemption.
 
-The learner writes ``plan_step(running, waiting, max_step_tokens, free_rows) -> (run, preempted)``, the
+The learner writes ``schedule_step(running, waiting, max_step_tokens, free_rows) -> (run, preempted)``, the
 decision :meth:`ropepool.engine.Scheduler.schedule` makes each step (pages of one row, no prefix
 cache): ``running`` in admission order, each ``dict(rid, uncached, spare, held)``; ``waiting`` first in
 line first, each ``dict(rid, tokens)``. ``run`` lists ``(rid, n)`` in batch order, ``preempted`` the
 rids sent back to the queue. The checker drives the engine's own scheduler step by step on table
 cases and random workloads and compares its batch with the learner's plan before every step.
 :class:`Planned` is the engine's scheduler with its decision replaced by the learner's, for
-``Engine(scheduler=Planned.factory(plan_step))``.
+``Engine(scheduler=Planned.factory(schedule_step))``.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ FIRST = (
 
 
 def views(scheduler) -> tuple[list[dict], list[dict]]:
-    """What ``plan_step`` is given about the scheduler's running and waiting requests."""
+    """What ``schedule_step`` is given about the scheduler's running and waiting requests."""
     running = [
         dict(rid=r.rid, uncached=r.num_uncached, spare=len(r.slot_table) - r.num_cached, held=len(r.slot_table))
         for r in scheduler.running
@@ -41,7 +41,7 @@ def views(scheduler) -> tuple[list[dict], list[dict]]:
 
 
 class Planned(Scheduler):
-    """The engine's scheduler deciding each step by the learner's ``plan_step`` (page_size 1); admission,
+    """The engine's scheduler deciding each step by the learner's ``schedule_step`` (page_size 1); admission,
     growth, preemption and the rest are the engine's own.
 
     With a prefix cache, ``free_rows`` counts the rows the cache could give back too, and a request
@@ -77,7 +77,7 @@ class Planned(Scheduler):
             elif not self.admit(req, batch):
                 if self.cache.enabled:
                     continue  # held back to share a prefix computed this step
-                raise ValueError(f"plan_step admitted request {rid}, whose {req.seq_len} rows are not free")
+                raise ValueError(f"schedule_step admitted request {rid}, whose {req.seq_len} rows are not free")
             batch.add(req, min(int(n), req.num_uncached))
         self.stats.peak_rows = max(self.stats.peak_rows, self.allocator.rows_in_use)
         return batch
@@ -162,7 +162,7 @@ def _hint(running, waiting, budget, want, got) -> tuple[str, str]:
     return "wrong_plan", "compare with the rules: running first, the budget, chunks, preemption, admission."
 
 
-def _drive(name, P, budget, reqs, plan_step):
+def _drive(name, P, budget, reqs, schedule_step):
     """Run the engine's scheduler over the case, comparing the learner's plan before every step."""
     allocator = EngineAllocator(P)
     s = Scheduler(allocator, NoCache(allocator), max_step_tokens=budget)
@@ -174,12 +174,12 @@ def _drive(name, P, budget, reqs, plan_step):
         free = s.allocator.num_free
         got = call(
             PART,
-            plan_step,
+            schedule_step,
             [dict(r) for r in running],
             [dict(r) for r in waiting],
             budget,
             free,
-            what=f"plan_step(...) on '{name}', step {step}",
+            what=f"schedule_step(...) on '{name}', step {step}",
             first=FIRST,
         )
         batch = s.schedule()
@@ -208,17 +208,17 @@ def _drive(name, P, budget, reqs, plan_step):
         step += 1
 
 
-def check(plan_step: Callable) -> object:
-    """Compare ``plan_step`` with the engine's scheduler before every step of the table cases and random runs.
+def check(schedule_step: Callable) -> object:
+    """Compare ``schedule_step`` with the engine's scheduler before every step of the table cases and random runs.
 
-    Raises :class:`~ropepool.build.feedback.PartFailed` naming the first step planned otherwise: the
+    Raises :class:`~ropepool.track.feedback.PartFailed` naming the first step planned otherwise: the
     running and waiting requests, the budget and free rows, the engine's batch and the learner's plan.
     """
     table, runs = cases(), workload()
     for name, P, budget, reqs in table + runs:
-        _drive(name, P, budget, reqs, plan_step)
+        _drive(name, P, budget, reqs, schedule_step)
     return passed(
         PART,
-        f"plan_step plans every step as the engine's scheduler on {len(table)} table cases and "
+        f"schedule_step plans every step as the engine's scheduler on {len(table)} table cases and "
         f"{len(runs)} random runs: the budget, chunks after the decodes, preemption of the newest.",
     )

@@ -94,11 +94,11 @@ class PrefixTree:
         raise NotImplementedError("part 4: PrefixTree.evict")
 
 
-def plan_step(running, waiting, max_step_tokens, free_rows):
+def schedule_step(running, waiting, max_step_tokens, free_rows):
     """One step's plan: (run, preempted). run: (rid, n) pairs in batch order; preempted: rids.
 
     running: in admission order, dicts of rid, uncached (tokens not in the pool yet: 1 when
     decoding), spare (rows held but not written yet) and held (all rows it holds).
     waiting: first in line first, dicts of rid and tokens (its sequence: the rows it needs).
     """
-    raise NotImplementedError("part 5: plan_step")
+    raise NotImplementedError("part 5: schedule_step")

@@ -268,7 +268,7 @@ def _hint(what: str, want, got, w_refs, g_refs, w_free, g_free, w_ev, g_ev) -> t
 def check(make: Callable) -> object:
     """Replay table cases and random runs on ``make`` (the learner's class) and the engine's radix tree.
 
-    Raises :class:`~ropepool.build.feedback.PartFailed` naming the first operation whose answer,
+    Raises :class:`~ropepool.track.feedback.PartFailed` naming the first operation whose answer,
     reference counts, free pages or evictable count differ, with the operations before it.
     """
     table, runs = cases(), workload()

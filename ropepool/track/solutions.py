@@ -1,4 +1,4 @@
-"""Every part filled in: what a facilitator's demo runs (``ROPEPOOL_BUILD=solutions``).
+"""Every part filled in: what a facilitator's demo runs (``ROPEPOOL_TRACK=solutions``).
 
 These are reference answers for the learner's interfaces, kept out of the notebooks; the checkers
 compare the learner's parts with the engine's own implementation and the float64 reference, not with
@@ -194,7 +194,7 @@ class PrefixTree:
         return freed
 
 
-def plan_step(running, waiting, max_step_tokens, free_rows):
+def schedule_step(running, waiting, max_step_tokens, free_rows):
     """Running requests first (a decode, or the next chunk), preempting the newest when rows run out;
     then waiting ones that fit, while the budget lasts and nothing was preempted."""
     budget, run, preempted = max_step_tokens, [], []

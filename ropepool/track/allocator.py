@@ -213,7 +213,7 @@ def _hint(what: str, want, got, want_free, got_free, want_refs, got_refs) -> tup
 def check(make: Callable) -> object:
     """Replay the table cases and a random workload on ``make`` (the learner's class) and the engine's Allocator.
 
-    Raises :class:`~ropepool.build.feedback.PartFailed` naming the first operation whose answer, reference
+    Raises :class:`~ropepool.track.feedback.PartFailed` naming the first operation whose answer, reference
     counts or free count differ, with the operations before it.
     """
     table, runs = cases(), workload()

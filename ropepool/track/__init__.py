@@ -8,23 +8,23 @@ part  the learner writes                                checked against     note
 2     ``Allocator``: pages, reference counts            the engine's own    13
 3     ``slot_mapping(requests, page_size)``             vLLM's formula      13
 4     ``PrefixTree``: match, insert, evict              the engine's own    14
-5     ``plan_step(...)``: one step of the scheduler     the engine's own    14
+5     ``schedule_step(...)``: one step of the scheduler     the engine's own    14
 6     ``encode_e4m3(x)``                                float64 reference   12
 ====  ================================================  ==================  ============
 
 ``check(n, part)`` runs part ``n``'s table cases and a random workload and returns a passing verdict
 or raises :class:`PartFailed` naming the first wrong case (input, expected, got, hint); a stub is
 told what to write first. ``hint(n)`` gives the next hint. ``use(n, part)`` is the learner's part,
-or, with the demo switch on (``ROPEPOOL_BUILD=solutions`` in the environment, or :func:`demo`), the
+or, with the demo switch on (``ROPEPOOL_TRACK=solutions`` in the environment, or :func:`demo`), the
 reference answer from :mod:`.solutions`: a facilitator runs every notebook that way, and so does
 nbmake. :mod:`.serve` runs the engine with the parts plugged in.
 
 Example
 -------
->>> from ropepool import build
->>> build.check(6, build.solutions.encode_e4m3).passed
+>>> from ropepool import track
+>>> track.check(6, track.solutions.encode_e4m3).passed
 True
->>> build.feedback(6, build.stubs.encode_e4m3).problem
+>>> track.feedback(6, track.stubs.encode_e4m3).problem
 'not_implemented'
 """
 
@@ -43,7 +43,7 @@ PARTS = {
     2: (allocator.check, "Allocator"),
     3: (slots.check, "slot_mapping"),
     4: (tree.check, "PrefixTree"),
-    5: (schedule.check, "plan_step"),
+    5: (schedule.check, "schedule_step"),
     6: (e4m3.check, "encode_e4m3"),
 }
 
@@ -57,15 +57,15 @@ def demo(on: bool = True) -> None:
 
 
 def demo_on() -> bool:
-    """True when :func:`demo` was called or ``ROPEPOOL_BUILD=solutions`` is set."""
-    return _demo or os.environ.get("ROPEPOOL_BUILD", "") == "solutions"
+    """True when :func:`demo` was called or ``ROPEPOOL_TRACK=solutions`` is set."""
+    return _demo or os.environ.get("ROPEPOOL_TRACK", "") == "solutions"
 
 
 def use(n: int, yours):
     """Your part ``n``, or the reference one when the demo switch is on (and a line saying so)."""
     _, name = _part(n)
     if demo_on():
-        print(f"[demo] part {n}: the reference {name}, not yours (ROPEPOOL_BUILD=solutions or build.demo())")
+        print(f"[demo] part {n}: the reference {name}, not yours (ROPEPOOL_TRACK=solutions or track.demo())")
         return getattr(solutions, name)
     return yours
 

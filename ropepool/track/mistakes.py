@@ -244,7 +244,7 @@ def plan_no_chunks(running, waiting, max_step_tokens, free_rows):
 
 def plan_over_budget(running, waiting, max_step_tokens, free_rows):
     """Each request runs all its uncached tokens, whatever the budget."""
-    run, preempted = S.plan_step(running, waiting, max_step_tokens, free_rows)
+    run, preempted = S.schedule_step(running, waiting, max_step_tokens, free_rows)
     size = {r["rid"]: r["uncached"] for r in running} | {w["rid"]: w["tokens"] for w in waiting}
     return [(rid, size[rid]) for rid, _ in run], preempted
 
@@ -258,7 +258,7 @@ def plan_admits_after_preemption(running, waiting, max_step_tokens, free_rows):
 
 
 def plan_waiting_first(running, waiting, max_step_tokens, free_rows):
-    run, preempted = S.plan_step(running, waiting, max_step_tokens, free_rows)
+    run, preempted = S.schedule_step(running, waiting, max_step_tokens, free_rows)
     ids = {r["rid"] for r in running}
     return [x for x in run if x[0] not in ids] + [x for x in run if x[0] in ids], preempted
 

@@ -167,7 +167,7 @@ def check(slot_mapping: Callable) -> object:
     """Run ``slot_mapping`` on the table's steps, random ones (page sizes 1, 2, 4, 16), then the engine's
     own steps (:func:`engine_steps`), compared with the positions and slots its scheduler gave.
 
-    Raises :class:`~ropepool.build.feedback.PartFailed` naming the first wrong step and token.
+    Raises :class:`~ropepool.track.feedback.PartFailed` naming the first wrong step and token.
     """
     table, steps = cases(), workload()
     engine = engine_steps(1) + engine_steps(16, seed=1)
