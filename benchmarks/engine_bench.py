@@ -14,7 +14,7 @@ fetch-model``) as ``load_smollm2`` loads it (float32 on the CPU), on four chat p
 each of ``--repeats`` rounds after a warm-up: prefill (one prompt, one step), one request, four
 requests at once, and mlx-lm's ``batch_generate`` on the same four (its own cache and attention).
 Throughput counts new tokens over the whole call, prefill included; medians. It also races MLX's
-float32 1024^3 matmul against NumPy's. Each target of the fast-CPU issue is printed met or MISS.
+float32 1024^3 matmul against NumPy's. Each target (a fast CPU engine) is printed met or MISS.
 """
 
 from __future__ import annotations
@@ -169,7 +169,7 @@ def smollm2(args):
                 gf[0] / gf[1] >= TARGET_MATMUL,
             )
         )
-    print("Targets (fast-CPU issue; notebook 08's Run All and make test are timed apart)")
+    print("Targets (a fast CPU engine; notebook 08's Run All and make test are timed apart)")
     print("\n".join(f"  {'met ' if ok else 'MISS'}  {text}" for text, ok in checks))
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ropepool.cli.bench import _lookup, bad_arguments, report, run_default
 
-#: The targets (met or MISS in the output): from the kernel issues, and the decode op's from the fast-CPU issue.
+#: The targets (met or MISS in the output): the kernel's against MLX and the copy floor, and the decode op's.
 TARGET_SPEEDUP = 2.0  # ropepool at least this much faster than mx.fast.rope + scatter
 TARGET_POOL_FLAT = 1.2  # time at the largest pool within this factor of the smallest
 TARGET_FLOOR = 3.0  # ropepool within this factor of the copy floor (copy (mlx))
@@ -78,7 +78,7 @@ DECODE_LINE = (
     f">= {TARGET_DECODE_NUMPY}x the NumPy implementation with NumPy inputs)"
 )
 ENGINE_LINE = (
-    f"The engine issue's op targets (decode in place T = 1 >= {TARGET_DECODE_MX}x, "
+    f"The engine's op targets (decode in place T = 1 >= {TARGET_DECODE_MX}x, "
     f"prefill T = 64 and 2048 >= {TARGET_SPEEDUP}x mx.fast.rope + scatter, every dtype)"
 )
 

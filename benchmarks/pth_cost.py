@@ -72,7 +72,7 @@ def race(commands: dict[str, tuple[list[str], dict]], starts: int) -> dict[str, 
     return {name: tuple(statistics.median(x) for x in zip(*t)) for name, t in times.items()}
 
 
-#: The hardening issue's target: ``python -c pass`` within this many ms of a venv without the hook.
+#: The start-up hook's target: ``python -c pass`` within this many ms of a venv without the hook.
 TARGET_MS = 1.0
 
 

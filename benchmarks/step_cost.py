@@ -167,7 +167,7 @@ def main(argv=None) -> int:
     rounds = 5 if args.quick else 15
     print(f"ropepool.engine step costs; device {mx.default_device()}; load {os.getloadavg()[0]:.1f}")
     checks = pool_size(rounds, 12) + eviction(rounds) + bookkeeping(rounds, 20) + slot_reads()
-    print("Targets (issue 28)")
+    print("Targets (a step costs what it changes)")
     print("\n".join(f"  {'met ' if ok else 'MISS'}  {text}" for text, ok in checks))
     return 0
 

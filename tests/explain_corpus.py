@@ -497,7 +497,7 @@ CORPUS = [
         model="qwen2.5-7b",
         text="k shape must be [num_tokens, num_kv_heads, head_dim], got (6, 0, 128)",
         cause="tp = 8 over 4 KV heads gave a rank no KV head",
-        source="ropepool 0.1.0 rope_pool_fused, this repository (issue 29's ZeroDivisionError case)",
+        source="ropepool 0.1.0 rope_pool_fused, this repository (a ZeroDivisionError found in its own validation)",
         expect="zero_heads",
         says=("tp <= Hkv",),
     ),

@@ -130,7 +130,7 @@ def test_the_engine_and_the_loaders_never_import_each_other_or_above():
 
 
 def test_the_tiny_models_import_mlx_lm_only_when_built():
-    """mlx-lm is a test extra: importing ropepool.loaders.tiny must not need it."""
+    """Importing ropepool.loaders.tiny does not import mlx-lm (a runtime dependency, imported when a model is built)."""
     import subprocess
     import sys
 

@@ -89,7 +89,10 @@ inline float rp_div(float x, float y) { return x / y; }
 #define RP_DEVICE
 #include "e4m3.inc"
 
-// cos and sin of pair i's angle for token t, exactly as the GPU headers compute them.
+// cos and sin of pair i's angle for token t: the same angle as the GPU headers (float(position) *
+// inv_freq[i] in float32), its cos and sin from the C library, as Metal's precise:: and CUDA's cosf/sinf
+// are from theirs: each within an ulp or so, not bit for bit the same across platforms (the tolerance
+// of ropepool.tolerance covers the difference).
 inline void rp_cos_sin(const int32_t* positions, const float* inv_freq, unsigned long long t, unsigned long long i,
                        float& c, float& s) {
   const float theta = float(positions[t]) * inv_freq[i];
