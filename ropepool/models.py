@@ -428,8 +428,49 @@ def from_config(config: dict, layer_type: str | None = None) -> RopeParams:
     if not _first(config, ("num_attention_heads", "n_head")) and isinstance(config.get("text_config"), dict):
         config = config["text_config"]
         notes.append("attention fields read from text_config (a multimodal config)")
+    _refuse_other_attention(config, name)
+    heads_key, Hq = _query_heads(config, name)
+    D = _head_dim(config, name, heads_key, Hq, notes)
+    Hkv = _kv_heads(config, name, heads_key, Hq, notes)
+    for key in ("rope_scaling", "rope_parameters"):
+        if _present(config, key) and not isinstance(config[key], dict):
+            raise ConfigError(
+                f"{name}: {key} must be a dict (a JSON object) or null, got {config[key]!r}", fields=(key,)
+            )
+    # transformers 5's rope_parameters first, else the older top-level fields
+    rope, rope_key = _rope_parameters(config, name, layer_type, notes, warnings)
 
-    # --- Attention this op does not compute -------------------------------------------------
+    def rope_field(key: str) -> tuple[str, object]:
+        """Where ``key`` is set (rope_parameters first, as transformers 5 reads it) and its value."""
+        if _present(rope, key):
+            return f"{rope_key}.{key}", rope[key]
+        return key, config.get(key)
+
+    rotary_dim = _rotary_dim(config, name, D, rope_field, notes)
+    is_neox = config.get("model_type") not in _GPTJ_PAIRS
+    if not is_neox:
+        notes.append(f"model_type {config.get('model_type')!r}: GPT-J pairs (2i, 2i + 1), is_neox=False")
+    base_key, base = _rope_base(config, name, rope_field, notes)
+    scaling_key, scaling, max_pos, top_level_original = _scaling(config, name, rope, rope_key, notes)
+    params = RopeParams(
+        name,
+        Hq,
+        Hkv,
+        D,
+        float(base),
+        tuple(notes),
+        tuple(warnings),
+        rotary_dim=rotary_dim,
+        is_neox=is_neox,
+        rope_scaling=scaling or None,
+        max_position_embeddings=max_pos,
+    )
+    _check_table(params, name, base_key, scaling_key, top_level_original)
+    return params
+
+
+def _refuse_other_attention(config: dict, name: str) -> None:
+    """MLA (a latent cache: :mod:`ropepool.mla`'s op) and ALiBi (no rotation): refused, saying which."""
     mla = [k for k in _MLA_FIELDS if _present(config, k)]
     if mla:
         got = ", ".join(f"{k}={config[k]!r}" for k in mla)
@@ -446,13 +487,17 @@ def from_config(config: dict, layer_type: str | None = None) -> RopeParams:
             fields=("alibi",),
         )
 
-    # --- Hq ---------------------------------------------------------------------------------
+
+def _query_heads(config: dict, name: str) -> tuple[str, int]:
+    """``(key, Hq)``: ``num_attention_heads`` (or GPT-2's ``n_head``)."""
     heads_key = _first(config, ("num_attention_heads", "n_head"))
     if heads_key is None:
         raise ConfigError(f"{name}: num_attention_heads is missing", fields=("num_attention_heads",))
-    Hq = _positive_int(config, heads_key, name, MAX_HEADS)
+    return heads_key, _positive_int(config, heads_key, name, MAX_HEADS)
 
-    # --- D ----------------------------------------------------------------------------------
+
+def _head_dim(config: dict, name: str, heads_key: str, Hq: int, notes: list) -> int:
+    """D: ``head_dim`` where set, else the hidden size over Hq; even and at most :data:`MAX_HEAD_DIM`."""
     hidden_key = _first(config, ("hidden_size", "n_embd", "d_model"))
     hidden = _positive_int(config, hidden_key, name) if hidden_key else None
     if _present(config, "head_dim"):
@@ -475,18 +520,21 @@ def from_config(config: dict, layer_type: str | None = None) -> RopeParams:
         )
     else:
         D = hidden // Hq
+    fields = ("head_dim",) if _present(config, "head_dim") else (hidden_key, heads_key)
     if D > MAX_HEAD_DIM:
         raise ConfigError(
-            f"{name}: head_dim = {D} is past {MAX_HEAD_DIM}, far more than any model's (Gemma-2: 256)",
-            fields=("head_dim",) if _present(config, "head_dim") else (hidden_key, heads_key),
+            f"{name}: head_dim = {D} is past {MAX_HEAD_DIM}, far more than any model's (Gemma-2: 256)", fields=fields
         )
     if D % 2:
         raise ConfigError(
-            f"{name}: head_dim = {D} is odd; NeoX RoPE pairs dimension i with i + head_dim/2",
-            fields=("head_dim",) if _present(config, "head_dim") else (hidden_key, heads_key),
+            f"{name}: head_dim = {D} is odd; NeoX RoPE pairs dimension i with i + head_dim/2", fields=fields
         )
+    return D
 
-    # --- Hkv --------------------------------------------------------------------------------
+
+def _kv_heads(config: dict, name: str, heads_key: str, Hq: int, notes: list) -> int:
+    """Hkv: Falcon's new_decoder_architecture and multi_query, else ``num_key_value_heads`` (or its other
+    names), else Hq (MHA); it must divide Hq."""
     kv_key = _first(config, ("num_key_value_heads", "num_kv_heads", "n_head_kv"))
     if config.get("new_decoder_architecture") is True:
         kv_key = kv_key or "num_kv_heads"
@@ -515,22 +563,11 @@ def from_config(config: dict, layer_type: str | None = None) -> RopeParams:
             f"{Hq}; each KV head must serve a whole group of query heads",
             fields=(heads_key, kv_key or "num_key_value_heads"),
         )
+    return Hkv
 
-    # --- RoPE fields: transformers 5's rope_parameters, else the older top-level ones -----------
-    for key in ("rope_scaling", "rope_parameters"):
-        if _present(config, key) and not isinstance(config[key], dict):
-            raise ConfigError(
-                f"{name}: {key} must be a dict (a JSON object) or null, got {config[key]!r}", fields=(key,)
-            )
-    rope, rope_key = _rope_parameters(config, name, layer_type, notes, warnings)
 
-    def rope_field(key: str) -> tuple[str, object]:
-        """Where ``key`` is set (rope_parameters first, as transformers 5 reads it) and its value."""
-        if _present(rope, key):
-            return f"{rope_key}.{key}", rope[key]
-        return key, config.get(key)
-
-    # --- Which dimensions rotate, and how they pair -------------------------------------------
+def _rotary_dim(config: dict, name: str, D: int, rope_field, notes: list) -> int | None:
+    """The dimensions that rotate (None: all D): ``partial_rotary_factor`` or ``rotary_pct`` of D, or ``rotary_dim``."""
     rotary_dim = None
     for key in ("partial_rotary_factor", "rotary_pct"):
         where, fraction = rope_field(key)
@@ -549,11 +586,11 @@ def from_config(config: dict, layer_type: str | None = None) -> RopeParams:
     if given != D:
         rotary_dim = given
         notes.append(f"rotary_dim = {rotary_dim}: only the first {rotary_dim} of {D} dimensions rotate")
-    is_neox = config.get("model_type") not in _GPTJ_PAIRS
-    if not is_neox:
-        notes.append(f"model_type {config.get('model_type')!r}: GPT-J pairs (2i, 2i + 1), is_neox=False")
+    return rotary_dim
 
-    # --- rope_base and scaling --------------------------------------------------------------
+
+def _rope_base(config: dict, name: str, rope_field, notes: list) -> tuple[str, float]:
+    """``(key, rope_base)``: ``rope_theta`` (or ``rotary_emb_base``), else transformers' default; finite and > 0."""
     base_key, base = rope_field("rope_theta")
     if base is None and _present(config, "rotary_emb_base"):
         base_key, base = "rotary_emb_base", config["rotary_emb_base"]
@@ -562,7 +599,12 @@ def from_config(config: dict, layer_type: str | None = None) -> RopeParams:
         notes.append(f"rope_theta absent: {DEFAULT_ROPE_BASE}, the transformers default")
     if finite_float(base) is None or base <= 0:
         raise ConfigError(f"{name}: {base_key} must be a finite number > 0, got {base!r}", fields=(base_key,))
+    return base_key, base
 
+
+def _scaling(config: dict, name: str, rope: dict, rope_key: str, notes: list) -> tuple:
+    """``(key, scaling, max_position_embeddings, original read from the top level)``: the scaling fields
+    (``{}``: none), the context length the scaling reads, and Phi-3's top-level original length."""
     scaling_key = "rope_scaling" if _present(config, "rope_scaling") and rope_key == "rope_parameters" else rope_key
     scaling = config["rope_scaling"] if scaling_key == "rope_scaling" else rope
     scaling = {k: v for k, v in scaling.items() if k not in _NOT_SCALING}
@@ -571,7 +613,7 @@ def from_config(config: dict, layer_type: str | None = None) -> RopeParams:
     max_pos = None
     kind = scaling_type(scaling)
     if scaling and _present(config, "max_position_embeddings"):
-        if scaling_type(scaling) in READS_MAX_POSITION:
+        if kind in READS_MAX_POSITION:
             max_pos = _positive_int(config, "max_position_embeddings", name)
         elif is_int(config["max_position_embeddings"]) and 0 < config["max_position_embeddings"] < 2**31:
             max_pos = int(config["max_position_embeddings"])
@@ -580,7 +622,7 @@ def from_config(config: dict, layer_type: str | None = None) -> RopeParams:
                 f"max_position_embeddings {printable(repr(config['max_position_embeddings']), 40)} ignored: "
                 f"not a positive integer below 2**31, and {kind!r} scaling does not read it"
             )
-    top_level_original = (
+    top_level_original = bool(
         scaling
         and "original_max_position_embeddings" not in scaling
         and _present(config, "original_max_position_embeddings")
@@ -588,19 +630,11 @@ def from_config(config: dict, layer_type: str | None = None) -> RopeParams:
     if top_level_original:
         scaling["original_max_position_embeddings"] = config["original_max_position_embeddings"]
         notes.append("original_max_position_embeddings read from the config's top level (as Phi-3 keeps it)")
-    params = RopeParams(
-        name,
-        Hq,
-        Hkv,
-        D,
-        float(base),
-        tuple(notes),
-        tuple(warnings),
-        rotary_dim=rotary_dim,
-        is_neox=is_neox,
-        rope_scaling=scaling or None,
-        max_position_embeddings=max_pos,
-    )
+    return scaling_key, scaling, max_pos, top_level_original
+
+
+def _check_table(params: RopeParams, name: str, base_key: str, scaling_key: str, top_level_original: bool) -> None:
+    """Build the RoPE table once: a value the op refuses becomes a ConfigError naming the config's fields."""
     try:
         params.rope()
     except RecursionError:
@@ -619,4 +653,3 @@ def from_config(config: dict, layer_type: str | None = None) -> RopeParams:
         else:
             fields = (scaling_key,)
         raise ConfigError(f"{name}: {err.first_line} ({err.hint})", fields=fields) from None
-    return params
