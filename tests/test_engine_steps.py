@@ -858,3 +858,40 @@ def test_a_part_without_an_undo_log_nested_too_deep_to_copy_is_refused_in_one_li
     with pytest.raises(EngineArgumentError, match=r"DeepCache: a part without an undo log .* nested too deep"):
         engine.step()
     assert engine.steps == 0
+
+
+@pytest.mark.parametrize("page_size", [1, 4])
+def test_the_engine_never_asks_a_part_for_a_count_below_one(page_size):
+    """A careful allocator refuses allocate(n) and a cache evict(n) for n < 1; the engine (prefix cache on,
+    a tight pool, chunks, preemption) never asks, and serves as with its own parts."""
+    from ropepool.engine import Allocator
+
+    asked = []
+
+    class Careful(Allocator):
+        def allocate(self, n):
+            asked.append(("allocate", n))
+            if n < 1:
+                raise ValueError(f"allocate({n})")
+            return super().allocate(n)
+
+    class CarefulCache(RadixCache):
+        def evict(self, n):
+            asked.append(("evict", n))
+            if n < 1:
+                raise ValueError(f"evict({n})")
+            return super().evict(n)
+
+    prompts = [list(range(10, 22)), list(range(10, 18)) + [40, 41], [7, 8, 9], list(range(10, 22)) + [5]]
+
+    def serve(**parts):
+        engine = Engine(model(), pool_rows=24, max_step_tokens=5, page_size=page_size, **parts)
+        reqs = [engine.add_request(p, 6) for p in prompts]
+        while not engine.done:
+            engine.step()
+        return [r.tokens for r in reqs], engine.stats.preemptions
+
+    want, _ = serve()
+    got, preemptions = serve(allocator=Careful, prefix_cache=CarefulCache)
+    assert got == want and preemptions > 0
+    assert asked and min(n for _, n in asked) >= 1

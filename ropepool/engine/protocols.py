@@ -92,7 +92,8 @@ class Allocator(Protocol):
         """The pool rows of ``pages``, page after page: ``len(pages) * page_size`` rows."""
 
     def allocate(self, n: int) -> list[int]:
-        """``n`` free pages, each now held once; ValueError (and nothing taken) if fewer are free."""
+        """``n`` free pages, each now held once; ValueError (and nothing taken) if fewer are free. The engine
+        asks for ``n >= 1`` only."""
 
     def retain(self, pages: Sequence[int]) -> None:
         """One more holder for each of ``pages`` (each held already)."""
@@ -141,7 +142,7 @@ class PrefixCache(Protocol):
 
     def evict(self, n: int) -> list[int]:
         """Free up to ``n`` evictable pages, least recently used first; return them (released to
-        the allocator). O(pages freed x log(leaves))."""
+        the allocator), in any order. O(pages freed x log(leaves)). The engine asks for ``n >= 1`` only."""
 
 
 @runtime_checkable

@@ -164,13 +164,13 @@ class Scheduler:
         ):
             return False  # a request admitted this step computes a longer prefix of ours: share it next step
         a.retain(shared)
-        need = a.pages_for(req.seq_len) - len(shared)
+        need = max(0, a.pages_for(req.seq_len) - len(shared))
         if need > a.num_free + self.cache.num_evictable():
             a.release(shared)
             return False
         self.reclaim(need, batch)
         self._touch(req)
-        req.slot_table = a.rows(shared) + a.rows(a.allocate(need))  # <- rows are handed out here
+        req.slot_table = a.rows(shared) + (a.rows(a.allocate(need)) if need else [])  # <- rows are handed out here
         req.num_cached = len(shared) * a.page_size
         req.num_in_cache, req.cursor = len(shared), cursor
         self.stats.cached_tokens += min(req.num_cached, len(req.prompt))
@@ -185,6 +185,8 @@ class Scheduler:
         """Make ``req``'s slot table ``rows`` rows long, preempting if it must; False if ``req`` was preempted."""
         a = self.allocator
         need = a.pages_for(rows) - len(req.slot_table) // a.page_size
+        if need <= 0:  # the table already holds them: nothing is asked of the allocator
+            return True
         while need > a.num_free and need > a.num_free + self.cache.num_evictable():
             victim = self.running[-1]  # the most recently admitted
             self.preempt(victim, batch)
@@ -197,7 +199,9 @@ class Scheduler:
 
     def reclaim(self, need: int, batch: Batch) -> None:
         """Evict cached pages until ``need`` pages are free."""
-        batch.reclaimed += self.allocator.rows(self.cache.evict(need - self.allocator.num_free))
+        short = need - self.allocator.num_free
+        if short > 0:  # a part is never asked for a count below 1
+            batch.reclaimed += self.allocator.rows(self.cache.evict(short))
 
     def preempt(self, req: Request, batch: Batch) -> None:
         """Take ``req``'s rows back and queue it first: it will compute its sequence again (recompute mode).
