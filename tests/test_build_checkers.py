@@ -124,3 +124,126 @@ def test_part_3_checks_the_engine_schedulers_own_steps():
     assert "steps of the engine's own scheduler" in str(track.check(3, spy))
     n = len(slots.engine_steps(1)) + len(slots.engine_steps(16, seed=1))
     assert engine_calls[-n:] == [(r, p) for _, p, r, _ in slots.engine_steps(1) + slots.engine_steps(16, seed=1)]
+
+
+# --- Part 2 as learners write it: correct in unusual ways, wrong in ways the track's list lacks ------
+# Written from the stub's docstring and the issue's report of a learner's tries, not from the checker.
+
+
+class DictRefs(solutions.Allocator):
+    """Correct: refs as a dict of the held pages only."""
+
+    def __init__(self, num_pages):
+        super().__init__(num_pages)
+        self.refs = {}
+        self._n = num_pages
+
+    def allocate(self, n):
+        if n > len(self.free):
+            raise ValueError("too many")
+        pages = [self.free.popleft() for _ in range(n)]
+        self.refs.update((p, 1) for p in pages)
+        return pages
+
+    def retain(self, pages):
+        if any(self.refs.get(p, 0) == 0 for p in pages):
+            raise ValueError("not held")
+        for p in pages:
+            self.refs[p] += 1
+
+    def release(self, pages):
+        from collections import Counter
+
+        if any(not 0 <= p < self._n or self.refs.get(p, 0) < k for p, k in Counter(pages).items()):
+            raise ValueError("not held that often")
+        freed = []
+        for p in pages:
+            self.refs[p] -= 1
+            if self.refs[p] == 0:
+                del self.refs[p]
+                freed.append(p)
+        self.free.extend(freed)
+        return freed
+
+
+class SetRelease(solutions.Allocator):
+    """Correct: release returns the freed pages as a set (the stub fixes the free list's order, not this)."""
+
+    def release(self, pages):
+        return set(super().release(pages))
+
+
+class FloatPages(solutions.Allocator):
+    """Wrong: pages as floats (int(p) would hide it)."""
+
+    def allocate(self, n):
+        return [p + 0.5 for p in super().allocate(n)]
+
+
+class NoRefsAtAll:
+    """Wrong: no refs attribute at all."""
+
+    def __init__(self, num_pages):
+        self.inner = solutions.Allocator(num_pages)
+
+    num_free = property(lambda self: self.inner.num_free)
+
+    def allocate(self, n):
+        return self.inner.allocate(n)
+
+    def retain(self, pages):
+        self.inner.retain(pages)
+
+    def release(self, pages):
+        return self.inner.release(pages)
+
+
+class FreesWhileHeld(solutions.Allocator):
+    """Wrong: release frees every page given, whatever its count."""
+
+    def release(self, pages):
+        for p in pages:
+            if not 0 <= p < len(self.refs) or self.refs[p] == 0:
+                raise ValueError("not held")
+        freed = []
+        for p in pages:
+            self.refs[p] = 0
+            if p not in self.free and p not in freed:
+                freed.append(p)
+        self.free.extend(freed)
+        return freed
+
+
+class RefusesHalfway(solutions.Allocator):
+    """Wrong: checks each page as it releases it, so a bad call has changed the pages before it."""
+
+    def release(self, pages):
+        freed = []
+        for p in pages:
+            if not 0 <= p < len(self.refs) or self.refs[p] == 0:
+                raise ValueError("not held")
+            self.refs[p] -= 1
+            if self.refs[p] == 0:
+                freed.append(p)
+                self.free.append(p)
+        return freed
+
+
+@pytest.mark.parametrize("part", [DictRefs, SetRelease], ids=lambda c: c.__name__)
+def test_a_correct_allocator_written_another_way_passes(part):
+    assert track.check(2, part).passed
+
+
+@pytest.mark.parametrize(
+    "part,problem,says",
+    [
+        (FloatPages, "not_int", "pages are ints"),
+        (NoRefsAtAll, "missing_attribute", "has no `refs`"),
+        (FreesWhileHeld, "refcount", "two requests write the same rows"),
+        (RefusesHalfway, "partial_release", "changed some counts first"),
+    ],
+    ids=lambda x: getattr(x, "__name__", str(x))[:20],
+)
+def test_an_allocator_mistake_is_named_never_a_traceback(part, problem, says):
+    verdict = track.feedback(2, part)
+    assert not verdict.passed and verdict.problem == problem and says in verdict.message, verdict

@@ -146,25 +146,65 @@ def workload(n: int = 30, seed: int = 0) -> list[tuple[str, int, list]]:
     return out
 
 
+def _is_int(x) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def _counts(a, num_pages: int, what: str) -> tuple[list[int], int]:
+    """``(refs as a list, num_free)`` of allocator ``a``: ``refs`` may be any sequence or mapping (a page
+    missing from a mapping is held 0 times); a missing attribute or a count that is no int is a verdict."""
+    for name in ("refs", "num_free"):
+        if not hasattr(a, name):
+            raise PartFailed(
+                PART, "missing_attribute", f"after {what} the allocator has no `{name}`: the stub names it"
+            )
+    refs = a.refs
+    try:
+        counts = [refs.get(p, 0) if hasattr(refs, "get") else refs[p] for p in range(num_pages)]
+    except (IndexError, KeyError, TypeError) as e:
+        raise PartFailed(
+            PART, "refs", f"after {what}, refs[p] for p < {num_pages} fails ({type(e).__name__}: {e})"
+        ) from None
+    free = a.num_free() if callable(a.num_free) else a.num_free
+    if not all(_is_int(c) for c in [*counts, free]):
+        raise PartFailed(PART, "not_int", f"after {what}: refs and num_free must hold ints, got {counts}, {free!r}")
+    return [int(c) for c in counts], int(free)
+
+
+def _pages(answer, what: str, learner: bool):
+    """The pages an answer lists, as ints; a page that is no int (a float, a string) is a verdict."""
+    if answer is None:
+        return None
+    pages = list(answer)
+    if learner and not all(_is_int(p) for p in pages):
+        raise PartFailed(PART, "not_int", f"{what} returned {answer!r}: pages are ints (a page 2.7 is no page)")
+    return [int(p) for p in pages]
+
+
 def _run(make: Callable, num_pages: int, ops: list, rng: np.random.Generator | None, *, learner: bool):
-    """Replay ``ops``; yield (op as given, answer) after each. "held" picks a held page with ``rng``."""
+    """Replay ``ops``; yield (op as given, answer) after each. "held" picks a held page with ``rng``.
+    A release's answer is compared as a set: the stub fixes the free list's order, not the answer's."""
     a = call(PART, make, num_pages, what=f"Allocator({num_pages})", first=FIRST) if learner else make(num_pages)
+    refs, _ = _counts(a, num_pages, f"Allocator({num_pages})")
     for op, arg in ops:
         if op != "allocate" and arg == ["all"]:  # every holder gives its pages back: no page may stay taken
-            arg = [p for p in range(num_pages) for _ in range(a.refs[p])]
+            arg = [p for p in range(num_pages) for _ in range(refs[p])]
         elif op != "allocate" and "held" in arg:
-            held = [p for p in range(num_pages) if a.refs[p] > 0]
+            held = [p for p in range(num_pages) if refs[p] > 0]
             arg = [int(rng.choice(held)) for _ in arg] if held else [0]
         what = f"{op}({arg})"
         try:
             fn = getattr(a, op)
             answer = fn(arg) if not learner else call(PART, fn, arg, what=what, first=FIRST, expected=(ValueError,))
-            answer = [int(p) for p in answer] if answer is not None else None
+            answer = _pages(answer, what, learner)
+            if op == "release" and answer is not None:
+                answer = sorted(answer)
         except PartFailed:
             raise
         except ValueError:
             answer = "ValueError"
-        yield what, answer, list(a.refs), a.num_free
+        refs, free = _counts(a, num_pages, what)
+        yield what, answer, refs, free
 
 
 def _engine(num_pages: int):
@@ -172,6 +212,10 @@ def _engine(num_pages: int):
 
 
 def _hint(what: str, want, got, want_free, got_free, want_refs, got_refs) -> tuple[str, str]:
+    if want == "ValueError" == got and want_refs != got_refs:
+        return "partial_release", (
+            "right to refuse it, but the refused call changed some counts first: check every page, then change any."
+        )
     if want == "ValueError" and got != "ValueError":
         if what.startswith("release"):
             return "no_double_free_error", (
@@ -193,7 +237,13 @@ def _hint(what: str, want, got, want_free, got_free, want_refs, got_refs) -> tup
         return "off_by_one", f"allocate(n) returns exactly n pages: {len(want)}, not {len(got)}."
     if what.startswith("release") and want != got and isinstance(got, list) and sorted(got) != sorted(want):
         return "refcount", (
-            "a page becomes free only when its count falls to 0: a retained page needs one release per holder."
+            "a page becomes free only when its count falls to 0: a retained page needs one release per holder. "
+            "Freed while held, it is handed out again and two requests write the same rows."
+        )
+    if want_free != got_free and want == got and got_free > want_free:
+        return "freed_while_held", (
+            f"num_free is {got_free}, should be {want_free}: a page went back on the free list while a holder "
+            "still has it. In the engine it is handed out again and two requests write the same rows."
         )
     if want_free != got_free and want == got:
         return "leak", (
