@@ -247,3 +247,56 @@ def test_a_correct_allocator_written_another_way_passes(part):
 def test_an_allocator_mistake_is_named_never_a_traceback(part, problem, says):
     verdict = track.feedback(2, part)
     assert not verdict.passed and verdict.problem == problem and says in verdict.message, verdict
+
+
+# --- Part 1 as learners write it (from the stub and the issue's report, not from the checker) ---------
+
+
+def _complex_rotate(x, positions, inv_freq, is_neox):
+    """Wrong: the rotation done on complex numbers and returned complex."""
+    x = np.asarray(x, np.float64)
+    half = x.shape[1] // 2
+    a, b = (x[:, :half], x[:, half:]) if is_neox else (x[:, 0::2], x[:, 1::2])
+    z = (a + 1j * b) * np.exp(1j * np.outer(positions, inv_freq))
+    out = np.empty(x.shape, complex)
+    if is_neox:
+        out[:, :half], out[:, half:] = z.real, z.imag
+    else:
+        out[:, 0::2], out[:, 1::2] = z.real, z.imag
+    return out
+
+
+def _float16_positions(x, positions, inv_freq, is_neox):
+    return solutions.rotate(x, np.asarray(positions).astype(np.float16), inv_freq, is_neox)
+
+
+def _float16_result(x, positions, inv_freq, is_neox):
+    return np.asarray(solutions.rotate(x, positions, inv_freq, is_neox)).astype(np.float16)
+
+
+def _ragged(x, positions, inv_freq, is_neox):
+    return [[1.0, 2.0], [3.0]]
+
+
+@pytest.mark.parametrize(
+    "part,problem",
+    [
+        (_complex_rotate, "not_real"),
+        (_float16_positions, "positions_float16"),
+        (_float16_result, "float16_result"),
+        (_ragged, "not_real"),
+    ],
+    ids=lambda x: getattr(x, "__name__", str(x)),
+)
+def test_a_rotation_mistake_is_named_never_a_traceback_or_a_pass(part, problem):
+    verdict = track.feedback(1, part)
+    assert not verdict.passed and verdict.problem == problem, verdict
+
+
+def _float32_rotate(x, positions, inv_freq, is_neox):
+    """Correct: computed in float32 throughout."""
+    return np.asarray(solutions.rotate(np.asarray(x, np.float32), positions, np.asarray(inv_freq, np.float32), is_neox))
+
+
+def test_a_float32_rotation_passes():
+    assert track.check(1, _float32_rotate).passed

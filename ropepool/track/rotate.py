@@ -34,10 +34,22 @@ def reference(x, positions, inv_freq, is_neox: bool) -> np.ndarray:
 
 
 def _mistake(
-    x, positions, inv_freq, is_neox, *, pairs_swapped=False, index=False, shift=0, sign=1.0, half_sign=False
+    x,
+    positions,
+    inv_freq,
+    is_neox,
+    *,
+    pairs_swapped=False,
+    index=False,
+    shift=0,
+    sign=1.0,
+    half_sign=False,
+    positions_in=None,
 ) -> np.ndarray:
     """The rotation with one common mistake in it, to recognise a wrong answer by."""
     pos = np.arange(len(positions)) if index else np.asarray(positions) + shift
+    if positions_in is not None:  # positions rounded through a narrow float first
+        pos = np.asarray(positions).astype(positions_in).astype(np.float64)
     neox = bool(is_neox) != pairs_swapped
     inv = sign * np.asarray(inv_freq, np.float64)
     out = reference(x, pos, inv, neox)
@@ -51,6 +63,11 @@ def _mistake(
 
 
 MISTAKES = {
+    "positions_float16": (
+        dict(positions_in=np.float16),
+        "the positions went through float16, which holds integers exactly only up to 2048: keep them as "
+        "integers (or float64) until the angle positions[t] * inv_freq[i] is computed.",
+    ),
     "pairs_swapped": (
         dict(pairs_swapped=True),
         "you paired the other way: NeoX pairs x[i] with x[i + D/2] (the two halves of the head), "
@@ -205,7 +222,36 @@ def check(rotate: Callable) -> object:
                 "None",
                 "did the function forget `return`?",
             )
-        got = np.asarray(got, np.float64)
+        try:
+            arr = np.asarray(got)
+        except (ValueError, TypeError) as e:  # a ragged list, an object numpy cannot read
+            arr = None
+            reason = f"{type(got).__name__} numpy cannot read ({e})"
+        if arr is not None and (np.iscomplexobj(arr) or arr.dtype.kind not in "fiu"):
+            reason = f"{arr.dtype} values"
+            arr = None
+        if arr is None:
+            raise wrong_case(
+                PART,
+                "not_real",
+                name,
+                _describe(c),
+                f"a real array {want.shape} (float32 or float64)",
+                reason,
+                "return real numbers: each pair turns to (a cos - b sin, a sin + b cos) on real arrays; a complex "
+                "number's real part is only half of a pair.",
+            )
+        if arr.dtype == np.float16:
+            raise wrong_case(
+                PART,
+                "float16_result",
+                name,
+                _describe(c),
+                "float32 or float64 values",
+                "float16 values",
+                "float16 keeps 11 bits, too few for RoPE at large positions: compute and return float32 or float64.",
+            )
+        got = arr.astype(np.float64)
         if got.shape != want.shape:
             raise wrong_case(
                 PART,
