@@ -300,3 +300,30 @@ def _float32_rotate(x, positions, inv_freq, is_neox):
 
 def test_a_float32_rotation_passes():
     assert track.check(1, _float32_rotate).passed
+
+
+# --- Part 4 as learners write it ---------------------------------------------------------------------
+
+
+class ReversedEvict(solutions.PrefixTree):
+    """Correct: evict pops pages from a leaf's end, as the stub words it, and returns them in that order."""
+
+    def evict(self, n):
+        return list(reversed(super().evict(n)))
+
+
+class CountsOneTooMany(solutions.PrefixTree):
+    """Wrong: num_evictable counts one page more than evict can free."""
+
+    def num_evictable(self):
+        return super().num_evictable() + 1
+
+
+def test_a_tree_returning_evicted_pages_in_another_order_passes():
+    assert track.check(4, ReversedEvict).passed
+
+
+def test_a_tree_that_overcounts_its_evictable_pages_is_told_not_a_traceback():
+    verdict = track.feedback(4, CountsOneTooMany)
+    assert not verdict.passed and verdict.problem in ("evict_short", "num_evictable"), verdict
+    assert "num_evictable" in verdict.message or "evictable" in verdict.message, verdict

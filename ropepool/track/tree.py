@@ -17,7 +17,7 @@ import numpy as np
 
 from ..engine import Allocator as EngineAllocator
 from ..engine import RadixCache
-from .feedback import call, passed, wrong_case
+from .feedback import PartFailed, call, passed, wrong_case
 
 PART = 4
 FIRST = (
@@ -181,9 +181,16 @@ def _run(make: Callable, pages: int, ops: list, *, learner: bool):
     tree = call(PART, make, a, what="PrefixTree(allocator)", first=FIRST) if learner else make(a)
     held: dict = {}
 
-    def do(fn, *args, what):
+    def do(fn, *args, what, as_set=False):
+        """``fn(*args)``'s pages as ints (sorted with ``as_set``: the stub fixes which pages, not their order)."""
         out = call(PART, fn, *args, what=what, first=FIRST) if learner else fn(*args)
-        return None if out is None else [int(p) for p in out]
+        if out is None:
+            return None
+        out = list(out)
+        if learner and not all(isinstance(p, (int, np.integer)) and not isinstance(p, bool) for p in out):
+            raise PartFailed(PART, "not_int", f"{what} returned {out!r}: pages are ints")
+        out = [int(p) for p in out]
+        return sorted(out) if as_set else out
 
     for op in ops:
         kind = op[0]
@@ -200,8 +207,17 @@ def _run(make: Callable, pages: int, ops: list, *, learner: bool):
                     a.release(found or [])
                     yield f"request {rid} {keys}: refused, no room", "refused", list(a.refs), a.num_free, None
                     continue
-                evicted = do(tree.evict, need - a.num_free, what=f"evict({need - a.num_free})")
+                said = tree.num_evictable()
+                evicted = do(tree.evict, need - a.num_free, what=f"evict({need - a.num_free})", as_set=True)
                 parts.append(f"evict {evicted}")
+                if need > a.num_free:
+                    raise PartFailed(
+                        PART,
+                        "evict_short",
+                        f"request {rid} {keys} needs {need} free pages; num_evictable() said {said}, but evict "
+                        f"freed {evicted or []} and {a.num_free} are free: count only the pages evict can free "
+                        "(cached, held by nobody else).",
+                    )
             mine = (found or []) + a.allocate(need)
             theirs = do(tree.insert, list(keys), list(mine), what=f"insert({keys}, {mine})")
             parts.append(f"insert -> {theirs}")
@@ -227,7 +243,7 @@ def _run(make: Callable, pages: int, ops: list, *, learner: bool):
         else:
             yield (
                 f"evict({op[1]})",
-                do(tree.evict, op[1], what=f"evict({op[1]})"),
+                do(tree.evict, op[1], what=f"evict({op[1]})", as_set=True),
                 list(a.refs),
                 a.num_free,
                 tree.num_evictable(),
@@ -236,6 +252,11 @@ def _run(make: Callable, pages: int, ops: list, *, learner: bool):
 
 def _hint(what: str, want, got, w_refs, g_refs, w_free, g_free, w_ev, g_ev) -> tuple[str, str]:
     both = isinstance(want, str) and isinstance(got, str)
+    if want == got and g_refs == w_refs and g_free == w_free and g_ev != w_ev:  # only the count differs
+        return "num_evictable", (
+            f"num_evictable() says {g_ev}, the tree can free {w_ev}: count the pages in the tree that only the "
+            "tree holds (refs[p] == 1). Counted too high, the engine evicts to make room and still finds too few."
+        )
     if what.startswith("match") or (both and want.split(";")[0] != got.split(";")[0]):
         return "match", (
             "match returns the pages of the longest prefix the tree holds: keep walking while the keys "
