@@ -327,3 +327,14 @@ def test_a_tree_that_overcounts_its_evictable_pages_is_told_not_a_traceback():
     verdict = track.feedback(4, CountsOneTooMany)
     assert not verdict.passed and verdict.problem in ("evict_short", "num_evictable"), verdict
     assert "num_evictable" in verdict.message or "evictable" in verdict.message, verdict
+
+
+def test_a_part_that_raises_is_told_its_own_line():
+    class Raises(solutions.Allocator):
+        def allocate(self, n):
+            return super().allocate(n) + undefined_name  # noqa: F821 - the learner's bug
+
+    verdict = track.feedback(2, Raises)
+    assert not verdict.passed and verdict.problem == "raised", verdict
+    assert "NameError" in verdict.message and "test_build_checkers.py, line" in verdict.message
+    assert "undefined_name" in verdict.message.splitlines()[-1]

@@ -72,6 +72,7 @@ def use(n: int, yours):
 
 def check(n: int, part) -> PartVerdict:
     """Check part ``n``: a passing verdict, or :class:`PartFailed` naming the first wrong case."""
+    __tracebackhide__ = True  # a failing check shows the learner's frames, not the checker's
     return _part(n)[0](part)
 
 

@@ -184,6 +184,7 @@ def _pages(answer, what: str, learner: bool):
 def _run(make: Callable, num_pages: int, ops: list, rng: np.random.Generator | None, *, learner: bool):
     """Replay ``ops``; yield (op as given, answer) after each. "held" picks a held page with ``rng``.
     A release's answer is compared as a set: the stub fixes the free list's order, not the answer's."""
+    __tracebackhide__ = True  # a failing check shows the learner's frames, not the checker's
     a = call(PART, make, num_pages, what=f"Allocator({num_pages})", first=FIRST) if learner else make(num_pages)
     refs, _ = _counts(a, num_pages, f"Allocator({num_pages})")
     for op, arg in ops:
@@ -266,6 +267,7 @@ def check(make: Callable) -> object:
     Raises :class:`~ropepool.track.feedback.PartFailed` naming the first operation whose answer, reference
     counts or free count differ, with the operations before it.
     """
+    __tracebackhide__ = True  # a failing check shows the learner's frames, not the checker's
     table, runs = cases(), workload()
     for name, pages, ops in table + runs:
         seed = zlib.crc32(name.encode())

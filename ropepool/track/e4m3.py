@@ -102,6 +102,7 @@ def check(encode_e4m3: Callable) -> object:
     Raises :class:`~ropepool.track.feedback.PartFailed` naming the first wrong element: the value, the
     code expected, the code returned, and the likely mistake.
     """
+    __tracebackhide__ = True  # a failing check shows the learner's frames, not the checker's
     table, rows = cases(), workload()
     for name, row in [(n, np.array(r, np.float32)) for n, r in table] + rows:
         x = row.copy()

@@ -46,9 +46,26 @@ def wrong_case(part: int, problem: str, case: str, given: str, expected, got, hi
     )
 
 
+def _your_line(error: BaseException) -> str:
+    """Where in the learner's code ``error`` was raised (the last frame outside ropepool), as one line."""
+    import traceback
+    from pathlib import Path
+
+    package = str(Path(__file__).resolve().parent.parent)
+    frames = [
+        f for f in traceback.extract_tb(error.__traceback__) if not str(Path(f.filename).resolve()).startswith(package)
+    ]
+    if not frames:
+        return ""
+    f = frames[-1]
+    where = "your cell" if f.filename.startswith("<") else Path(f.filename).name
+    return f"\n  at:       {where}, line {f.lineno}: {(f.line or '').strip()}"
+
+
 def call(part: int, fn: Callable, *args, what: str, first: str, expected: tuple = ()):
     """``fn(*args)``; the stub's NotImplementedError becomes "write this first", any other error a verdict
-    (but those in ``expected``, raised again for the checker to judge)."""
+    naming the learner's own line (but those in ``expected``, raised again for the checker to judge)."""
+    __tracebackhide__ = True  # IPython and pytest show the learner's frames, not the checker's
     try:
         return fn(*args)
     except expected:
@@ -62,7 +79,7 @@ def call(part: int, fn: Callable, *args, what: str, first: str, expected: tuple 
     except PartFailed:
         raise
     except Exception as e:  # the learner's bug, reported rather than crashing the checker
-        raise PartFailed(part, "raised", f"{what} raised {type(e).__name__}: {e}") from None
+        raise PartFailed(part, "raised", f"{what} raised {type(e).__name__}: {e}{_your_line(e)}") from None
 
 
 def feedback(check: Callable, answer) -> PartVerdict:

@@ -189,6 +189,7 @@ def check(rotate: Callable) -> object:
     Raises :class:`~ropepool.track.feedback.PartFailed` naming the first wrong case: its input, the
     expected and returned value of its first wrong element, and the likely mistake.
     """
+    __tracebackhide__ = True  # a failing check shows the learner's frames, not the checker's
     for name, c in cases() + workload():
         x = c["x"].copy()
         got = call(

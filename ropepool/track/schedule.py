@@ -164,6 +164,7 @@ def _hint(running, waiting, budget, want, got) -> tuple[str, str]:
 
 def _drive(name, P, budget, reqs, schedule_step):
     """Run the engine's scheduler over the case, comparing the learner's plan before every step."""
+    __tracebackhide__ = True  # a failing check shows the learner's frames, not the checker's
     allocator = EngineAllocator(P)
     s = Scheduler(allocator, NoCache(allocator), max_step_tokens=budget)
     for rid, (prompt, new) in enumerate(reqs):
@@ -214,6 +215,7 @@ def check(schedule_step: Callable) -> object:
     Raises :class:`~ropepool.track.feedback.PartFailed` naming the first step planned otherwise: the
     running and waiting requests, the budget and free rows, the engine's batch and the learner's plan.
     """
+    __tracebackhide__ = True  # a failing check shows the learner's frames, not the checker's
     table, runs = cases(), workload()
     for name, P, budget, reqs in table + runs:
         _drive(name, P, budget, reqs, schedule_step)

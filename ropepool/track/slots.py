@@ -169,6 +169,7 @@ def check(slot_mapping: Callable) -> object:
 
     Raises :class:`~ropepool.track.feedback.PartFailed` naming the first wrong step and token.
     """
+    __tracebackhide__ = True  # a failing check shows the learner's frames, not the checker's
     table, steps = cases(), workload()
     engine = engine_steps(1) + engine_steps(16, seed=1)
     runs = [(name, ps, reqs, reference(reqs, ps)) for name, ps, reqs in table + steps] + engine

@@ -177,6 +177,7 @@ def workload(n: int = 25, seed: int = 0) -> list[tuple[str, int, list]]:
 
 def _run(make: Callable, pages: int, ops: list, *, learner: bool):
     """Replay ``ops`` on a fresh allocator and tree; yield (what, answer, refs, free, evictable) after each op."""
+    __tracebackhide__ = True  # a failing check shows the learner's frames, not the checker's
     a = EngineAllocator(pages)
     tree = call(PART, make, a, what="PrefixTree(allocator)", first=FIRST) if learner else make(a)
     held: dict = {}
@@ -292,6 +293,7 @@ def check(make: Callable) -> object:
     Raises :class:`~ropepool.track.feedback.PartFailed` naming the first operation whose answer,
     reference counts, free pages or evictable count differ, with the operations before it.
     """
+    __tracebackhide__ = True  # a failing check shows the learner's frames, not the checker's
     table, runs = cases(), workload()
     for name, pages, ops in table + runs:
         done = []
