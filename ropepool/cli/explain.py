@@ -6,6 +6,9 @@ numbers, and with the model's numbers (a preset, a config.json or a folder holdi
 options) says which quantity is wrong, the mistake that gives exactly those numbers and the fix that
 changes the outcome, or which mistakes the numbers fit and what to check to tell them apart.
 ``--silent SYMPTOM`` prints the checklist of a failure without a message (:mod:`ropepool.diagnosis.silent`).
+``--log FILE`` (or ``-``) reads a whole serving log: every distinct error explained once, in order, with
+the line it came from; INFO, DEBUG and WARNING lines and repeated tracebacks skipped; the model from
+``--model``/``--config`` or, said so, from a log line naming a preset's model (:func:`log_report`).
 
 Exit status: 0 explained; 1 the text holds no message explain reads (or numbers no tensor has);
 2 a bad option or a model that could not be read.
@@ -15,7 +18,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
+from contextlib import nullcontext
 from typing import TextIO
 
 from ..diagnosis import CHECKLISTS, FAMILIES, SETUP, Diagnosis, Facts, Unreadable, checklist, diagnose
@@ -89,6 +94,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for flag, dest, limit, what in NUMBER_OPTIONS:
         parser.add_argument(flag, dest=dest, type=_bounded_int(flag, limit), default=None, metavar="N", help=what)
     parser.add_argument("--rope-theta", type=_theta, default=None, metavar="X", help="the model's rope_theta")
+    parser.add_argument(
+        "--log",
+        metavar="FILE",
+        default=None,
+        help="a whole log (- for stdin): every distinct error in it explained once, in order, with its line",
+    )
     parser.add_argument(
         "--silent",
         metavar="SYMPTOM",
@@ -239,6 +250,96 @@ def report(d: Diagnosis, f: Facts) -> str:
     return "\n".join(lines)
 
 
+#: A log line that is not an error: a level word at its start (after a timestamp or a logger's name).
+_QUIET = re.compile(r"^\W*(?:\S+\s+){0,4}?\[?(?:INFO|DEBUG|WARN|WARNING|TRACE)\b\]?", re.I)
+#: A line that may hold an error message (a cheap filter before the recognisers).
+_MAYBE = re.compile(
+    r"error|exception|must be|mismatch|invalid|cannot|can't|expected|got \(|out of (?:range|bounds)", re.I
+)
+#: A model named in a log line: a preset's Hugging Face id (``meta-llama/Meta-Llama-3-8B``) or its preset name.
+_LOG_PROGRESS_BYTES = 16 << 20
+
+
+_NAMES: dict = {}  # lower-case preset name or Hugging Face id -> preset name, made on first use
+
+
+def _model_in(line: str) -> str | None:
+    """The preset a log line names (its Hugging Face id, a fine-tuned variant of it, or its preset name)."""
+    if not _NAMES:
+        for name in preset_names():
+            _NAMES[name] = _NAMES[preset(name).name.lower()] = name
+    for token in _TOKEN.findall(line):
+        low = token.lower()
+        if low in _NAMES:
+            return _NAMES[low]
+        if "/" in low:
+            for hub, name in _NAMES.items():  # a fine-tuned variant: Meta-Llama-3-8B-Instruct
+                if "/" in hub and low.startswith(hub + "-"):
+                    if all(p in VARIANT_SUFFIXES for p in low[len(hub) + 1 :].split("-")):
+                        return name
+            base = variant_of_preset(token)
+            if base is not None:
+                return base
+    return None
+
+
+_TOKEN = re.compile(r"[\w.-]+/[\w.-]+|[\w.-]+")
+
+
+def log_report(lines, model=None, numbers: dict | None = None, progress: TextIO | None = None) -> tuple[str, int]:
+    """``(report, errors explained)`` of a whole log, read once, line by line (linear in its size).
+
+    Each distinct error message (the same message in a retried or repeated traceback counts once) is
+    explained where it first appears, as ``line N``, in order. The model is ``model`` (a preset, a config, a
+    :class:`Facts`) or, if None, the first preset a log line names (said so). ``progress`` (stderr) gets a
+    line every 16 MiB read."""
+    numbers = numbers or {}
+    facts, said, seen, out = None, None, set(), []
+    if model is not None:
+        facts = model if isinstance(model, Facts) else facts_of(model, **numbers)
+    read = 0
+    for n, line in enumerate(lines, 1):
+        read += len(line)
+        if progress is not None and read // _LOG_PROGRESS_BYTES != (read - len(line)) // _LOG_PROGRESS_BYTES:
+            print(f"{PROG}: {read >> 20} MiB of the log read, {len(seen)} distinct errors so far", file=progress)
+        if facts is None:
+            named = _model_in(line) if len(line) < 2000 else None
+            if named is not None:
+                facts = facts_of(named, **numbers)
+                said = f"{named} (named on line {n}: {printable(line.strip(), 80)})"
+        if _QUIET.match(line) or not _MAYBE.search(line):
+            continue
+        text = line.strip()
+        try:
+            d = diagnosis_of(text, facts if facts is not None else Facts())
+        except Unreadable:
+            continue
+        if d is None or d.line in seen:
+            continue
+        seen.add(d.line)
+        out.append(f"line {n}\n" + "\n".join("  " + x for x in report(d, facts or Facts()).splitlines()))
+    head = [_field("model", said or (facts.describe() if facts is not None and facts.known else "none given or named"))]
+    head.append(_field("errors", f"{len(seen)} distinct, in the order they appear"))
+    return "\n".join(head + [""] + ["\n\n".join(out)] if out else head), len(seen)
+
+
+def _overrides(source, numbers: dict) -> list[str]:
+    """One line per option that replaces a number the model itself gives (``--num-kv-heads 32`` on a model of 8)."""
+    if source is None:
+        return []
+    try:
+        own = facts_of(source)
+    except ConfigError:
+        return []
+    said = []
+    for flag, dest, _, what in NUMBER_OPTIONS:
+        value, theirs = numbers.get(dest), getattr(own, dest, None)
+        if value is not None and theirs is not None and value != theirs:
+            extra = " (for the count the failing call passed, use --passed-kv-heads)" if dest == "num_kv_heads" else ""
+            said.append(f"{PROG}: {flag} {value} replaces {printable(str(source), 60)}'s {theirs}, {what}{extra}")
+    return said
+
+
 def silent_report(symptom: str) -> str | None:
     """The checklist of ``symptom`` as printed, or None for an unknown symptom."""
     c = checklist(symptom)
@@ -263,6 +364,8 @@ def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None
             return 2
         print(text, file=out)
         return 0
+    if args.log is not None:
+        return _log_main(args, out, err)
     if args.text is None:
         print(
             f"{PROG}: paste the error's text (or -), or ask for a checklist with --silent {{{','.join(CHECKLISTS)}}}",
@@ -275,6 +378,8 @@ def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None
     source = args.config if args.config is not None else args.model
     numbers = {dest: getattr(args, dest) for _, dest, _, _ in NUMBER_OPTIONS}
     numbers["rope_theta"] = args.rope_theta
+    for line in _overrides(source, numbers):
+        print(line, file=err)
     try:
         f = facts_of(source, **numbers)
     except ConfigError as e:
@@ -304,3 +409,39 @@ def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None
         return 1
     print(result, file=out)
     return 0
+
+
+def _log_main(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """``explain --log FILE``: the log read line by line; exit 0 if any error was explained, 1 if none."""
+    if args.text is not None:
+        print(f"{PROG}: give the error's text or --log FILE, not both", file=err)
+        return 2
+    source = args.config if args.config is not None else args.model
+    numbers = {dest: getattr(args, dest) for _, dest, _, _ in NUMBER_OPTIONS}
+    numbers["rope_theta"] = args.rope_theta
+    for line in _overrides(source, numbers):
+        print(line, file=err)
+    try:
+        stream = sys.stdin if args.log == "-" else open(_log_path(args.log), encoding="utf-8", errors="replace")
+    except (OSError, ConfigError) as e:
+        print(f"{PROG}: --log {printable(args.log, 80)}: cannot read it ({e})", file=err)
+        return 2
+    try:
+        with stream if stream is not sys.stdin else nullcontext(stream):
+            text, count = log_report(stream, source, numbers, progress=err)
+    except ConfigError as e:
+        print(f"{PROG}: {printable(str(e), 300)}", file=err)
+        return 2
+    print(text, file=out)
+    return 0 if count else 1
+
+
+def _log_path(path: str) -> str:
+    """``path`` if it is a regular file (a FIFO or a device would block or never end)."""
+    import os
+    import stat
+
+    st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise ConfigError(f"{path}: not a regular file (pass - and pipe it in)")
+    return path

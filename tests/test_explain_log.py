@@ -1,0 +1,93 @@
+"""``explain --log``: a whole serving log, every distinct error explained once, in order, with its line; the
+model from the options or from a log line naming it; INFO and WARNING lines and repeated tracebacks
+skipped. And an option that replaces a preset's number says so."""
+
+import io
+import os
+import subprocess
+import sys
+from types import SimpleNamespace
+
+from ropepool.cli.explain import NUMBER_OPTIONS, log_report, main
+
+LOG = """\
+2026-12-05 10:00:01 INFO     Starting server, model=meta-llama/Meta-Llama-3-8B-Instruct
+2026-12-05 10:00:02 INFO     Loading weights took 12.3 s
+2026-12-05 10:00:03 WARNING  shape mismatch warnings are off (error budget ok)
+2026-12-05 10:00:04 INFO     Running warmup
+Traceback (most recent call last):
+  File "/srv/app/attention.py", line 88, in forward
+    k = k.view(bsz, q_len, self.num_heads, self.head_dim)
+RuntimeError: shape '[1, 7, 32, 128]' is invalid for input of size 7168
+2026-12-05 10:00:05 INFO     Retrying request 17 (attempt 2 of 3)
+Traceback (most recent call last):
+  File "/srv/app/attention.py", line 88, in forward
+    k = k.view(bsz, q_len, self.num_heads, self.head_dim)
+RuntimeError: shape '[1, 7, 32, 128]' is invalid for input of size 7168
+2026-12-05 10:00:06 INFO     Falling back to the fused kernel
+ValueError: k shape must be [num_tokens, num_kv_heads, head_dim], got (4, 32, 128)
+2026-12-05 10:00:07 INFO     Shutting down
+"""
+
+
+def args(**kw):
+    base = dict(text=None, model=None, config=None, rope_theta=None, silent=None, log=None)
+    base.update({dest: None for _, dest, _, _ in NUMBER_OPTIONS})
+    base.update(kw)
+    return SimpleNamespace(**base)
+
+
+def run(**kw):
+    out, err = io.StringIO(), io.StringIO()
+    code = main(args(**kw), out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_every_distinct_error_once_in_order_with_its_line_and_the_model_from_the_log(tmp_path):
+    path = tmp_path / "serve.log"
+    path.write_text(LOG)
+    code, out, _ = run(log=str(path))
+    assert code == 0
+    assert "llama-3-8b (named on line 1:" in " ".join(out.split())
+    assert [line for line in out.splitlines() if line.startswith("line ")] == ["line 8", "line 15"]
+    assert "kv_viewed_with_hq" in out  # the view, read against Llama-3-8B's 8 KV heads
+    assert out.count("shape '[1, 7, 32, 128]'") == 1  # the retried traceback: once
+
+
+def test_the_model_given_wins_and_no_line_is_needed(tmp_path):
+    path = tmp_path / "serve.log"
+    path.write_text(LOG.replace("model=meta-llama/Meta-Llama-3-8B-Instruct", "ready"))
+    code, out, _ = run(log=str(path), model="mistral-7b")
+    assert code == 0 and "named on line" not in out and "Mistral-7B" in out
+    _, alone, _ = run(log=str(path))
+    assert "none given or named" in alone
+
+
+def test_stdin_a_fifo_and_a_log_without_errors(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "ropepool", "explain", "--log", "-"], input=LOG, capture_output=True, text=True
+    )
+    assert done.returncode == 0 and "line 15" in done.stdout
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    code, _, err = run(log=str(fifo))
+    assert code == 2 and "not a regular file (pass - and pipe it in)" in err
+    quiet = tmp_path / "quiet.log"
+    quiet.write_text("INFO all good\nDEBUG still good\n")
+    code, out, _ = run(log=str(quiet))
+    assert code == 1 and "0 distinct" in out
+
+
+def test_the_report_reads_lines_as_they_come():
+    lines = iter(LOG.splitlines(keepends=True))  # a stream, not a list: read once
+    text, count = log_report(lines)
+    assert count == 2 and "line 8" in text
+
+
+def test_an_option_that_replaces_a_preset_s_number_says_so():
+    code, _, err = run(text="k shape must be [num_tokens, num_kv_heads, head_dim], got (4, 32, 128)",
+                       model="llama-3-8b", num_kv_heads=32)  # fmt: skip
+    assert "--num-kv-heads 32 replaces llama-3-8b's 8" in err and "--passed-kv-heads" in err
+    _, _, same = run(text="k shape must be [num_tokens, num_kv_heads, head_dim], got (4, 32, 128)",
+                     model="llama-3-8b", num_kv_heads=8)  # fmt: skip
+    assert "replaces" not in same
