@@ -364,6 +364,9 @@ def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None
             return 2
         print(text, file=out)
         return 0
+    if args.model is not None and args.config is not None:
+        print(f"{PROG}: give --model or --config, not both", file=err)
+        return 2
     if args.log is not None:
         return _log_main(args, out, err)
     if args.text is None:
@@ -372,14 +375,7 @@ def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None
             file=err,
         )
         return 2
-    if args.model is not None and args.config is not None:
-        print(f"{PROG}: give --model or --config, not both", file=err)
-        return 2
-    source = args.config if args.config is not None else args.model
-    numbers = {dest: getattr(args, dest) for _, dest, _, _ in NUMBER_OPTIONS}
-    numbers["rope_theta"] = args.rope_theta
-    for line in _overrides(source, numbers):
-        print(line, file=err)
+    source, numbers = _model_options(args, err)
     try:
         f = facts_of(source, **numbers)
     except ConfigError as e:
@@ -411,16 +407,23 @@ def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None
     return 0
 
 
-def _log_main(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """``explain --log FILE``: the log read line by line; exit 0 if any error was explained, 1 if none."""
-    if args.text is not None:
-        print(f"{PROG}: give the error's text or --log FILE, not both", file=err)
-        return 2
+def _model_options(args: argparse.Namespace, err: TextIO) -> tuple:
+    """``(source, numbers)``: the model given (--config or --model) and the number options; each option that
+    replaces a number the model gives is said on ``err``."""
     source = args.config if args.config is not None else args.model
     numbers = {dest: getattr(args, dest) for _, dest, _, _ in NUMBER_OPTIONS}
     numbers["rope_theta"] = args.rope_theta
     for line in _overrides(source, numbers):
         print(line, file=err)
+    return source, numbers
+
+
+def _log_main(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """``explain --log FILE``: the log read line by line; exit 0 if any error was explained, 1 if none."""
+    if args.text is not None:
+        print(f"{PROG}: give the error's text or --log FILE, not both", file=err)
+        return 2
+    source, numbers = _model_options(args, err)
     try:
         stream = sys.stdin if args.log == "-" else open(_log_path(args.log), encoding="utf-8", errors="replace")
     except (OSError, ConfigError) as e:
