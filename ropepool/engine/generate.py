@@ -132,6 +132,12 @@ class Engine:
         self.thread = threading.get_ident()
         self._requests = weakref.WeakValueDictionary()  # rid -> Request, while someone holds it
         self._next_rid = 0
+        self.watchers = []  # f(engine, batch, records) after each committed step (see watch)
+
+    def watch(self, watcher) -> None:
+        """Call ``watcher(engine, batch, records)`` after every step that commits, with the step's undo records
+        (``(undo, args)`` oldest first, :mod:`.journal`): what the step changed (:mod:`.recording` keeps it)."""
+        self.watchers.append(watcher)
 
     @property
     def stats(self) -> Stats:
@@ -223,18 +229,23 @@ class Engine:
             with SigintHold():  # a second Ctrl-C waits for the rollback, then goes to the program's handler
                 self.journal.rollback()
             raise
-        self.journal.commit()  # committed: the batch, finished requests included, is returned
-        return self._hand_back(hold, batch)
+        records = self.journal.commit()  # committed: the batch, finished requests included, is returned
+        return self._hand_back(hold, batch, records)
 
-    def _hand_back(self, hold: SigintHold, batch: Batch) -> Batch:
-        """Stop holding Ctrl-C and return ``batch``; a Ctrl-C held since the commit goes to the handler in
-        force, or, where that is Python's own (a KeyboardInterrupt here would lose the batch), waits for
-        the next step."""
-        if hold.stop():
-            if hold.previous is signal.default_int_handler:
-                self.held_interrupts += 1
-            else:
-                deliver()
+    def _hand_back(self, hold: SigintHold, batch: Batch, records: list) -> Batch:
+        """Tell the watchers (inside the hold: a watcher sees every committed step), stop holding Ctrl-C and
+        return ``batch``; a Ctrl-C held since the commit goes to the handler in force, or, where that is
+        Python's own (a KeyboardInterrupt here would lose the batch), waits for the next step. A watcher's
+        error reaches the caller; the step stands."""
+        try:
+            for watcher in self.watchers:
+                watcher(self, batch, records)
+        finally:
+            if hold.stop():
+                if hold.previous is signal.default_int_handler:
+                    self.held_interrupts += 1
+                else:
+                    deliver()
         return batch
 
     def _settle(self) -> None:

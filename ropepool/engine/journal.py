@@ -8,7 +8,8 @@ database makes such a change a transaction with a log of undo records; so does t
   function and its arguments that undo the change it just made (``allocate`` records "put these
   pages back at the head of the free list"). The log holds what the step touched, nothing more:
   O(pages and nodes touched), whatever the pool's size.
-- :meth:`Journal.commit` forgets the log: the step stands.
+- :meth:`Journal.commit` hands the log over and forgets it: the step stands (a recording reads what
+  changed from it: :mod:`.recording`).
 - :meth:`Journal.rollback` calls the undo records newest first: the engine is as it was when the
   step began. A Ctrl-C (SIGINT) arriving meanwhile is held until the log is undone
   (:class:`SigintHold`), then handed to the program's handler: a second Ctrl-C cannot leave half a rollback. A rollback
@@ -63,11 +64,12 @@ class Journal:
         self._marked.add(id(obj))
         return True
 
-    def commit(self) -> None:
-        """The step stands: forget its undo records."""
+    def commit(self) -> list[tuple]:
+        """The step stands: forget its undo records; return them, ``(undo, args)`` oldest first."""
         self.active = False
-        self._undo.clear()
+        records, self._undo = self._undo, []
         self._marked.clear()
+        return records
 
     def rollback(self) -> bool:
         """Undo the step's changes, newest first; return whether a Ctrl-C arrived meanwhile (held till the end,

@@ -1,0 +1,58 @@
+"""A recorded run as one self-contained HTML page: every step's frame and a slider, nothing fetched, nothing to install.
+
+The page holds the frames of :func:`.render.frames` as a JSON list and a few lines of JavaScript: the
+slider, the buttons and the arrow keys show frame ``k``. Open it from disk, put it on a projector, send it.
+"""
+
+from __future__ import annotations
+
+import json
+from html import escape
+
+from .render import STYLE, frames
+
+SCRIPT = """
+const frames = JSON.parse(document.getElementById('rp-frames').textContent);
+const slider = document.getElementById('rp-step'), shown = document.getElementById('rp-shown');
+const label = document.getElementById('rp-label');
+function show(k) {
+  k = Math.max(0, Math.min(frames.length - 1, k));
+  slider.value = k;
+  shown.innerHTML = frames[k];
+  label.textContent = 'step ' + k + ' of ' + (frames.length - 1);
+}
+slider.addEventListener('input', () => show(+slider.value));
+document.getElementById('rp-back').addEventListener('click', () => show(+slider.value - 1));
+document.getElementById('rp-next').addEventListener('click', () => show(+slider.value + 1));
+document.addEventListener('keydown', e => {
+  if (e.target === slider) return;  // the slider moves itself with the arrow keys
+  if (e.key === 'ArrowLeft') show(+slider.value - 1);
+  if (e.key === 'ArrowRight') show(+slider.value + 1);
+});
+show(0);
+"""
+
+
+def page(recording, title: str, *, about: str = "", decode=None) -> str:
+    """The page's HTML: ``title``, a line ``about`` the run, the slider over every step of ``recording``."""
+    data = json.dumps(frames(recording, decode)).replace("</", "<\\/")  # no "</script>" inside the script
+    last = len(recording)
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>body {{ margin: 16px; }} {STYLE}
+.rp-controls {{ font: 15px system-ui, sans-serif; display: flex; gap: 10px; align-items: center; margin: 8px 0; }}
+.rp-controls input[type=range] {{ width: 420px; }}
+.rp-controls button {{ font-size: 15px; padding: 2px 12px; }}</style></head>
+<body>
+<h2 style="font: bold 20px system-ui, sans-serif; margin: 0">{escape(title)}</h2>
+<p style="font: 14px system-ui, sans-serif; margin: 4px 0">{escape(about)}</p>
+<div class="rp-controls"><button id="rp-back" aria-label="previous step">&#9664;</button>
+<input id="rp-step" type="range" min="0" max="{last}" value="0" aria-label="step">
+<button id="rp-next" aria-label="next step">&#9654;</button><span id="rp-label"></span>
+<span style="color: #555">(arrow keys: step back and forth)</span></div>
+<div id="rp-shown"></div>
+<script type="application/json" id="rp-frames">{data}</script>
+<script>{SCRIPT}</script>
+</body></html>
+"""
