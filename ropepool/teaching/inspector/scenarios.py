@@ -42,7 +42,7 @@ class Run:
     about: str
 
 
-def _tiny_prompts(count: int, common: int, own: int) -> list[list[int]]:
+def tiny_prompts(count: int, common: int, own: int) -> list[list[int]]:
     """``count`` prompts of made-up token ids: ``common`` shared ones, then ``own`` of each's own."""
     shared = [1, *range(10, 9 + common)]
     return [shared + [60 + 7 * i + j for j in range(own)] for i in range(count)]
@@ -55,7 +55,7 @@ def _model(scenario: str, model: str, progress):
     if scenario == "window":
         return (
             build("gemma3"),
-            _tiny_prompts(3, 4, 8),
+            tiny_prompts(3, 4, 8),
             None,
             "tiny Gemma-3 (random weights)",
             "SmolLM2 has no sliding window",
@@ -63,7 +63,7 @@ def _model(scenario: str, model: str, progress):
     if scenario == "mla":
         return (
             build("deepseek-v3"),
-            _tiny_prompts(3, 36, 3),
+            tiny_prompts(3, 36, 3),
             None,
             "tiny DeepSeek-V3 (random weights)",
             "SmolLM2 has no MLA",
@@ -83,7 +83,7 @@ def _model(scenario: str, model: str, progress):
             return m, chats, tok.decode, "SmolLM2-135M-Instruct", ""
         except ModelUnavailable as err:
             why = f"SmolLM2 is not here ({err}): "
-    prompts = _tiny_prompts(4, 40, 4) if scenario == "sharing" else _tiny_prompts(3, 4, 16)
+    prompts = tiny_prompts(4, 40, 4) if scenario == "sharing" else tiny_prompts(3, 4, 16)
     return build("llama-gqa"), prompts, None, "tiny Llama (random weights)", why + "the tiny stand-in"
 
 

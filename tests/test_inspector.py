@@ -1,0 +1,136 @@
+"""The inspector draws what the recording holds: each step's rows, owners, writes and evictions, its
+decision in words; as a widget and as one page that needs nothing from the network."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from html.parser import HTMLParser
+
+import pytest
+
+from ropepool.teaching.inspector import scenarios
+from ropepool.teaching.inspector.page import page
+from ropepool.teaching.inspector.render import frames, sentence
+from ropepool.teaching.inspector.widget import Inspector
+
+
+class Squares(HTMLParser):
+    """Every row square of a frame: (pool label, data-row, data-state, data-owners, classes)."""
+
+    def __init__(self):
+        super().__init__()
+        self.pool, self.found = None, []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if "rp-pool" in (a.get("class") or ""):
+            self.pool = a["aria-label"]
+        elif "data-row" in a:
+            owners = [int(x) for x in a["data-owners"].split()]
+            self.found.append((self.pool, int(a["data-row"]), a["data-state"], owners, set(a["class"].split())))
+
+
+def squares(html: str, pool: str = "pool rows") -> list:
+    parser = Squares()
+    parser.feed(html)
+    return [s[1:] for s in parser.found if s[0] == pool]
+
+
+@pytest.fixture(scope="module", params=["sharing", "preemption", "window", "mla"])
+def run(request):
+    return scenarios.run(request.param, "tiny")
+
+
+def test_each_frame_draws_that_steps_rows_owners_writes_and_evictions(run):
+    rec = run.recording
+    drawn = frames(rec)
+    decisions = [None, *rec.decisions]
+    for k, (html, state, decision) in enumerate(zip(drawn, rec.states(), decisions)):
+        assert f'data-step="{k}"' in html
+        shown = squares(html)
+        assert [s[0] for s in shown] == list(range(state.pool_rows))
+        assert [s[1] for s in shown] == state.row_states(), f"step {k}"
+        assert [sorted(s[2]) for s in shown] == [sorted(o) for o in state.row_owners()], f"step {k}"
+        written = {s[0] for s in shown if "w" in s[3]}
+        evicted = {s[0] for s in shown if "e" in s[3]}
+        assert written == set(decision.written if decision else [])
+        assert evicted == set(decision.evicted if decision else [])
+        if state.ring_rows:
+            rings = squares(html, "ring rows")
+            held = {row: rid for rid, rows in state.rings.items() for row in rows}
+            assert [s[2] for s in rings] == [[held[r]] if r in held else [] for r in range(state.ring_rows)]
+
+
+def test_the_scenarios_show_what_they_are_named_for():
+    pre = scenarios.run("preemption", "tiny").recording
+    assert any(d.preempted for d in pre.decisions) and any(d.evicted for d in pre.decisions)
+    share = scenarios.run("sharing", "tiny").recording
+    assert any(n >= 32 for d in share.decisions for n in d.shared.values())
+    window = scenarios.run("window", "tiny").recording
+    assert any(s.rings for s in window.states())
+
+
+def test_the_sentence_says_the_decision():
+    rec = scenarios.run("preemption", "tiny").recording
+    states = list(rec.states())
+    for k, d in enumerate(rec.decisions, 1):
+        say = sentence(d, states[k - 1], states[k])
+        assert say.startswith(f"Step {k}: ")
+        for rid in d.preempted:
+            assert f"Preempted request {rid}" in say or re.search(rf"Preempted requests [\d, ]*{rid}", say)
+        for rid in d.ran:
+            assert f"request {rid} " in say
+        if d.evicted:
+            assert f"gave back {len(d.evicted)} rows" in say
+    chunked = [k for k, d in enumerate(rec.decisions, 1) if any(0 < s < 20 for s in d.starts)]
+    assert chunked and "prefilled a chunk" in sentence(
+        rec.decisions[chunked[0] - 1], states[chunked[0] - 1], states[chunked[0]]
+    )
+
+
+def test_the_page_holds_every_frame_and_fetches_nothing():
+    run = scenarios.run("sharing", "tiny")
+    html = page(run.recording, run.title, about=run.about)
+    assert not re.search(r"https?://|\bsrc=|<link|@import|url\(", html)
+    data = re.search(r'<script type="application/json" id="rp-frames">(.*?)</script>', html, re.S).group(1)
+    assert json.loads(data) == frames(run.recording)
+    assert f'max="{len(run.recording)}"' in html
+
+
+def test_the_widget_shows_the_step_its_slider_is_on():
+    rec = scenarios.run("preemption", "tiny").recording
+    viewer = Inspector(rec, title="preemption")
+    for k in (len(rec), 3, 0):
+        viewer.show(k)
+        assert f'data-step="{k}"' in viewer.view.value and viewer.slider.value == k
+        assert squares(viewer.view.value) == squares(frames(rec)[k])
+
+
+def test_the_command_writes_the_page(tmp_path):
+    out = tmp_path / "run.html"
+    done = subprocess.run(
+        [sys.executable, "-m", "ropepool", "inspect", "--scenario", "window", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == str(out) and "window: 3 prompts on tiny Gemma-3" in done.stdout
+    assert "step 1:" in done.stderr  # progress
+    assert "ring rows" in out.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("bad", ["--out={tmp}", "--out={tmp}/no/such/folder/x.html", "--scenario=beam"])
+def test_the_command_refuses_bad_arguments_in_one_line(tmp_path, bad):
+    done = subprocess.run(
+        [sys.executable, "-m", "ropepool", "inspect", bad.format(tmp=tmp_path)]
+        + ([] if "--out" in bad else ["--out", str(tmp_path / "x.html")]),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert not list(tmp_path.iterdir())

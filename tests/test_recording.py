@@ -1,0 +1,142 @@
+"""A recorded run replays exactly: the books after step k equal a fresh engine's stopped after k steps.
+
+The recording (:mod:`ropepool.engine.recording`) keeps, per step, what the step's undo records name; its
+replay is compared with :func:`~ropepool.engine.recording.snapshot`, which reads a fresh engine's books
+in full, for every step of runs that share prefixes, chunk prompts, preempt, evict, keep sliding-window
+rings and serve MLA, in pages of 1 and 4 rows.
+"""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from ropepool.engine import Allocator, Engine
+from ropepool.engine.recording import Change, record, snapshot
+from ropepool.loaders.tiny import build
+
+COMMON = [1, *range(10, 49)]  # 40 shared tokens: more than the scheduler's in-batch sharing threshold
+SHARED = [COMMON + [60 + 7 * i + j for j in range(4)] for i in range(4)]
+APART = [[1, 2, 3, 4] + [60 + 7 * i + j for j in range(16)] for i in range(3)]
+
+RUNS = {
+    "sharing": ("llama-gqa", SHARED, 4, dict(pool_rows=192)),
+    "sharing-pages-of-4": ("llama-gqa", SHARED, 4, dict(pool_rows=192, page_size=4)),
+    "preemption-chunks-eviction": ("llama-gqa", APART, 8, dict(pool_rows=48, max_step_tokens=16)),
+    "preemption-pages-of-4": ("llama-gqa", APART, 8, dict(pool_rows=48, max_step_tokens=16, page_size=4)),
+    "window-rings": ("gemma3", APART, 6, dict(pool_rows=64, prefix_cache=False)),
+    "mla": ("deepseek-v3", SHARED[:3], 4, dict(pool_rows=160)),
+}
+
+
+def serve(model, prompts, new, kwargs, steps=None, recorded=True):
+    engine = Engine(model, **kwargs)
+    requests = [engine.add_request(p, new) for p in prompts]
+    rec = record(engine) if recorded else None
+    while not engine.done and (steps is None or engine.steps < steps):
+        engine.step()
+    return engine, requests, rec
+
+
+@pytest.mark.parametrize("name", RUNS)
+def test_every_step_replays_to_a_fresh_engine_stopped_there(name):
+    arch, prompts, new, kwargs = RUNS[name]
+    model = build(arch)
+    engine, _, rec = serve(model, prompts, new, kwargs)
+    states = list(rec.states())
+    assert len(states) == engine.steps + 1 and all(c.full is None for c in rec.changes)
+    for k, state in enumerate(states):
+        fresh, requests, _ = serve(model, prompts, new, kwargs, steps=k, recorded=False)
+        assert state == snapshot(fresh, requests=requests), f"{name}: step {k} replays wrong"
+
+
+def test_the_runs_show_what_they_are_named_for():
+    """The scenarios above do what they are for: otherwise the replay test would prove less than it says."""
+    _, _, rec = serve(build("llama-gqa"), *RUNS["preemption-chunks-eviction"][1:])
+    assert any(d.preempted for d in rec.decisions) and any(d.evicted for d in rec.decisions)
+    assert any(0 < s < 20 for d in rec.decisions for s in d.starts)  # a later chunk of a prompt
+    _, _, rec = serve(build("llama-gqa"), *RUNS["sharing"][1:])
+    assert any(d.shared.get(rid, 0) >= 40 for d in rec.decisions for rid in d.admitted)
+    _, _, rec = serve(build("gemma3"), *RUNS["window-rings"][1:])
+    assert any(state.rings for state in rec.states())
+
+
+def test_a_step_records_what_it_changed_not_the_pool():
+    """A decode step's record names the pages and requests it touched: the same few at 64 and at 4096 rows."""
+    model = build("llama-gqa")
+    sizes = {}
+    for rows in (64, 4096):
+        _, _, rec = serve(model, [list(range(1, 21))], 6, dict(pool_rows=rows))
+        decode = rec.changes[2]  # a decode step (the last one also gives every row back)
+        sizes[rows] = (len(decode.pages), sum(len(c[2][1]) for c in decode.requests.values()))
+    assert sizes[64] == sizes[4096] and sizes[64][0] <= 2, sizes
+
+
+def test_a_failed_step_leaves_no_record_and_the_next_replays_right(monkeypatch):
+    model = build("llama-gqa")
+    prompts, new, kwargs = RUNS["preemption-chunks-eviction"][1:]
+    engine = Engine(model, **kwargs)
+    requests = [engine.add_request(p, new) for p in prompts]
+    rec = record(engine)
+    engine.step()
+    run = engine.runner.run
+
+    def interrupted(batch):
+        run(batch)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(engine.runner, "run", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        engine.step()
+    monkeypatch.undo()
+    assert len(rec) == 1
+    while not engine.done:
+        engine.step()
+    fresh, fresh_requests, _ = serve(model, prompts, new, kwargs, recorded=False)
+    assert rec.state(len(rec)) == snapshot(fresh, requests=fresh_requests)
+    assert [r.tokens for r in requests] == [r.tokens for r in fresh_requests]
+
+
+class OwnAllocator(Allocator):
+    """A part of one's own (its undo records are not the engine's to read): the recording reads the books in full."""
+
+
+def test_a_part_of_ones_own_is_recorded_in_full_and_replays_right():
+    model = build("llama-gqa")
+    prompts, new, kwargs = RUNS["preemption-chunks-eviction"][1:]
+    engine, _, rec = serve(model, prompts, new, {**kwargs, "allocator": OwnAllocator})
+    assert rec.changes and all(isinstance(c, Change) and c.full is not None for c in rec.changes)
+    for k, state in enumerate(rec.states()):
+        fresh, requests, _ = serve(model, prompts, new, {**kwargs, "allocator": OwnAllocator}, steps=k, recorded=False)
+        assert state == snapshot(fresh, requests=requests), f"step {k}"
+
+
+def test_recording_changes_nothing_the_engine_serves():
+    model = build("llama-gqa")
+    prompts, new, kwargs = RUNS["preemption-chunks-eviction"][1:]
+    _, with_rec, _ = serve(model, prompts, new, kwargs)
+    _, without, _ = serve(model, prompts, new, kwargs, recorded=False)
+    assert [r.tokens for r in with_rec] == [r.tokens for r in without]
+
+
+def test_a_watcher_that_raises_reaches_the_caller_and_the_step_stands():
+    model = build("llama-gqa")
+    engine = Engine(model, pool_rows=32)
+    engine.add_request([1, 2, 3], 3)
+    rec = record(engine)
+
+    def broken(engine, batch, records):
+        raise RuntimeError("watcher")
+
+    engine.watch(broken)
+    with pytest.raises(RuntimeError, match="watcher"):
+        engine.step()
+    assert engine.steps == 1 and len(rec) == 1  # committed, and recorded by the watcher before it
+    assert signal.getsignal(signal.SIGINT) is not None  # the hold was let go: a handler is in force
+
+
+def test_state_past_the_end_is_refused():
+    _, _, rec = serve(build("llama-gqa"), [[1, 2, 3]], 2, dict(pool_rows=16))
+    with pytest.raises(IndexError, match="steps 0 to 2"):
+        rec.state(3)
