@@ -36,9 +36,10 @@ pytestmark = pytest.mark.e2e
 
 NOTEBOOKS = sorted(ROOT.glob("*.ipynb"))
 
-# A code line that shows a widget: a widget class from ropepool's teaching widgets, or ipywidgets.
+# A code line that shows a widget: a widget class from ropepool's teaching widgets or the step viewer, or ipywidgets.
 SHOWS_WIDGETS = re.compile(
-    r"^\s*(from ropepool\.teaching\.widgets\.\w+ import .*\b[A-Z]\w*|import ipywidgets|from ipywidgets)", re.M
+    r"^\s*(from ropepool\.teaching\.(widgets\.\w+|inspector\.widget) import .*\b[A-Z]\w*|import ipywidgets|from ipywidgets)",
+    re.M,
 )
 
 

@@ -70,13 +70,14 @@ def sentence(decision: Decision | None, before: State, after: State) -> str:
             continue
         what = "prefilled" if start + n >= prompt else "prefilled a chunk:"
         found = f" (positions 0-{start - 1} found in the tree)" if rid in decision.admitted and start else ""
-        parts.append(f"request {rid} {what} positions {start}-{start + n - 1} of its {prompt}-token prompt{found}")
+        span = f"position {start}" if n == 1 else f"positions {start}-{start + n - 1}"
+        parts.append(f"request {rid} {what} {span} of its {prompt}-token prompt{found}")
     say = f"Step {decision.step}: " + "; ".join(parts) + "."
     if decision.admitted:
         say += f" Admitted {_req(decision.admitted)}."
     waiting = [rid for rid in after.waiting if rid not in decision.preempted]
-    if waiting and not decision.preempted:
-        say += f" {_req(waiting).capitalize()} {'waits' if len(waiting) == 1 else 'wait'}: no room this step."
+    if waiting:
+        say += f" {_req(waiting).capitalize()} {'waits' if len(waiting) == 1 else 'wait'}."
     if decision.preempted:
         say += (
             f" Preempted {_req(decision.preempted)} for rows: its rows go back, it waits first in line and "

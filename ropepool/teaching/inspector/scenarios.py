@@ -96,7 +96,7 @@ def run(scenario: str = "sharing", model: str = "tiny", *, progress=None) -> Run
     m, prompts, decode, name, why = _model(scenario, model, progress)
     longest = max(map(len, prompts))
     if scenario == "preemption":
-        new, kwargs = 8, dict(pool_rows=2 * longest + 8, max_step_tokens=16)
+        new, kwargs = 8, dict(pool_rows=longest + 28, max_step_tokens=16)
     elif scenario == "window":
         new, kwargs = 6, dict(pool_rows=64, prefix_cache=False)
     else:
