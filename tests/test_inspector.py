@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+from html import unescape
 from html.parser import HTMLParser
 
 import pytest
@@ -134,3 +135,37 @@ def test_the_command_refuses_bad_arguments_in_one_line(tmp_path, bad):
     )
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert not list(tmp_path.iterdir())
+
+
+def test_a_wrong_part_is_seen_where_it_first_differs():
+    """The build track's tree that matches whole edges, beside the engine's: the viewer opens on the step where
+    the second request is admitted with rows of tokens it does not have, and says so."""
+    from ropepool.engine import Engine
+    from ropepool.engine.recording import record
+    from ropepool.loaders.tiny import build
+    from ropepool.track import mistakes, solutions
+    from ropepool.track.tree import Cached
+
+    model = build("llama-gqa")
+    first, second = list(range(1, 45)), [*range(1, 31), 90, 91]  # the second leaves the first's edge at 30
+
+    def serve(**parts):
+        engine = Engine(model, pool_rows=128, **parts)
+        rec = record(engine)
+        for prompt in (first, second):  # one after the other: the first is cached when the second comes
+            engine.add_request(prompt, 3)
+            while not engine.done:
+                engine.step()
+        return rec
+
+    engine_own = serve()
+    same = Inspector(serve(prefix_cache=Cached.factory(solutions.PrefixTree)), compare_to=engine_own)
+    assert same.difference is None and "agree at every step" in same.children[0].value
+    wrong = serve(prefix_cache=Cached.factory(mistakes.TreeMatchesWholeEdges))
+    viewer = Inspector(wrong, compare_to=engine_own, labels=("your tree", "the engine's"))
+    step, what = viewer.difference
+    admitted = next(d.step for d in engine_own.decisions if 1 in d.admitted)
+    assert step == admitted and viewer.slider.value == step
+    assert f"your tree and the engine's first differ at step {step}" in unescape(viewer.children[0].value)
+    assert what == f"step {step}: the tokens each ran (requests [1]): yours [1], theirs [2]", what
+    assert viewer.view.value.count('class="rp-frame"') == 2

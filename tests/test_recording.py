@@ -140,3 +140,31 @@ def test_state_past_the_end_is_refused():
     _, _, rec = serve(build("llama-gqa"), [[1, 2, 3]], 2, dict(pool_rows=16))
     with pytest.raises(IndexError, match="steps 0 to 2"):
         rec.state(3)
+
+
+def test_the_build_tracks_reference_parts_record_the_engines_run_step_for_step():
+    """The track's reference allocator and tree (recorded in full: parts of one's own) make the same decisions
+    and books as the engine's own at every step, and its reference scheduler does without the prefix cache
+    (with it, the learner's plan counts a waiting request's whole sequence against the free rows, cached
+    prefix included, so it may admit a step later than the engine); a tree that evicts the newest leaf is
+    found at the step it first evicts."""
+    from ropepool.engine.recording import first_difference
+    from ropepool.track import mistakes, solutions
+    from ropepool.track.allocator import Paged
+    from ropepool.track.schedule import Planned
+    from ropepool.track.tree import Cached
+
+    model = build("llama-gqa")
+    prompts, new, kwargs = RUNS["preemption-chunks-eviction"][1:]
+    _, _, own = serve(model, prompts, new, kwargs)
+    track = dict(allocator=Paged.factory(solutions.Allocator), prefix_cache=Cached.factory(solutions.PrefixTree))
+    _, _, theirs = serve(model, prompts, new, {**kwargs, **track})
+    assert not theirs.journaled and first_difference(theirs, own) is None
+    uncached = {**kwargs, "prefix_cache": False}
+    _, _, own_plan = serve(model, prompts, new, uncached)
+    _, _, their_plan = serve(model, prompts, new, {**uncached, "scheduler": Planned.factory(solutions.schedule_step)})
+    assert any(d.preempted for d in own_plan.decisions) and first_difference(their_plan, own_plan) is None
+    _, _, newest = serve(model, prompts, new, {**kwargs, "prefix_cache": Cached.factory(mistakes.TreeEvictsNewest)})
+    step, what = first_difference(newest, own)
+    first_eviction = next(d.step for d in own.decisions if d.evicted)
+    assert step == first_eviction and ("rows evicted" in what or "rows written" in what), what

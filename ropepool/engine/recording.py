@@ -229,7 +229,11 @@ class Recording:
         evicted: list[int] = []
         change = self._read(engine, batch, records, evicted) if self.journaled else None
         if change is None:
+            before = self.changes[-1].full if self.changes and self.changes[-1].full else self.start
             change = Change(full=snapshot(engine, requests=self._requests(engine, batch)))
+            for rid, view in before.requests.items():  # finished before, let go by the caller: kept as they ended
+                change.full.requests.setdefault(rid, copy.deepcopy(view))
+            evicted = _evicted(batch, before)
         for rid in change.requests:
             self._known.add(rid)
         if change.full is not None:
@@ -397,6 +401,18 @@ def _apply(state: State, change: Change) -> State:
     return state
 
 
+def _evicted(batch, before: State) -> list[int]:
+    """Rows the step took back from the tree: those it reclaimed that no request it preempted held (the full
+    books before the step say which those held)."""
+    theirs = {
+        row
+        for rid in (r.rid for r in batch.preempted)
+        if rid in before.requests
+        for row in before.requests[rid].slot_table
+    }
+    return sorted(set(batch.reclaimed) - theirs)
+
+
 def _decision(engine, batch, evicted: list[int]) -> Decision:
     admitted = [r.rid for r in batch.admitted]
     starts, pos = [], 0
@@ -415,6 +431,58 @@ def _decision(engine, batch, evicted: list[int]) -> Decision:
         evicted=sorted(evicted),
         shared={rid: start for rid, start in zip((r.rid for r in batch.requests), starts) if rid in admitted},
     )
+
+
+#: What two recordings are compared on, per step: the decision's fields, then the books'.
+_DECIDED = {
+    "ran": "the requests run",
+    "lengths": "the tokens each ran",
+    "admitted": "admitted",
+    "preempted": "preempted",
+    "finished": "finished",
+    "written": "the rows written",
+    "evicted": "the rows evicted",
+}
+_KEPT = ("status", "slot_table", "num_cached", "tokens")
+
+
+def first_difference(mine: Recording, theirs: Recording) -> tuple[int, str] | None:
+    """The first step where two recordings of the same requests differ, and how, in words; None if none.
+
+    Compared per step: the decision (who ran and how many tokens, admitted, preempted, finished, rows
+    written and evicted), then the books (each page's holders, each request's status, slot table,
+    tokens, the queues). The prefix trees' shapes are not compared (a tree of one's own may be built
+    another way); what they hand out is, through the slot tables and the holders.
+    """
+    ours, others = list(mine.states()), list(theirs.states())
+    decided = [None, *mine.decisions], [None, *theirs.decisions]
+    for k in range(max(len(ours), len(others))):
+        if k >= len(ours) or k >= len(others):
+            short = "yours" if k >= len(ours) else "theirs"
+            return k, f"step {k}: {short} ended after step {k - 1}, the other went on"
+        a, b = decided[0][k], decided[1][k]
+        for name, words in _DECIDED.items() if a is not None else ():
+            if getattr(a, name) != getattr(b, name):
+                return k, f"step {k}: {words} (requests {a.ran}): yours {getattr(a, name)}, theirs {getattr(b, name)}"
+        x, y = ours[k], others[k]
+        for rid in sorted(set(x.requests) | set(y.requests)):
+            if rid not in x.requests or rid not in y.requests:
+                return k, f"step {k}: request {rid} is in one recording only"
+            for name in _KEPT:
+                u, v = getattr(x.requests[rid], name), getattr(y.requests[rid], name)
+                if u != v:
+                    return k, f"step {k}: request {rid}'s {name.replace('_', ' ')}: yours {u}, theirs {v}"
+        for name in ("waiting", "running", "refs"):
+            u, v = getattr(x, name), getattr(y, name)
+            if u != v:
+                where = [p for p, (i, j) in enumerate(zip(u, v)) if i != j] if name == "refs" else None
+                what = (
+                    f"pages {where[:8]} held by {[u[p] for p in where[:8]]} against {[v[p] for p in where[:8]]}"
+                    if where
+                    else f"yours {u}, theirs {v}"
+                )
+                return k, f"step {k}: {'holders of pages' if name == 'refs' else name}: {what}"
+    return None
 
 
 def record(engine) -> Recording:
