@@ -20,6 +20,7 @@ and stopped after ``k`` steps (tests/test_recording.py).
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .allocator import Allocator
@@ -173,12 +174,10 @@ def snapshot(engine, requests=None, step: int | None = None) -> State:
     """The engine's books read in full: O(the pool and the tree). ``requests``: those to include (default: the
     ones the engine still holds, :attr:`Engine.requests`)."""
     a, s = engine.allocator, engine.scheduler
-    refs = a.refs
-    refs = (
-        [int(refs[p]) for p in range(a.num_pages)]
-        if not isinstance(refs, dict)
-        else [int(refs.get(p, 0)) for p in range(a.num_pages)]
-    )
+    refs = a.refs  # a list, or any mapping page -> holders (a part of one's own)
+    if isinstance(refs, Mapping):
+        refs = {p: refs.get(p, 0) for p in range(a.num_pages)}
+    refs = [int(refs[p]) for p in range(a.num_pages)]
     reqs = engine.requests if requests is None else requests
     cache = s.cache
     nodes = {n.id: node_view(n) for n in cache.nodes()} if isinstance(cache, RadixCache) else {}
