@@ -260,7 +260,7 @@ CORPUS = [
         text="KeyError: \"Missing required keys in `rope_parameters` for 'rope_type'='llama3': {'high_freq_factor', "
         "'low_freq_factor'}\"",
         cause="a llama3 rope_scaling trimmed to {rope_type, factor}",
-        source="transformers 5.25.0, LlamaConfig(rope_scaling={'rope_type': 'llama3', 'factor': 8.0}) (run here)",
+        source="transformers 5.25.0 modeling_rope_utils.py (_check_received_keys), LlamaConfig(rope_scaling={'rope_type': 'llama3', 'factor': 8.0}) (run here)",
         expect="scaling_fields_missing",
         says=("high_freq_factor = 4.0", "low_freq_factor = 1.0"),
     ),
@@ -269,7 +269,7 @@ CORPUS = [
         model="qwen2.5-7b-yarn",
         text="KeyError: \"Missing required keys in `rope_parameters` for 'rope_type'='yarn': {'factor'}\"",
         cause="a yarn rope_scaling without its factor",
-        source="transformers 5.25.0, LlamaConfig(rope_scaling={'rope_type': 'yarn', "
+        source="transformers 5.25.0 modeling_rope_utils.py (_check_received_keys), LlamaConfig(rope_scaling={'rope_type': 'yarn', "
         "'original_max_position_embeddings': 32768}) (run here)",
         expect="scaling_fields_missing",
         says=("factor = 4.0",),
@@ -322,7 +322,7 @@ CORPUS = [
         '    scaling_type = self.config.rope_scaling["type"]\n'
         "                   ~~~~~~~~~~~~~~~~~~~~~~~~^^^^^^^^\nKeyError: 'type'",
         cause="custom Llama code reading rope_scaling['type'] of a config that spells it rope_type",
-        source="Python's KeyError of a dict lookup rope_scaling['type'] in the reader's RoPE code (kblam/models/llama3_model.py _init_rope)",
+        source="Python's KeyError of a dict lookup rope_scaling['type'] in the reader's RoPE code (KBLaM 0.1 src/kblam/models/llama3_model.py _init_rope)",
         reported="https://github.com/microsoft/KBLaM/issues/37",
         expect="layout_skew",
         says=("older than the config",),
@@ -363,7 +363,7 @@ CORPUS = [
         model="llama-3-8b",
         text="ValueError: [reshape] Cannot reshape array of size 7168 into shape (1,7,32,128).",
         cause="k of 8 KV heads reshaped with 32 heads",
-        source="mlx 0.32.4, mx.zeros((1, 7, 1024)).reshape(1, 7, 32, 128) (run here)",
+        source="mlx 0.32.4 mlx/ops.cpp (reshape), mx.zeros((1, 7, 1024)).reshape(1, 7, 32, 128) (run here)",
         expect="kv_viewed_with_hq",
         says=("num_key_value_heads",),
     ),
@@ -372,7 +372,7 @@ CORPUS = [
         model="qwen2.5-7b",
         text="ValueError: [reshape] Cannot reshape array of size 17920 into shape (1,5,4,128).",
         cause="Qwen2.5-7B's q (28 heads) reshaped with its 4 KV heads",
-        source="mlx 0.32.4, mx.zeros((1, 5, 3584)).reshape(1, 5, 4, 128) (run here)",
+        source="mlx 0.32.4 mlx/ops.cpp (reshape), mx.zeros((1, 5, 3584)).reshape(1, 5, 4, 128) (run here)",
         expect="ambiguous",
         says=("view q with num_attention_heads",),
     ),
@@ -381,7 +381,7 @@ CORPUS = [
         model="gemma-2-9b",
         text="ValueError: [reshape] Cannot reshape array of size 12288 into shape (1,6,8,224).",
         cause="Gemma-2-9B's head_dim taken as 3584 // 16 = 224; the config sets 256",
-        source="mlx 0.32.4, mx.zeros((1, 6, 2048)).reshape(1, 6, 8, 224) (run here)",
+        source="mlx 0.32.4 mlx/ops.cpp (reshape), mx.zeros((1, 6, 2048)).reshape(1, 6, 8, 224) (run here)",
         expect="head_dim_from_hidden",
         says=("3584 // 16 = 224", "256"),
     ),
@@ -390,7 +390,7 @@ CORPUS = [
         model="llama-3-8b",
         text="ValueError: [broadcast_shapes] Shapes (1,32) and (1,8) cannot be broadcast.",
         cause="q @ k.T with q of 32 heads and k of 8 (no repeat, or a hand-written attention)",
-        source="mlx 0.32.4, mx.zeros((1, 32, 7, 128)) @ mx.zeros((1, 8, 128, 7)) (run here)",
+        source="mlx 0.32.4 mlx/ops.cpp (broadcast_shapes), mx.zeros((1, 32, 7, 128)) @ mx.zeros((1, 8, 128, 7)) (run here)",
         expect="missing_repeat_kv",
         says=("mx.fast.scaled_dot_product_attention",),
     ),
@@ -399,7 +399,7 @@ CORPUS = [
         model="phi-2",
         text="ValueError: [broadcast_shapes] Shapes (1,32,7,80) and (7,32) cannot be broadcast.",
         cause="Phi-2 rotates 32 of 80 dimensions; cos of 32 multiplied into the whole head",
-        source="mlx 0.32.4, mx.zeros((1, 32, 7, 80)) * mx.zeros((7, 32)) (run here)",
+        source="mlx 0.32.4 mlx/ops.cpp (broadcast_shapes), mx.zeros((1, 32, 7, 80)) * mx.zeros((7, 32)) (run here)",
         expect="rotary_dim",
         says=("q[..., :32]",),
     ),
@@ -409,7 +409,7 @@ CORPUS = [
         text="ValueError: [scaled_dot_product_attention] n_heads must be a multiple of n_kv_heads, found n_heads 28 "
         "for n_kv_heads 6.",
         cause="k passed as [B, T, H, D] (6 tokens on the head axis)",
-        source="mlx 0.32.4, mx.fast.scaled_dot_product_attention(q [1,28,6,128], k [1,6,4,128], ...) (run here)",
+        source="mlx 0.32.4 mlx/fast.cpp, mx.fast.scaled_dot_product_attention(q [1,28,6,128], k [1,6,4,128], ...) (run here)",
         expect="foreign_k",
         says=("transpose(0, 2, 1, 3)",),
     ),
@@ -419,7 +419,7 @@ CORPUS = [
         text="ValueError: [scaled_dot_product_attention] keys, values expected to have matching n_kv_heads; found "
         "keys with n_heads 7 for values with n_heads 8.",
         cause="k left as [B, T, H, D], v transposed",
-        source="mlx 0.32.4, mx.fast.scaled_dot_product_attention(q, k [1,7,8,128], v [1,8,7,128]) (run here)",
+        source="mlx 0.32.4 mlx/fast.cpp, mx.fast.scaled_dot_product_attention(q, k [1,7,8,128], v [1,8,7,128]) (run here)",
         expect="k_layout",
         says=("transpose(0, 2, 1, 3)",),
     ),
@@ -428,7 +428,7 @@ CORPUS = [
         model="gemma-2-9b",
         text="ValueError: [rope] dims must not exceed the input's last dimension (224) but got 256.",
         cause="Gemma-2's k viewed with 224 (hidden_size // heads), rope dims from config.head_dim 256",
-        source="mlx 0.32.4, mx.fast.rope(mx.zeros((1, 8, 6, 224)), 256, ...) (run here)",
+        source="mlx 0.32.4 mlx/fast.cpp, mx.fast.rope(mx.zeros((1, 8, 6, 224)), 256, ...) (run here)",
         expect="head_dim_from_hidden",
         says=("3584 // 16 = 224",),
     ),
@@ -438,7 +438,7 @@ CORPUS = [
         text="ValueError: Expected shape (4096, 4096) but received shape (1024, 4096) for parameter "
         "model.layers.0.self_attn.k_proj.weight",
         cause="config.json without num_key_value_heads (mlx-lm defaults it to num_attention_heads)",
-        source="mlx 0.32.4 nn.Module.load_weights via an mlx-lm 0.32.2 llama.Attention(num_key_value_heads=None) "
+        source="mlx 0.32.4 python/mlx/nn/layers/base.py Module.load_weights via an mlx-lm 0.32.2 mlx_lm/models/llama.py Attention(num_key_value_heads=None) "
         "(run here)",
         expect="config_without_kv_heads",
         says=("num_key_value_heads = 8",),
@@ -449,7 +449,7 @@ CORPUS = [
         text="ValueError: Expected shape (1024, 4096) but received shape (4096, 4096) for parameter "
         "model.layers.0.self_attn.k_proj.weight",
         cause="Llama-2-7B (MHA) weights loaded with a Llama-3-8B config",
-        source="mlx 0.32.4 load_weights via mlx-lm 0.32.2 llama.Attention(num_key_value_heads=8) (run here)",
+        source="mlx 0.32.4 python/mlx/nn/layers/base.py load_weights via mlx-lm 0.32.2 mlx_lm/models/llama.py Attention(num_key_value_heads=8) (run here)",
         expect="weights_of_another_model",
         says=("32 KV heads", "config.json that ships with these weights"),
     ),
@@ -459,7 +459,7 @@ CORPUS = [
         text="ValueError: Expected shape (3584, 3584) but received shape (4096, 3584) for parameter "
         "model.layers.0.self_attn.q_proj.weight",
         cause="a config without head_dim for Gemma-2 weights (q_proj is 16 x 256 = 4096 rows)",
-        source="mlx 0.32.4 load_weights via mlx-lm 0.32.2 llama.Attention(hidden 3584, 16 heads) (run here)",
+        source="mlx 0.32.4 python/mlx/nn/layers/base.py load_weights via mlx-lm 0.32.2 mlx_lm/models/llama.py Attention(hidden 3584, 16 heads) (run here)",
         expect="head_dim_from_hidden",
         says=("3584 // 16 = 224", "head_dim = 256"),
     ),
@@ -488,7 +488,7 @@ CORPUS = [
         model="phi-3.5-mini",
         text="ValueError: rope_scaling must contain keys {'long_factor', 'type'}",
         cause="a Phi-3.5 config saved with rope_type (no 'type'); mlx-lm's phi3.py reads 'type'",
-        source="mlx-lm 0.32.2, phi3.ModelArgs(rope_scaling={'rope_type': 'longrope', ...}) (run here)",
+        source="mlx-lm 0.32.2 mlx_lm/models/phi3.py, ModelArgs(rope_scaling={'rope_type': 'longrope', ...}) (run here)",
         expect="layout_skew",
         says=('add "type"',),
     ),
@@ -561,7 +561,7 @@ CORPUS = [
         text="llama_model_load: error loading model: check_tensor_dims: tensor 'blk.0.attn_k.weight' has wrong "
         "shape; expected  4096,  1024, got  4096,  4096,     1,     1",
         cause="a GGUF whose metadata says 8 KV heads holding MHA-sized k tensors (weights of another model)",
-        source='llama.cpp src/llama-model-loader.cpp (check_tensor_dims: "%s: tensor \'%s\' has wrong shape; expected %s, got %s", each size "%5" PRId64)',
+        source='llama.cpp b3000 and later src/llama-model-loader.cpp (check_tensor_dims: "%s: tensor \'%s\' has wrong shape; expected %s, got %s", each size "%5" PRId64)',
         expect="weights_of_another_model",
         says=("32 KV heads",),
     ),

@@ -22,7 +22,7 @@ def test_every_source_names_a_framework_file_and_version_and_no_tracker():
     for row in CORPUS:
         src = row["source"]
         assert re.search(r"\w\.(py|cpp|h|c)\b", src), f"{row['id']}: no file in {src!r}"
-        assert re.search(r"\b\d+\.\d+|\d+\.x\b|\d+\.\d+x\b", src), f"{row['id']}: no version in {src!r}"
+        assert re.search(r"\b\d+\.\d+|\d+\.x\b|\d+\.\d+x\b|\bb\d{3,}", src), f"{row['id']}: no version in {src!r}"
         assert not re.search(r"https?://|#\d|\bissue\b|\bprobe\b|\bseed\b", src, re.I), f"{row['id']}: {src!r}"
         if "reported" in row:
             assert row["reported"].startswith("https://"), row["id"]
