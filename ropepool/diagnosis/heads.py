@@ -98,18 +98,8 @@ def view_case(
 
     ``width`` is None when the leading axes do not divide the size (then ``rows`` and ``numel`` say so).
     """
-    Hq, Hkv, D = f.num_qo_heads, f.num_kv_heads, f.head_dim
-    if f.hidden_size and Hq and f.hidden_size % Hq and D is None:
-        return (
-            "heads_do_not_divide_hidden",
-            "head_dim",
-            f"hidden_size = {f.hidden_size} is not a multiple of num_attention_heads = {Hq}: head_dim = "
-            f"{f.hidden_size} // {Hq} = {f.hidden_size // Hq} drops {f.hidden_size - Hq * (f.hidden_size // Hq)} "
-            "columns, and no view of whole heads matches the projection.",
-            "The config is wrong for these weights: num_attention_heads must divide hidden_size (or the config "
-            "must set head_dim); take the value from the checkpoint's own config.json "
-            "(transformers now refuses such a config).",
-        )
+    if f.hidden_size and f.num_qo_heads and f.hidden_size % f.num_qo_heads and f.head_dim is None:
+        return _heads_do_not_divide(f)
     if width is None:
         return (
             "tokens",
@@ -119,132 +109,162 @@ def view_case(
             "Take the leading sizes from this tensor itself: x.view(*x.shape[:-1], -1, head_dim).",
         )
     if nheads is None:  # view(..., -1, dim)
-        if D and dim == D and width % dim:
-            for count, total, what in ((Hkv, (Hkv or 0) * D, "k_proj"), (Hq, (Hq or 0) * D, "q_proj")):
-                tp = count and _tp(total, width, count)
-                if tp:
-                    return tp_case(tp, count, what)
-        if D and dim != D and width % D == 0:
-            if f.naive_head_dim == dim:
-                return head_dim_from_hidden(f, dim)
-            return (
-                "head_dim",
-                "head_dim",
-                f"the view's head size is {dim}, the model's head_dim {D}.",
-                f"View with head_dim = {D} (config.head_dim).",
-            )
-        if not f.known:
-            return ambiguous(
-                [
-                    (
-                        "tp",
-                        f"{width} values per row is less than one head of {dim} if a tensor-parallel "
-                        "split gave each rank part of a head (tp > Hkv)",
-                    ),
-                    ("head_dim", f"or head_dim {dim} is not the model's"),
-                ],
-                "config.num_key_value_heads and config.head_dim against tp (add --model)",
-            )
-        return (
-            "foreign",
-            "heads",
-            f"{width} values per row are not whole heads of {dim}.",
-            f"Check which projection produced this tensor: the model's are [T, {Hq} x {D}] and [T, {Hkv} x {D}].",
-        )
+        return _view_inferred_heads(width, dim, f)
     if not f.known:
-        if width % dim == 0:
-            have = width // dim
-            return ambiguous(
-                [
-                    (
-                        "heads",
-                        f"the tensor holds {heads(have)} of {dim} and was viewed with {nheads}: if "
-                        f"{have} is num_key_value_heads and {nheads} num_attention_heads, k or v was "
-                        "viewed with the query head count (view with num_key_value_heads)",
-                    ),
-                    ("tp", f"or a tensor-parallel shard ({have} heads per rank) viewed with the full count"),
-                ],
-                f"config.num_key_value_heads (is it {have}?) and the tp degree (add --model)",
-            )
-        return ambiguous(
-            [
-                ("head_dim", f"{width} values per row are not whole heads of {dim}: head_dim is not {dim}"),
-                ("heads", "or the tensor comes from another projection"),
-            ],
-            "config.head_dim and the projection's output size (add --model)",
-        )
+        return _view_without_model(width, nheads, dim)
+    D = f.head_dim
     if D and dim == D and width % D == 0:
-        have = width // D
-        if Hkv and have == Hkv and nheads == Hq and Hq != Hkv:
-            return (
-                "kv_viewed_with_hq",
-                "heads",
-                f"k (or v) from k_proj holds Hkv x D = {Hkv} x {D} = {width} values per token, but was viewed with "
-                f"the query head count {Hq} (num_attention_heads): the classic GQA mistake in a view.",
-                f"View k and v with num_key_value_heads: k.view(B, T, {Hkv}, {D}) ({_kv_fix(f)}); "
-                "q keeps num_attention_heads.",
-            )
-        if Hq and have == Hq and nheads == Hkv and Hq != Hkv:
-            return ambiguous(
-                [
-                    (
-                        "q_viewed_with_hkv",
-                        f"q (Hq x D = {Hq} x {D} = {width} values per token) was viewed "
-                        f"with the KV head count {Hkv}: view q with num_attention_heads",
-                    ),
-                    (
-                        "kv_projected_with_hq",
-                        f"or k/v were projected with num_attention_heads ({Hq} x {D}, "
-                        "an MHA projection under a GQA config) and viewed with "
-                        f"num_key_value_heads: build k_proj and v_proj with "
-                        f"{Hkv} x {D} outputs",
-                    ),
-                ],
-                "which tensor the failing line views (the traceback's line) and k_proj.out_features",
-            )
-        if Hkv and nheads == Hkv and have < Hkv and Hkv % have == 0:
-            return (
-                "tp_shard_full_count",
-                "tp",
-                f"this rank's k holds {heads(have)} (a tensor-parallel shard, tp = {Hkv // have}) but was viewed "
-                f"with the full {Hkv}.",
-                f"View with the per-rank count, {Hkv} // tp = {have}, or view(..., -1, {D}).",
-            )
-        if Hq and nheads == Hq and have < Hq and Hq % have == 0:
-            tp = Hq // have
-            kv = f" (k and v: {Hkv} // tp = {Hkv // tp})" if Hkv and Hkv % tp == 0 else ""
-            return ambiguous(
-                [
-                    (
-                        "tp_shard_full_count",
-                        f"this rank's q holds {heads(have)} (a tensor-parallel shard, tp = {tp}) but was viewed "
-                        f"with the full {Hq}: view with the per-rank count {have}{kv}, or view(..., -1, {D})",
-                    ),
-                    ("foreign", f"or the tensor comes from another model's projection ({have} x {D} per token)"),
-                ],
-                "whether this runs with tensor parallelism (tp) and which projection produced the tensor",
-            )
-        return (
-            "foreign",
-            "heads",
-            f"the tensor holds {heads(have)} of {D} and was viewed with {nheads}; the model has Hq = {Hq}, "
-            f"Hkv = {Hkv}: it comes from another model's projection or config.",
-            f"Build it with this model's projections: q [T, {Hq}, {D}], k and v [T, {Hkv}, {D}].",
-        )
+        return _view_whole_heads(width // D, nheads, f)
     if D and dim != D:
-        if f.naive_head_dim == dim:
-            return head_dim_from_hidden(f, dim)
-        return (
-            "head_dim",
-            "head_dim",
-            f"the view's head size is {dim}, the model's head_dim is {D}.",
-            f"View with head_dim = {D} (config.head_dim).",
-        )
+        return _view_head_dim(dim, f)
     return (
         "foreign",
         "heads",
         f"{width} values per row do not make {nheads} heads of {dim}.",
         "Print the tensor's shape before the view and compare it with the projection's output size.",
+    )
+
+
+def _heads_do_not_divide(f: Facts) -> Verdict:
+    hidden, Hq = f.hidden_size, f.num_qo_heads
+    return (
+        "heads_do_not_divide_hidden",
+        "head_dim",
+        f"hidden_size = {hidden} is not a multiple of num_attention_heads = {Hq}: head_dim = "
+        f"{hidden} // {Hq} = {hidden // Hq} drops {hidden - Hq * (hidden // Hq)} "
+        "columns, and no view of whole heads matches the projection.",
+        "The config is wrong for these weights: num_attention_heads must divide hidden_size (or the config "
+        "must set head_dim); take the value from the checkpoint's own config.json "
+        "(transformers now refuses such a config).",
+    )
+
+
+def _view_head_dim(dim: int, f: Facts) -> Verdict:
+    """A view whose head size ``dim`` is not the model's head_dim."""
+    if f.naive_head_dim == dim:
+        return head_dim_from_hidden(f, dim)
+    return (
+        "head_dim",
+        "head_dim",
+        f"the view's head size is {dim}, the model's head_dim is {f.head_dim}.",
+        f"View with head_dim = {f.head_dim} (config.head_dim).",
+    )
+
+
+def _view_inferred_heads(width: int, dim: int, f: Facts) -> Verdict:
+    """``view(..., -1, dim)`` of ``width`` values per row: a tp split of heads, or another head size."""
+    Hq, Hkv, D = f.num_qo_heads, f.num_kv_heads, f.head_dim
+    if D and dim == D and width % dim:
+        for count, total, what in ((Hkv, (Hkv or 0) * D, "k_proj"), (Hq, (Hq or 0) * D, "q_proj")):
+            tp = count and _tp(total, width, count)
+            if tp:
+                return tp_case(tp, count, what)
+    if D and dim != D and width % D == 0:
+        return _view_head_dim(dim, f)
+    if not f.known:
+        return ambiguous(
+            [
+                (
+                    "tp",
+                    f"{width} values per row is less than one head of {dim} if a tensor-parallel "
+                    "split gave each rank part of a head (tp > Hkv)",
+                ),
+                ("head_dim", f"or head_dim {dim} is not the model's"),
+            ],
+            "config.num_key_value_heads and config.head_dim against tp (add --model)",
+        )
+    return (
+        "foreign",
+        "heads",
+        f"{width} values per row are not whole heads of {dim}.",
+        f"Check which projection produced this tensor: the model's are [T, {Hq} x {D}] and [T, {Hkv} x {D}].",
+    )
+
+
+def _view_without_model(width: int, nheads: int, dim: int) -> Verdict:
+    """A view to ``[nheads, dim]`` of ``width`` values per row, the model unknown: which mistakes fit."""
+    if width % dim == 0:
+        have = width // dim
+        return ambiguous(
+            [
+                (
+                    "heads",
+                    f"the tensor holds {heads(have)} of {dim} and was viewed with {nheads}: if "
+                    f"{have} is num_key_value_heads and {nheads} num_attention_heads, k or v was "
+                    "viewed with the query head count (view with num_key_value_heads)",
+                ),
+                ("tp", f"or a tensor-parallel shard ({have} heads per rank) viewed with the full count"),
+            ],
+            f"config.num_key_value_heads (is it {have}?) and the tp degree (add --model)",
+        )
+    return ambiguous(
+        [
+            ("head_dim", f"{width} values per row are not whole heads of {dim}: head_dim is not {dim}"),
+            ("heads", "or the tensor comes from another projection"),
+        ],
+        "config.head_dim and the projection's output size (add --model)",
+    )
+
+
+def _view_whole_heads(have: int, nheads: int, f: Facts) -> Verdict:
+    """A tensor of ``have`` whole heads of the model's head_dim viewed with ``nheads``: which count it holds."""
+    Hq, Hkv, D = f.num_qo_heads, f.num_kv_heads, f.head_dim
+    width = have * D
+    if Hkv and have == Hkv and nheads == Hq and Hq != Hkv:
+        return (
+            "kv_viewed_with_hq",
+            "heads",
+            f"k (or v) from k_proj holds Hkv x D = {Hkv} x {D} = {width} values per token, but was viewed with "
+            f"the query head count {Hq} (num_attention_heads): the classic GQA mistake in a view.",
+            f"View k and v with num_key_value_heads: k.view(B, T, {Hkv}, {D}) ({_kv_fix(f)}); "
+            "q keeps num_attention_heads.",
+        )
+    if Hq and have == Hq and nheads == Hkv and Hq != Hkv:
+        return ambiguous(
+            [
+                (
+                    "q_viewed_with_hkv",
+                    f"q (Hq x D = {Hq} x {D} = {width} values per token) was viewed "
+                    f"with the KV head count {Hkv}: view q with num_attention_heads",
+                ),
+                (
+                    "kv_projected_with_hq",
+                    f"or k/v were projected with num_attention_heads ({Hq} x {D}, "
+                    "an MHA projection under a GQA config) and viewed with "
+                    f"num_key_value_heads: build k_proj and v_proj with "
+                    f"{Hkv} x {D} outputs",
+                ),
+            ],
+            "which tensor the failing line views (the traceback's line) and k_proj.out_features",
+        )
+    if Hkv and nheads == Hkv and have < Hkv and Hkv % have == 0:
+        return (
+            "tp_shard_full_count",
+            "tp",
+            f"this rank's k holds {heads(have)} (a tensor-parallel shard, tp = {Hkv // have}) but was viewed "
+            f"with the full {Hkv}.",
+            f"View with the per-rank count, {Hkv} // tp = {have}, or view(..., -1, {D}).",
+        )
+    if Hq and nheads == Hq and have < Hq and Hq % have == 0:
+        tp = Hq // have
+        kv = f" (k and v: {Hkv} // tp = {Hkv // tp})" if Hkv and Hkv % tp == 0 else ""
+        return ambiguous(
+            [
+                (
+                    "tp_shard_full_count",
+                    f"this rank's q holds {heads(have)} (a tensor-parallel shard, tp = {tp}) but was viewed "
+                    f"with the full {Hq}: view with the per-rank count {have}{kv}, or view(..., -1, {D})",
+                ),
+                ("foreign", f"or the tensor comes from another model's projection ({have} x {D} per token)"),
+            ],
+            "whether this runs with tensor parallelism (tp) and which projection produced the tensor",
+        )
+    return (
+        "foreign",
+        "heads",
+        f"the tensor holds {heads(have)} of {D} and was viewed with {nheads}; the model has Hq = {Hq}, "
+        f"Hkv = {Hkv}: it comes from another model's projection or config.",
+        f"Build it with this model's projections: q [T, {Hq}, {D}], k and v [T, {Hkv}, {D}].",
     )
 
 
