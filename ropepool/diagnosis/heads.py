@@ -307,6 +307,10 @@ def weight_case(
                 f"the weights have {have // D} KV heads of {D}, {where} {want // D}: config and weights disagree.",
                 "Use the config.json that ships with these weights.",
             )
+    if proj == "qkv":
+        mha = _qkv_built_as_mha(have, want, f, hidden, where)
+        if mha is not None:
+            return mha
     if proj in ("q", "o", "qkv"):
         n = Hq if proj != "qkv" else (Hq + 2 * Hkv if Hq and Hkv else None)
         if n and have % n == 0 and want % n == 0:
@@ -339,6 +343,33 @@ def weight_case(
         "heads",
         f"the weights of {proj}_proj have {have} rows, {where} builds {want}: they are not of the same model.",
         "Use the config.json that ships with these weights.",
+    )
+
+
+def _qkv_built_as_mha(have: int, want: int, f: Facts, hidden: int | None, where: str) -> Verdict | None:
+    """A fused qkv_proj (Phi-3's) built with 3 x Hq heads where the weights hold Hq + 2 x Hkv: None otherwise."""
+    Hq = f.num_qo_heads
+    D = f.head_dim or (hidden // Hq if hidden and Hq else None)
+    if not (Hq and D) or want != 3 * Hq * D or not Hq * D < have < want or (have - Hq * D) % (2 * D):
+        return None
+    kv = (have - Hq * D) // (2 * D)
+    if Hq % kv:
+        return None
+    given = ""
+    if f.num_kv_heads == kv:
+        given = (
+            f" The config given says num_key_value_heads = {kv}: the model that raised was built from another "
+            "config (one without it) or by modeling code that ignores it."
+        )
+    return (
+        "config_without_kv_heads",
+        "heads",
+        f"{where} built the fused qkv_proj as MHA: 3 x {Hq} x {D} = {want} rows (q, k and v of {Hq} heads each), "
+        f"what a config without num_key_value_heads means; the weights hold {have} = ({Hq} + 2 x {kv}) x {D} rows: "
+        f"{kv} KV heads (GQA, G = {Hq // kv}). head_dim = {D} is right.{given}",
+        f"Build the model with num_key_value_heads = {kv}: load the checkpoint's own config.json with it "
+        "(from_pretrained(path), no hand-made config); modeling code or a transformers that ignores "
+        "num_key_value_heads for this model needs updating.",
     )
 
 
@@ -419,4 +450,111 @@ def broadcast_case(a: int, b: int, dim: int | None, f: Facts, ndim: int | None =
         + "): a mask, positions or a cache of another length?",
         "Print both operands' shapes just before the failing line; the one that is not [B, H, T, D] of this "
         "model is the mistake.",
+    )
+
+
+def einsum_case(a: int, b: int, label: str | None, f: Facts) -> Verdict:
+    """An einsum whose subscript ``label`` has size ``a`` in one operand and ``b`` in an earlier one."""
+    Hq, Hkv = f.num_qo_heads, f.num_kv_heads
+    on = f"subscript {label}" if label else "one subscript"
+    if Hq and Hkv and Hq != Hkv and {a, b} == {Hq, Hkv}:
+        G = Hq // Hkv
+        return (
+            "missing_repeat_kv",
+            "heads",
+            f"{on} is the head axis of both q ({Hq} query heads) and k ({Hkv} KV heads): an einsum written "
+            f"for MHA got GQA tensors, and k was never repeated to the query heads (G = {G}).",
+            f"Repeat k and v before the einsum: k = repeat_kv(k, {G}) (torch.repeat_interleave(k, {G}, dim=1) on "
+            f"[B, H, T, D]); or keep k as it is and give q a group axis: torch.einsum('bhgqd,bhkd->bhgqk', "
+            f"q.view(B, {Hkv}, {G}, T, D), k).",
+        )
+    if f.known:
+        return broadcast_case(a, b, None, f)
+    big, small = max(a, b), min(a, b)
+    options = []
+    if small and big % small == 0:
+        options.append(
+            (
+                "heads",
+                f"{on} is the head axis: {big} query heads against {small} KV heads, repeat_kv missing "
+                f"(G = {big // small})",
+            )
+        )
+    options.append(("other_axis", f"or {on} joins two other sizes ({a} and {b}): lengths or head sizes that differ"))
+    return ambiguous(options, "the equation's subscripts against q.shape and k.shape (or add --model)")
+
+
+def expand_case(target: tuple, existing: tuple, dim: int, f: Facts) -> Verdict | None:
+    """``Tensor.expand`` (or a copy into a slice) of a tensor of shape ``existing`` to ``target``, refused at
+    axis ``dim`` of ``target``: the two GQA mistakes whose shapes say which; None for any other."""
+    a = target[dim] if 0 <= dim < len(target) else None
+    b = existing[dim - (len(target) - len(existing))] if len(existing) >= len(target) - dim else None
+    if (
+        len(target) == 5
+        and len(existing) == 5
+        and dim == 1
+        and existing[2] == 1
+        and target[2] == existing[1]
+        and a != existing[1]
+    ):
+        kv, n_rep, D = existing[1], a, target[4]
+        note = ""
+        if f.num_kv_heads and f.num_qo_heads and (f.num_kv_heads, f.num_qo_heads // f.num_kv_heads) != (kv, n_rep):
+            note = f" ({f.name}'s own numbers are Hkv = {f.num_kv_heads}, G = {f.num_qo_heads // f.num_kv_heads})"
+        return (
+            "repeat_kv_swapped",
+            "heads",
+            f"repeat_kv inserts an axis of size 1 after the KV heads, [B, {kv}, 1, T, {D}], and expands it to n_rep: "
+            f"[B, {kv}, n_rep, T, {D}]. This expand asked for [B, {n_rep}, {kv}, T, {D}]: num_key_value_heads "
+            f"({kv}) and n_rep ({n_rep}) are swapped in its arguments{note}.",
+            f"hidden_states[:, :, None, :, :].expand(B, {kv}, {n_rep}, T, {D}).reshape(B, {kv * n_rep}, T, {D}): "
+            "num_key_value_heads first, then n_rep = num_attention_heads // num_key_value_heads.",
+        )
+    Hq, Hkv, D = f.num_qo_heads, f.num_kv_heads, f.head_dim
+    if Hq and Hkv and Hq != Hkv and a == Hkv and b == Hq and len(target) == 4:
+        return (
+            "repeated_kv_written",
+            "heads",
+            f"the value written holds q's {Hq} heads, the place it is written (a cache slice) {Hkv}: k or v was "
+            f"repeated to the query heads (repeat_kv) before the cache write, or built with num_attention_heads.",
+            f"Write the un-repeated k and v of the projections, [B, {Hkv}, T, {D}], into the cache; repeat_kv "
+            f"belongs to attention, after the write (the cache then needs {Hq // Hkv} times less memory).",
+        )
+    return None
+
+
+def index_case(index: int, dim: int, size: int, f: Facts) -> Verdict:
+    """An index ``index`` past the end of axis ``dim`` (of ``size``): a slot past a pool, or a head past Hkv."""
+    Hq, Hkv = f.num_qo_heads, f.num_kv_heads
+    if dim == 1 and Hq and Hkv and Hq > Hkv == size and size <= index < Hq:
+        G = Hq // Hkv
+        return (
+            "query_head_as_kv_head",
+            "heads",
+            f"axis 1 of a pool [P, Hkv, D] holds {f.name}'s {Hkv} KV heads; index {index} is a query head "
+            f"(0..{Hq - 1}): the KV head of query head h is h // G.",
+            f"Index the pool with the KV head kv_head = h // {G} (G = Hq / Hkv = {Hq} / {Hkv}), not the query head h.",
+        )
+    edge = (
+        f"index {index} is one past the last row ({size - 1}): an off-by-one (a slot counted from 1, or <= where "
+        "< was meant)"
+        if index == size
+        else f"index {index} is {'past' if index > size else 'before'} the {size} rows"
+    )
+    return ambiguous(
+        [
+            (
+                "pool_size",
+                f"the pool has fewer rows than the slots handed out: it was allocated with {size} rows while the "
+                "allocator or page table counts more (num_pages x page_size of another page_size, or a pool sized "
+                f"for the prompt and not the generated tokens); {edge}",
+            ),
+            (
+                "slots",
+                "or the slot was computed wrongly: a token's position taken as its slot, page x page_size + offset "
+                "with another page_size, or a slot of another pool",
+            ),
+        ],
+        "print(k_pool.shape[0], slots.min(), slots.max(), positions.max()) just before the write, and the "
+        "allocator's num_pages * page_size against k_pool.shape[0]",
     )
