@@ -7,6 +7,7 @@
 ``[scaled_dot_product_attention] keys, values expected to have matching n_kv_heads; ...``
 ``[rope] dims must not exceed the input's last dimension (128) but got 256.``   mlx.fast.rope
 ``Expected shape (1024, 4096) but received shape (4096, 4096) for parameter ...``  mlx.nn load_weights
+``Received 32 parameters not in model: model.layers.0.self_attn.rotary_emb.inv_freq, ...``  strict load_weights
 ``rope_scaling must contain keys {...}``, ``rope_scaling 'type' currently only supports 'linear'``,
 ``Unsupported RoPE type ...``                                       mlx-lm's model files and rope_utils
 ==================================================================  =======================================

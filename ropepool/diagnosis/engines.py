@@ -117,6 +117,8 @@ def _vllm_max_len(line: str, f: Facts) -> Diagnosis | None:
     if not m:
         return None
     asked, key, derived = int(m.group(1)), m.group(2), int(m.group(3))
+    end = line.find("config.json)", m.end())
+    message = line[m.start() : end + len("config.json)") if 0 <= end < m.end() + 200 else m.end()]
     read = f"max_model_len {asked} asked, the config gives {derived} ({key})"
     source = "vLLM's ModelConfig (_get_and_verify_max_len)"
     kind = (f.rope_scaling or {}).get("rope_type") or (f.rope_scaling or {}).get("type")
@@ -129,7 +131,7 @@ def _vllm_max_len(line: str, f: Facts) -> Diagnosis | None:
             f"Serve with --max-model-len {derived} (or less). Past it no scaling of this config was trained: a larger "
             "factor (--hf-overrides) or VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 runs, with quality unmeasured."
         )
-        return Diagnosis("vllm", source, m.group(0), read, "context_beyond_scaling", "scaling", why, fix)
+        return Diagnosis("vllm", source, message, read, "context_beyond_scaling", "scaling", why, fix)
     variant = scaled_variant(f)
     if variant is not None and (_scaled_to(variant.rope_scaling, derived) or 0) >= asked:
         scaling = dict(variant.rope_scaling)
@@ -151,7 +153,7 @@ def _vllm_max_len(line: str, f: Facts) -> Diagnosis | None:
         f"--max-model-len {derived}. VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 only silences the check: positions past "
         f"{derived} without a scaling give garbage."
     )
-    return Diagnosis("vllm", source, m.group(0), read, "context_beyond_positions", "scaling", why, fix)
+    return Diagnosis("vllm", source, message, read, "context_beyond_positions", "scaling", why, fix)
 
 
 def _llama_cpp(line: str, f: Facts) -> Diagnosis | None:

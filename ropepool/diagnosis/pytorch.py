@@ -6,6 +6,10 @@
 b (8) at non-singleton dimension 1``                        ``q @ k`` without ``repeat_kv``, ``x * cos``
 ``The expanded size of the tensor (128) must match the      ``Tensor.expand`` (the same file)
 existing size (64) at non-singleton dimension 3``
+``einsum(): subscript h has size 8 for operand 1 which does  ``torch.einsum`` (aten/src/ATen/native/Linear.cpp;
+not broadcast with previously seen size 32``                 older: ``operands do not broadcast with remapped``)
+``index 4096 is out of bounds for dimension 0 with size      indexing (TensorAdvancedIndexing.cpp; NumPy's
+4096``                                                      ``for axis 0``): a slot past a pool
 ``size mismatch for ...k_proj.weight: copying a param with  ``Module.load_state_dict`` (torch/nn/modules/
 shape torch.Size([1024, 4096]) from checkpoint, the shape   module.py), what ``from_pretrained`` prints
 in current model is torch.Size([4096, 4096]).``
