@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from ropepool.cli.explain import diagnosis_of, explain, facts_of
+from ropepool.cli.explain import diagnosis_of, explain, facts_of, log_report
 from ropepool.models import preset
 
 PHI3_MEDIUM = {
@@ -211,3 +211,20 @@ def test_an_mlx_4d_broadcast_of_q_heads_against_k_heads_names_both_mistakes():
 def test_an_mlx_matmul_broadcast_stays_repeat_kv_missing():
     d = diagnosis_of("ValueError: [broadcast_shapes] Shapes (1,32) and (1,8) cannot be broadcast.", "llama-3-8b")
     assert d.case == "missing_repeat_kv"
+
+
+def test_a_serving_log_explains_the_new_kinds_once_each_in_order():
+    log = [
+        "2026-12-05 10:00:01 INFO Starting server, model=Qwen/Qwen2.5-7B\n",
+        "(APIServer pid=53)   Value error, User-specified max_model_len (131072) is greater than the derived "
+        "max_model_len (max_position_embeddings=32768 or model_max_length=None in model's config.json).\n",
+        "2026-12-05 10:02:00 INFO retrying\n",
+        "RuntimeError: einsum(): subscript h has size 4 for operand 1 which does not broadcast with previously seen "
+        "size 28\n",
+        "RuntimeError: einsum(): subscript h has size 4 for operand 1 which does not broadcast with previously seen "
+        "size 28\n",
+    ]
+    text, count = log_report(log)
+    assert count == 2 and "named on line 1" in text
+    assert text.index("line 2") < text.index("context_beyond_positions") < text.index("line 4")
+    assert "missing_repeat_kv" in text and "repeat_kv(k, 7)" in " ".join(text.split())

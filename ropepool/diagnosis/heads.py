@@ -554,6 +554,10 @@ def index_case(index: int, dim: int, size: int, f: Facts) -> Verdict:
                 "or the slot was computed wrongly: a token's position taken as its slot, page x page_size + offset "
                 "with another page_size, or a slot of another pool",
             ),
+            (
+                "not_a_pool",
+                f"or the tensor is no pool: a token id past a vocabulary of {size} (an embedding), or another table",
+            ),
         ],
         "print(k_pool.shape[0], slots.min(), slots.max(), positions.max()) just before the write, and the "
         "allocator's num_pages * page_size against k_pool.shape[0]",
