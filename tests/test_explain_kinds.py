@@ -8,18 +8,9 @@ import re
 import numpy as np
 import pytest
 
+from explain_corpus import PHI3_MEDIUM  # Phi-3-medium's config.json fields
 from ropepool.cli.explain import diagnosis_of, explain, facts_of, log_report
 from ropepool.models import preset
-
-PHI3_MEDIUM = {
-    "_name_or_path": "microsoft/Phi-3-medium-4k-instruct",
-    "model_type": "phi3",
-    "hidden_size": 5120,
-    "num_attention_heads": 40,
-    "num_key_value_heads": 10,
-    "max_position_embeddings": 4096,
-    "rope_theta": 10000.0,
-}
 
 
 def said(d) -> str:
