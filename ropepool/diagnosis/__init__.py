@@ -5,10 +5,11 @@ One recogniser per family of messages, each reading its numbers out of the text 
 
 ==================  ==============================================================================
 :mod:`.op`          the op's own: SGLang's messages (verbatim) and ropepool's; also the op's hint
-:mod:`.pytorch`     PyTorch: ``view``, broadcasting, ``expand``, ``load_state_dict`` (what transformers prints)
-:mod:`.hf_config`   transformers' RoPE config checks; a reader's ``KeyError: 'type'`` / ``'rope_type'``
-:mod:`.apple_mlx`   MLX (reshape, broadcast, SDPA, rope) and mlx-lm (weights, RoPE config)
-:mod:`.engines`     vLLM (tp, rope_type), llama.cpp (GGUF tensors), TensorRT-LLM (weights)
+:mod:`.pytorch`     PyTorch: ``view``, broadcasting, ``expand``, ``einsum``, indexing (and NumPy's),
+                    ``load_state_dict`` (what transformers prints)
+:mod:`.hf_config`   transformers' RoPE config checks (longrope lists' length too); a reader's ``KeyError``
+:mod:`.apple_mlx`   MLX (reshape, broadcast, SDPA, rope, strict weight load) and mlx-lm (weights, RoPE config)
+:mod:`.engines`     vLLM (tp, rope_type, max_model_len), llama.cpp (GGUF tensors), TensorRT-LLM (weights)
 :mod:`.engine_args` ropepool.engine's own argument refusals (``EngineArgumentError``)
 :mod:`.silent`      checklists for failures with no message (GGUF pairs, long context, FP8 2x)
 ==================  ==============================================================================
@@ -54,7 +55,8 @@ __all__ = [
 FAMILIES = (
     "SGLang",
     "ropepool",
-    "PyTorch (view, broadcasting, expand, load_state_dict)",
+    "PyTorch (view, broadcasting, expand, einsum, indexing, load_state_dict)",
+    "NumPy indexing",
     "transformers",
     "MLX",
     "mlx-lm",

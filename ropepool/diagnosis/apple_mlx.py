@@ -7,6 +7,7 @@
 ``[scaled_dot_product_attention] keys, values expected to have matching n_kv_heads; ...``
 ``[rope] dims must not exceed the input's last dimension (128) but got 256.``   mlx.fast.rope
 ``Expected shape (1024, 4096) but received shape (4096, 4096) for parameter ...``  mlx.nn load_weights
+``Received 32 parameters not in model: model.layers.0.self_attn.rotary_emb.inv_freq, ...``  strict load_weights
 ``rope_scaling must contain keys {...}``, ``rope_scaling 'type' currently only supports 'linear'``,
 ``Unsupported RoPE type ...``                                       mlx-lm's model files and rope_utils
 ==================================================================  =======================================
@@ -18,7 +19,7 @@ import re
 
 from .base import Diagnosis, Facts, ambiguous, heads
 from .heads import broadcast_case, head_dim_from_hidden, merged_view_case, view_case, weight_case
-from .text import ints, last, line_at, product, shapes
+from .text import after, ints, last, line_at, product, shapes
 from .pytorch import proj_of
 
 MLX = "MLX (mlx/ops.cpp)"
@@ -55,7 +56,8 @@ def _broadcast(line: str, f: Facts) -> Diagnosis | None:
     if not bad:
         return None
     dim = bad[-1]
-    case, quantity, why, fix = broadcast_case(pa[dim], pb[dim], dim, f, n)
+    verdict = _cache_write_or_repeat(pa, pb, dim, f) if len(a) == len(b) == 4 else None
+    case, quantity, why, fix = verdict or broadcast_case(pa[dim], pb[dim], dim, f, n)
     return Diagnosis(
         "mlx",
         MLX + " broadcasting",
@@ -63,6 +65,80 @@ def _broadcast(line: str, f: Facts) -> Diagnosis | None:
         f"{a} against {b}: {pa[dim]} vs {pb[dim]} at axis {dim}",
         case,
         quantity,
+        why,
+        fix,
+    )
+
+
+def _cache_write_or_repeat(a: tuple, b: tuple, dim: int, f: Facts) -> tuple | None:
+    """Two whole [B, H, T, D] arrays of q's and k's head counts: attention without repeat_kv, or a cache
+    write of k already repeated; the two give the same numbers. None where the numbers are not those."""
+    Hq, Hkv = f.num_qo_heads, f.num_kv_heads
+    if not (Hq and Hkv and Hq != Hkv and dim == 1 and {a[1], b[1]} == {Hq, Hkv} and a[3] == b[3]):
+        return None
+    D, T = a[3], a[2]
+    return ambiguous(
+        [
+            (
+                "missing_repeat_kv",
+                f"missing repeat_kv: q ({Hq} heads) met k or v ({Hkv}) in attention written for MHA (an "
+                f"elementwise op or a hand-written product): repeat k and v with mx.repeat(k, {Hq // Hkv}, axis=1), "
+                f"or call mx.fast.scaled_dot_product_attention, which takes {Hkv} KV heads",
+            ),
+            (
+                "repeated_kv_written",
+                f"or k (or v) was repeated to the query heads before the cache write: [B, {Hq}, {T}, {D}] written "
+                f"into a cache of [B, {Hkv}, ..., {D}] (KVCache.update_and_fetch, keys[..., prev:offset, :] = k): "
+                "write the un-repeated k and v; repeat_kv belongs to attention, after the write",
+            ),
+        ],
+        "the traceback's failing line (cache.update_and_fetch or a slice assignment: the cache write; q * k, "
+        "q @ k or a where(): attention), or print(q.shape, k.shape, cache.keys.shape) before the write",
+    )
+
+
+_BUFFERS = ("inv_freq", "cos_cached", "sin_cached", "_cos_cached", "_sin_cached")
+
+
+def _strict_load(text: str, i: int, f: Facts) -> Diagnosis | None:
+    window = after(text, i, 4000)
+    m = re.search(
+        r"Received (\d{1,9}) parameters not in model: ?((?:[\w.]{1,300}, ?){0,400}[\w.]{1,300}?)\.(?: |$)", window
+    )
+    if not m:
+        return None
+    names = [n.strip() for n in m.group(2).split(",") if n.strip()]
+    rope = [n for n in names if n.rsplit(".", 1)[-1] in _BUFFERS]
+    if not rope:
+        return None
+    others = [n for n in names if n not in rope]
+    theta = f.rope_theta
+    base = (f"{int(theta)}" if theta == int(theta) else f"{theta:g}") if theta else "config.rope_theta"
+    width = f.rotary_dim or f.head_dim
+    per = f" ({width // 2} entries a layer)" if width else ""
+    why = (
+        f"{rope[0]}{' and the others like it' if len(rope) > 1 else ''} are RoPE buffers, not weights: "
+        f"inv_freq = 1 / rope_theta^(2i/d) (rope_theta = {base}){per} is computed from the config, never "
+        "learned. Older transformers saved it in checkpoints (a persistent buffer); mlx's strict "
+        "load_weights refuses any name the model has no parameter for."
+    )
+    if others:
+        why += (
+            f" The other {len(others)} shown ({', '.join(others[:3])}) are not RoPE's: they say the model class or "
+            "its config differ from the checkpoint's (lm_head.weight: tie_word_embeddings)."
+        )
+    fix = (
+        "Drop the buffers before loading, as mlx-lm's llama and qwen2 do in sanitize: weights = {k: v for k, v in "
+        "weights.items() if 'rotary_emb.inv_freq' not in k}; add the same to the model's sanitize (mlx-lm's phi3 "
+        "has none). load_weights(..., strict=False) also loads, but hides every other mismatch."
+    )
+    return Diagnosis(
+        "mlx",
+        "mlx.nn.Module.load_weights, strict (python/mlx/nn/layers/base.py)",
+        m.group(0)[:300],
+        f"{m.group(1)} names the model lacks, {len(rope)} of those shown RoPE buffers",
+        "rope_buffers_in_weights",
+        "layout",
         why,
         fix,
     )
@@ -274,10 +350,15 @@ def diagnose(text: str, f: Facts) -> tuple[int, Diagnosis] | None:
         "rope_scaling must contain",
         "rope_scaling 'type' currently only supports",
         "Unsupported RoPE type",
+        "parameters not in model:",
     )
     if found is None:
         return None
     i, phrase = found
+    if phrase == "parameters not in model:":
+        start = text.rfind("Received", max(0, i - 60), i)
+        d = _strict_load(text, start if start >= 0 else i, f)
+        return (i, d) if d else None
     line = line_at(text, i)
     reader = {
         "Cannot reshape array of size": _reshape,

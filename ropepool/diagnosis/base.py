@@ -37,6 +37,7 @@ class Facts:
     passed_kv_heads : int      the ``num_kv_heads`` the failing call passed (not the model's)
     kv_lora_rank : int         MLA's latent width, ``config.kv_lora_rank`` (None: not MLA, or unknown)
     rope_dim : int             MLA's RoPE part of a head, ``config.qk_rope_head_dim``
+    max_position_embeddings : int  the positions the config gives (scaled ones included, where it scales)
     """
 
     name: str = "the model"
@@ -50,6 +51,7 @@ class Facts:
     passed_kv_heads: int | None = None
     kv_lora_rank: int | None = None
     rope_dim: int | None = None
+    max_position_embeddings: int | None = None
 
     @classmethod
     def of(cls, params, **overrides) -> "Facts":
@@ -64,6 +66,7 @@ class Facts:
                 rotary_dim=params.rotary_dim,
                 rope_theta=params.rope_base,
                 rope_scaling=params.rope_scaling,
+                max_position_embeddings=params.max_position_embeddings,
             )
         base.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**base)

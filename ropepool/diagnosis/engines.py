@@ -4,6 +4,8 @@
 ``Total number of attention heads (28) must be divisible by tensor          vLLM's config check
 parallel size (8).``
 ``rope_scaling should have a 'rope_type' key``                              vLLM's config check
+``User-specified max_model_len (131072) is greater than the derived         vLLM's _get_and_verify_max_len
+max_model_len (max_position_embeddings=32768 ...``
 ``check_tensor_dims: tensor 'blk.0.attn_k.weight' has wrong shape;          llama.cpp's model loader
 expected  4096,  1024, got  4096,  4096,     1,     1``                     (ggml order: [in, out, ...])
 ``Parameter transformer.layers.0.attention.qkv.weight has invalid shape     TensorRT-LLM's checkpoint
@@ -13,8 +15,11 @@ torch.Size([10240, 5120]) compared with expected shape (6400, 5120)``       load
 
 from __future__ import annotations
 
+import json
+import math
 import re
 
+from ..models import preset, preset_names
 from .base import Diagnosis, Facts, ambiguous
 from .heads import weight_case
 from .text import ints, last, line_at, shapes
@@ -80,6 +85,75 @@ def _vllm_rope_type(line: str, f: Facts) -> Diagnosis:
         why,
         fix,
     )
+
+
+def scaled_variant(f: Facts):
+    """The preset of ``f``'s model's long-context variant (the same heads, a RoPE scaling, a Hugging Face id
+    that extends ``f.name``), or None."""
+    if f.rope_scaling or "/" not in f.name:
+        return None
+    for name in preset_names():
+        p = preset(name)
+        same = (p.num_qo_heads, p.num_kv_heads, p.head_dim) == (f.num_qo_heads, f.num_kv_heads, f.head_dim)
+        if p.rope_scaling and same and p.name.lower().startswith(f.name.lower()):
+            return p
+    return None
+
+
+def _scaled_to(scaling: dict, positions: int) -> int | None:
+    """The positions a scaling reaches from ``positions`` (or its original_max_position_embeddings)."""
+    factor = scaling.get("factor")
+    if not isinstance(factor, (int, float)):
+        return None
+    return int(factor * scaling.get("original_max_position_embeddings", positions))
+
+
+def _vllm_max_len(line: str, f: Facts) -> Diagnosis | None:
+    m = re.search(
+        r"User-specified max_model_len \((\d{1,12})\) is greater than the derived max_model_len \((\w{1,60})="
+        r"(\d{1,12})(?:\.\d{1,6})?",
+        line,
+    )
+    if not m:
+        return None
+    asked, key, derived = int(m.group(1)), m.group(2), int(m.group(3))
+    end = line.find("config.json)", m.end())
+    message = line[m.start() : end + len("config.json)") if 0 <= end < m.end() + 200 else m.end()]
+    read = f"max_model_len {asked} asked, the config gives {derived} ({key})"
+    source = "vLLM's ModelConfig (_get_and_verify_max_len)"
+    kind = (f.rope_scaling or {}).get("rope_type") or (f.rope_scaling or {}).get("type")
+    if kind and f.max_position_embeddings == derived:
+        why = (
+            f"{f.name} already scales RoPE ({kind}, factor {f.rope_scaling.get('factor')}) to {derived} positions, "
+            f"the context it was tuned for; {asked} is past it."
+        )
+        fix = (
+            f"Serve with --max-model-len {derived} (or less). Past it no scaling of this config was trained: a larger "
+            "factor (--hf-overrides) or VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 runs, with quality unmeasured."
+        )
+        return Diagnosis("vllm", source, message, read, "context_beyond_scaling", "scaling", why, fix)
+    variant = scaled_variant(f)
+    if variant is not None and (_scaled_to(variant.rope_scaling, derived) or 0) >= asked:
+        scaling = dict(variant.rope_scaling)
+        said = (
+            f"ropepool's preset of {f.name}'s long-context variant ({variant.name}) scales RoPE with "
+            f"{json.dumps(scaling)}, reaching {_scaled_to(scaling, derived)} positions"
+        )
+    else:
+        factor = float(math.ceil(asked / derived * 100) / 100)
+        scaling = {"rope_type": "yarn", "factor": factor, "original_max_position_embeddings": derived}
+        said = f"YaRN by {asked} / {derived} = {factor:g} reaches {asked} positions (Qwen's and DeepSeek's recipe)"
+    why = (
+        f"the config gives {derived} positions ({key}) and no RoPE scaling reaches vLLM: positions past {derived} "
+        f"were never trained, and vLLM refuses max_model_len = {asked}."
+    )
+    overrides = json.dumps({"rope_scaling": scaling})
+    fix = (
+        f"Scale RoPE: {said}: --hf-overrides '{overrides}' (transformers 5 configs: rope_parameters); or serve "
+        f"--max-model-len {derived}. VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 only silences the check: positions past "
+        f"{derived} without a scaling give garbage."
+    )
+    return Diagnosis("vllm", source, message, read, "context_beyond_positions", "scaling", why, fix)
 
 
 def _llama_cpp(line: str, f: Facts) -> Diagnosis | None:
@@ -151,6 +225,7 @@ def diagnose(text: str, f: Facts) -> tuple[int, Diagnosis] | None:
         "rope_scaling should have a 'rope_type' key",
         "has wrong shape; expected",
         "compared with expected shape",
+        "is greater than the derived max_model_len",
     )
     if found is None:
         return None
@@ -160,6 +235,8 @@ def diagnose(text: str, f: Facts) -> tuple[int, Diagnosis] | None:
         d = _vllm_tp(line, f)
     elif phrase.startswith("rope_scaling should"):
         d = _vllm_rope_type(line, f)
+    elif phrase.startswith("is greater than"):
+        d = _vllm_max_len(line, f)
     elif phrase.startswith("has wrong shape"):
         d = _llama_cpp(line, f)
     else:

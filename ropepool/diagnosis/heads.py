@@ -98,18 +98,8 @@ def view_case(
 
     ``width`` is None when the leading axes do not divide the size (then ``rows`` and ``numel`` say so).
     """
-    Hq, Hkv, D = f.num_qo_heads, f.num_kv_heads, f.head_dim
-    if f.hidden_size and Hq and f.hidden_size % Hq and D is None:
-        return (
-            "heads_do_not_divide_hidden",
-            "head_dim",
-            f"hidden_size = {f.hidden_size} is not a multiple of num_attention_heads = {Hq}: head_dim = "
-            f"{f.hidden_size} // {Hq} = {f.hidden_size // Hq} drops {f.hidden_size - Hq * (f.hidden_size // Hq)} "
-            "columns, and no view of whole heads matches the projection.",
-            "The config is wrong for these weights: num_attention_heads must divide hidden_size (or the config "
-            "must set head_dim); take the value from the checkpoint's own config.json "
-            "(transformers now refuses such a config).",
-        )
+    if f.hidden_size and f.num_qo_heads and f.hidden_size % f.num_qo_heads and f.head_dim is None:
+        return _heads_do_not_divide(f)
     if width is None:
         return (
             "tokens",
@@ -119,132 +109,162 @@ def view_case(
             "Take the leading sizes from this tensor itself: x.view(*x.shape[:-1], -1, head_dim).",
         )
     if nheads is None:  # view(..., -1, dim)
-        if D and dim == D and width % dim:
-            for count, total, what in ((Hkv, (Hkv or 0) * D, "k_proj"), (Hq, (Hq or 0) * D, "q_proj")):
-                tp = count and _tp(total, width, count)
-                if tp:
-                    return tp_case(tp, count, what)
-        if D and dim != D and width % D == 0:
-            if f.naive_head_dim == dim:
-                return head_dim_from_hidden(f, dim)
-            return (
-                "head_dim",
-                "head_dim",
-                f"the view's head size is {dim}, the model's head_dim {D}.",
-                f"View with head_dim = {D} (config.head_dim).",
-            )
-        if not f.known:
-            return ambiguous(
-                [
-                    (
-                        "tp",
-                        f"{width} values per row is less than one head of {dim} if a tensor-parallel "
-                        "split gave each rank part of a head (tp > Hkv)",
-                    ),
-                    ("head_dim", f"or head_dim {dim} is not the model's"),
-                ],
-                "config.num_key_value_heads and config.head_dim against tp (add --model)",
-            )
-        return (
-            "foreign",
-            "heads",
-            f"{width} values per row are not whole heads of {dim}.",
-            f"Check which projection produced this tensor: the model's are [T, {Hq} x {D}] and [T, {Hkv} x {D}].",
-        )
+        return _view_inferred_heads(width, dim, f)
     if not f.known:
-        if width % dim == 0:
-            have = width // dim
-            return ambiguous(
-                [
-                    (
-                        "heads",
-                        f"the tensor holds {heads(have)} of {dim} and was viewed with {nheads}: if "
-                        f"{have} is num_key_value_heads and {nheads} num_attention_heads, k or v was "
-                        "viewed with the query head count (view with num_key_value_heads)",
-                    ),
-                    ("tp", f"or a tensor-parallel shard ({have} heads per rank) viewed with the full count"),
-                ],
-                f"config.num_key_value_heads (is it {have}?) and the tp degree (add --model)",
-            )
-        return ambiguous(
-            [
-                ("head_dim", f"{width} values per row are not whole heads of {dim}: head_dim is not {dim}"),
-                ("heads", "or the tensor comes from another projection"),
-            ],
-            "config.head_dim and the projection's output size (add --model)",
-        )
+        return _view_without_model(width, nheads, dim)
+    D = f.head_dim
     if D and dim == D and width % D == 0:
-        have = width // D
-        if Hkv and have == Hkv and nheads == Hq and Hq != Hkv:
-            return (
-                "kv_viewed_with_hq",
-                "heads",
-                f"k (or v) from k_proj holds Hkv x D = {Hkv} x {D} = {width} values per token, but was viewed with "
-                f"the query head count {Hq} (num_attention_heads): the classic GQA mistake in a view.",
-                f"View k and v with num_key_value_heads: k.view(B, T, {Hkv}, {D}) ({_kv_fix(f)}); "
-                "q keeps num_attention_heads.",
-            )
-        if Hq and have == Hq and nheads == Hkv and Hq != Hkv:
-            return ambiguous(
-                [
-                    (
-                        "q_viewed_with_hkv",
-                        f"q (Hq x D = {Hq} x {D} = {width} values per token) was viewed "
-                        f"with the KV head count {Hkv}: view q with num_attention_heads",
-                    ),
-                    (
-                        "kv_projected_with_hq",
-                        f"or k/v were projected with num_attention_heads ({Hq} x {D}, "
-                        "an MHA projection under a GQA config) and viewed with "
-                        f"num_key_value_heads: build k_proj and v_proj with "
-                        f"{Hkv} x {D} outputs",
-                    ),
-                ],
-                "which tensor the failing line views (the traceback's line) and k_proj.out_features",
-            )
-        if Hkv and nheads == Hkv and have < Hkv and Hkv % have == 0:
-            return (
-                "tp_shard_full_count",
-                "tp",
-                f"this rank's k holds {heads(have)} (a tensor-parallel shard, tp = {Hkv // have}) but was viewed "
-                f"with the full {Hkv}.",
-                f"View with the per-rank count, {Hkv} // tp = {have}, or view(..., -1, {D}).",
-            )
-        if Hq and nheads == Hq and have < Hq and Hq % have == 0:
-            tp = Hq // have
-            kv = f" (k and v: {Hkv} // tp = {Hkv // tp})" if Hkv and Hkv % tp == 0 else ""
-            return ambiguous(
-                [
-                    (
-                        "tp_shard_full_count",
-                        f"this rank's q holds {heads(have)} (a tensor-parallel shard, tp = {tp}) but was viewed "
-                        f"with the full {Hq}: view with the per-rank count {have}{kv}, or view(..., -1, {D})",
-                    ),
-                    ("foreign", f"or the tensor comes from another model's projection ({have} x {D} per token)"),
-                ],
-                "whether this runs with tensor parallelism (tp) and which projection produced the tensor",
-            )
-        return (
-            "foreign",
-            "heads",
-            f"the tensor holds {heads(have)} of {D} and was viewed with {nheads}; the model has Hq = {Hq}, "
-            f"Hkv = {Hkv}: it comes from another model's projection or config.",
-            f"Build it with this model's projections: q [T, {Hq}, {D}], k and v [T, {Hkv}, {D}].",
-        )
+        return _view_whole_heads(width // D, nheads, f)
     if D and dim != D:
-        if f.naive_head_dim == dim:
-            return head_dim_from_hidden(f, dim)
-        return (
-            "head_dim",
-            "head_dim",
-            f"the view's head size is {dim}, the model's head_dim is {D}.",
-            f"View with head_dim = {D} (config.head_dim).",
-        )
+        return _view_head_dim(dim, f)
     return (
         "foreign",
         "heads",
         f"{width} values per row do not make {nheads} heads of {dim}.",
         "Print the tensor's shape before the view and compare it with the projection's output size.",
+    )
+
+
+def _heads_do_not_divide(f: Facts) -> Verdict:
+    hidden, Hq = f.hidden_size, f.num_qo_heads
+    return (
+        "heads_do_not_divide_hidden",
+        "head_dim",
+        f"hidden_size = {hidden} is not a multiple of num_attention_heads = {Hq}: head_dim = "
+        f"{hidden} // {Hq} = {hidden // Hq} drops {hidden - Hq * (hidden // Hq)} "
+        "columns, and no view of whole heads matches the projection.",
+        "The config is wrong for these weights: num_attention_heads must divide hidden_size (or the config "
+        "must set head_dim); take the value from the checkpoint's own config.json "
+        "(transformers now refuses such a config).",
+    )
+
+
+def _view_head_dim(dim: int, f: Facts) -> Verdict:
+    """A view whose head size ``dim`` is not the model's head_dim."""
+    if f.naive_head_dim == dim:
+        return head_dim_from_hidden(f, dim)
+    return (
+        "head_dim",
+        "head_dim",
+        f"the view's head size is {dim}, the model's head_dim is {f.head_dim}.",
+        f"View with head_dim = {f.head_dim} (config.head_dim).",
+    )
+
+
+def _view_inferred_heads(width: int, dim: int, f: Facts) -> Verdict:
+    """``view(..., -1, dim)`` of ``width`` values per row: a tp split of heads, or another head size."""
+    Hq, Hkv, D = f.num_qo_heads, f.num_kv_heads, f.head_dim
+    if D and dim == D and width % dim:
+        for count, total, what in ((Hkv, (Hkv or 0) * D, "k_proj"), (Hq, (Hq or 0) * D, "q_proj")):
+            tp = count and _tp(total, width, count)
+            if tp:
+                return tp_case(tp, count, what)
+    if D and dim != D and width % D == 0:
+        return _view_head_dim(dim, f)
+    if not f.known:
+        return ambiguous(
+            [
+                (
+                    "tp",
+                    f"{width} values per row is less than one head of {dim} if a tensor-parallel "
+                    "split gave each rank part of a head (tp > Hkv)",
+                ),
+                ("head_dim", f"or head_dim {dim} is not the model's"),
+            ],
+            "config.num_key_value_heads and config.head_dim against tp (add --model)",
+        )
+    return (
+        "foreign",
+        "heads",
+        f"{width} values per row are not whole heads of {dim}.",
+        f"Check which projection produced this tensor: the model's are [T, {Hq} x {D}] and [T, {Hkv} x {D}].",
+    )
+
+
+def _view_without_model(width: int, nheads: int, dim: int) -> Verdict:
+    """A view to ``[nheads, dim]`` of ``width`` values per row, the model unknown: which mistakes fit."""
+    if width % dim == 0:
+        have = width // dim
+        return ambiguous(
+            [
+                (
+                    "heads",
+                    f"the tensor holds {heads(have)} of {dim} and was viewed with {nheads}: if "
+                    f"{have} is num_key_value_heads and {nheads} num_attention_heads, k or v was "
+                    "viewed with the query head count (view with num_key_value_heads)",
+                ),
+                ("tp", f"or a tensor-parallel shard ({have} heads per rank) viewed with the full count"),
+            ],
+            f"config.num_key_value_heads (is it {have}?) and the tp degree (add --model)",
+        )
+    return ambiguous(
+        [
+            ("head_dim", f"{width} values per row are not whole heads of {dim}: head_dim is not {dim}"),
+            ("heads", "or the tensor comes from another projection"),
+        ],
+        "config.head_dim and the projection's output size (add --model)",
+    )
+
+
+def _view_whole_heads(have: int, nheads: int, f: Facts) -> Verdict:
+    """A tensor of ``have`` whole heads of the model's head_dim viewed with ``nheads``: which count it holds."""
+    Hq, Hkv, D = f.num_qo_heads, f.num_kv_heads, f.head_dim
+    width = have * D
+    if Hkv and have == Hkv and nheads == Hq and Hq != Hkv:
+        return (
+            "kv_viewed_with_hq",
+            "heads",
+            f"k (or v) from k_proj holds Hkv x D = {Hkv} x {D} = {width} values per token, but was viewed with "
+            f"the query head count {Hq} (num_attention_heads): the classic GQA mistake in a view.",
+            f"View k and v with num_key_value_heads: k.view(B, T, {Hkv}, {D}) ({_kv_fix(f)}); "
+            "q keeps num_attention_heads.",
+        )
+    if Hq and have == Hq and nheads == Hkv and Hq != Hkv:
+        return ambiguous(
+            [
+                (
+                    "q_viewed_with_hkv",
+                    f"q (Hq x D = {Hq} x {D} = {width} values per token) was viewed "
+                    f"with the KV head count {Hkv}: view q with num_attention_heads",
+                ),
+                (
+                    "kv_projected_with_hq",
+                    f"or k/v were projected with num_attention_heads ({Hq} x {D}, "
+                    "an MHA projection under a GQA config) and viewed with "
+                    f"num_key_value_heads: build k_proj and v_proj with "
+                    f"{Hkv} x {D} outputs",
+                ),
+            ],
+            "which tensor the failing line views (the traceback's line) and k_proj.out_features",
+        )
+    if Hkv and nheads == Hkv and have < Hkv and Hkv % have == 0:
+        return (
+            "tp_shard_full_count",
+            "tp",
+            f"this rank's k holds {heads(have)} (a tensor-parallel shard, tp = {Hkv // have}) but was viewed "
+            f"with the full {Hkv}.",
+            f"View with the per-rank count, {Hkv} // tp = {have}, or view(..., -1, {D}).",
+        )
+    if Hq and nheads == Hq and have < Hq and Hq % have == 0:
+        tp = Hq // have
+        kv = f" (k and v: {Hkv} // tp = {Hkv // tp})" if Hkv and Hkv % tp == 0 else ""
+        return ambiguous(
+            [
+                (
+                    "tp_shard_full_count",
+                    f"this rank's q holds {heads(have)} (a tensor-parallel shard, tp = {tp}) but was viewed "
+                    f"with the full {Hq}: view with the per-rank count {have}{kv}, or view(..., -1, {D})",
+                ),
+                ("foreign", f"or the tensor comes from another model's projection ({have} x {D} per token)"),
+            ],
+            "whether this runs with tensor parallelism (tp) and which projection produced the tensor",
+        )
+    return (
+        "foreign",
+        "heads",
+        f"the tensor holds {heads(have)} of {D} and was viewed with {nheads}; the model has Hq = {Hq}, "
+        f"Hkv = {Hkv}: it comes from another model's projection or config.",
+        f"Build it with this model's projections: q [T, {Hq}, {D}], k and v [T, {Hkv}, {D}].",
     )
 
 
@@ -287,6 +307,10 @@ def weight_case(
                 f"the weights have {have // D} KV heads of {D}, {where} {want // D}: config and weights disagree.",
                 "Use the config.json that ships with these weights.",
             )
+    if proj == "qkv":
+        mha = _qkv_built_as_mha(have, want, f, hidden, where)
+        if mha is not None:
+            return mha
     if proj in ("q", "o", "qkv"):
         n = Hq if proj != "qkv" else (Hq + 2 * Hkv if Hq and Hkv else None)
         if n and have % n == 0 and want % n == 0:
@@ -319,6 +343,33 @@ def weight_case(
         "heads",
         f"the weights of {proj}_proj have {have} rows, {where} builds {want}: they are not of the same model.",
         "Use the config.json that ships with these weights.",
+    )
+
+
+def _qkv_built_as_mha(have: int, want: int, f: Facts, hidden: int | None, where: str) -> Verdict | None:
+    """A fused qkv_proj (Phi-3's) built with 3 x Hq heads where the weights hold Hq + 2 x Hkv: None otherwise."""
+    Hq = f.num_qo_heads
+    D = f.head_dim or (hidden // Hq if hidden and Hq else None)
+    if not (Hq and D) or want != 3 * Hq * D or not Hq * D < have < want or (have - Hq * D) % (2 * D):
+        return None
+    kv = (have - Hq * D) // (2 * D)
+    if Hq % kv:
+        return None
+    given = ""
+    if f.num_kv_heads == kv:
+        given = (
+            f" The config given says num_key_value_heads = {kv}: the model that raised was built from another "
+            "config (one without it) or by modeling code that ignores it."
+        )
+    return (
+        "config_without_kv_heads",
+        "heads",
+        f"{where} built the fused qkv_proj as MHA: 3 x {Hq} x {D} = {want} rows (q, k and v of {Hq} heads each), "
+        f"what a config without num_key_value_heads means; the weights hold {have} = ({Hq} + 2 x {kv}) x {D} rows: "
+        f"{kv} KV heads (GQA, G = {Hq // kv}). head_dim = {D} is right.{given}",
+        f"Build the model with num_key_value_heads = {kv}: load the checkpoint's own config.json with it "
+        "(from_pretrained(path), no hand-made config); modeling code or a transformers that ignores "
+        "num_key_value_heads for this model needs updating.",
     )
 
 
@@ -399,4 +450,115 @@ def broadcast_case(a: int, b: int, dim: int | None, f: Facts, ndim: int | None =
         + "): a mask, positions or a cache of another length?",
         "Print both operands' shapes just before the failing line; the one that is not [B, H, T, D] of this "
         "model is the mistake.",
+    )
+
+
+def einsum_case(a: int, b: int, label: str | None, f: Facts) -> Verdict:
+    """An einsum whose subscript ``label`` has size ``a`` in one operand and ``b`` in an earlier one."""
+    Hq, Hkv = f.num_qo_heads, f.num_kv_heads
+    on = f"subscript {label}" if label else "one subscript"
+    if Hq and Hkv and Hq != Hkv and {a, b} == {Hq, Hkv}:
+        G = Hq // Hkv
+        return (
+            "missing_repeat_kv",
+            "heads",
+            f"{on} is the head axis of both q ({Hq} query heads) and k ({Hkv} KV heads): an einsum written "
+            f"for MHA got GQA tensors, and k was never repeated to the query heads (G = {G}).",
+            f"Repeat k and v before the einsum: k = repeat_kv(k, {G}) (torch.repeat_interleave(k, {G}, dim=1) on "
+            f"[B, H, T, D]); or keep k as it is and give q a group axis: torch.einsum('bhgqd,bhkd->bhgqk', "
+            f"q.view(B, {Hkv}, {G}, T, D), k).",
+        )
+    if f.known:
+        return broadcast_case(a, b, None, f)
+    big, small = max(a, b), min(a, b)
+    options = []
+    if small and big % small == 0:
+        options.append(
+            (
+                "heads",
+                f"{on} is the head axis: {big} query heads against {small} KV heads, repeat_kv missing "
+                f"(G = {big // small})",
+            )
+        )
+    options.append(("other_axis", f"or {on} joins two other sizes ({a} and {b}): lengths or head sizes that differ"))
+    return ambiguous(options, "the equation's subscripts against q.shape and k.shape (or add --model)")
+
+
+def expand_case(target: tuple, existing: tuple, dim: int, f: Facts) -> Verdict | None:
+    """``Tensor.expand`` (or a copy into a slice) of a tensor of shape ``existing`` to ``target``, refused at
+    axis ``dim`` of ``target``: the two GQA mistakes whose shapes say which; None for any other."""
+    a = target[dim] if 0 <= dim < len(target) else None
+    b = existing[dim - (len(target) - len(existing))] if len(existing) >= len(target) - dim else None
+    if (
+        len(target) == 5
+        and len(existing) == 5
+        and dim == 1
+        and existing[2] == 1
+        and target[2] == existing[1]
+        and a != existing[1]
+    ):
+        kv, n_rep, D = existing[1], a, target[4]
+        note = ""
+        if f.num_kv_heads and f.num_qo_heads and (f.num_kv_heads, f.num_qo_heads // f.num_kv_heads) != (kv, n_rep):
+            note = f" ({f.name}'s own numbers are Hkv = {f.num_kv_heads}, G = {f.num_qo_heads // f.num_kv_heads})"
+        return (
+            "repeat_kv_swapped",
+            "heads",
+            f"repeat_kv inserts an axis of size 1 after the KV heads, [B, {kv}, 1, T, {D}], and expands it to n_rep: "
+            f"[B, {kv}, n_rep, T, {D}]. This expand asked for [B, {n_rep}, {kv}, T, {D}]: num_key_value_heads "
+            f"({kv}) and n_rep ({n_rep}) are swapped in its arguments{note}.",
+            f"hidden_states[:, :, None, :, :].expand(B, {kv}, {n_rep}, T, {D}).reshape(B, {kv * n_rep}, T, {D}): "
+            "num_key_value_heads first, then n_rep = num_attention_heads // num_key_value_heads.",
+        )
+    Hq, Hkv, D = f.num_qo_heads, f.num_kv_heads, f.head_dim
+    if Hq and Hkv and Hq != Hkv and a == Hkv and b == Hq and len(target) == 4:
+        return (
+            "repeated_kv_written",
+            "heads",
+            f"the value written holds q's {Hq} heads, the place it is written (a cache slice) {Hkv}: k or v was "
+            f"repeated to the query heads (repeat_kv) before the cache write, or built with num_attention_heads.",
+            f"Write the un-repeated k and v of the projections, [B, {Hkv}, T, {D}], into the cache; repeat_kv "
+            f"belongs to attention, after the write (the cache then needs {Hq // Hkv} times less memory).",
+        )
+    return None
+
+
+def index_case(index: int, dim: int, size: int, f: Facts) -> Verdict:
+    """An index ``index`` past the end of axis ``dim`` (of ``size``): a slot past a pool, or a head past Hkv."""
+    Hq, Hkv = f.num_qo_heads, f.num_kv_heads
+    if dim == 1 and Hq and Hkv and Hq > Hkv == size and size <= index < Hq:
+        G = Hq // Hkv
+        return (
+            "query_head_as_kv_head",
+            "heads",
+            f"axis 1 of a pool [P, Hkv, D] holds {f.name}'s {Hkv} KV heads; index {index} is a query head "
+            f"(0..{Hq - 1}): the KV head of query head h is h // G.",
+            f"Index the pool with the KV head kv_head = h // {G} (G = Hq / Hkv = {Hq} / {Hkv}), not the query head h.",
+        )
+    edge = (
+        f"index {index} is one past the last row ({size - 1}): an off-by-one (a slot counted from 1, or <= where "
+        "< was meant)"
+        if index == size
+        else f"index {index} is {'past' if index > size else 'before'} the {size} rows"
+    )
+    return ambiguous(
+        [
+            (
+                "pool_size",
+                f"the pool has fewer rows than the slots handed out: it was allocated with {size} rows while the "
+                "allocator or page table counts more (num_pages x page_size of another page_size, or a pool sized "
+                f"for the prompt and not the generated tokens); {edge}",
+            ),
+            (
+                "slots",
+                "or the slot was computed wrongly: a token's position taken as its slot, page x page_size + offset "
+                "with another page_size, or a slot of another pool",
+            ),
+            (
+                "not_a_pool",
+                f"or the tensor is no pool: a token id past a vocabulary of {size} (an embedding), or another table",
+            ),
+        ],
+        "print(k_pool.shape[0], slots.min(), slots.max(), positions.max()) just before the write, and the "
+        "allocator's num_pages * page_size against k_pool.shape[0]",
     )

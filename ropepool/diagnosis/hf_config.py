@@ -12,6 +12,8 @@ and `factor`, got {...}``                                              ``rope_ty
 ``'LlamaConfig' object has no attribute 'rope_theta'``                 code for transformers 4 on 5
 ``KeyError: 'type'`` / ``KeyError: 'rope_type'`` (in a RoPE reader)     reader older / newer than the config
 ``Unrecognized keys in `rope_scaling` for 'rope_type'='linear'``       a warning, harmless
+```rope_parameters`'s long_factor field must have length 64, got 48``  a longrope list's length, checked
+                                                                       against rotary_dim / 2 (Phi3Config)
 =====================================================================  ==================================
 """
 
@@ -168,6 +170,54 @@ def _key_error(text: str, i: int, key: str, f: Facts) -> Diagnosis | None:
     )
 
 
+def _longrope_length(line: str, f: Facts) -> Diagnosis | None:
+    m = re.search(
+        r"`(rope_scaling|rope_parameters)`'s (short|long)_factor field must have length (\d{1,9}), got (\d{1,9})", line
+    )
+    if not m:
+        return None
+    key, which, want, got = m.group(1), m.group(2), int(m.group(3)), int(m.group(4))
+    D, rd = f.head_dim, f.rotary_dim
+    read = f"{which}_factor: {got} entries where the check wants {want}"
+    if D and rd and rd < D and got == rd // 2 and want == D // 2:
+        factor = f"{rd / D:g}"
+        case, quantity = "longrope_partial_rotary_not_read", "rotary_dim"
+        why = (
+            f"{f.name} rotates rotary_dim = {rd} of its {D} dimensions (partial_rotary_factor = {factor}), so its "
+            f"{which}_factor has {rd} / 2 = {got} entries, one per rotated pair: the list is right. The check sized "
+            f"it by the whole head ({D} / 2 = {want}): partial_rotary_factor never reached it, missing from the "
+            f"config (transformers 5: from {key}) or read by a transformers whose Phi3Config predates partial rotary."
+        )
+        fix = (
+            f"Do not pad or cut the factor lists. Put partial_rotary_factor = {factor} in config.json (transformers 5: "
+            "inside rope_parameters too), or upgrade transformers (pip install -U transformers: its Phi3Config reads "
+            "partial_rotary_factor since Phi-4-mini)."
+        )
+    elif D and want == (rd or D) // 2 and got != want:
+        case, quantity = "longrope_factors_of_another_model", "scaling"
+        why = (
+            f"{f.name} rotates {rd or D} dimensions: {want} factors, one per rotated pair; the list has {got}, the "
+            f"factors of another model (one that rotates {2 * got} dimensions)."
+        )
+        fix = f"Take long_factor and short_factor from the checkpoint's own config.json ({want} entries each)."
+    else:
+        options = []
+        if got < want:
+            options.append(
+                (
+                    "rotary_dim",
+                    f"a partial-rotary model: {got} factors fit one that rotates {2 * got} of {2 * want} dimensions "
+                    f"(partial_rotary_factor = {got / want:g}), and the check did not read partial_rotary_factor: "
+                    "the list is right, put partial_rotary_factor in the config or upgrade transformers",
+                )
+            )
+        options.append(("scaling", f"or the factors are another model's (one that rotates {2 * got} dimensions)"))
+        case, quantity, why, fix = ambiguous(
+            options, "partial_rotary_factor and head_dim in config.json against the list's length (or add --model)"
+        )
+    return Diagnosis("transformers", SOURCE, line.strip()[:300], read, case, quantity, why, fix)
+
+
 def _unrecognized(line: str, f: Facts) -> Diagnosis:
     return Diagnosis(
         "transformers",
@@ -195,6 +245,7 @@ def diagnose(text: str, f: Facts) -> tuple[int, Diagnosis] | None:
         'KeyError: "rope_type"',
         'KeyError "rope_type"',
         "Unrecognized keys in `rope_",
+        "_factor field must have length",
     )
     if found is None:
         return None
@@ -206,6 +257,8 @@ def diagnose(text: str, f: Facts) -> tuple[int, Diagnosis] | None:
         d = _two_fields(line, f) if "rope_scaling" in line else None
     elif phrase.startswith("Missing"):
         d = _missing(line, f)
+    elif phrase == "_factor field must have length":
+        d = _longrope_length(line, f)
     elif phrase.startswith("Unrecognized"):
         d = _unrecognized(line, f) if "{'type'}" in line else None
     else:

@@ -6,6 +6,10 @@
 b (8) at non-singleton dimension 1``                        ``q @ k`` without ``repeat_kv``, ``x * cos``
 ``The expanded size of the tensor (128) must match the      ``Tensor.expand`` (the same file)
 existing size (64) at non-singleton dimension 3``
+``einsum(): subscript h has size 8 for operand 1 which does  ``torch.einsum`` (aten/src/ATen/native/Linear.cpp;
+not broadcast with previously seen size 32``                 older: ``operands do not broadcast with remapped``)
+``index 4096 is out of bounds for dimension 0 with size      indexing (TensorAdvancedIndexing.cpp; NumPy's
+4096``                                                      ``for axis 0``): a slot past a pool
 ``size mismatch for ...k_proj.weight: copying a param with  ``Module.load_state_dict`` (torch/nn/modules/
 shape torch.Size([1024, 4096]) from checkpoint, the shape   module.py), what ``from_pretrained`` prints
 in current model is torch.Size([4096, 4096]).``
@@ -17,11 +21,14 @@ from __future__ import annotations
 import re
 
 from .base import Diagnosis, Facts
-from .heads import broadcast_case, merged_view_case, view_case, weight_case
+from .heads import broadcast_case, einsum_case, expand_case, index_case, merged_view_case, view_case, weight_case
 from .text import last, line_at, product, shapes
 
 VIEW = "PyTorch's Tensor.view (aten/src/ATen/InferSize.h), as transformers' attention calls it"
 BROADCAST = "PyTorch broadcasting (aten/src/ATen/ExpandUtils.cpp)"
+EINSUM = "PyTorch's torch.einsum (aten/src/ATen/native/Linear.cpp)"
+INDEX = "PyTorch's indexing (aten/src/ATen/native/TensorAdvancedIndexing.cpp)"
+NUMPY_INDEX = "NumPy's indexing (numpy/_core/src/multiarray/mapping.c)"
 LOAD = "PyTorch's Module.load_state_dict (torch/nn/modules/module.py), as from_pretrained calls it"
 
 _PROJ = re.compile(r"(?:^|[._])(q|k|v|o)_proj\b|(query_key_value|qkv_proj|qkv|c_attn)\b|attn_(q|k|v)\b")
@@ -83,12 +90,58 @@ def _broadcast(text: str, i: int, f: Facts) -> Diagnosis | None:
     a, b, dim = (int(x) for x in m.groups())
     found = shapes(line[m.end() :])
     ndim = len(found[0]) if found else None
-    case, quantity, why, fix = broadcast_case(a, b, dim, f, ndim)
+    verdict = expand_case(found[0], found[1], dim, f) if len(found) >= 2 else None
+    case, quantity, why, fix = verdict or broadcast_case(a, b, dim, f, ndim)
     return Diagnosis(
         "pytorch",
         BROADCAST.replace("broadcasting", "Tensor.expand"),
         line.strip()[:400],
         f"target size {a} against existing size {b} at dimension {dim}",
+        case,
+        quantity,
+        why,
+        fix,
+    )
+
+
+def _einsum(text: str, i: int, f: Facts) -> Diagnosis | None:
+    line = line_at(text, i)
+    m = re.search(
+        r"subscript (\w) has size (\d{1,19}) for operand (\d{1,3}) which does not broadcast with previously seen "
+        r"size (\d{1,19})",
+        line,
+    )
+    if m:
+        label, a, b = m.group(1), int(m.group(2)), int(m.group(4))
+        read = f"subscript {label}: size {a} in operand {m.group(3)}, {b} before it"
+    else:
+        pairs = re.findall(r"\[([\d, ]{0,120})\]->\[([\d, ]{0,120})\]", line)
+        remapped = [tuple(int(x) for x in r.split(",") if x.strip()) for _, r in pairs]
+        if len(remapped) < 2 or len(remapped[0]) != len(remapped[1]):
+            return None
+        x, y = remapped[0], remapped[1]
+        bad = [j for j in range(len(x)) if x[j] != y[j] and 1 not in (x[j], y[j])]
+        if not bad:
+            return None
+        label, a, b = None, y[bad[0]], x[bad[0]]
+        read = f"operands {[p[0] for p in pairs[:2]]}: sizes {b} and {a} under one subscript"
+    case, quantity, why, fix = einsum_case(a, b, label, f)
+    return Diagnosis("pytorch", EINSUM, line.strip()[:400], read, case, quantity, why, fix)
+
+
+def _index(text: str, i: int, f: Facts) -> Diagnosis | None:
+    line = line_at(text, i)
+    m = re.search(r"index (-?\d{1,19}) is out of bounds for (dimension|axis) (\d{1,3}) with size (\d{1,19})", line)
+    if not m:
+        return None
+    index, dim, size = int(m.group(1)), int(m.group(3)), int(m.group(4))
+    case, quantity, why, fix = index_case(index, dim, size, f)
+    numpy = m.group(2) == "axis"
+    return Diagnosis(
+        "numpy" if numpy else "pytorch",
+        NUMPY_INDEX if numpy else INDEX,
+        line.strip()[:300],
+        f"index {index} on {m.group(2)} {dim} of size {size}",
         case,
         quantity,
         why,
@@ -130,12 +183,20 @@ def diagnose(text: str, f: Facts) -> tuple[int, Diagnosis] | None:
         "must match the size of tensor b",
         "must match the existing size",
         "size mismatch for ",
+        "einsum(): subscript",
+        "einsum(): operands do not broadcast",
+        "is out of bounds for dimension",
+        "is out of bounds for axis",
     )
     if found is None:
         return None
     i, phrase = found
     if phrase == "size mismatch for ":
         d = _load(text, f)
+    elif phrase.startswith("einsum"):
+        d = _einsum(text, i, f)
+    elif phrase.startswith("is out of bounds"):
+        d = _index(text, i, f)
     elif phrase == "is invalid for input of size":
         d = _view(text, i, f)
     else:
