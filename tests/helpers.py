@@ -46,3 +46,10 @@ def for_each(cases, check) -> None:
         except Exception as err:  # an AssertionError, or whatever the check ran into
             failed[case] = f"{type(err).__name__}: {err}"
     assert not failed, f"{len(failed)} of {len(cases)} failed:\n" + "\n".join(f"{c}: {m}" for c, m in failed.items())
+
+
+def drawn_states(state) -> list[str]:
+    """What each pool row should show: the recording's row state, "used" rows no running request has written
+    yet (positions past its ``num_cached``) drawn as "reserved"."""
+    written = {row for rid in state.running for row in state.requests[rid].slot_table[: state.requests[rid].num_cached]}
+    return ["reserved" if s == "used" and r not in written else s for r, s in enumerate(state.row_states())]

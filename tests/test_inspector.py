@@ -12,6 +12,8 @@ from html.parser import HTMLParser
 
 import pytest
 
+from helpers import drawn_states
+
 from ropepool.teaching.inspector import scenarios
 from ropepool.teaching.inspector.page import page
 from ropepool.teaching.inspector.render import frames, sentence
@@ -53,7 +55,7 @@ def test_each_frame_draws_that_steps_rows_owners_writes_and_evictions(run):
         assert f'data-step="{k}"' in html
         shown = squares(html)
         assert [s[0] for s in shown] == list(range(state.pool_rows))
-        assert [s[1] for s in shown] == state.row_states(), f"step {k}"
+        assert [s[1] for s in shown] == drawn_states(state), f"step {k}"
         assert [sorted(s[2]) for s in shown] == [sorted(o) for o in state.row_owners()], f"step {k}"
         written = {s[0] for s in shown if "w" in s[3]}
         evicted = {s[0] for s in shown if "e" in s[3]}
@@ -85,7 +87,8 @@ def test_the_sentence_says_the_decision():
         for rid in d.ran:
             assert f"request {rid} " in say
         if d.evicted:
-            assert f"gave back {len(d.evicted)} rows" in say
+            n = len(d.evicted)
+            assert f"gave back {n} {'row' if n == 1 else 'rows'} no request held" in say
     chunked = [k for k, d in enumerate(rec.decisions, 1) if any(0 < s < 20 for s in d.starts)]
     assert chunked and "prefilled a chunk" in sentence(
         rec.decisions[chunked[0] - 1], states[chunked[0] - 1], states[chunked[0]]
@@ -120,11 +123,13 @@ def test_the_command_writes_the_page(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0] == str(out) and "window: 3 prompts on tiny Gemma-3" in done.stdout
-    assert "step 1:" in done.stderr  # progress
+    assert done.stderr.splitlines()[0].startswith("step 1: ")  # progress, a line a step in a log
     assert "ring rows" in out.read_text(encoding="utf-8")
 
 
-@pytest.mark.parametrize("bad", ["--out={tmp}", "--out={tmp}/no/such/folder/x.html", "--scenario=beam"])
+@pytest.mark.parametrize(
+    "bad", ["--out={tmp}", "--out={tmp}/no/such/folder/x.html", "--scenario=beam", "--out={tmp}/run.txt"]
+)
 def test_the_command_refuses_bad_arguments_in_one_line(tmp_path, bad):
     done = subprocess.run(
         [sys.executable, "-m", "ropepool", "inspect", bad.format(tmp=tmp_path)]
@@ -169,3 +174,27 @@ def test_a_wrong_part_is_seen_where_it_first_differs():
     assert f"your tree and the engine's first differ at step {step}" in unescape(viewer.children[0].value)
     assert what == f"step {step}: the tokens each ran (requests [1]): yours [1], theirs [2]", what
     assert viewer.view.value.count('class="rp-frame"') == 2
+
+
+def test_the_words_follow_the_run_preemption_readmission_and_a_cache_turned_off():
+    rec = scenarios.run("preemption", "tiny").recording
+    states = list(rec.states())
+    said = [sentence(d, states[k - 1], states[k], rec.settings) for k, d in enumerate(rec.decisions, 1)]
+    (k, victim), *_ = [(k, d.preempted[0]) for k, d in enumerate(rec.decisions, 1) if d.preempted]
+    assert "its whole pages stay in the tree" in said[k - 1] and re.search(r"\d+ rows? (was|were) free", said[k - 1])
+    back = next(i for i, d in enumerate(rec.decisions[k:], k + 1) if victim in d.admitted)
+    assert f"request {victim} " in said[back - 1] and "found in the tree" in said[back - 1], said[back - 1]
+    window = scenarios.run("window", "tiny").recording
+    states = list(window.states())
+    finished = [sentence(d, states[i - 1], states[i], window.settings) for i, d in enumerate(window.decisions, 1)]
+    assert any("finished: rows given back." in s for s in finished) and not any("tree" in s for s in finished)
+    assert "The prefix tree" not in frames(window)[-1]
+
+
+def test_rows_reserved_for_positions_not_computed_yet_are_drawn_apart():
+    rec = scenarios.run("preemption", "tiny").recording  # chunks of 16: a prompt's rows are held from admission
+    first = squares(frames(rec)[1])
+    req = rec.state(1).requests[0]
+    written, held = set(req.slot_table[: req.num_cached]), set(req.slot_table)
+    assert held - written and {s[0] for s in first if s[1] == "reserved"} == held - written
+    assert {s[0] for s in first if s[1] == "used"} == written

@@ -8,6 +8,7 @@ the prefix tree. Progress goes to stderr; the page's path and the run's one-line
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -30,11 +31,21 @@ def main(args) -> int:
     from ..teaching.inspector.scenarios import run
 
     out = Path(args.out)
+    if out.suffix.lower() not in (".html", ".htm"):
+        print(f"inspect: --out {args.out}: the page is HTML: name it FILE.html", file=sys.stderr)
+        return 2
     if out.is_dir() or not out.parent.is_dir():
         print(f"inspect: --out {args.out}: not a file in an existing folder", file=sys.stderr)
         return 2
+    if not os.access(out.parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        print(f"inspect: --out {args.out}: not writable here", file=sys.stderr)
+        return 2
     done = run(args.scenario, args.model, progress=sys.stderr)
-    out.write_text(page(done.recording, done.title, about=done.about, decode=done.decode), encoding="utf-8")
+    try:
+        out.write_text(page(done.recording, done.title, about=done.about, decode=done.decode), encoding="utf-8")
+    except OSError as err:
+        print(f"inspect: --out {args.out}: {err.strerror or err}", file=sys.stderr)
+        return 1
     print(out)
     print(done.about)
     return 0

@@ -94,6 +94,16 @@ class State:
 
 
 @dataclass
+class Settings:
+    """What the recorded engine was made with: the prefix cache on or off, the step's token budget, the
+    sliding window of its rings (None: no rings)."""
+
+    prefix_cache: bool
+    max_step_tokens: int | None
+    window: int | None
+
+
+@dataclass
 class Decision:
     """What one step did (rids, and ``[T]`` rows for ``written``).
 
@@ -206,12 +216,19 @@ _SILENT = {
 
 
 class Recording:
-    """The start of a run (:func:`snapshot`) and, per committed step, a :class:`Decision` and a :class:`Change`."""
+    """The start of a run (:func:`snapshot`), the engine's :class:`Settings`, and per committed step a
+    :class:`Decision` and a :class:`Change`."""
 
     def __init__(self, engine):
         self.start = snapshot(engine, requests=list(engine.scheduler.waiting) + list(engine.scheduler.running))
         self.decisions: list[Decision] = []
         self.changes: list[Change] = []
+        rings = getattr(engine.runner, "rings", None)
+        self.settings = Settings(
+            prefix_cache=bool(getattr(engine.scheduler.cache, "enabled", True)),
+            max_step_tokens=getattr(engine.scheduler, "max_step_tokens", None),
+            window=None if rings is None else rings.window,
+        )
         self._known = set(self.start.requests)
         own = (
             type(engine.allocator) is Allocator

@@ -12,6 +12,7 @@ import re
 
 import nbformat
 import pytest
+from helpers import drawn_states
 
 from ropepool.teaching.inspector import scenarios
 from ropepool.teaching.inspector.page import page
@@ -32,7 +33,7 @@ DRAWN_JS = """root => {
 def expected(state) -> dict:
     return {
         "step": state.step,
-        "states": state.row_states(),
+        "states": drawn_states(state),
         "owners": [" ".join(map(str, o)) for o in state.row_owners()],
     }
 

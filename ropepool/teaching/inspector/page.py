@@ -41,8 +41,9 @@ def page(recording, title: str, *, about: str = "", decode=None) -> str:
 <html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <style>body {{ margin: 16px; }} {STYLE}
-.rp-controls {{ font: 15px system-ui, sans-serif; display: flex; gap: 10px; align-items: center; margin: 8px 0; }}
-.rp-controls input[type=range] {{ width: 420px; }}
+.rp-controls {{ font: 15px system-ui, sans-serif; display: flex; gap: 10px; align-items: center; padding: 8px 0;
+  position: sticky; top: 0; background: #FFF; z-index: 1; flex-wrap: wrap; }}
+.rp-controls input[type=range] {{ width: min(420px, 50vw); }}
 .rp-controls button {{ font-size: 15px; padding: 2px 12px; }}</style></head>
 <body>
 <h2 style="font: bold 20px system-ui, sans-serif; margin: 0">{escape(title)}</h2>

@@ -98,22 +98,38 @@ def run(scenario: str = "sharing", model: str = "tiny", *, progress=None) -> Run
     if scenario == "preemption":
         new, kwargs = 8, dict(pool_rows=longest + 28, max_step_tokens=16)
     elif scenario == "window":
-        new, kwargs = 6, dict(pool_rows=64, prefix_cache=False)
+        new, kwargs = 8, dict(pool_rows=64, prefix_cache=False)
     else:
         new, kwargs = 4, dict(pool_rows=-(-(longest * len(prompts) + 16) // 16) * 16)
     engine = Engine(m, **kwargs)
     for p in prompts:
         engine.add_request(p, new)
     rec = record(engine)
+    live = progress is not None and progress.isatty()  # a terminal: one line redrawn; a log: a line a step
     while not engine.done:
         engine.step()
         if progress is not None:
-            print(f"\rstep {engine.steps}: {engine.stats.prefill_tokens} prompt tokens computed", end="", file=progress)
-    if progress is not None:
+            line = f"step {engine.steps}: {engine.stats.prefill_tokens} prompt tokens computed so far"
+            print(("\r" if live else "") + line, end="" if live else "\n", file=progress, flush=True)
+    if live:
         print(file=progress)
     settings = ", ".join(f"{k} {v}" for k, v in kwargs.items())
     about = (
         f"{scenario}: {len(prompts)} prompts on {name}, {new} new tokens each, {settings}; "
-        f"{len(rec)} steps recorded{'; ' + why if why else ''}."
+        f"{len(rec)} steps recorded{'; ' + why if why else ''}.{_mla_row(engine, m)}"
     )
     return Run(rec, engine, decode, f"ropepool inspect: {scenario}", about)
+
+
+def _mla_row(engine: Engine, model) -> str:
+    """For an MLA model, what one pool row holds against the k and v of its heads; else nothing."""
+    mla = engine.runner.spec.mla
+    if mla is None:
+        return ""
+    heads = model.args.num_attention_heads
+    latent, kv = mla.kv_lora_rank + mla.rope_dim, heads * (mla.nope + mla.rope_dim + mla.v_head_dim)
+    return (
+        f" MLA: a pool row holds one latent of {mla.kv_lora_rank} + {mla.rope_dim} (RoPE) = {latent} values a layer, "
+        f"where the k and v of its {heads} heads would take {kv}: {kv / latent:.1f}x fewer; every request's rows are "
+        "found, shared and evicted as in any other model."
+    )
