@@ -1,4 +1,4 @@
-"""``rope_pool_fused``: validate, plan the write, pick a backend, run it, answer in the kind of q.
+"""``rope_pool_fused``: validate, pick a backend, plan the write, run it, answer in the kind of q.
 
 The call is two halves, which an engine calls apart (:mod:`ropepool.engine.runner`):
 
@@ -8,7 +8,9 @@ The call is two halves, which an engine calls apart (:mod:`ropepool.engine.runne
 - :func:`apply_plan`, once per layer: what depends on the layer (q, k, v, its pools, its RoPE and
   fusion settings, the backend) with the step's plan. No host read, no re-validation.
 
-:func:`rope_pool_fused` is SGLang's signature and contract: validate everything, plan, apply.
+:func:`rope_pool_fused` is SGLang's signature and contract: validate everything
+(:func:`ropepool.validation.validate`, in the order of :data:`ropepool.errors.CODES`, the backend
+last), plan the write (:func:`ropepool.pool_write.plan`), apply.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from .inplace import INPLACE_BACKENDS
 from .mlx_ops import angles, rotate_mlx
 from .mrope import rotate_mrope
 from .pool_write import Plan, write, write_in_place
-from .rope import Rope, position_rows, rope_table
-from .validation import plan_values, validate, validate_indices
+from .pool_write import plan as plan_write
+from .rope import Rope
+from .validation import validate, validate_indices
 
 
 @dataclass(frozen=True)
@@ -79,8 +82,8 @@ def plan_step(positions, slots, pool_rows: int, *, check_values: bool = True) ->
     >>> plan.write.rows.tolist(), plan.write.start, plan.tokens
     ([3, 4], 3, 2)
     """
-    validate_indices(positions, slots, check_values=check_values)
-    return StepPlan(native(positions), plan_values(positions, slots, pool_rows, check_values), pool_rows)
+    host_slots = validate_indices(positions, slots, pool_rows, check_values=check_values)
+    return StepPlan(native(positions), plan_write(host_slots, pool_rows, checked=check_values), pool_rows)
 
 
 def apply_plan(
@@ -213,8 +216,8 @@ def rope_pool_fused(
     Raises
     ------
     RopePoolError
-        For every problem in ``ropepool.errors.CODES``, before anything is written. Those SGLang
-        raises from C++ (``index_dtype``, ``head_dim_odd``, ``unsupported_dtype``) are also
+        For every problem in ``ropepool.errors.CODES``, before anything is written; of two problems,
+        the one listed first in ``CODES`` (the checks run in its order). Those SGLang raises from C++ (``index_dtype``, ``head_dim_odd``, ``unsupported_dtype``) are also
         ``RuntimeError``, as there.
 
     Example
@@ -226,7 +229,7 @@ def rope_pool_fused(
     >>> k_pool.shape
     (5, 2, 8)
     """
-    write_plan, fusion = validate(
+    checked = validate(
         q,
         k,
         v,
@@ -238,6 +241,10 @@ def rope_pool_fused(
         num_qo_heads=num_qo_heads,
         num_kv_heads=num_kv_heads,
         rope_base=rope_base,
+        rotary_dim=rotary_dim,
+        is_neox=is_neox,
+        rope_scaling=rope_scaling,
+        max_position_embeddings=max_position_embeddings,
         check_values=check_values,
         inplace=inplace,
         q_norm_weight=q_norm_weight,
@@ -245,19 +252,13 @@ def rope_pool_fused(
         norm_eps=norm_eps,
         k_scale=k_scale,
         v_scale=v_scale,
-        position_rows=position_rows(rope_scaling),
     )
-    rope = rope_table(
-        head_dim,
-        rope_base,
-        rotary_dim=rotary_dim,
-        is_neox=is_neox,
-        rope_scaling=rope_scaling,
-        max_position_embeddings=max_position_embeddings,
+    resolve(backend, inplace)  # the catalog's last checks, after the inputs'
+    P = k_pool.shape[0]
+    step = StepPlan(native(positions), plan_write(checked.slots, P, checked=check_values), P)
+    return apply_plan(
+        q, k, v, k_pool, v_pool, step, rope=checked.rope, fusion=checked.fusion, backend=backend, inplace=inplace
     )
-    resolve(backend, inplace)  # after the inputs: every check runs in the catalog's order
-    plan = StepPlan(native(positions), write_plan, k_pool.shape[0])
-    return apply_plan(q, k, v, k_pool, v_pool, plan, rope=rope, fusion=fusion, backend=backend, inplace=inplace)
 
 
 def _fresh_copy(pool: np.ndarray) -> np.ndarray:
