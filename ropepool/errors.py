@@ -117,13 +117,13 @@ CODES: dict[str, Code] = {
     "rotary_dim": Code("rotary_dim must be even and in [2, head_dim], got {got}", "ropepool"),
     "rope_type": Code("unknown rope_scaling type {got}", "ropepool"),
     "rope_type_refused": Code("rope_scaling type {rope_type!r} cannot be computed by this op", "ropepool"),
+    "rope_base_range": Code(
+        "rope_base gives inverse frequencies float32 cannot hold for head_dim={head_dim}, got {got}", "ropepool"
+    ),
     "rope_factor": Code("rope_scaling type {rope_type!r} needs a factor > 0, got {got}", "ropepool"),
     "longrope_factors": Code("longrope {which} must hold one factor per rotated pair, got {got}", "ropepool"),
     "max_position_missing": Code("rope_scaling type {rope_type!r} needs max_position_embeddings", "ropepool"),
     "rope_scaling_value": Code("rope_scaling type {rope_type!r} needs {key} {need}, got {got}", "ropepool"),
-    "rope_base_range": Code(
-        "rope_base gives inverse frequencies float32 cannot hold for head_dim={head_dim}, got {got}", "ropepool"
-    ),
     "norm_weight_shape": Code(
         "{name} must be one weight per head dimension, [head_dim] = [{head_dim}], got {got}", "ropepool"
     ),
@@ -176,11 +176,11 @@ MLA_ORDER: tuple[str, ...] = (
     "rope_base",
     "rope_type",
     "rope_type_refused",
+    "rope_base_range",
     "rope_factor",
     "longrope_factors",
     "max_position_missing",
     "rope_scaling_value",
-    "rope_base_range",
     "kv_scale",
     "position_negative",
     "position_too_large",

@@ -314,6 +314,15 @@ _SPECS = [
         lambda: _call(rope_scaling={"rope_type": "linear", "factor": 2.0}),
     ),
     ErrorSpec(
+        "rope_base_range",
+        "The kernel holds rope_base**(-2i/D) in float32 and multiplies it by positions up to 2**24: a base "
+        "so small or so large that these overflow or underflow gives NaN or constant angles.",
+        ("a scaling factor or a log-base passed as rope_base", "rope_theta read from the wrong config field"),
+        "Pass config.rope_theta as it is (10000.0, 500000.0, 1000000.0).",
+        lambda: _call(rope_base=1e-300),
+        _call,
+    ),
+    ErrorSpec(
         "rope_factor",
         "linear, llama3 and yarn stretch the rotation by rope_scaling['factor'].",
         ("factor missing from a hand-written rope_scaling", "factor 0 or negative"),
@@ -364,15 +373,6 @@ _SPECS = [
         lambda: _call(
             rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096, "beta_fast": 32}
         ),
-    ),
-    ErrorSpec(
-        "rope_base_range",
-        "The kernel holds rope_base**(-2i/D) in float32 and multiplies it by positions up to 2**24: a base "
-        "so small or so large that these overflow or underflow gives NaN or constant angles.",
-        ("a scaling factor or a log-base passed as rope_base", "rope_theta read from the wrong config field"),
-        "Pass config.rope_theta as it is (10000.0, 500000.0, 1000000.0).",
-        lambda: _call(rope_base=1e-300),
-        _call,
     ),
     ErrorSpec(
         "norm_weight_shape",
