@@ -137,3 +137,25 @@ def test_the_tiny_models_import_mlx_lm_only_when_built():
     code = "import sys; sys.modules['mlx_lm'] = None; import ropepool.loaders.tiny as t; print(len(t.ARCHS))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=PACKAGE.parent)
     assert out.returncode == 0 and int(out.stdout) > 0, out.stderr[-1500:]
+
+
+def test_the_op_never_imports_the_explain_tools_recognisers():
+    """ropepool.diagnosis (explain's recognisers of six frameworks' messages) sits above the op: the op's own
+    hints (ropepool.k_shape) never reach it, at any depth, and ``import ropepool`` does not load it."""
+    import subprocess
+    import sys
+
+    g = graph()
+    lower = [n for n in g if not n.startswith((*UPPER, "ropepool.diagnosis")) and n != "ropepool"]
+    reach = set()
+    todo = ["ropepool", *lower]
+    while todo:
+        n = todo.pop()
+        for t in g.get(n, ()):
+            if t not in reach and not t.startswith(UPPER):
+                reach.add(t)
+                todo.append(t)
+    assert not {n for n in reach if n.startswith("ropepool.diagnosis")}
+    code = "import sys, ropepool; print(sorted(m for m in sys.modules if m.startswith('ropepool.diagnosis')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=PACKAGE.parent)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr[-1500:]
