@@ -29,8 +29,7 @@ from ._arrays import dtype_name, native, to_mx, to_numpy
 from .backends import resolve
 from .errors import fail
 from .fusion import Fusion
-from .op import StepPlan, rotate_step
-from .pool_write import plan as plan_write
+from .op import StepPlan, checked_step, rotate_step
 from .pool_write import write_one, write_one_in_place
 from .rope import Rope
 from .validation import Checked
@@ -93,38 +92,13 @@ def rope_pool_fused_mla(
     >>> pool.shape, bool((pool[kw["slots"][0].item(), 0, :8] == kw["c_kv"][0]).all())
     ((5, 1, 12), True)
     """
-    checked = validate_mla(
-        q_pe,
-        k_pe,
-        c_kv,
-        positions,
-        slots,
-        latent_pool,
-        num_qo_heads=num_qo_heads,
-        kv_lora_rank=kv_lora_rank,
-        rope_dim=rope_dim,
-        rope_base=rope_base,
-        is_neox=is_neox,
-        rope_scaling=rope_scaling,
-        max_position_embeddings=max_position_embeddings,
-        check_values=check_values,
-        inplace=inplace,
-        kv_scale=kv_scale,
-    )
-    resolve(backend, inplace)  # the catalog's last checks, after the inputs'
+    arguments = {name: x for name, x in locals().items() if name != "backend"}  # as given, the backend aside
+    checked = validate_mla(**arguments)
     P = latent_pool.shape[0]
-    step = StepPlan(native(positions), plan_write(checked.slots, P, checked=check_values), P)
-    fusion = checked.fusion
+    step = checked_step(checked, positions, P, check_values=check_values, backend=backend, inplace=inplace)
+    scale = checked.fusion.k_scale if checked.fusion.fp8 else None
     return apply_mla_plan(
-        q_pe,
-        k_pe,
-        c_kv,
-        latent_pool,
-        step,
-        rope=checked.rope,
-        kv_scale=fusion.k_scale if fusion.fp8 else None,
-        backend=backend,
-        inplace=inplace,
+        q_pe, k_pe, c_kv, latent_pool, step, rope=checked.rope, kv_scale=scale, backend=backend, inplace=inplace
     )
 
 

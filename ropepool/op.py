@@ -29,7 +29,7 @@ from .mrope import rotate_mrope
 from .pool_write import Plan, write, write_in_place
 from .pool_write import plan as plan_write
 from .rope import Rope
-from .validation import validate, validate_indices
+from .validation import Checked, validate, validate_indices
 
 
 @dataclass(frozen=True)
@@ -229,36 +229,23 @@ def rope_pool_fused(
     >>> k_pool.shape
     (5, 2, 8)
     """
-    checked = validate(
-        q,
-        k,
-        v,
-        positions,
-        slots,
-        k_pool,
-        v_pool,
-        head_dim=head_dim,
-        num_qo_heads=num_qo_heads,
-        num_kv_heads=num_kv_heads,
-        rope_base=rope_base,
-        rotary_dim=rotary_dim,
-        is_neox=is_neox,
-        rope_scaling=rope_scaling,
-        max_position_embeddings=max_position_embeddings,
-        check_values=check_values,
-        inplace=inplace,
-        q_norm_weight=q_norm_weight,
-        k_norm_weight=k_norm_weight,
-        norm_eps=norm_eps,
-        k_scale=k_scale,
-        v_scale=v_scale,
+    arguments = {name: x for name, x in locals().items() if name != "backend"}  # as given, the backend aside
+    checked = validate(**arguments)
+    step = checked_step(
+        checked, positions, k_pool.shape[0], check_values=check_values, backend=backend, inplace=inplace
     )
-    resolve(backend, inplace)  # the catalog's last checks, after the inputs'
-    P = k_pool.shape[0]
-    step = StepPlan(native(positions), plan_write(checked.slots, P, checked=check_values), P)
-    return apply_plan(
-        q, k, v, k_pool, v_pool, step, rope=checked.rope, fusion=checked.fusion, backend=backend, inplace=inplace
-    )
+    fusion, rope = checked.fusion, checked.rope
+    return apply_plan(q, k, v, k_pool, v_pool, step, rope=rope, fusion=fusion, backend=backend, inplace=inplace)
+
+
+def checked_step(
+    checked: Checked, positions, pool_rows: int, *, check_values: bool, backend, inplace: bool
+) -> StepPlan:
+    """After an op's validation (:class:`~ropepool.validation.Checked`): the backend resolved (the catalog's
+    last checks, ``unknown_backend`` and ``backend_unavailable``), then the call's one-step plan of its
+    write into pools of ``pool_rows`` rows (:func:`ropepool.pool_write.plan`)."""
+    resolve(backend, inplace)
+    return StepPlan(native(positions), plan_write(checked.slots, pool_rows, checked=check_values), pool_rows)
 
 
 def _fresh_copy(pool: np.ndarray) -> np.ndarray:

@@ -491,6 +491,10 @@ def values(positions, slots, pool_rows: int, check_values: bool) -> np.ndarray:
     return host_slots
 
 
+_NEGATIVE = "Mark a token that should not be written with slot -1, not position -1."
+_TOO_LARGE = "Float32 angles cannot tell such positions apart; is this a slot or garbage?"
+
+
 def _values(pos: np.ndarray, slots: np.ndarray, pool_rows: int) -> None:
     if pos.size == 0:
         return
@@ -506,31 +510,23 @@ def _values(pos: np.ndarray, slots: np.ndarray, pool_rows: int) -> None:
         and not (written[1:] == written[:-1]).any()
     ):
         return
-    if (pos < 0).any():
-        t = int(np.argmax(pos < 0))
-        raise fail(
-            "position_negative",
-            expected="positions >= 0",
-            got=f"{pos[t]} at token {t}",
-            hint="Mark a token that should not be written with slot -1, not position -1.",
-        )
-    if (pos >= MAX_POSITION).any():
-        t = int(np.argmax(pos >= MAX_POSITION))
-        raise fail(
-            "position_too_large",
-            expected=f"positions < {MAX_POSITION}",
-            got=f"{pos[t]} at token {t}",
-            hint="Float32 angles cannot tell such positions apart; is this a slot or garbage?",
-        )
-    if (slots >= pool_rows).any():
-        t = int(np.argmax(slots >= pool_rows))
-        raise fail(
+    last_row = f"The pool has rows 0..{pool_rows - 1}; an out-of-range slot is an out-of-bounds write."
+    ranges = (  # code, the tokens at fault, their values, what was expected, the hint, the message's fields
+        ("position_negative", pos < 0, pos, "positions >= 0", _NEGATIVE, {}),
+        ("position_too_large", pos >= MAX_POSITION, pos, f"positions < {MAX_POSITION}", _TOO_LARGE, {}),
+        (
             "slot_out_of_range",
-            pool_rows=pool_rows,
-            expected=f"slots < P = {pool_rows} (or -1 to skip)",
-            got=f"{slots[t]} at token {t}",
-            hint=f"The pool has rows 0..{pool_rows - 1}; an out-of-range slot is an out-of-bounds write.",
-        )
+            slots >= pool_rows,
+            slots,
+            f"slots < P = {pool_rows} (or -1 to skip)",
+            last_row,
+            {"pool_rows": pool_rows},
+        ),
+    )
+    for code, bad, x, expected, hint, fields in ranges:
+        if bad.any():
+            t = int(np.argmax(bad))
+            raise fail(code, expected=expected, got=f"{x[t]} at token {t}", hint=hint, **fields)
     written = slots[slots >= 0]
     uniq, counts = np.unique(written, return_counts=True)
     if (counts > 1).any():
@@ -546,30 +542,23 @@ def _values(pos: np.ndarray, slots: np.ndarray, pool_rows: int) -> None:
 def inplace_pools(pools: dict, inputs: dict) -> None:
     """``inplace_unsupported``: each pool writable in place (:func:`ropepool.inplace.pool_problem`), two pools
     apart, and no input sharing memory with a pool (the write would change it mid-call)."""
-    for name, pool in pools.items():
-        problem = pool_problem(pool)
-        if problem:
-            raise fail(
-                "inplace_unsupported",
-                got=f"{name} is {problem}",
-                expected="writable, row-contiguous pools in host memory",
-                hint="Pass a contiguous, writable copy (np.ascontiguousarray(pool) or np.array(pool)), "
-                "or call without inplace=True and rebind the pools it returns.",
-            )
-    if len(pools) == 2 and pools_overlap(*pools.values()):
-        raise fail(
-            "inplace_unsupported",
-            got="k_pool and v_pool share memory",
-            expected="two distinct pool buffers",
-            hint="Allocate v_pool separately: writing v's rows would overwrite k's.",
+    problem = next(((name, why) for name, pool in pools.items() if (why := pool_problem(pool))), None)
+    if problem:
+        got, expected = f"{problem[0]} is {problem[1]}", "writable, row-contiguous pools in host memory"
+        hint = (
+            "Pass a contiguous, writable copy (np.ascontiguousarray(pool) or np.array(pool)), "
+            "or call without inplace=True and rebind the pools it returns."
         )
-    clash = input_overlapping_pools(inputs, *pools.values()) if len(pools) == 2 else None
-    if clash:
+    elif len(pools) == 2 and pools_overlap(*pools.values()):
+        got, expected = "k_pool and v_pool share memory", "two distinct pool buffers"
+        hint = "Allocate v_pool separately: writing v's rows would overwrite k's."
+    elif len(pools) == 2 and (clash := input_overlapping_pools(inputs, *pools.values())):
         name, pool = clash
-        raise fail(
-            "inplace_unsupported",
-            got=f"{name} shares memory with {pool}",
-            expected="inputs in buffers of their own",
-            hint=f"Pass a copy of {name} (np.array({name}) or mx.array(np.array({name}))): "
-            f"writing {pool} in place would change {name} while the call reads it.",
+        got, expected = f"{name} shares memory with {pool}", "inputs in buffers of their own"
+        hint = (
+            f"Pass a copy of {name} (np.array({name}) or mx.array(np.array({name}))): "
+            f"writing {pool} in place would change {name} while the call reads it."
         )
+    else:
+        return
+    raise fail("inplace_unsupported", got=got, expected=expected, hint=hint)
