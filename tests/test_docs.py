@@ -112,3 +112,12 @@ def _house_numbers():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def test_the_engine_package_names_every_module_it_holds():
+    """ropepool.engine's docstring is the map of its files: each module is named there (``:mod:`.name```)."""
+    import ropepool.engine
+
+    named = set(re.findall(r":mod:`\.(\w+)`", ropepool.engine.__doc__))
+    modules = {p.stem for p in (PACKAGE / "engine").glob("*.py") if p.name != "__init__.py"}
+    assert modules - named == set()
