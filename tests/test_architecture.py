@@ -2,12 +2,13 @@
 
 Layers, top to bottom: the command line (``ropepool.cli``), the build-it track (``ropepool.track``: the
 parts learners write, their checkers, the engine with them plugged in) and teaching (``ropepool.teaching``:
-viz, widgets, exercises, checks, the error catalog) may import anything below them (build uses teaching,
-never the other way); the engine (``ropepool.engine``) and,
-beside it, the loaders of the real model (``ropepool.loaders``: fetch, GGUF, tokenizer, SmolLM2)
-import the op and never each other; the op and its contract (``op``, ``validation``, ``errors``,
-``reference``, ``rope``, ``models``, ...), its backends and the kernels never import teaching, the
-command line, the engine or the loaders.
+viz, widgets, exercises, checks, the error catalog) may import anything below them (the track uses
+teaching, never the other way); the engine (``ropepool.engine``) and, beside it, the loaders of the real
+model (``ropepool.loaders``: fetch, GGUF, tokenizer, SmolLM2) import the op and never each other;
+``explain``'s recognisers (``ropepool.diagnosis``) import the op's contract; the op and its contract
+(``op``, ``validation``, ``errors``, ``k_shape``, ``reference``, ``rope``, ``models``, ...), its backends
+and the kernels never import teaching, the command line, the engine, the loaders or the recognisers.
+Also here: no function over 120 lines without its docstring (``tools/house_numbers.py`` counts them).
 """
 
 import ast

@@ -121,3 +121,10 @@ def test_the_engine_package_names_every_module_it_holds():
     named = set(re.findall(r":mod:`\.(\w+)`", ropepool.engine.__doc__))
     modules = {p.stem for p in (PACKAGE / "engine").glob("*.py") if p.name != "__init__.py"}
     assert modules - named == set()
+
+
+def test_pytest_collects_the_tracks_doctests():
+    """``pytest --doctest-modules ropepool`` reaches ropepool/track/ (no folder name a tool takes for build output)."""
+    total, track = _house_numbers().doctests()
+    examples = [m for m in WITH_EXAMPLES if m.startswith("ropepool.track")]
+    assert examples and track >= len(examples) and total >= len(WITH_EXAMPLES), (total, track)
