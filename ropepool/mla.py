@@ -178,7 +178,7 @@ def validate_mla(
     named = dict(q_pe=q_pe, k_pe=k_pe, c_kv=c_kv, positions=positions, slots=slots, latent_pool=latent_pool)
     validation.arrays(named)
     sizes = dict(num_qo_heads=num_qo_heads, kv_lora_rank=kv_lora_rank, rope_dim=rope_dim)
-    validation.arguments(
+    validation.argument_types(
         **sizes,
         check_values=check_values,
         inplace=inplace,
@@ -191,7 +191,7 @@ def validate_mla(
     fp8_pool = _dtypes(named)
     rope = validation.rotation(rope_dim, rope_base, None, is_neox, rope_scaling, max_position_embeddings)
     scale = validation.scale("kv_scale", kv_scale, fp8_pool)
-    host_slots = validation.values(positions, slots, latent_pool.shape[0], check_values)
+    host_slots = validation.index_values(positions, slots, latent_pool.shape[0], check_values)
     if inplace:
         validation.inplace_pools({"latent_pool": latent_pool}, {})
     return Checked(host_slots, rope, Fusion(fp8=fp8_pool, k_scale=scale, v_scale=scale))

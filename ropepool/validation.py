@@ -77,7 +77,7 @@ def validate(
     """
     named = dict(q=q, k=k, v=v, positions=positions, slots=slots, k_pool=k_pool, v_pool=v_pool)
     arrays({**named, **_given(q_norm_weight=q_norm_weight, k_norm_weight=k_norm_weight)})
-    arguments(
+    argument_types(
         head_dim=head_dim,
         num_qo_heads=num_qo_heads,
         num_kv_heads=num_kv_heads,
@@ -101,9 +101,9 @@ def validate(
         norm_eps=norm_eps,
         k_scale=k_scale,
         v_scale=v_scale,
-        values=(q, k) if check_values else None,
+        norm_inputs=(q, k) if check_values else None,
     )
-    host_slots = values(positions, slots, k_pool.shape[0], check_values)
+    host_slots = index_values(positions, slots, k_pool.shape[0], check_values)
     if inplace:
         inplace_pools(
             {"k_pool": k_pool, "v_pool": v_pool}, {n: named[n] for n in ("q", "k", "v", "positions", "slots")}
@@ -119,7 +119,7 @@ def validate_indices(positions, slots, pool_rows: int, *, check_values=True) -> 
     index_ndim(positions, slots)
     index_len(positions, slots, positions.shape[0])
     index_dtype(positions, slots)
-    return values(positions, slots, pool_rows, check_values)
+    return index_values(positions, slots, pool_rows, check_values)
 
 
 # --- 1. types ------------------------------------------------------------------------------------------
@@ -150,7 +150,7 @@ def arrays(named: dict) -> None:
             )
 
 
-def arguments(*, rope_scaling=None, max_position_embeddings=None, is_neox=True, **sizes_and_flags) -> None:
+def argument_types(*, rope_scaling=None, max_position_embeddings=None, is_neox=True, **sizes_and_flags) -> None:
     """``argument_type``: sizes ints and flags bools (:func:`ropepool._scalars.check_types`), then the RoPE
     keywords' types (:func:`ropepool.rope.rope_arguments`)."""
     check_types(**sizes_and_flags, is_neox=is_neox)
@@ -364,10 +364,10 @@ def fusion_settings(
     norm_eps=1e-6,
     k_scale=1.0,
     v_scale=1.0,
-    values=None,
+    norm_inputs=None,
 ) -> Fusion:
     """A layer's QK-norm and FP8 settings, checked in the catalog's order: the norm weights (``[D]``, a float
-    dtype), ``norm_eps``, with ``values = (q, k)`` their size under QK-norm (``norm_overflow``), then the
+    dtype), ``norm_eps``, with ``norm_inputs = (q, k)`` their size under QK-norm (``norm_overflow``), then the
     scales (:func:`scale`). The :class:`Fusion` they describe."""
     if (
         q_norm_weight is None
@@ -393,8 +393,8 @@ def fusion_settings(
             hint="Pass the model's rms_norm_eps (Qwen3: 1e-6); below 1e-30 float32 cannot keep "
             "the reference's result for a head of zeros or tiny values.",
         )
-    if values is not None:
-        q, k = values
+    if norm_inputs is not None:
+        q, k = norm_inputs
         _norm_range(q if q_norm_weight is not None else None, k if k_norm_weight is not None else None, head_dim)
     return Fusion(
         q_norm_weight, k_norm_weight, eps, fp8, scale("k_scale", k_scale, fp8), scale("v_scale", v_scale, fp8)
@@ -478,7 +478,7 @@ def read_slots(slots) -> np.ndarray:
     return to_numpy(slots, np.int64)
 
 
-def values(positions, slots, pool_rows: int, check_values: bool) -> np.ndarray:
+def index_values(positions, slots, pool_rows: int, check_values: bool) -> np.ndarray:
     """The slots read on the host (:func:`read_slots`), and with ``check_values`` the values of positions
     and slots checked against a pool of ``pool_rows`` rows: ``position_negative``, ``position_too_large``,
     ``slot_out_of_range``, ``duplicate_slot``. Returns the slots, int64 ``[T]``."""
