@@ -82,7 +82,8 @@ def rope_pool_fused_mla(
     RopePoolError
         ``mla_ndim``, ``mla_sizes``, ``q_pe_shape``, ``k_pe_shape``, ``c_kv_shape``, ``latent_pool_shape``,
         ``mla_dtype`` (:data:`ropepool.errors.MLA_CODES`), and rope_pool_fused's codes for the arrays,
-        index dtypes and lengths, the rotation, values, ``kv_scale``, ``inplace`` and the backend.
+        index dtypes and lengths, the rotation, values, ``kv_scale``, ``inplace`` and the backend;
+        of two problems, the one listed first in :data:`ropepool.errors.MLA_ORDER` (the checks' order).
 
     Example
     -------
