@@ -450,23 +450,17 @@ def scale(name: str, value, fp8: bool) -> float:
     where ``1 / scale`` is a normal float32; 1.0 unless the pool is FP8. The scale as a float."""
     x = finite_float(value)
     if x is None or not KV_SCALE_MIN <= x <= KV_SCALE_MAX:
-        raise fail(
-            "kv_scale",
-            name=name,
-            expected=f"{name} in [2**-126, 2**126] (1.0: the values as they are)",
-            got=repr(value),
-            hint=f"{name} divides the values before FP8 rounding: use the checkpoint's scale, or 1.0.",
+        expected = f"{name} in [2**-126, 2**126] (1.0: the values as they are)"
+        hint = f"{name} divides the values before FP8 rounding: use the checkpoint's scale, or 1.0."
+    elif not fp8 and x != 1.0:
+        expected = f"{name}=1.0 with float pools"
+        hint = (
+            f"{name} scales an FP8 (uint8) cache; float pools store the values as they are. "
+            f"Allocate uint8 pools for FP8, or leave {name} at 1.0."
         )
-    if not fp8 and x != 1.0:
-        raise fail(
-            "kv_scale",
-            name=name,
-            expected=f"{name}=1.0 with float pools",
-            got=repr(value),
-            hint=f"{name} scales an FP8 (uint8) cache; float pools store the values as they are. "
-            f"Allocate uint8 pools for FP8, or leave {name} at 1.0.",
-        )
-    return x
+    else:
+        return x
+    raise fail("kv_scale", name=name, expected=expected, got=repr(value), hint=hint)
 
 
 def read_slots(slots) -> np.ndarray:
