@@ -160,7 +160,7 @@ def argument_types(*, rope_scaling=None, max_position_embeddings=None, is_neox=T
 # --- 2. SGLang's checks -----------------------------------------------------------------------------------
 
 
-def _ranks(q, k, v, positions, slots, k_pool, v_pool, position_rows, *, head_dim, num_qo_heads, num_kv_heads):
+def _ranks(q, k, v, positions, slots, k_pool, v_pool, rows: int, *, head_dim, num_qo_heads, num_kv_heads):
     if q.ndim != 3 or k.ndim != 3 or v.ndim != 3:
         raise fail(
             "qkv_ndim",
@@ -168,7 +168,7 @@ def _ranks(q, k, v, positions, slots, k_pool, v_pool, position_rows, *, head_dim
             got=f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}",
             hint="A 2-D [T, H*D] array is a projection output whose heads were not split yet: reshape it to [T, H, D].",
         )
-    index_ndim(positions, slots, position_rows)
+    index_ndim(positions, slots, rows)
     if k_pool.ndim != 3 or v_pool.ndim != 3:
         raise fail(
             "pool_ndim",
@@ -178,12 +178,12 @@ def _ranks(q, k, v, positions, slots, k_pool, v_pool, position_rows, *, head_dim
         )
 
 
-def index_ndim(positions, slots, position_rows: int = 1) -> None:
-    """``index_ndim``: positions ``[T]`` (or mrope's ``[3, T]`` where ``position_rows`` is 3) and slots ``[T]``."""
-    if (positions.ndim != 1 and not (position_rows == 3 and positions.ndim == 2)) or slots.ndim != 1:
+def index_ndim(positions, slots, rows: int = 1) -> None:
+    """``index_ndim``: positions ``[T]`` (or mrope's ``[3, T]`` where ``rows`` is 3) and slots ``[T]``."""
+    if (positions.ndim != 1 and not (rows == 3 and positions.ndim == 2)) or slots.ndim != 1:
         raise fail(
             "index_ndim",
-            expected="positions [T] and slots [T]" + (" (mrope: positions [3, T] too)" if position_rows == 3 else ""),
+            expected="positions [T] and slots [T]" + (" (mrope: positions [3, T] too)" if rows == 3 else ""),
             got=f"positions {tuple(positions.shape)}, slots {tuple(slots.shape)}",
             hint="Flatten them with .reshape(-1).",
         )
