@@ -93,7 +93,8 @@ def rope_pool_fused_mla(
     >>> pool.shape, bool((pool[kw["slots"][0].item(), 0, :8] == kw["c_kv"][0]).all())
     ((5, 1, 12), True)
     """
-    arguments = {name: x for name, x in locals().items() if name != "backend"}  # as given, the backend aside
+    arguments = dict(locals())  # as given
+    del arguments["backend"]  # resolved after validation
     checked = validate_mla(**arguments)
     P = latent_pool.shape[0]
     step = checked_step(checked, positions, P, check_values=check_values, backend=backend, inplace=inplace)

@@ -229,7 +229,8 @@ def rope_pool_fused(
     >>> k_pool.shape
     (5, 2, 8)
     """
-    arguments = {name: x for name, x in locals().items() if name != "backend"}  # as given, the backend aside
+    arguments = dict(locals())  # as given
+    del arguments["backend"]  # resolved after validation
     checked = validate(**arguments)
     step = checked_step(
         checked, positions, k_pool.shape[0], check_values=check_values, backend=backend, inplace=inplace

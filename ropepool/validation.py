@@ -76,7 +76,9 @@ def validate(
     ``rope_scaling`` also takes positions ``[3, T]``.
     """
     named = dict(q=q, k=k, v=v, positions=positions, slots=slots, k_pool=k_pool, v_pool=v_pool)
-    arrays({**named, **_given(q_norm_weight=q_norm_weight, k_norm_weight=k_norm_weight)})
+    arrays(named)
+    if q_norm_weight is not None or k_norm_weight is not None:
+        arrays(_given(q_norm_weight=q_norm_weight, k_norm_weight=k_norm_weight))
     argument_types(
         head_dim=head_dim,
         num_qo_heads=num_qo_heads,
@@ -87,11 +89,11 @@ def validate(
         rope_scaling=rope_scaling,
         max_position_embeddings=max_position_embeddings,
     )
-    sizes = dict(head_dim=head_dim, num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads)
-    _ranks(q, k, v, positions, slots, k_pool, v_pool, position_rows(rope_scaling), **sizes)
-    _shapes(q, k, v, positions, slots, k_pool, v_pool, **sizes)
+    D, Hq, Hkv = head_dim, num_qo_heads, num_kv_heads
+    _ranks(q, k, v, positions, slots, k_pool, v_pool, position_rows(rope_scaling), D, Hkv)
+    _shapes(q, k, v, positions, slots, k_pool, v_pool, D, Hq, Hkv)
     fp8 = _dtypes(named, head_dim)
-    _head_counts(**sizes)
+    _head_counts(D, Hq, Hkv)
     rope = rotation(head_dim, rope_base, rotary_dim, is_neox, rope_scaling, max_position_embeddings)
     fusion = fusion_settings(
         head_dim=head_dim,
@@ -152,15 +154,16 @@ def arrays(named: dict) -> None:
 
 def argument_types(*, rope_scaling=None, max_position_embeddings=None, is_neox=True, **sizes_and_flags) -> None:
     """``argument_type``: sizes ints and flags bools (:func:`ropepool._scalars.check_types`), then the RoPE
-    keywords' types (:func:`ropepool.rope.rope_arguments`)."""
+    keywords' types where given (:func:`ropepool.rope.rope_arguments`)."""
     check_types(**sizes_and_flags, is_neox=is_neox)
-    rope_arguments(is_neox, rope_scaling, max_position_embeddings)
+    if rope_scaling is not None or max_position_embeddings is not None:
+        rope_arguments(is_neox, rope_scaling, max_position_embeddings)
 
 
 # --- 2. SGLang's checks -----------------------------------------------------------------------------------
 
 
-def _ranks(q, k, v, positions, slots, k_pool, v_pool, rows: int, *, head_dim, num_qo_heads, num_kv_heads):
+def _ranks(q, k, v, positions, slots, k_pool, v_pool, rows: int, head_dim: int, num_kv_heads: int) -> None:
     if q.ndim != 3 or k.ndim != 3 or v.ndim != 3:
         raise fail(
             "qkv_ndim",
@@ -201,7 +204,7 @@ def index_len(positions, slots, T: int) -> None:
         )
 
 
-def _shapes(q, k, v, positions, slots, k_pool, v_pool, *, head_dim, num_qo_heads, num_kv_heads) -> None:
+def _shapes(q, k, v, positions, slots, k_pool, v_pool, head_dim: int, num_qo_heads: int, num_kv_heads: int) -> None:
     T = q.shape[0]
     if tuple(q.shape) != (T, num_qo_heads, head_dim):
         hint = f"q has {heads(q.shape[1])} of size {q.shape[2]}."
@@ -314,7 +317,7 @@ def float_dtype(dtype: str) -> None:
 # --- 3. what SGLang leaves unchecked ---------------------------------------------------------------------
 
 
-def _head_counts(*, head_dim, num_qo_heads, num_kv_heads) -> None:
+def _head_counts(head_dim, num_qo_heads, num_kv_heads) -> None:
     if not (num_qo_heads > 0 and num_kv_heads > 0 and head_dim > 0):
         raise fail(
             "head_count",
@@ -536,9 +539,9 @@ def _values(pos: np.ndarray, slots: np.ndarray, pool_rows: int) -> None:
 def inplace_pools(pools: dict, inputs: dict) -> None:
     """``inplace_unsupported``: each pool writable in place (:func:`ropepool.inplace.pool_problem`), two pools
     apart, and no input sharing memory with a pool (the write would change it mid-call)."""
-    problem = next(((name, why) for name, pool in pools.items() if (why := pool_problem(pool))), None)
-    if problem:
-        got, expected = f"{problem[0]} is {problem[1]}", "writable, row-contiguous pools in host memory"
+    problems = [f"{name} is {why}" for name, pool in pools.items() if (why := pool_problem(pool))]
+    if problems:
+        got, expected = problems[0], "writable, row-contiguous pools in host memory"
         hint = (
             "Pass a contiguous, writable copy (np.ascontiguousarray(pool) or np.array(pool)), "
             "or call without inplace=True and rebind the pools it returns."
