@@ -115,13 +115,7 @@ def apply_mla_plan(
     caller's to get right (rope_pool_fused_mla checks them); only T and P are checked against the plan.
     Returns what rope_pool_fused_mla returns.
     """
-    if q_pe.shape[0] != plan.tokens or latent_pool.shape[0] != plan.pool_rows:
-        raise fail(
-            "index_len",
-            expected=f"q_pe for the plan's {plan.tokens} tokens, a pool of its {plan.pool_rows} rows",
-            got=f"q_pe {tuple(q_pe.shape)}, latent_pool {tuple(latent_pool.shape)}",
-            hint="make the plan (plan_step) from this step's positions and slots and this pool's rows.",
-        )
+    plan.check_layer("q_pe", q_pe, "latent_pool", latent_pool)
     name, rotate_fn = resolve(backend, inplace)
     numpy_out = isinstance(q_pe, np.ndarray)
     q_pe, k_pe, c_kv = (native(x) for x in (q_pe, k_pe, c_kv))

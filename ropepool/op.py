@@ -60,6 +60,16 @@ class StepPlan:
         """T."""
         return self.positions.shape[-1]  # [T], or mrope's [3, T]
 
+    def check_layer(self, name: str, x, pool_name: str, pool) -> None:
+        """``index_len`` unless a layer's ``x`` ``[T, ...]`` has the plan's T tokens and ``pool`` its P rows."""
+        if x.shape[0] != self.tokens or pool.shape[0] != self.pool_rows:
+            raise fail(
+                "index_len",
+                expected=f"{name} for the plan's {self.tokens} tokens, {pool_name} of its {self.pool_rows} rows",
+                got=f"{name} {tuple(x.shape)}, {pool_name} {tuple(pool.shape)}",
+                hint="make the plan (plan_step) from this step's positions and slots and the pools' rows.",
+            )
+
 
 def plan_step(positions, slots, pool_rows: int, *, check_values: bool = True) -> StepPlan:
     """The step's half of ``rope_pool_fused``: positions and slots checked, slots read on the host once, write planned.
@@ -97,13 +107,7 @@ def apply_plan(
     against the plan. ``rope``: :func:`ropepool.rope.rope_table`; ``fusion``:
     :func:`ropepool.validation.fusion_settings`. Returns what :func:`rope_pool_fused` returns.
     """
-    if q.shape[0] != plan.tokens or k_pool.shape[0] != plan.pool_rows:
-        raise fail(
-            "index_len",
-            expected=f"q for the plan's {plan.tokens} tokens, pools of its {plan.pool_rows} rows",
-            got=f"q {tuple(q.shape)}, k_pool {tuple(k_pool.shape)}",
-            hint="make the plan (plan_step) from this step's positions and slots and these pools' rows.",
-        )
+    plan.check_layer("q", q, "k_pool", k_pool)
     positions = plan.positions
     name, rotate = resolve(backend, inplace)
     numpy_out = isinstance(q, np.ndarray)
