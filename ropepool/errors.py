@@ -89,9 +89,13 @@ class Code(NamedTuple):
     origin: str  # "sglang" (its Python wrapper), "sglang-c++" (its extension) or "ropepool"
 
 
-#: Every error code, in the order the checks run.
+#: Every error code of ``rope_pool_fused``, in the order its checks run (:mod:`ropepool.validation`):
+#: of two problems in one call, the one whose code comes first here is raised. The arguments' types,
+#: then SGLang's checks in its order, then ropepool's (sizes, the rotation, QK-norm, the FP8 scales,
+#: the values of positions and slots, in-place pools), the backend last.
 CODES: dict[str, Code] = {
     "not_an_array": Code("{name} must be an mx.array or a NumPy array, got {kind}", "ropepool"),
+    "argument_type": Code("{name} must be {kind}, got {got}", "ropepool"),
     "qkv_ndim": Code("rope_pool_fused expects q/k/v to be 3-D", "sglang"),
     "index_ndim": Code("rope_pool_fused expects positions/slots to be 1-D", "sglang"),
     "pool_ndim": Code("rope_pool_fused expects pool tensors to be 3-D", "sglang"),
@@ -113,13 +117,13 @@ CODES: dict[str, Code] = {
     "rotary_dim": Code("rotary_dim must be even and in [2, head_dim], got {got}", "ropepool"),
     "rope_type": Code("unknown rope_scaling type {got}", "ropepool"),
     "rope_type_refused": Code("rope_scaling type {rope_type!r} cannot be computed by this op", "ropepool"),
+    "rope_base_range": Code(
+        "rope_base gives inverse frequencies float32 cannot hold for head_dim={head_dim}, got {got}", "ropepool"
+    ),
     "rope_factor": Code("rope_scaling type {rope_type!r} needs a factor > 0, got {got}", "ropepool"),
     "longrope_factors": Code("longrope {which} must hold one factor per rotated pair, got {got}", "ropepool"),
     "max_position_missing": Code("rope_scaling type {rope_type!r} needs max_position_embeddings", "ropepool"),
     "rope_scaling_value": Code("rope_scaling type {rope_type!r} needs {key} {need}, got {got}", "ropepool"),
-    "rope_base_range": Code(
-        "rope_base gives inverse frequencies float32 cannot hold for head_dim={head_dim}, got {got}", "ropepool"
-    ),
     "norm_weight_shape": Code(
         "{name} must be one weight per head dimension, [head_dim] = [{head_dim}], got {got}", "ropepool"
     ),
@@ -131,7 +135,6 @@ CODES: dict[str, Code] = {
     "kv_scale": Code(
         "{name} must be a number from 2**-126 to 2**126, and 1.0 unless the pools are FP8, got {got}", "ropepool"
     ),
-    "argument_type": Code("{name} must be {kind}, got {got}", "ropepool"),
     "position_negative": Code("positions must be >= 0, got {got}", "ropepool"),
     "position_too_large": Code("positions must be below 2**24 = 16777216, got {got}", "ropepool"),
     "slot_out_of_range": Code("slots must be below the pool size {pool_rows}, got {got}", "ropepool"),
@@ -153,6 +156,40 @@ MLA_CODES: dict[str, Code] = {
     "latent_pool_shape": Code("latent_pool shape must be [P, 1, kv_lora_rank + rope_dim], got {shape}", "ropepool"),
     "mla_dtype": Code("q_pe/k_pe/c_kv dtypes must match and latent_pool be theirs or uint8, got {got}", "ropepool"),
 }
+
+#: Every code ``rope_pool_fused_mla`` raises, in the order its checks run: :data:`MLA_CODES` where
+#: ``rope_pool_fused`` checks q, k, v and the pools, and the shared codes in :data:`CODES`'s order.
+MLA_ORDER: tuple[str, ...] = (
+    "not_an_array",
+    "argument_type",
+    "mla_ndim",
+    "index_ndim",
+    "mla_sizes",
+    "q_pe_shape",
+    "k_pe_shape",
+    "c_kv_shape",
+    "index_len",
+    "latent_pool_shape",
+    "mla_dtype",
+    "index_dtype",
+    "unsupported_dtype",
+    "rope_base",
+    "rope_type",
+    "rope_type_refused",
+    "rope_base_range",
+    "rope_factor",
+    "longrope_factors",
+    "max_position_missing",
+    "rope_scaling_value",
+    "kv_scale",
+    "position_negative",
+    "position_too_large",
+    "slot_out_of_range",
+    "duplicate_slot",
+    "inplace_unsupported",
+    "unknown_backend",
+    "backend_unavailable",
+)
 
 _ALL_CODES = {**CODES, **MLA_CODES}
 

@@ -24,16 +24,15 @@ from __future__ import annotations
 import mlx.core as mx
 import numpy as np
 
-from . import fp8
-from ._arrays import FLOAT_DTYPES, dtype_name, is_array, native, to_mx, to_numpy
-from ._scalars import check_types, finite_float
+from . import fp8, validation
+from ._arrays import dtype_name, native, to_mx, to_numpy
 from .backends import resolve
 from .errors import fail
-from .inplace import pool_problem
-from .pool_write import Plan, write_one, write_one_in_place
-from .op import StepPlan, rotate_step
-from .rope import Rope, rope_table
-from .validation import plan_values
+from .fusion import Fusion
+from .op import StepPlan, checked_step, rotate_step
+from .pool_write import write_one, write_one_in_place
+from .rope import Rope
+from .validation import Checked
 
 
 def rope_pool_fused_mla(
@@ -83,7 +82,8 @@ def rope_pool_fused_mla(
     RopePoolError
         ``mla_ndim``, ``mla_sizes``, ``q_pe_shape``, ``k_pe_shape``, ``c_kv_shape``, ``latent_pool_shape``,
         ``mla_dtype`` (:data:`ropepool.errors.MLA_CODES`), and rope_pool_fused's codes for the arrays,
-        index dtypes and lengths, the rotation, values, ``kv_scale``, ``inplace`` and the backend.
+        index dtypes and lengths, the rotation, values, ``kv_scale``, ``inplace`` and the backend;
+        of two problems, the one listed first in :data:`ropepool.errors.MLA_ORDER` (the checks' order).
 
     Example
     -------
@@ -93,35 +93,14 @@ def rope_pool_fused_mla(
     >>> pool.shape, bool((pool[kw["slots"][0].item(), 0, :8] == kw["c_kv"][0]).all())
     ((5, 1, 12), True)
     """
-    p, fp8_pool = validate_mla(
-        q_pe,
-        k_pe,
-        c_kv,
-        positions,
-        slots,
-        latent_pool,
-        num_qo_heads=num_qo_heads,
-        kv_lora_rank=kv_lora_rank,
-        rope_dim=rope_dim,
-        rope_base=rope_base,
-        check_values=check_values,
-        inplace=inplace,
-        kv_scale=kv_scale,
-    )
-    rope = rope_table(
-        rope_dim, rope_base, is_neox=is_neox, rope_scaling=rope_scaling, max_position_embeddings=max_position_embeddings
-    )
-    resolve(backend, inplace)  # after the inputs, as rope_pool_fused checks it
+    arguments = dict(locals())  # as given
+    del arguments["backend"]  # resolved after validation
+    checked = validate_mla(**arguments)
+    P = latent_pool.shape[0]
+    step = checked_step(checked, positions, P, check_values=check_values, backend=backend, inplace=inplace)
+    scale = checked.fusion.k_scale if checked.fusion.fp8 else None
     return apply_mla_plan(
-        q_pe,
-        k_pe,
-        c_kv,
-        latent_pool,
-        StepPlan(native(positions), p, latent_pool.shape[0]),
-        rope=rope,
-        kv_scale=kv_scale if fp8_pool else None,
-        backend=backend,
-        inplace=inplace,
+        q_pe, k_pe, c_kv, latent_pool, step, rope=checked.rope, kv_scale=scale, backend=backend, inplace=inplace
     )
 
 
@@ -136,13 +115,7 @@ def apply_mla_plan(
     caller's to get right (rope_pool_fused_mla checks them); only T and P are checked against the plan.
     Returns what rope_pool_fused_mla returns.
     """
-    if q_pe.shape[0] != plan.tokens or latent_pool.shape[0] != plan.pool_rows:
-        raise fail(
-            "index_len",
-            expected=f"q_pe for the plan's {plan.tokens} tokens, a pool of its {plan.pool_rows} rows",
-            got=f"q_pe {tuple(q_pe.shape)}, latent_pool {tuple(latent_pool.shape)}",
-            hint="make the plan (plan_step) from this step's positions and slots and this pool's rows.",
-        )
+    plan.check_layer("q_pe", q_pe, "latent_pool", latent_pool)
     name, rotate_fn = resolve(backend, inplace)
     numpy_out = isinstance(q_pe, np.ndarray)
     q_pe, k_pe, c_kv = (native(x) for x in (q_pe, k_pe, c_kv))
@@ -187,29 +160,40 @@ def validate_mla(
     kv_lora_rank,
     rope_dim,
     rope_base,
+    is_neox=True,
+    rope_scaling=None,
+    max_position_embeddings=None,
     check_values=True,
     inplace=False,
     kv_scale=1.0,
-) -> tuple[Plan, bool]:
-    """Raise :class:`~ropepool.errors.RopePoolError` for the first problem; else ``(plan, fp8_pool)``."""
+) -> Checked:
+    """``rope_pool_fused_mla``'s checks (its arguments, as it takes them), in the order of
+    :data:`ropepool.errors.MLA_ORDER`, with :mod:`ropepool.validation`'s checks where the two ops share a
+    code. Raises :class:`~ropepool.errors.RopePoolError` for the first problem; else the
+    :class:`~ropepool.validation.Checked` call (its fusion: the pool's FP8 flag and ``kv_scale``)."""
     named = dict(q_pe=q_pe, k_pe=k_pe, c_kv=c_kv, positions=positions, slots=slots, latent_pool=latent_pool)
-    for name, x in named.items():
-        if not is_array(x):
-            raise fail(
-                "not_an_array",
-                name=name,
-                kind=type(x).__name__,
-                expected="mx.array or np.ndarray",
-                got=type(x).__name__,
-                hint=f"wrap {name} with mx.array(...) or np.asarray(...).",
-            )
-    check_types(
-        num_qo_heads=num_qo_heads,
-        kv_lora_rank=kv_lora_rank,
-        rope_dim=rope_dim,
+    validation.arrays(named)
+    sizes = dict(num_qo_heads=num_qo_heads, kv_lora_rank=kv_lora_rank, rope_dim=rope_dim)
+    validation.argument_types(
+        **sizes,
         check_values=check_values,
         inplace=inplace,
+        is_neox=is_neox,
+        rope_scaling=rope_scaling,
+        max_position_embeddings=max_position_embeddings,
     )
+    _ranks_and_sizes(q_pe, k_pe, c_kv, positions, slots, latent_pool, **sizes)
+    _shapes(q_pe, k_pe, c_kv, positions, slots, latent_pool, **sizes)
+    fp8_pool = _dtypes(named)
+    rope = validation.rotation(rope_dim, rope_base, None, is_neox, rope_scaling, max_position_embeddings)
+    scale = validation.scale("kv_scale", kv_scale, fp8_pool)
+    host_slots = validation.index_values(positions, slots, latent_pool.shape[0], check_values)
+    if inplace:
+        validation.inplace_pools({"latent_pool": latent_pool}, {})
+    return Checked(host_slots, rope, Fusion(fp8=fp8_pool, k_scale=scale, v_scale=scale))
+
+
+def _ranks_and_sizes(q_pe, k_pe, c_kv, positions, slots, latent_pool, *, num_qo_heads, kv_lora_rank, rope_dim):
     if q_pe.ndim != 3 or k_pe.ndim != 3 or c_kv.ndim != 2 or latent_pool.ndim != 3:
         raise fail(
             "mla_ndim",
@@ -219,13 +203,7 @@ def validate_mla(
             f"latent_pool {tuple(latent_pool.shape)}",
             hint="c_kv is one latent per token, without a head axis; split q into q_nope and q_pe and pass q_pe only.",
         )
-    if positions.ndim != 1 or slots.ndim != 1:
-        raise fail(
-            "index_ndim",
-            expected="positions [T] and slots [T]",
-            got=f"positions {tuple(positions.shape)}, slots {tuple(slots.shape)}",
-            hint="flatten them with .reshape(-1).",
-        )
+    validation.index_ndim(positions, slots)
     if not (num_qo_heads > 0 and kv_lora_rank > 0 and rope_dim > 0 and rope_dim % 2 == 0):
         raise fail(
             "mla_sizes",
@@ -233,47 +211,26 @@ def validate_mla(
             got=f"num_qo_heads={num_qo_heads}, kv_lora_rank={kv_lora_rank}, rope_dim={rope_dim}",
             hint="read them from the config: num_attention_heads, kv_lora_rank, qk_rope_head_dim.",
         )
+
+
+def _shapes(q_pe, k_pe, c_kv, positions, slots, latent_pool, *, num_qo_heads, kv_lora_rank, rope_dim) -> None:
     T = q_pe.shape[0]
     if tuple(q_pe.shape) != (T, num_qo_heads, rope_dim):
         hint = f"q_pe has {q_pe.shape[1]} heads of size {q_pe.shape[2]}."
         if q_pe.shape[2] > rope_dim:
             hint += " Pass only q's RoPE part: q_nope, q_pe = split(q, [qk_nope_head_dim], axis=-1)."
-        raise fail(
-            "q_pe_shape",
-            shape=tuple(q_pe.shape),
-            expected=f"{(T, num_qo_heads, rope_dim)} = [T, Hq, rope_dim]",
-            got=tuple(q_pe.shape),
-            hint=hint,
-        )
+        _shape_error("q_pe", q_pe, (T, num_qo_heads, rope_dim), "[T, Hq, rope_dim]", hint)
     if tuple(k_pe.shape) != (T, 1, rope_dim):
         hint = "every head shares one RoPE key in MLA: k_pe is [T, 1, rope_dim]."
         if k_pe.shape[1] == num_qo_heads != 1:
             hint += " Do not repeat it over the heads."
-        raise fail(
-            "k_pe_shape",
-            shape=tuple(k_pe.shape),
-            expected=f"{(T, 1, rope_dim)} = [T, 1, rope_dim]",
-            got=tuple(k_pe.shape),
-            hint=hint,
-        )
+        _shape_error("k_pe", k_pe, (T, 1, rope_dim), "[T, 1, rope_dim]", hint)
     if tuple(c_kv.shape) != (T, kv_lora_rank):
         hint = "c_kv is kv_a_proj_with_mqa's first kv_lora_rank outputs, after kv_a_layernorm."
         if c_kv.shape[-1] == kv_lora_rank + rope_dim:
             hint += " It still holds k_pe: split it off with split(x, [kv_lora_rank], axis=-1)."
-        raise fail(
-            "c_kv_shape",
-            shape=tuple(c_kv.shape),
-            expected=f"{(T, kv_lora_rank)} = [T, kv_lora_rank]",
-            got=tuple(c_kv.shape),
-            hint=hint,
-        )
-    if positions.shape[0] != T or slots.shape[0] != T:
-        raise fail(
-            "index_len",
-            expected=f"{T} positions and {T} slots (one per token)",
-            got=f"{positions.shape[0]} positions, {slots.shape[0]} slots",
-            hint="in a decode step pass only the new tokens' positions and slots.",
-        )
+        _shape_error("c_kv", c_kv, (T, kv_lora_rank), "[T, kv_lora_rank]", hint)
+    validation.index_len(positions, slots, T)
     width = kv_lora_rank + rope_dim
     if tuple(latent_pool.shape[1:]) != (1, width):
         raise fail(
@@ -284,6 +241,14 @@ def validate_mla(
             hint=f"one latent row per token: kv_lora_rank + rope_dim = {kv_lora_rank} + {rope_dim} values, "
             "one 'head' (not Hq heads, not a k and a v pool).",
         )
+
+
+def _shape_error(name: str, x, want: tuple, symbols: str, hint: str):
+    raise fail(f"{name}_shape", shape=tuple(x.shape), expected=f"{want} = {symbols}", got=tuple(x.shape), hint=hint)
+
+
+def _dtypes(named: dict) -> bool:
+    """``mla_dtype``, ``index_dtype``, ``unsupported_dtype``; whether the pool is FP8 (uint8)."""
     dt = {name: dtype_name(x) for name, x in named.items()}
     pool_dt = dt["latent_pool"]
     if not (dt["q_pe"] == dt["k_pe"] == dt["c_kv"] and pool_dt in (dt["q_pe"], "uint8")):
@@ -291,50 +256,8 @@ def validate_mla(
             "mla_dtype",
             expected="q_pe, k_pe, c_kv in one dtype, latent_pool in it or uint8",
             got=f"q_pe {dt['q_pe']}, k_pe {dt['k_pe']}, c_kv {dt['c_kv']}, latent_pool {pool_dt}",
-            hint=f"cast k_pe and c_kv to {dt['q_pe']}; allocate the pool in that dtype (or uint8 for FP8).",
+            hint=f"cast k_pe and c_kv to {dt['q_pe']}; allocate the pool in it (or uint8 for FP8).",
         )
-    if dt["positions"] != "int32" or dt["slots"] != "int32":
-        raise fail(
-            "index_dtype",
-            expected="int32 positions and slots",
-            got=f"positions {dt['positions']}, slots {dt['slots']}",
-            hint="arange defaults to int64: cast with .astype(np.int32) or .astype(mx.int32).",
-        )
-    if dt["q_pe"] not in FLOAT_DTYPES:
-        raise fail(
-            "unsupported_dtype",
-            expected="float16, bfloat16 or float32",
-            got=dt["q_pe"],
-            hint="NumPy defaults to float64: cast to float32 (or float16).",
-        )
-    base = finite_float(rope_base)
-    if base is None or base <= 0:
-        raise fail(
-            "rope_base",
-            expected="a finite rope_base > 0, e.g. 10000.0",
-            got=repr(rope_base),
-            hint="pass config.rope_theta (10000.0 where the config has none).",
-        )
-    fp8_pool = pool_dt == "uint8"
-    x = finite_float(kv_scale)
-    if x is None or x <= 0 or not 2.0**-126 <= 1.0 / x < 2.0**127 or (not fp8_pool and x != 1.0):
-        raise fail(
-            "kv_scale",
-            name="kv_scale",
-            expected="a finite kv_scale > 0 (1.0 with a float pool)",
-            got=repr(kv_scale),
-            hint="kv_scale divides the latent rows before FP8 rounding: use the "
-            "checkpoint's scale, or 1.0; a float pool stores the values as they are.",
-        )
-    p = plan_values(positions, slots, latent_pool.shape[0], check_values)  # the one host read of the slots
-    if inplace:
-        problem = pool_problem(latent_pool)
-        if problem:
-            raise fail(
-                "inplace_unsupported",
-                got=f"latent_pool is {problem}",
-                expected="a writable, row-contiguous pool in host memory",
-                hint="pass a contiguous, writable copy (np.array(pool)), or call without inplace=True "
-                "and rebind the pool it returns.",
-            )
-    return p, fp8_pool
+    validation.index_dtype(named["positions"], named["slots"])
+    validation.float_dtype(dt["q_pe"])
+    return pool_dt == "uint8"

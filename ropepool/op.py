@@ -1,4 +1,4 @@
-"""``rope_pool_fused``: validate, plan the write, pick a backend, run it, answer in the kind of q.
+"""``rope_pool_fused``: validate, pick a backend, plan the write, run it, answer in the kind of q.
 
 The call is two halves, which an engine calls apart (:mod:`ropepool.engine.runner`):
 
@@ -8,7 +8,9 @@ The call is two halves, which an engine calls apart (:mod:`ropepool.engine.runne
 - :func:`apply_plan`, once per layer: what depends on the layer (q, k, v, its pools, its RoPE and
   fusion settings, the backend) with the step's plan. No host read, no re-validation.
 
-:func:`rope_pool_fused` is SGLang's signature and contract: validate everything, plan, apply.
+:func:`rope_pool_fused` is SGLang's signature and contract: validate everything
+(:func:`ropepool.validation.validate`, in the order of :data:`ropepool.errors.CODES`, the backend
+last), plan the write (:func:`ropepool.pool_write.plan`), apply.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from .inplace import INPLACE_BACKENDS
 from .mlx_ops import angles, rotate_mlx
 from .mrope import rotate_mrope
 from .pool_write import Plan, write, write_in_place
-from .rope import Rope, position_rows, rope_table
-from .validation import plan_values, validate, validate_indices
+from .pool_write import plan as plan_write
+from .rope import Rope
+from .validation import Checked, validate, validate_indices
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,16 @@ class StepPlan:
         """T."""
         return self.positions.shape[-1]  # [T], or mrope's [3, T]
 
+    def check_layer(self, name: str, x, pool_name: str, pool) -> None:
+        """``index_len`` unless a layer's ``x`` ``[T, ...]`` has the plan's T tokens and ``pool`` its P rows."""
+        if x.shape[0] != self.tokens or pool.shape[0] != self.pool_rows:
+            raise fail(
+                "index_len",
+                expected=f"{name} for the plan's {self.tokens} tokens, {pool_name} of its {self.pool_rows} rows",
+                got=f"{name} {tuple(x.shape)}, {pool_name} {tuple(pool.shape)}",
+                hint="make the plan (plan_step) from this step's positions and slots and the pools' rows.",
+            )
+
 
 def plan_step(positions, slots, pool_rows: int, *, check_values: bool = True) -> StepPlan:
     """The step's half of ``rope_pool_fused``: positions and slots checked, slots read on the host once, write planned.
@@ -79,8 +92,8 @@ def plan_step(positions, slots, pool_rows: int, *, check_values: bool = True) ->
     >>> plan.write.rows.tolist(), plan.write.start, plan.tokens
     ([3, 4], 3, 2)
     """
-    validate_indices(positions, slots, check_values=check_values)
-    return StepPlan(native(positions), plan_values(positions, slots, pool_rows, check_values), pool_rows)
+    host_slots = validate_indices(positions, slots, pool_rows, check_values=check_values)
+    return StepPlan(native(positions), plan_write(host_slots, pool_rows, checked=check_values), pool_rows)
 
 
 def apply_plan(
@@ -94,13 +107,7 @@ def apply_plan(
     against the plan. ``rope``: :func:`ropepool.rope.rope_table`; ``fusion``:
     :func:`ropepool.validation.fusion_settings`. Returns what :func:`rope_pool_fused` returns.
     """
-    if q.shape[0] != plan.tokens or k_pool.shape[0] != plan.pool_rows:
-        raise fail(
-            "index_len",
-            expected=f"q for the plan's {plan.tokens} tokens, pools of its {plan.pool_rows} rows",
-            got=f"q {tuple(q.shape)}, k_pool {tuple(k_pool.shape)}",
-            hint="make the plan (plan_step) from this step's positions and slots and these pools' rows.",
-        )
+    plan.check_layer("q", q, "k_pool", k_pool)
     positions = plan.positions
     name, rotate = resolve(backend, inplace)
     numpy_out = isinstance(q, np.ndarray)
@@ -213,8 +220,8 @@ def rope_pool_fused(
     Raises
     ------
     RopePoolError
-        For every problem in ``ropepool.errors.CODES``, before anything is written. Those SGLang
-        raises from C++ (``index_dtype``, ``head_dim_odd``, ``unsupported_dtype``) are also
+        For every problem in ``ropepool.errors.CODES``, before anything is written; of two problems,
+        the one listed first in ``CODES`` (the checks run in its order). Those SGLang raises from C++ (``index_dtype``, ``head_dim_odd``, ``unsupported_dtype``) are also
         ``RuntimeError``, as there.
 
     Example
@@ -226,38 +233,24 @@ def rope_pool_fused(
     >>> k_pool.shape
     (5, 2, 8)
     """
-    write_plan, fusion = validate(
-        q,
-        k,
-        v,
-        positions,
-        slots,
-        k_pool,
-        v_pool,
-        head_dim=head_dim,
-        num_qo_heads=num_qo_heads,
-        num_kv_heads=num_kv_heads,
-        rope_base=rope_base,
-        check_values=check_values,
-        inplace=inplace,
-        q_norm_weight=q_norm_weight,
-        k_norm_weight=k_norm_weight,
-        norm_eps=norm_eps,
-        k_scale=k_scale,
-        v_scale=v_scale,
-        position_rows=position_rows(rope_scaling),
+    arguments = dict(locals())  # as given
+    del arguments["backend"]  # resolved after validation
+    checked = validate(**arguments)
+    step = checked_step(
+        checked, positions, k_pool.shape[0], check_values=check_values, backend=backend, inplace=inplace
     )
-    rope = rope_table(
-        head_dim,
-        rope_base,
-        rotary_dim=rotary_dim,
-        is_neox=is_neox,
-        rope_scaling=rope_scaling,
-        max_position_embeddings=max_position_embeddings,
-    )
-    resolve(backend, inplace)  # after the inputs: every check runs in the catalog's order
-    plan = StepPlan(native(positions), write_plan, k_pool.shape[0])
-    return apply_plan(q, k, v, k_pool, v_pool, plan, rope=rope, fusion=fusion, backend=backend, inplace=inplace)
+    fusion, rope = checked.fusion, checked.rope
+    return apply_plan(q, k, v, k_pool, v_pool, step, rope=rope, fusion=fusion, backend=backend, inplace=inplace)
+
+
+def checked_step(
+    checked: Checked, positions, pool_rows: int, *, check_values: bool, backend, inplace: bool
+) -> StepPlan:
+    """After an op's validation (:class:`~ropepool.validation.Checked`): the backend resolved (the catalog's
+    last checks, ``unknown_backend`` and ``backend_unavailable``), then the call's one-step plan of its
+    write into pools of ``pool_rows`` rows (:func:`ropepool.pool_write.plan`)."""
+    resolve(backend, inplace)
+    return StepPlan(native(positions), plan_write(checked.slots, pool_rows, checked=check_values), pool_rows)
 
 
 def _fresh_copy(pool: np.ndarray) -> np.ndarray:

@@ -198,7 +198,16 @@ def rope_table(
         ``rotary_dim``, ``rope_type``, ``rope_type_refused``, ``rope_factor``,
         ``max_position_missing``, ``rope_scaling_value``, ``longrope_factors``, ``rope_base_range``.
     """
+    frozen, max_pos = rope_arguments(is_neox, rope_scaling, max_position_embeddings)
     head_dim = int(head_dim)
+    return _rope_table(head_dim, float(rope_base), _rotary_dim(rotary_dim, head_dim), bool(is_neox), frozen, max_pos)
+
+
+def rope_arguments(is_neox=True, rope_scaling=None, max_position_embeddings=None) -> tuple:
+    """The types of the op's RoPE keywords, or ``argument_type``: ``is_neox`` a bool, ``rope_scaling`` None
+    or a dict of JSON values (numbers, strings, lists, dicts), ``max_position_embeddings`` None or an int in
+    ``[1, 2**63)``. Their values are :func:`rope_table`'s to check. Returns ``(rope_scaling frozen for the
+    cache, max_position_embeddings as an int or None)``."""
     check_types(is_neox=is_neox)
     if rope_scaling is not None and not isinstance(rope_scaling, Mapping):
         raise fail(
@@ -221,8 +230,7 @@ def rope_table(
                 hint="Pass config.max_position_embeddings, an int.",
             )
         max_pos = int(max_pos)
-    frozen = None if rope_scaling is None else _freeze(rope_scaling)
-    return _rope_table(head_dim, float(rope_base), _rotary_dim(rotary_dim, head_dim), bool(is_neox), frozen, max_pos)
+    return (None if rope_scaling is None else _freeze(rope_scaling)), max_pos
 
 
 def _rotary_dim(rotary_dim, head_dim: int) -> int:

@@ -1,32 +1,45 @@
-"""The validation contract of ``rope_pool_fused``.
+"""The validation of both ops, ``rope_pool_fused`` and ``rope_pool_fused_mla``: each check written once.
 
-First SGLang's own checks, in its order and with its messages (its Python wrapper, then
-its C++ extension); then the checks SGLang leaves out, whose failures are silent wrong
-answers or out-of-bounds writes in its kernel. Every failure raises
-:class:`~ropepool.errors.RopePoolError`; nothing is written before validation passes.
+Each check is one small function here; :func:`validate` (``rope_pool_fused``) and
+:func:`ropepool.mla.validate_mla` call them in the order of :data:`ropepool.errors.CODES` and
+:data:`ropepool.errors.MLA_ORDER`, so that of two problems in one call the one listed first is
+raised:
+
+1. the arguments' types: arrays are arrays (``not_an_array``), sizes ints, flags bools,
+   ``rope_scaling`` a dict and ``max_position_embeddings`` an int (``argument_type``);
+2. SGLang's own checks, in its order and with its messages (its Python wrapper, then its C++
+   extension): ranks, shapes, dtypes;
+3. what SGLang leaves unchecked, whose failures are silent wrong answers or out-of-bounds writes in
+   its kernel: sizes, the rotation (``rope_base``, then :func:`ropepool.rope.rope_table`'s checks),
+   QK-norm, the FP8 scales, the values of positions and slots, pools written in place.
+
+The op then resolves its backend (``unknown_backend``, ``backend_unavailable``: the catalog's last).
+Validation returns what it found (:class:`Checked`); the op plans the write from it
+(:func:`ropepool.pool_write.plan`). Every failure raises :class:`~ropepool.errors.RopePoolError`;
+nothing is written before validation passes.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 
 from ._arrays import FLOAT_DTYPES, dtype_name, is_array, largest_abs, to_numpy
 from ._scalars import check_types, finite_float
-from .diagnosis import k_shape_case
 from .errors import fail
 from .fusion import KV_SCALE_MAX, KV_SCALE_MIN, NORM_EPS_MIN, PLAIN, Fusion, norm_limit
 from .inplace import input_overlapping_pools, pool_problem, pools_overlap
-from .pool_write import Plan, plan
-from .rope import MAX_POSITION, plain
+from .k_shape import heads, k_shape_case
+from .rope import MAX_POSITION, Rope, position_rows, rope_arguments, rope_table
 
 
-def _heads(n: int) -> str:
-    return f"{n} head" if n == 1 else f"{n} heads"
+class Checked(NamedTuple):
+    """What a call that passed validation is: its slots read on the host, its rotation, its fusions."""
 
-
-def _k_shape_hint(k_shape, T, num_qo_heads, num_kv_heads, head_dim) -> str:
-    case = k_shape_case(k_shape, num_qo_heads=num_qo_heads, head_dim=head_dim, tokens=T, passed_kv_heads=num_kv_heads)
-    return f"{case.why} Fix: {case.fix}"
+    slots: np.ndarray  # [T] int64: the one read of the slots on the host a call makes
+    rope: Rope
+    fusion: Fusion
 
 
 def validate(
@@ -42,6 +55,10 @@ def validate(
     num_qo_heads,
     num_kv_heads,
     rope_base,
+    rotary_dim=None,
+    is_neox=True,
+    rope_scaling=None,
+    max_position_embeddings=None,
     check_values=True,
     inplace=False,
     q_norm_weight=None,
@@ -49,19 +66,80 @@ def validate(
     norm_eps=1e-6,
     k_scale=1.0,
     v_scale=1.0,
-    position_rows=1,
-) -> tuple[Plan, Fusion]:
-    """Raise :class:`RopePoolError` for the first problem found; else ``(plan, fusion)``.
+) -> Checked:
+    """``rope_pool_fused``'s checks (its arguments, as it takes them), in the catalog's order.
 
-    The slots are read on the host (a synchronisation for lazy MLX arrays) and ``plan`` says which
-    token writes which pool row (:mod:`ropepool.pool_write`). With ``check_values`` the values of
-    positions and slots are checked too (range, duplicates); without, a slot outside ``[0, P)``
-    writes nothing and of tokens naming one row the last wins.
-    With ``inplace`` the pools must be writable in place (:mod:`ropepool.inplace`).
-    ``fusion`` holds the call's QK-norm and FP8 settings (:mod:`ropepool.fusion`).
-    ``position_rows`` 3 (mrope) also takes positions ``[3, T]``.
+    Raises :class:`RopePoolError` for the first problem found; else the :class:`Checked` call.
+    With ``check_values`` the values of positions and slots are checked too (range, duplicates);
+    without, a slot outside ``[0, P)`` writes nothing and of tokens naming one row the last wins.
+    With ``inplace`` the pools must be writable in place (:mod:`ropepool.inplace`). An mrope
+    ``rope_scaling`` also takes positions ``[3, T]``.
     """
     named = dict(q=q, k=k, v=v, positions=positions, slots=slots, k_pool=k_pool, v_pool=v_pool)
+    arrays(named)
+    if q_norm_weight is not None or k_norm_weight is not None:
+        arrays(_given(q_norm_weight=q_norm_weight, k_norm_weight=k_norm_weight))
+    argument_types(
+        head_dim=head_dim,
+        num_qo_heads=num_qo_heads,
+        num_kv_heads=num_kv_heads,
+        check_values=check_values,
+        inplace=inplace,
+        is_neox=is_neox,
+        rope_scaling=rope_scaling,
+        max_position_embeddings=max_position_embeddings,
+    )
+    D, Hq, Hkv = head_dim, num_qo_heads, num_kv_heads
+    _ranks(q, k, v, positions, slots, k_pool, v_pool, position_rows(rope_scaling), D, Hkv)
+    _shapes(q, k, v, positions, slots, k_pool, v_pool, D, Hq, Hkv)
+    fp8 = _dtypes(named, head_dim)
+    _head_counts(D, Hq, Hkv)
+    rope = rotation(head_dim, rope_base, rotary_dim, is_neox, rope_scaling, max_position_embeddings)
+    fusion = fusion_settings(
+        head_dim=head_dim,
+        fp8=fp8,
+        q_norm_weight=q_norm_weight,
+        k_norm_weight=k_norm_weight,
+        norm_eps=norm_eps,
+        k_scale=k_scale,
+        v_scale=v_scale,
+        norm_inputs=(q, k) if check_values else None,
+    )
+    host_slots = index_values(positions, slots, k_pool.shape[0], check_values)
+    if inplace:
+        inplace_pools(
+            {"k_pool": k_pool, "v_pool": v_pool}, {n: named[n] for n in ("q", "k", "v", "positions", "slots")}
+        )
+    return Checked(host_slots, rope, fusion)
+
+
+def validate_indices(positions, slots, pool_rows: int, *, check_values=True) -> np.ndarray:
+    """The checks of :func:`validate` that concern positions ``[T]`` and slots ``[T]`` alone, in its order
+    and words; the slots read on the host (int64 ``[T]``)."""
+    arrays(dict(positions=positions, slots=slots))
+    check_types(check_values=check_values)
+    index_ndim(positions, slots)
+    index_len(positions, slots, positions.shape[0])
+    index_dtype(positions, slots)
+    return index_values(positions, slots, pool_rows, check_values)
+
+
+# --- 1. types ------------------------------------------------------------------------------------------
+
+
+def _given(**optional) -> dict:
+    return {name: x for name, x in optional.items() if x is not None}
+
+
+#: The hint of ``not_an_array`` where an argument's own words say more than "wrap it".
+_ARRAY_HINTS = {
+    "q_norm_weight": "Pass the norm's weight array (attn.q_norm.weight).",
+    "k_norm_weight": "Pass the norm's weight array (attn.k_norm.weight).",
+}
+
+
+def arrays(named: dict) -> None:
+    """``not_an_array`` for the first of ``named`` that is neither an mx.array nor a NumPy array."""
     for name, x in named.items():
         if not is_array(x):
             raise fail(
@@ -70,17 +148,22 @@ def validate(
                 kind=type(x).__name__,
                 expected="mx.array or np.ndarray",
                 got=type(x).__name__,
-                hint=f"Wrap {name} with mx.array(...) or np.asarray(...).",
+                hint=_ARRAY_HINTS.get(name, f"Wrap {name} with mx.array(...) or np.asarray(...)."),
             )
-    check_types(
-        head_dim=head_dim,
-        num_qo_heads=num_qo_heads,
-        num_kv_heads=num_kv_heads,
-        check_values=check_values,
-        inplace=inplace,
-    )
 
-    # --- SGLang's Python wrapper, in its order ---------------------------------------------
+
+def argument_types(*, rope_scaling=None, max_position_embeddings=None, is_neox=True, **sizes_and_flags) -> None:
+    """``argument_type``: sizes ints and flags bools (:func:`ropepool._scalars.check_types`), then the RoPE
+    keywords' types where given (:func:`ropepool.rope.rope_arguments`)."""
+    check_types(**sizes_and_flags, is_neox=is_neox)
+    if rope_scaling is not None or max_position_embeddings is not None:
+        rope_arguments(is_neox, rope_scaling, max_position_embeddings)
+
+
+# --- 2. SGLang's checks -----------------------------------------------------------------------------------
+
+
+def _ranks(q, k, v, positions, slots, k_pool, v_pool, rows: int, head_dim: int, num_kv_heads: int) -> None:
     if q.ndim != 3 or k.ndim != 3 or v.ndim != 3:
         raise fail(
             "qkv_ndim",
@@ -88,14 +171,7 @@ def validate(
             got=f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}",
             hint="A 2-D [T, H*D] array is a projection output whose heads were not split yet: reshape it to [T, H, D].",
         )
-    rows3 = position_rows == 3 and positions.ndim == 2  # mrope's (time, height, width) positions
-    if (positions.ndim != 1 and not rows3) or slots.ndim != 1:
-        raise fail(
-            "index_ndim",
-            expected="positions [T] and slots [T]" + (" (mrope: positions [3, T] too)" if position_rows == 3 else ""),
-            got=f"positions {tuple(positions.shape)}, slots {tuple(slots.shape)}",
-            hint="Flatten them with .reshape(-1).",
-        )
+    index_ndim(positions, slots, rows)
     if k_pool.ndim != 3 or v_pool.ndim != 3:
         raise fail(
             "pool_ndim",
@@ -103,9 +179,35 @@ def validate(
             got=f"k_pool {tuple(k_pool.shape)}, v_pool {tuple(v_pool.shape)}",
             hint=f"View each pool as [P, {num_kv_heads}, {head_dim}].",
         )
+
+
+def index_ndim(positions, slots, rows: int = 1) -> None:
+    """``index_ndim``: positions ``[T]`` (or mrope's ``[3, T]`` where ``rows`` is 3) and slots ``[T]``."""
+    if (positions.ndim != 1 and not (rows == 3 and positions.ndim == 2)) or slots.ndim != 1:
+        raise fail(
+            "index_ndim",
+            expected="positions [T] and slots [T]" + (" (mrope: positions [3, T] too)" if rows == 3 else ""),
+            got=f"positions {tuple(positions.shape)}, slots {tuple(slots.shape)}",
+            hint="Flatten them with .reshape(-1).",
+        )
+
+
+def index_len(positions, slots, T: int) -> None:
+    """``index_len``: one position and one slot per token (mrope's positions ``[3, T]``)."""
+    rows3 = positions.ndim == 2
+    if positions.shape[-1] != T or slots.shape[0] != T or (rows3 and positions.shape[0] != 3):
+        raise fail(
+            "index_len",
+            expected=f"{T} positions and {T} slots (one per token)" + (f"; mrope positions [3, {T}]" if rows3 else ""),
+            got=f"{tuple(positions.shape) if rows3 else positions.shape[0]} positions, {slots.shape[0]} slots",
+            hint="In a decode step pass only the new tokens' positions and slots.",
+        )
+
+
+def _shapes(q, k, v, positions, slots, k_pool, v_pool, head_dim: int, num_qo_heads: int, num_kv_heads: int) -> None:
     T = q.shape[0]
     if tuple(q.shape) != (T, num_qo_heads, head_dim):
-        hint = f"q has {_heads(q.shape[1])} of size {q.shape[2]}."
+        hint = f"q has {heads(q.shape[1])} of size {q.shape[2]}."
         if q.shape[1] == num_kv_heads != num_qo_heads and q.shape[2] == head_dim:
             hint += " num_qo_heads and num_kv_heads look swapped: num_qo_heads is config.num_attention_heads."
         elif q.shape[2] != head_dim:
@@ -118,49 +220,39 @@ def validate(
             hint=hint,
         )
     if tuple(k.shape) != (T, num_kv_heads, head_dim):
+        case = k_shape_case(
+            k.shape, num_qo_heads=num_qo_heads, head_dim=head_dim, tokens=T, passed_kv_heads=num_kv_heads
+        )
         raise fail(
             "k_shape",
             shape=tuple(k.shape),
             expected=f"{(T, num_kv_heads, head_dim)} = [T, Hkv, D]",
             got=tuple(k.shape),
-            hint=_k_shape_hint(tuple(k.shape), T, num_qo_heads, num_kv_heads, head_dim),
+            hint=f"{case.why} Fix: {case.fix}",
         )
-    if tuple(v.shape) != tuple(k.shape):
-        raise fail(
-            "v_shape",
-            shape=tuple(v.shape),
-            k_shape=tuple(k.shape),
-            expected=f"{tuple(k.shape)} like k",
-            got=tuple(v.shape),
-            hint="v must be [T, Hkv, D] exactly like k; do not repeat its heads.",
-        )
-    if positions.shape[-1] != T or slots.shape[0] != T or (rows3 and positions.shape[0] != 3):
-        raise fail(
-            "index_len",
-            expected=f"{T} positions and {T} slots (one per token)" + (f"; mrope positions [3, {T}]" if rows3 else ""),
-            got=f"{tuple(positions.shape) if rows3 else positions.shape[0]} positions, {slots.shape[0]} slots",
-            hint="In a decode step pass only the new tokens' positions and slots.",
-        )
+    _same_shape("v", v, "k", k, "v must be [T, Hkv, D] exactly like k; do not repeat its heads.")
+    index_len(positions, slots, T)
     if tuple(k_pool.shape[1:]) != (num_kv_heads, head_dim):
         hint = f"each pool row must hold one token's k: [{num_kv_heads}, {head_dim}]."
         if k_pool.shape[1] == num_qo_heads != num_kv_heads:
             hint += " The pool has num_qo_heads heads: allocate it with config.num_key_value_heads."
+        shape = tuple(k_pool.shape)
+        raise fail("k_pool_shape", shape=shape, expected=f"[P, {num_kv_heads}, {head_dim}]", got=shape, hint=hint)
+    _same_shape("v_pool", v_pool, "k_pool", k_pool, "Allocate v_pool exactly like k_pool.")
+
+
+def _same_shape(name: str, x, like: str, y, hint: str) -> None:
+    """``v_shape`` / ``v_pool_shape``: ``x`` shaped exactly like ``y``."""
+    if tuple(x.shape) != tuple(y.shape):
+        shape, k_shape = tuple(x.shape), tuple(y.shape)
         raise fail(
-            "k_pool_shape",
-            shape=tuple(k_pool.shape),
-            expected=f"[P, {num_kv_heads}, {head_dim}]",
-            got=tuple(k_pool.shape),
-            hint=hint,
+            f"{name}_shape", shape=shape, k_shape=k_shape, expected=f"{k_shape} like {like}", got=shape, hint=hint
         )
-    if tuple(v_pool.shape) != tuple(k_pool.shape):
-        raise fail(
-            "v_pool_shape",
-            shape=tuple(v_pool.shape),
-            k_shape=tuple(k_pool.shape),
-            expected=f"{tuple(k_pool.shape)} like k_pool",
-            got=tuple(v_pool.shape),
-            hint="Allocate v_pool exactly like k_pool.",
-        )
+
+
+def _dtypes(named: dict, head_dim: int) -> bool:
+    """SGLang's dtype checks (its wrapper's, then its extension's, with ``head_dim_odd`` among them in its
+    order); whether the pools are FP8 (uint8)."""
     dt = {name: dtype_name(x) for name, x in named.items()}
     if not dt["q"] == dt["k"] == dt["v"]:
         raise fail(
@@ -170,6 +262,14 @@ def validate(
             hint=f"Cast k and v to {dt['q']} (or all three to the pool's dtype).",
         )
     fp8 = "uint8" in (dt["k_pool"], dt["v_pool"])
+    if not fp8 and not dt["k_pool"] == dt["v_pool"] == dt["q"]:
+        raise fail(
+            "pool_dtype",
+            expected=f"pools in {dt['q']}",
+            got=f"k_pool {dt['k_pool']}, v_pool {dt['v_pool']}",
+            hint="Allocate float pools in the activations' dtype (the op does not convert one float type to "
+            "another), or both pools as uint8 for an FP8 cache.",
+        )
     if fp8 and not dt["k_pool"] == dt["v_pool"]:
         raise fail(
             "fp8_pool_dtype",
@@ -179,23 +279,7 @@ def validate(
             got=f"k_pool {dt['k_pool']}, v_pool {dt['v_pool']}",
             hint="An FP8 cache keeps both pools as uint8: allocate v_pool like k_pool.",
         )
-    if not fp8 and not dt["k_pool"] == dt["v_pool"] == dt["q"]:
-        raise fail(
-            "pool_dtype",
-            expected=f"pools in {dt['q']}",
-            got=f"k_pool {dt['k_pool']}, v_pool {dt['v_pool']}",
-            hint="Allocate float pools in the activations' dtype (the op does not convert one float type to "
-            "another), or both pools as uint8 for an FP8 cache.",
-        )
-
-    # --- SGLang's C++ extension --------------------------------------------------------------
-    if dt["positions"] != "int32" or dt["slots"] != "int32":
-        raise fail(
-            "index_dtype",
-            expected="int32 positions and slots",
-            got=f"positions {dt['positions']}, slots {dt['slots']}",
-            hint="arange defaults to int64: cast with .astype(np.int32) or .astype(mx.int32).",
-        )
+    index_dtype(named["positions"], named["slots"])
     if head_dim % 2:
         raise fail(
             "head_dim_odd",
@@ -203,21 +287,42 @@ def validate(
             got=head_dim,
             hint="NeoX RoPE pairs dimension i with i + head_dim/2.",
         )
-    if dt["q"] not in FLOAT_DTYPES:
+    float_dtype(dt["q"])
+    return fp8
+
+
+def index_dtype(positions, slots) -> None:
+    """``index_dtype``: int32 positions and slots, as SGLang's extension takes them."""
+    p, s = dtype_name(positions), dtype_name(slots)
+    if p != "int32" or s != "int32":
+        raise fail(
+            "index_dtype",
+            expected="int32 positions and slots",
+            got=f"positions {p}, slots {s}",
+            hint="arange defaults to int64: cast with .astype(np.int32) or .astype(mx.int32).",
+        )
+
+
+def float_dtype(dtype: str) -> None:
+    """``unsupported_dtype``: the activations in float16, bfloat16 or float32."""
+    if dtype not in FLOAT_DTYPES:
         raise fail(
             "unsupported_dtype",
             expected="float16, bfloat16 or float32",
-            got=dt["q"],
+            got=dtype,
             hint="NumPy defaults to float64: cast to float32 (or float16).",
         )
 
-    # --- What SGLang leaves unchecked --------------------------------------------------------
+
+# --- 3. what SGLang leaves unchecked ---------------------------------------------------------------------
+
+
+def _head_counts(head_dim, num_qo_heads, num_kv_heads) -> None:
     if not (num_qo_heads > 0 and num_kv_heads > 0 and head_dim > 0):
-        got = f"num_qo_heads={num_qo_heads}, num_kv_heads={num_kv_heads}, head_dim={head_dim}"
         raise fail(
             "head_count",
             expected="all three > 0",
-            got=got,
+            got=f"num_qo_heads={num_qo_heads}, num_kv_heads={num_kv_heads}, head_dim={head_dim}",
             hint="Read them from the model's config; a missing field is not 0.",
         )
     if num_qo_heads % num_kv_heads:
@@ -228,6 +333,13 @@ def validate(
             hint=f"{num_qo_heads} query heads cannot be split evenly over {num_kv_heads} KV heads: "
             "take both from the same model's config.",
         )
+
+
+def rotation(
+    head_dim, rope_base, rotary_dim=None, is_neox=True, rope_scaling=None, max_position_embeddings=None
+) -> Rope:
+    """``rope_base`` (a finite number > 0), then the rotation's own checks (:func:`ropepool.rope.rope_table`:
+    ``rotary_dim``, the ``rope_scaling`` codes, ``rope_base_range``); the :class:`Rope`."""
     base = finite_float(rope_base)
     if base is None or base <= 0:
         raise fail(
@@ -236,84 +348,30 @@ def validate(
             got=repr(rope_base),
             hint="Pass config.rope_theta (10000.0 where the config has none).",
         )
-    _validate_frequencies(head_dim, base)
-    fusion = _validate_fusion(q_norm_weight, k_norm_weight, norm_eps, k_scale, v_scale, head_dim, fp8)
-    write = plan_values(positions, slots, k_pool.shape[0], check_values)
-    if check_values and (fusion.qnorm or fusion.knorm):
-        _validate_norm_range(q if fusion.qnorm else None, k if fusion.knorm else None, head_dim)
-    if inplace:
-        _validate_inplace(k_pool, v_pool)
-        _validate_inplace_inputs(named)
-    return write, fusion
-
-
-def read_slots(slots) -> np.ndarray:
-    """The slots ``[T]`` on the host, int64: the one read of them a call (or an engine step) makes.
-
-    For device arrays (Metal, CUDA) this is a synchronisation: a step plans once
-    (:func:`ropepool.op.plan_step`), not once per layer.
-    """
-    return to_numpy(slots, np.int64)
-
-
-def plan_values(positions, slots, pool_rows: int, check_values: bool) -> Plan:
-    """The write of ``slots`` into a pool of ``pool_rows`` rows, their values (and the positions') checked
-    first when ``check_values``: the value half of :func:`validate`, which :func:`validate_indices` precedes."""
-    host_slots = read_slots(slots)  # [T]
-    if check_values:
-        pos = to_numpy(positions, np.int64)
-        if pos.ndim == 2:  # mrope's [3, T]: each token's worst row (its smallest if negative, else its largest)
-            pos = np.where((pos < 0).any(axis=0), pos.min(axis=0, initial=0), pos.max(axis=0, initial=0))
-        _validate_values(pos, host_slots, pool_rows)
-    return plan(host_slots, pool_rows, checked=check_values)
-
-
-def validate_indices(positions, slots, *, check_values=True) -> None:
-    """The checks of :func:`validate` that concern positions and slots alone, in its order and words."""
-    for name, x in (("positions", positions), ("slots", slots)):
-        if not is_array(x):
-            raise fail(
-                "not_an_array",
-                name=name,
-                kind=type(x).__name__,
-                expected="mx.array or np.ndarray",
-                got=type(x).__name__,
-                hint=f"wrap {name} with mx.array(...) or np.asarray(...).",
-            )
-    check_types(check_values=check_values)
-    if positions.ndim != 1 or slots.ndim != 1:
-        raise fail(
-            "index_ndim",
-            expected="positions [T] and slots [T]",
-            got=f"positions {tuple(positions.shape)}, slots {tuple(slots.shape)}",
-            hint="flatten them with .reshape(-1).",
-        )
-    if positions.shape[0] != slots.shape[0]:
-        T = positions.shape[0]
-        raise fail(
-            "index_len",
-            expected=f"{T} positions and {T} slots (one per token)",
-            got=f"{positions.shape[0]} positions, {slots.shape[0]} slots",
-            hint="in a decode step pass only the new tokens' positions and slots.",
-        )
-    if dtype_name(positions) != "int32" or dtype_name(slots) != "int32":
-        raise fail(
-            "index_dtype",
-            expected="int32 positions and slots",
-            got=f"positions {dtype_name(positions)}, slots {dtype_name(slots)}",
-            hint="arange defaults to int64: cast with .astype(np.int32) or .astype(mx.int32).",
-        )
+    return rope_table(
+        head_dim,
+        base,
+        rotary_dim=rotary_dim,
+        is_neox=is_neox,
+        rope_scaling=rope_scaling,
+        max_position_embeddings=max_position_embeddings,
+    )
 
 
 def fusion_settings(
-    *, head_dim: int, fp8: bool, q_norm_weight=None, k_norm_weight=None, norm_eps=1e-6, k_scale=1.0, v_scale=1.0
+    *,
+    head_dim: int,
+    fp8: bool,
+    q_norm_weight=None,
+    k_norm_weight=None,
+    norm_eps=1e-6,
+    k_scale=1.0,
+    v_scale=1.0,
+    norm_inputs=None,
 ) -> Fusion:
-    """A layer's QK-norm and FP8 settings, checked as :func:`validate` checks them."""
-    return _validate_fusion(q_norm_weight, k_norm_weight, norm_eps, k_scale, v_scale, head_dim, fp8)
-
-
-def _validate_fusion(q_norm_weight, k_norm_weight, norm_eps, k_scale, v_scale, head_dim: int, fp8: bool) -> Fusion:
-    """QK-norm's weights and eps, the FP8 scales; the :class:`Fusion` they describe."""
+    """A layer's QK-norm and FP8 settings, checked in the catalog's order: the norm weights (``[D]``, a float
+    dtype), ``norm_eps``, with ``norm_inputs = (q, k)`` their size under QK-norm (``norm_overflow``), then the
+    scales (:func:`scale`). The :class:`Fusion` they describe."""
     if (
         q_norm_weight is None
         and k_norm_weight is None
@@ -326,18 +384,29 @@ def _validate_fusion(q_norm_weight, k_norm_weight, norm_eps, k_scale, v_scale, h
         and v_scale == 1.0
     ):  # the common call, cheaply
         return PLAIN
-    for name, w in (("q_norm_weight", q_norm_weight), ("k_norm_weight", k_norm_weight)):
-        if w is None:
-            continue
-        if not is_array(w):
-            raise fail(
-                "not_an_array",
-                name=name,
-                kind=type(w).__name__,
-                expected="mx.array or np.ndarray",
-                got=type(w).__name__,
-                hint=f"Pass the norm's weight array (attn.{name[0]}_norm.weight).",
-            )
+    weights = _given(q_norm_weight=q_norm_weight, k_norm_weight=k_norm_weight)
+    arrays(weights)
+    _norm_weights(weights, head_dim)
+    eps = finite_float(norm_eps)
+    if eps is None or not eps >= NORM_EPS_MIN:
+        raise fail(
+            "norm_eps",
+            expected=f"a finite norm_eps >= {NORM_EPS_MIN:g}, e.g. 1e-6",
+            got=repr(norm_eps),
+            hint="Pass the model's rms_norm_eps (Qwen3: 1e-6); below 1e-30 float32 cannot keep "
+            "the reference's result for a head of zeros or tiny values.",
+        )
+    if norm_inputs is not None:
+        q, k = norm_inputs
+        _norm_range(q if q_norm_weight is not None else None, k if k_norm_weight is not None else None, head_dim)
+    return Fusion(
+        q_norm_weight, k_norm_weight, eps, fp8, scale("k_scale", k_scale, fp8), scale("v_scale", v_scale, fp8)
+    )
+
+
+def _norm_weights(weights: dict, head_dim: int) -> None:
+    """``norm_weight_shape`` for every weight, then ``norm_weight_dtype``."""
+    for name, w in weights.items():
         if tuple(w.shape) != (head_dim,):
             raise fail(
                 "norm_weight_shape",
@@ -348,6 +417,7 @@ def _validate_fusion(q_norm_weight, k_norm_weight, norm_eps, k_scale, v_scale, h
                 hint="QK-norm normalises each head over head_dim: pass the per-head RMSNorm weight "
                 "(Qwen3's q_norm.weight), not a norm over the whole hidden size.",
             )
+    for name, w in weights.items():
         if dtype_name(w) not in FLOAT_DTYPES:
             raise fail(
                 "norm_weight_dtype",
@@ -356,78 +426,9 @@ def _validate_fusion(q_norm_weight, k_norm_weight, norm_eps, k_scale, v_scale, h
                 got=dtype_name(w),
                 hint="Cast the weight to float32 (NumPy defaults to float64).",
             )
-    eps = finite_float(norm_eps)
-    if eps is None or not eps >= NORM_EPS_MIN:
-        raise fail(
-            "norm_eps",
-            expected=f"a finite norm_eps >= {NORM_EPS_MIN:g}, e.g. 1e-6",
-            got=repr(norm_eps),
-            hint="Pass the model's rms_norm_eps (Qwen3: 1e-6); below 1e-30 float32 cannot keep "
-            "the reference's result for a head of zeros or tiny values.",
-        )
-    for name, scale in (("k_scale", k_scale), ("v_scale", v_scale)):
-        x = finite_float(scale)
-        if x is None or not KV_SCALE_MIN <= x <= KV_SCALE_MAX:  # 1/scale a normal float32
-            raise fail(
-                "kv_scale",
-                name=name,
-                expected=f"{name} in [2**-126, 2**126] (1.0: the values as they are)",
-                got=repr(scale),
-                hint=f"{name} divides the values before FP8 rounding: use the checkpoint's scale, or 1.0.",
-            )
-        if not fp8 and x != 1.0:
-            raise fail(
-                "kv_scale",
-                name=name,
-                expected=f"{name}=1.0 with float pools",
-                got=repr(scale),
-                hint="k_scale and v_scale scale an FP8 (uint8) cache; float pools store the values "
-                "as they are. Allocate uint8 pools for FP8, or leave the scales at 1.0.",
-            )
-    return Fusion(q_norm_weight, k_norm_weight, eps, fp8, float(k_scale), float(v_scale))
 
 
-def _validate_frequencies(head_dim: int, rope_base: float) -> None:
-    """The rotation's inverse frequencies must hold in float32 (:func:`ropepool.rope.rope_table` checks)."""
-    plain(head_dim, rope_base)
-
-
-def _validate_inplace_inputs(named: dict) -> None:
-    """No input may share memory with a pool written in place (the write would change it mid-call)."""
-    inputs = {n: x for n, x in named.items() if n not in ("k_pool", "v_pool")}
-    clash = input_overlapping_pools(inputs, named["k_pool"], named["v_pool"])
-    if clash:
-        name, pool = clash
-        raise fail(
-            "inplace_unsupported",
-            got=f"{name} shares memory with {pool}",
-            expected="inputs in buffers of their own",
-            hint=f"Pass a copy of {name} (np.array({name}) or mx.array(np.array({name}))): "
-            f"writing {pool} in place would change {name} while the call reads it.",
-        )
-
-
-def _validate_inplace(k_pool, v_pool) -> None:
-    for name, pool in (("k_pool", k_pool), ("v_pool", v_pool)):
-        problem = pool_problem(pool)
-        if problem:
-            raise fail(
-                "inplace_unsupported",
-                got=f"{name} is {problem}",
-                expected="writable, row-contiguous pools in host memory",
-                hint="Pass a contiguous, writable copy (np.ascontiguousarray(pool) or np.array(pool)), "
-                "or call without inplace=True and rebind the pools it returns.",
-            )
-    if pools_overlap(k_pool, v_pool):
-        raise fail(
-            "inplace_unsupported",
-            got="k_pool and v_pool share memory",
-            expected="two distinct pool buffers",
-            hint="Allocate v_pool separately: writing v's rows would overwrite k's.",
-        )
-
-
-def _validate_norm_range(q, k, head_dim: int) -> None:
+def _norm_range(q, k, head_dim: int) -> None:
     """QK-norm's inputs small enough that their mean of squares stays finite in float32."""
     limit = norm_limit(head_dim)
     for name, x in (("q", q), ("k", k)):
@@ -447,7 +448,51 @@ def _validate_norm_range(q, k, head_dim: int) -> None:
             )
 
 
-def _validate_values(pos: np.ndarray, slots: np.ndarray, pool_rows: int) -> None:
+def scale(name: str, value, fp8: bool) -> float:
+    """``kv_scale``: an FP8 scale (``k_scale``, ``v_scale``, MLA's ``kv_scale``) in ``[2**-126, 2**126]``,
+    where ``1 / scale`` is a normal float32; 1.0 unless the pool is FP8. The scale as a float."""
+    x = finite_float(value)
+    if x is None or not KV_SCALE_MIN <= x <= KV_SCALE_MAX:
+        expected = f"{name} in [2**-126, 2**126] (1.0: the values as they are)"
+        hint = f"{name} divides the values before FP8 rounding: use the checkpoint's scale, or 1.0."
+    elif not fp8 and x != 1.0:
+        expected = f"{name}=1.0 with float pools"
+        hint = (
+            f"{name} scales an FP8 (uint8) cache; float pools store the values as they are. "
+            f"Allocate uint8 pools for FP8, or leave {name} at 1.0."
+        )
+    else:
+        return x
+    raise fail("kv_scale", name=name, expected=expected, got=repr(value), hint=hint)
+
+
+def read_slots(slots) -> np.ndarray:
+    """The slots ``[T]`` on the host, int64: the one read of them a call (or an engine step) makes.
+
+    For device arrays (Metal, CUDA) this is a synchronisation: a step reads them once
+    (:func:`ropepool.op.plan_step`), not once per layer.
+    """
+    return to_numpy(slots, np.int64)
+
+
+def index_values(positions, slots, pool_rows: int, check_values: bool) -> np.ndarray:
+    """The slots read on the host (:func:`read_slots`), and with ``check_values`` the values of positions
+    and slots checked against a pool of ``pool_rows`` rows: ``position_negative``, ``position_too_large``,
+    ``slot_out_of_range``, ``duplicate_slot``. Returns the slots, int64 ``[T]``."""
+    host_slots = read_slots(slots)  # [T]
+    if check_values:
+        pos = to_numpy(positions, np.int64)
+        if pos.ndim == 2:  # mrope's [3, T]: each token's worst row (its smallest if negative, else its largest)
+            pos = np.where((pos < 0).any(axis=0), pos.min(axis=0, initial=0), pos.max(axis=0, initial=0))
+        _values(pos, host_slots, pool_rows)
+    return host_slots
+
+
+_NEGATIVE = "Mark a token that should not be written with slot -1, not position -1."
+_TOO_LARGE = "Float32 angles cannot tell such positions apart; is this a slot or garbage?"
+
+
+def _values(pos: np.ndarray, slots: np.ndarray, pool_rows: int) -> None:
     if pos.size == 0:
         return
     if pos.size == 1:  # decode: plain Python comparisons beat NumPy's per-call cost
@@ -462,39 +507,55 @@ def _validate_values(pos: np.ndarray, slots: np.ndarray, pool_rows: int) -> None
         and not (written[1:] == written[:-1]).any()
     ):
         return
-    if (pos < 0).any():
-        t = int(np.argmax(pos < 0))
-        raise fail(
-            "position_negative",
-            expected="positions >= 0",
-            got=f"{pos[t]} at token {t}",
-            hint="Mark a token that should not be written with slot -1, not position -1.",
-        )
-    if (pos >= MAX_POSITION).any():
-        t = int(np.argmax(pos >= MAX_POSITION))
-        raise fail(
-            "position_too_large",
-            expected=f"positions < {MAX_POSITION}",
-            got=f"{pos[t]} at token {t}",
-            hint="Float32 angles cannot tell such positions apart; is this a slot or garbage?",
-        )
-    if (slots >= pool_rows).any():
-        t = int(np.argmax(slots >= pool_rows))
-        raise fail(
+    last_row = f"The pool has rows 0..{pool_rows - 1}; an out-of-range slot is an out-of-bounds write."
+    ranges = (  # code, the tokens at fault, their values, what was expected, the hint, the message's fields
+        ("position_negative", pos < 0, pos, "positions >= 0", _NEGATIVE, {}),
+        ("position_too_large", pos >= MAX_POSITION, pos, f"positions < {MAX_POSITION}", _TOO_LARGE, {}),
+        (
             "slot_out_of_range",
-            pool_rows=pool_rows,
-            expected=f"slots < P = {pool_rows} (or -1 to skip)",
-            got=f"{slots[t]} at token {t}",
-            hint=f"The pool has rows 0..{pool_rows - 1}; an out-of-range slot is an out-of-bounds write.",
-        )
+            slots >= pool_rows,
+            slots,
+            f"slots < P = {pool_rows} (or -1 to skip)",
+            last_row,
+            {"pool_rows": pool_rows},
+        ),
+    )
+    for code, bad, x, expected, hint, fields in ranges:
+        if bad.any():
+            t = int(np.argmax(bad))
+            raise fail(code, expected=expected, got=f"{x[t]} at token {t}", hint=hint, **fields)
     written = slots[slots >= 0]
-    uniq, first, counts = np.unique(written, return_index=True, return_counts=True)
+    uniq, counts = np.unique(written, return_counts=True)
     if (counts > 1).any():
         row = int(uniq[np.argmax(counts > 1)])
-        tokens = np.flatnonzero(slots == row).tolist()
         raise fail(
             "duplicate_slot",
             expected="distinct slots for writing tokens",
-            got=f"row {row} from tokens {tokens}",
+            got=f"row {row} from tokens {np.flatnonzero(slots == row).tolist()}",
             hint="Give every token its own slot, or slot -1 to write nothing.",
         )
+
+
+def inplace_pools(pools: dict, inputs: dict) -> None:
+    """``inplace_unsupported``: each pool writable in place (:func:`ropepool.inplace.pool_problem`), two pools
+    apart, and no input sharing memory with a pool (the write would change it mid-call)."""
+    problems = [f"{name} is {why}" for name, pool in pools.items() if (why := pool_problem(pool))]
+    if problems:
+        got, expected = problems[0], "writable, row-contiguous pools in host memory"
+        hint = (
+            "Pass a contiguous, writable copy (np.ascontiguousarray(pool) or np.array(pool)), "
+            "or call without inplace=True and rebind the pools it returns."
+        )
+    elif len(pools) == 2 and pools_overlap(*pools.values()):
+        got, expected = "k_pool and v_pool share memory", "two distinct pool buffers"
+        hint = "Allocate v_pool separately: writing v's rows would overwrite k's."
+    elif len(pools) == 2 and (clash := input_overlapping_pools(inputs, *pools.values())):
+        name, pool = clash
+        got, expected = f"{name} shares memory with {pool}", "inputs in buffers of their own"
+        hint = (
+            f"Pass a copy of {name} (np.array({name}) or mx.array(np.array({name}))): "
+            f"writing {pool} in place would change {name} while the call reads it."
+        )
+    else:
+        return
+    raise fail("inplace_unsupported", got=got, expected=expected, hint=hint)

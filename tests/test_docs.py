@@ -2,6 +2,7 @@
 
 import doctest
 import importlib
+import importlib.util
 import re
 from pathlib import Path
 
@@ -52,3 +53,78 @@ def test_readme_commands_exist_in_makefile():
 
 def test_ci_runs_the_readme_test_command():
     assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def _layout() -> str:
+    """The README's Layout section."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    return text.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+
+
+def _named(layout: str) -> set[str]:
+    """The paths the layout names in backticks, each as written and without its ``ropepool/`` prefix."""
+    names = set()
+    for token in re.findall(r"`([^`\s]+)`", layout):
+        names |= {token, token.removeprefix("ropepool/")}
+    return names
+
+
+def test_the_readme_layout_names_every_subpackage_module_and_engine_module():
+    """Drawn from the tree: every folder of ropepool/ (a subpackage, or presets/), every module at its top
+    and every module of the engine is named in the README's Layout."""
+    named = _named(_layout())
+    folders = [p for p in PACKAGE.rglob("*") if p.is_dir() and p.name != "__pycache__" and not p.name.startswith(".")]
+    want = {f"{p.relative_to(PACKAGE).as_posix()}/" for p in folders}
+    want |= {p.name for p in PACKAGE.glob("*.py") if not p.name.startswith("__")}
+    want |= {p.name for p in (PACKAGE / "engine").glob("*.py") if p.name != "__init__.py"}
+    missing = {w for w in want if w not in named and w.rsplit("/", 2)[-2] + "/" not in named}
+    assert not missing, f"the README's Layout does not name {sorted(missing)}"
+
+
+def test_the_layout_check_sees_a_missing_folder():
+    named = _named("| `ropepool/engine/` | ... `runner.py` |\n| `viz/` | plots |")
+    assert {"engine/", "ropepool/engine/", "runner.py", "viz/"} <= named and "track/" not in named
+
+
+def test_no_tracker_words_in_code_tests_benchmarks_notebooks_or_tools():
+    """A reader has no tracker to follow an issue's number to (tools/house_numbers.py prints them)."""
+    numbers = _house_numbers()
+    assert numbers.tracker_words() == []
+
+
+def test_the_tracker_words_pattern():
+    pattern = _house_numbers().TRACKER_WORDS
+    issue, audit, pr = "issue", "audit", "PR"  # written apart, so that this file holds no tracker word itself
+    for said in (
+        f"see {issue} 28",
+        f"{issue.title()} #40",
+        f"as in {pr} 12",
+        f"the fast-CPU {issue}",
+        f"an {audit} round",
+    ):
+        assert pattern.search(said), said
+    for prose in ("an issue with T", "the same issues here", "round 3 of the loop", "#28 tokens"):
+        assert not pattern.search(prose), prose
+
+
+def _house_numbers():
+    spec = importlib.util.spec_from_file_location("house_numbers", ROOT / "tools" / "house_numbers.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_engine_package_names_every_module_it_holds():
+    """ropepool.engine's docstring is the map of its files: each module is named there (``:mod:`.name```)."""
+    import ropepool.engine
+
+    named = set(re.findall(r":mod:`\.(\w+)`", ropepool.engine.__doc__))
+    modules = {p.stem for p in (PACKAGE / "engine").glob("*.py") if p.name != "__init__.py"}
+    assert modules - named == set()
+
+
+def test_pytest_collects_the_tracks_doctests():
+    """``pytest --doctest-modules ropepool`` reaches ropepool/track/ (no folder name a tool takes for build output)."""
+    total, track = _house_numbers().doctests()
+    examples = [m for m in WITH_EXAMPLES if m.startswith("ropepool.track")]
+    assert examples and track >= len(examples) and total >= len(WITH_EXAMPLES), (total, track)

@@ -302,3 +302,30 @@ def test_doctor_lists_the_variants_that_fell_back(fake_metal):
     assert [r[0] for r in rows] == ["fell back to mlx"] * 2, rows
     assert rows[0][1].startswith("metal bfloat16 Hq=4 Hkv=2 D=8: RuntimeError:") and "error: unknown type" in rows[0][1]
     assert rows[1][1].startswith("metal float32 Hq=4 Hkv=2 D=8, GPT-J pairs: q_rot differs from the reference")
+
+
+# A step's plan applied to a layer of other tokens or other pools: index_len, nothing written ------------
+
+
+def test_a_layer_with_other_tokens_or_pools_than_the_plan_is_refused():
+    from ropepool.mla import apply_mla_plan
+    from ropepool.op import apply_plan, plan_step
+    from ropepool.rope import rope_table
+
+    kw = make_inputs(Shapes(3, 4, 2, 8, 6), "float32", slots=[0, 2, 4])
+    layer = (kw["q"], kw["k"], kw["v"], kw["k_pool"], kw["v_pool"])
+    rope = rope_table(8, 10000.0)
+    plan = plan_step(kw["positions"][:2], kw["slots"][:2], 6)  # planned for 2 tokens: the layer has 3
+    with pytest.raises(RopePoolError) as e:
+        apply_plan(*layer, plan, rope=rope)
+    assert e.value.code == "index_len" and "q (3, 4, 8)" in e.value.got
+    plan = plan_step(kw["positions"], kw["slots"], 7)  # planned for pools of 7 rows: these have 6
+    with pytest.raises(RopePoolError) as e:
+        apply_plan(*layer, plan, rope=rope)
+    assert e.value.code == "index_len" and "k_pool (6, 2, 8)" in e.value.got
+
+    m = ropepool.inputs.mla_inputs(3, 4, 8, 4, 6, slots=[0, 2, 4])
+    plan = plan_step(m["positions"][:2], m["slots"][:2], 6)
+    with pytest.raises(RopePoolError) as e:
+        apply_mla_plan(m["q_pe"], m["k_pe"], m["c_kv"], m["latent_pool"], plan, rope=rope_table(4, 10000.0))
+    assert e.value.code == "index_len" and "q_pe (3, 4, 4)" in e.value.got

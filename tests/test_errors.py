@@ -250,3 +250,146 @@ def test_hints_start_as_sentences_and_names_of_code_stay_as_written():
     assert sentence("pass num_qo_heads=32.") == "Pass num_qo_heads=32."
     for code_first in ("k was built with 32 heads.", "rope_scaling={...} is read.", "mx.array(...) it.", "slots must"):
         assert sentence(code_first) == code_first
+
+
+# --- Of two problems, the check listed first: CODES for rope_pool_fused, MLA_ORDER for the MLA op ------
+
+
+def _same(a, b) -> bool:
+    """Whether two argument values are the same input: the same kind (list, mx.array, NumPy, ...) and, for
+    arrays, the same shape, dtype and values."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (mx.array, np.ndarray)):
+        return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(np.asarray(a), np.asarray(b))
+    return a == b
+
+
+def _changes(call: dict, base: dict) -> dict:
+    """The arguments in which ``call`` differs from ``base``: the problem it carries."""
+    return {name: x for name, x in call.items() if name not in base or not _same(x, base[name])}
+
+
+def _pairs(bad: dict[str, dict]):
+    """Every two problems that touch different arguments, as ``(code, code, changes)``."""
+    codes = list(bad)
+    for i, a in enumerate(codes):
+        for b in codes[i + 1 :]:
+            if not set(bad[a]) & set(bad[b]):
+                yield a, b, {**bad[a], **bad[b]}
+
+
+def _walk_pairs(op, base: dict, bad: dict[str, dict], order: list[str]) -> tuple[int, list[str]]:
+    """Calls ``op`` with each two problems of ``bad``; the count of pairs, and those where the code
+    raised is not the one of the two that ``order`` lists first."""
+    wrong, count = [], 0
+    for a, b, changes in _pairs(bad):
+        count += 1
+        want = min(a, b, key=order.index)
+        try:
+            op(**{**base, **changes})
+            got = "nothing"
+        except RopePoolError as e:
+            got = e.code
+        if got != want:
+            wrong.append(f"{a} + {b}: raised {got}, expected {want}")
+    return count, wrong
+
+
+def test_of_two_problems_the_one_first_in_the_catalog_is_raised():
+    """The catalog's triggers, two at a time: rope_pool_fused runs its checks in CODES's order."""
+    from ropepool.errors import CODES as ORDER
+
+    base = make_inputs(BASE, slots=[0, 2, 4])  # the call every trigger breaks (ropepool.teaching.catalog)
+    bad = {code: _changes(spec.trigger(), base) for code, spec in CATALOG.items()}
+    assert all(bad.values()), [c for c, ch in bad.items() if not ch]
+    count, wrong = _walk_pairs(rope_pool_fused, base, bad, list(ORDER))
+    assert count > 400 and not wrong, "\n".join(wrong)
+
+
+def test_a_negative_position_and_an_odd_rotary_dim_raise_rotary_dim():
+    """rotary_dim comes before the positions' values in the catalog, so it is raised first."""
+    from ropepool.errors import CODES as ORDER
+
+    assert list(ORDER).index("rotary_dim") < list(ORDER).index("position_negative")
+    kw = make_inputs(BASE, slots=[0, 2, 4], positions=[-1, 0, 1])
+    expect_error("position_negative", rope_pool_fused, **kw)
+    expect_error("rotary_dim", rope_pool_fused, **kw, rotary_dim=3)
+
+
+def _mla_problems(base: dict) -> dict[str, dict]:
+    """One problem per code rope_pool_fused_mla shares with rope_pool_fused, on the MLA catalog's call."""
+    from ropepool.teaching.catalog import _unavailable_backend
+
+    int32 = lambda values: mx.array(values, dtype=mx.int32)  # noqa: E731
+    read_only = np.array(base["latent_pool"])
+    read_only.setflags(write=False)
+    f64 = {n: np.array(base[n]).astype(np.float64) for n in ("q_pe", "k_pe", "c_kv", "latent_pool")}
+    return {
+        "not_an_array": {"q_pe": np.array(base["q_pe"]).tolist()},
+        "argument_type": {"num_qo_heads": 4.0},
+        "index_ndim": {"positions": base["positions"].reshape(1, 3)},
+        "index_len": {"slots": int32([0, 2])},
+        "index_dtype": {"positions": base["positions"].astype(mx.int64)},
+        "unsupported_dtype": f64,
+        "rope_base": {"rope_base": 0.0},
+        "rope_type": {"rope_scaling": {"rope_type": "llama-3"}},
+        "rope_base_range": {"rope_base": 1e-300},
+        "kv_scale": {"kv_scale": 2.0},
+        "position_negative": {"positions": int32([0, -1, 2])},
+        "position_too_large": {"positions": int32([0, 1, 2**24])},
+        "slot_out_of_range": {"slots": int32([0, 2, 6])},
+        "duplicate_slot": {"slots": int32([0, 2, 2])},
+        "inplace_unsupported": {"latent_pool": read_only, "inplace": True},
+        "unknown_backend": {"backend": "gpu"},
+        "backend_unavailable": {"backend": _unavailable_backend()},
+    }
+
+
+def test_of_two_problems_the_mla_op_raises_the_one_first_in_its_order():
+    """rope_pool_fused_mla's own triggers and one problem per shared code, two at a time: MLA_ORDER holds."""
+    from ropepool import rope_pool_fused_mla
+    from ropepool.errors import MLA_CODES, MLA_ORDER
+    from ropepool.teaching.catalog import MLA_BASE, MLA_CATALOG
+
+    base = ropepool.inputs.mla_inputs(**MLA_BASE, slots=[0, 2, 4])  # the MLA catalog's call
+    bad = {code: _changes(spec.trigger(), base) for code, spec in MLA_CATALOG.items()}
+    bad.update(_mla_problems(base))
+    assert set(MLA_CODES) <= set(bad) <= set(MLA_ORDER)
+    for code, changes in bad.items():  # each problem alone raises its code
+        expect_error(code, rope_pool_fused_mla, **{**base, **changes})
+    count, wrong = _walk_pairs(rope_pool_fused_mla, base, bad, list(MLA_ORDER))
+    assert count > 150 and not wrong, "\n".join(wrong)
+
+
+def test_the_mla_order_is_the_catalogs_for_the_codes_both_ops_raise():
+    from ropepool.errors import CODES as ORDER
+    from ropepool.errors import MLA_CODES, MLA_ORDER
+
+    shared = [c for c in MLA_ORDER if c not in MLA_CODES]
+    assert len(set(MLA_ORDER)) == len(MLA_ORDER) and set(MLA_CODES) <= set(MLA_ORDER)
+    assert shared == [c for c in ORDER if c in shared]
+
+
+@pytest.mark.parametrize(
+    "scale,ok",
+    [(2.0**-126.5, False), (2.0**-126, True), (0.5, True), (2.0**126, True), (2.0**126.5, False), (0.0, False)],
+)
+def test_both_ops_take_the_same_fp8_scales(scale, ok):
+    """k_scale, v_scale and MLA's kv_scale share one code, one message and one range, [2**-126, 2**126]."""
+    from ropepool import rope_pool_fused_mla
+    from ropepool.inputs import mla_inputs
+
+    fused = make_inputs(BASE, slots=[0, 2, 4])
+    fused["k_pool"], fused["v_pool"] = (mx.zeros(fused[n].shape, mx.uint8) for n in ("k_pool", "v_pool"))
+    calls = [
+        (rope_pool_fused, {**fused, "k_scale": scale}),
+        (rope_pool_fused, {**fused, "v_scale": scale}),
+        (rope_pool_fused_mla, {**mla_inputs(3, 4, 8, 4, 6, slots=[0, 2, 4], fp8_pool=True), "kv_scale": scale}),
+    ]
+    for op, kw in calls:
+        if ok:
+            op(**kw)
+        else:
+            err = expect_error("kv_scale", op, **kw)
+            assert "from 2**-126 to 2**126" in str(err).split("\n")[0]

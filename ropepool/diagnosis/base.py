@@ -6,18 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-
-@dataclass(frozen=True)
-class Case:
-    """One diagnosis of the op's own check: ``name``, why it happened, and the fix that changes the outcome."""
-
-    name: str
-    why: str
-    fix: str
-
-
-def heads(n: int) -> str:
-    return f"{n} head" if n == 1 else f"{n} heads"
+from ..k_shape import Case, heads  # noqa: F401  (one vocabulary: the op's hint and explain's)
 
 
 @dataclass(frozen=True)

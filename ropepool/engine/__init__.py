@@ -12,7 +12,7 @@ what the engine needs of a model (RoPE per layer, QK-norm, windows, MLA, the poo
 :mod:`.window` keeps sliding layers' rings; :mod:`.kv_scales` measures FP8 scales; :mod:`.parallel`
 splits a model over tensor-parallel ranks; :mod:`.arguments` checks token ids and counts and :mod:`.errors`
 names the engine's refusals; :mod:`.mlx_lm_loop` is mlx-lm's own greedy loop, the reference results are
-checked against. The models
+checked against; :mod:`.recording` keeps a run's steps, read from their undo logs, to replay and draw. The models
 it serves come from :mod:`ropepool.loaders` (SmolLM2, and the tiny random-weight ones of
 :mod:`ropepool.loaders.tiny`).
 """

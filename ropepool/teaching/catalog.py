@@ -108,6 +108,23 @@ _SPECS = [
         _call,
     ),
     ErrorSpec(
+        "argument_type",
+        "head_dim, num_qo_heads and num_kv_heads are ints and check_values and inplace bools, as "
+        "SGLang's binding takes them; is_neox is a bool too, max_position_embeddings an int > 0 or "
+        "None and rope_scaling the config's dict or None. Any integer type counts as an int "
+        "(np.int64 too), NumPy's bool as a bool; nothing is rounded or parsed.",
+        (
+            "a head count computed with / instead of // (4.0)",
+            "a config value read as a string",
+            "is_neox='False', which as a string would mean True",
+            "rope_scaling='linear' instead of the config's dict",
+        ),
+        "Pass ints (e.g. config.num_attention_heads // tp_size), True or False, and rope_scaling as "
+        "the config holds it.",
+        lambda: _call(num_qo_heads=4.0),
+        _call,
+    ),
+    ErrorSpec(
         "qkv_ndim",
         "q, k and v must each be [tokens, heads, head_dim].",
         (
@@ -297,6 +314,15 @@ _SPECS = [
         lambda: _call(rope_scaling={"rope_type": "linear", "factor": 2.0}),
     ),
     ErrorSpec(
+        "rope_base_range",
+        "The kernel holds rope_base**(-2i/D) in float32 and multiplies it by positions up to 2**24: a base "
+        "so small or so large that these overflow or underflow gives NaN or constant angles.",
+        ("a scaling factor or a log-base passed as rope_base", "rope_theta read from the wrong config field"),
+        "Pass config.rope_theta as it is (10000.0, 500000.0, 1000000.0).",
+        lambda: _call(rope_base=1e-300),
+        _call,
+    ),
+    ErrorSpec(
         "rope_factor",
         "linear, llama3 and yarn stretch the rotation by rope_scaling['factor'].",
         ("factor missing from a hand-written rope_scaling", "factor 0 or negative"),
@@ -349,15 +375,6 @@ _SPECS = [
         ),
     ),
     ErrorSpec(
-        "rope_base_range",
-        "The kernel holds rope_base**(-2i/D) in float32 and multiplies it by positions up to 2**24: a base "
-        "so small or so large that these overflow or underflow gives NaN or constant angles.",
-        ("a scaling factor or a log-base passed as rope_base", "rope_theta read from the wrong config field"),
-        "Pass config.rope_theta as it is (10000.0, 500000.0, 1000000.0).",
-        lambda: _call(rope_base=1e-300),
-        _call,
-    ),
-    ErrorSpec(
         "norm_weight_shape",
         "QK-norm (Qwen3, Gemma-3) RMS-normalises each head of q and k over its head_dim and scales it by a "
         "weight of head_dim entries, shared by all heads, before RoPE.",
@@ -406,23 +423,6 @@ _SPECS = [
         "Use the checkpoint's k_scale and v_scale with uint8 pools, or 1.0.",
         lambda: _fp8_call(k_scale=0.0),
         lambda: _fp8_call(k_scale=2.0),
-    ),
-    ErrorSpec(
-        "argument_type",
-        "head_dim, num_qo_heads and num_kv_heads are ints and check_values and inplace bools, as "
-        "SGLang's binding takes them; is_neox is a bool too, max_position_embeddings an int > 0 or "
-        "None and rope_scaling the config's dict or None. Any integer type counts as an int "
-        "(np.int64 too), NumPy's bool as a bool; nothing is rounded or parsed.",
-        (
-            "a head count computed with / instead of // (4.0)",
-            "a config value read as a string",
-            "is_neox='False', which as a string would mean True",
-            "rope_scaling='linear' instead of the config's dict",
-        ),
-        "Pass ints (e.g. config.num_attention_heads // tp_size), True or False, and rope_scaling as "
-        "the config holds it.",
-        lambda: _call(num_qo_heads=4.0),
-        _call,
     ),
     ErrorSpec(
         "position_negative",
