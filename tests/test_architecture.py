@@ -171,19 +171,10 @@ def _house_numbers():
     return module
 
 
-#: Over the limit, and being split in the diagnosis package's own change (drop it from here when it is).
-SPLIT_ELSEWHERE = {("ropepool/diagnosis/heads.py", "view_case")}
-
-
 def test_no_function_over_120_lines_without_its_docstring():
     numbers = _house_numbers()
-    long = [(name, n) for name, n in numbers.long_functions(120) if _where(name) not in SPLIT_ELSEWHERE]
+    long = numbers.long_functions(120)
     assert not long, long
-
-
-def _where(name: str) -> tuple[str, str]:
-    place, function = name.split(" ")
-    return place.split(":")[0], function
 
 
 def test_function_lengths_leave_the_docstring_out(tmp_path):

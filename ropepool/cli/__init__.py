@@ -14,7 +14,8 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> OneLineParser:
+    """The command line's parser: one subcommand per module of this package."""
     parser = OneLineParser(prog="python -m ropepool", description="ropepool: learn and explore rope_pool_fused")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
 
@@ -97,7 +98,11 @@ def main(argv: list[str] | None = None) -> int:
         "model cache once, check its SHA-256; exit 1 with the reason if it can't",
     )
 
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     if args.command == "doctor":
         from .doctor import report
 
