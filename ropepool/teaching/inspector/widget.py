@@ -36,7 +36,8 @@ class Inspector(widgets.VBox):
         )
         self.play = widgets.Play(start, min=0, max=last, interval=900, description="play")
         widgets.jslink((self.play, "value"), (self.slider, "value"))
-        self.view = widgets.HTML()
+        # one screen at 1024x768 under the slider: the frame scrolls inside, the slider stays in view
+        self.view = widgets.HTML(layout=widgets.Layout(max_height="600px", overflow="auto"))
         self.slider.observe(lambda change: self._draw(change["new"]), names="value")
         head = f"<b>{escape(title)}</b>" if title else ""
         if compare_to is not None:
