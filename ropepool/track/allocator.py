@@ -21,7 +21,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..engine import Allocator as EngineAllocator
-from .feedback import PartFailed, call, passed, wrong_case
+from .feedback import PartFailed, call, int_list, is_int, passed, wrong_case
 
 PART = 2
 FIRST = (
@@ -146,10 +146,6 @@ def workload(n: int = 30, seed: int = 0) -> list[tuple[str, int, list]]:
     return out
 
 
-def _is_int(x) -> bool:
-    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
-
-
 def _counts(a, num_pages: int, what: str) -> tuple[list[int], int]:
     """``(refs as a list, num_free)`` of allocator ``a``: ``refs`` may be any sequence or mapping (a page
     missing from a mapping is held 0 times); a missing attribute or a count that is no int is a verdict."""
@@ -166,7 +162,7 @@ def _counts(a, num_pages: int, what: str) -> tuple[list[int], int]:
             PART, "refs", f"after {what}, refs[p] for p < {num_pages} fails ({type(e).__name__}: {e})"
         ) from None
     free = a.num_free() if callable(a.num_free) else a.num_free
-    if not all(_is_int(c) for c in [*counts, free]):
+    if not all(is_int(c) for c in [*counts, free]):
         raise PartFailed(PART, "not_int", f"after {what}: refs and num_free must hold ints, got {counts}, {free!r}")
     return [int(c) for c in counts], int(free)
 
@@ -175,10 +171,7 @@ def _pages(answer, what: str, learner: bool):
     """The pages an answer lists, as ints; a page that is no int (a float, a string) is a verdict."""
     if answer is None:
         return None
-    pages = list(answer)
-    if learner and not all(_is_int(p) for p in pages):
-        raise PartFailed(PART, "not_int", f"{what} returned {answer!r}: pages are ints (a page 2.7 is no page)")
-    return [int(p) for p in pages]
+    return int_list(PART, answer, what) if learner else [int(p) for p in answer]
 
 
 def _run(make: Callable, num_pages: int, ops: list, rng: np.random.Generator | None, *, learner: bool):

@@ -46,6 +46,25 @@ def wrong_case(part: int, problem: str, case: str, given: str, expected, got, hi
     )
 
 
+def is_int(x) -> bool:
+    """True for a Python or numpy integer (a bool is no page or count)."""
+    import numpy as np
+
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def int_list(part: int, answer, what: str, name: str = "pages") -> list[int]:
+    """``answer`` as a list of ints; anything else (no list, a float, a string, a bool) is a verdict
+    showing what came back: ``int(2.7)`` would hide a page 2.7, ``int(inf)`` would crash the checker."""
+    try:
+        items = list(answer)
+    except TypeError:
+        items = None
+    if items is None or isinstance(answer, (str, bytes, dict)) or not all(is_int(p) for p in items):
+        raise PartFailed(part, "not_int", f"{what} returned {answer!r:.200}: {name} are ints, in a list")
+    return [int(p) for p in items]
+
+
 def _your_line(error: BaseException) -> str:
     """Where in the learner's code ``error`` was raised (the last frame outside ropepool), as one line."""
     import traceback

@@ -21,7 +21,7 @@ from ..engine import Allocator as EngineAllocator
 from ..engine import Request, Scheduler, Status
 from ..engine.radix import NoCache
 from ..engine.scheduler import Batch
-from .feedback import PartFailed, call, passed, wrong_case
+from .feedback import PartFailed, call, int_list, passed, wrong_case
 
 PART = 5
 FIRST = (
@@ -162,6 +162,30 @@ def _hint(running, waiting, budget, want, got) -> tuple[str, str]:
     return "wrong_plan", "compare with the rules: running first, the budget, chunks, preemption, admission."
 
 
+def _plan_of(got, what: str, running, waiting) -> tuple[list[tuple[int, int]], list[int]]:
+    """The learner's plan as (run, preempted) of ints; anything else, or a rid no request has, is a verdict."""
+    try:
+        run, pre = got
+        pairs = [tuple(x) for x in run]
+    except (TypeError, ValueError):
+        pairs = None
+    if pairs is None or any(len(x) != 2 for x in pairs):
+        raise PartFailed(
+            PART, "not_a_plan", f"{what}: return (run, preempted): a list of (rid, n) and a list of rids; got {got!r:.200}"
+        )
+    plan = [int_list(PART, x, what, "a (rid, n) pair's rid and n") for x in pairs], int_list(PART, pre, what, "rids")
+    known = {r["rid"] for r in running} | {w["rid"] for w in waiting}
+    strange = [rid for rid in [x[0] for x in plan[0]] + plan[1] if rid not in known]
+    if strange:
+        raise PartFailed(
+            PART,
+            "unknown_rid",
+            f"{what} named request {strange[0]}, which is neither running nor waiting "
+            f"(rids {sorted(known)}); got {got!r:.200}",
+        )
+    return [tuple(x) for x in plan[0]], plan[1]
+
+
 def _drive(name, P, budget, reqs, schedule_step):
     """Run the engine's scheduler over the case, comparing the learner's plan before every step."""
     __tracebackhide__ = True  # a failing check shows the learner's frames, not the checker's
@@ -185,15 +209,7 @@ def _drive(name, P, budget, reqs, schedule_step):
         )
         batch = s.schedule()
         want = ([(r.rid, n) for r, n in zip(batch.requests, batch.lengths)], [r.rid for r in batch.preempted])
-        try:
-            run, pre = got
-            got = ([(int(rid), int(n)) for rid, n in run], [int(rid) for rid in pre])
-        except (TypeError, ValueError):
-            raise PartFailed(
-                PART,
-                "not_a_plan",
-                f"on '{name}': return (run, preempted): a list of (rid, n) and a list of rids; got {got!r:.200}",
-            ) from None
+        got = _plan_of(got, f"schedule_step(...) on '{name}', step {step}", running, waiting)
         if got != want:
             problem, hint = _hint(running, waiting, budget, want, got)
             raise wrong_case(

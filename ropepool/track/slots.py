@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .feedback import PartFailed, call, passed, wrong_case
+from .feedback import PartFailed, call, int_list, passed, wrong_case
 
 PART = 3
 FIRST = (
@@ -184,11 +184,13 @@ def check(slot_mapping: Callable) -> object:
             first=FIRST,
         )
         try:
-            positions, slots = ([int(x) for x in part] for part in got)
+            positions, slots = got
         except (TypeError, ValueError):
             raise PartFailed(
                 PART, "not_two_lists", f"on '{name}': return two lists of ints, (positions, slots); got {got!r:.200}"
             ) from None
+        what = f"slot_mapping(...) on '{name}'"
+        positions, slots = int_list(PART, positions, what, "positions"), int_list(PART, slots, what, "slots")
         if (positions, slots) == want:
             continue
         if len(positions) != len(want[0]) or len(slots) != len(want[1]):

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..engine import Allocator as EngineAllocator
 from ..engine import RadixCache
-from .feedback import PartFailed, call, passed, wrong_case
+from .feedback import PartFailed, call, int_list, is_int, passed, wrong_case
 
 PART = 4
 FIRST = (
@@ -187,11 +187,28 @@ def _run(make: Callable, pages: int, ops: list, *, learner: bool):
         out = call(PART, fn, *args, what=what, first=FIRST) if learner else fn(*args)
         if out is None:
             return None
-        out = list(out)
-        if learner and not all(isinstance(p, (int, np.integer)) and not isinstance(p, bool) for p in out):
-            raise PartFailed(PART, "not_int", f"{what} returned {out!r}: pages are ints")
-        out = [int(p) for p in out]
+        out = int_list(PART, out, what) if learner else [int(p) for p in out]
         return sorted(out) if as_set else out
+
+    def count() -> int:
+        """``tree.num_evictable()``, an int."""
+        n = call(PART, tree.num_evictable, what="num_evictable()", first=FIRST) if learner else tree.num_evictable()
+        if learner and not is_int(n):
+            raise PartFailed(PART, "not_int", f"num_evictable() returned {n!r:.200}: a count of pages is an int")
+        return int(n)
+
+    def pool(fn, pages, after: str):
+        """The checker's own call on the pool; the pool refusing it means the tree's answer named pages wrongly."""
+        try:
+            return fn(pages)
+        except ValueError as e:
+            raise PartFailed(
+                PART,
+                "bad_pages",
+                f"after {after}, the pool refused {fn.__name__}({pages}) ({e}): a page the tree hands back must "
+                "be one it holds, and it releases only the pages it drops. In the engine a request would read "
+                "rows nobody wrote.",
+            ) from None
 
     for op in ops:
         kind = op[0]
@@ -200,15 +217,15 @@ def _run(make: Callable, pages: int, ops: list, *, learner: bool):
             parts = []
             found = do(tree.match, list(keys), what=f"match({keys})") if kind == "request" else []
             parts.append(f"match {found}" if kind == "request" else "no match")
-            a.retain(found or [])
+            pool(a.retain, found or [], f"match({keys}) returned {found}")
             need = len(keys) - len(found or [])
             evicted = []
             if need > a.num_free:
-                if need > a.num_free + tree.num_evictable():
+                if need > a.num_free + count():
                     a.release(found or [])
                     yield f"request {rid} {keys}: refused, no room", "refused", list(a.refs), a.num_free, None
                     continue
-                said = tree.num_evictable()
+                said = count()
                 evicted = do(tree.evict, need - a.num_free, what=f"evict({need - a.num_free})", as_set=True)
                 parts.append(f"evict {evicted}")
                 if need > a.num_free:
@@ -227,27 +244,27 @@ def _run(make: Callable, pages: int, ops: list, *, learner: bool):
                 return
             for j, (own, cached) in enumerate(zip(mine, theirs)):
                 if own != cached:  # the tree had its own page: switch to it, give ours back
-                    a.retain([cached])
-                    a.release([own])
+                    pool(a.retain, [cached], f"insert({keys}, {mine}) returned {theirs}")
+                    pool(a.release, [own], f"insert({keys}, {mine}) returned {theirs}")
                     mine[j] = cached
             held[rid] = mine
             what = f"request {rid} {keys}" if kind == "request" else f"compute {rid} {keys} (no match first)"
-            yield what, "; ".join(parts), list(a.refs), a.num_free, tree.num_evictable()
+            yield what, "; ".join(parts), list(a.refs), a.num_free, count()
         elif kind == "finish":
-            a.release(held.pop(op[1], []))  # a request refused for room holds nothing
-            yield f"finish {op[1]}", None, list(a.refs), a.num_free, tree.num_evictable()
+            pool(a.release, held.pop(op[1], []), f"finish {op[1]}")  # a request refused for room holds nothing
+            yield f"finish {op[1]}", None, list(a.refs), a.num_free, count()
         elif kind == "match":
             found = do(tree.match, list(op[1]), what=f"match({op[1]})")
-            a.retain(found or [])  # held for the moment of the check, then given back
-            a.release(found or [])
-            yield f"match({op[1]})", found, list(a.refs), a.num_free, tree.num_evictable()
+            pool(a.retain, found or [], f"match({op[1]}) returned {found}")  # held for the check, then given back
+            pool(a.release, found or [], f"match({op[1]}) returned {found}")
+            yield f"match({op[1]})", found, list(a.refs), a.num_free, count()
         else:
             yield (
                 f"evict({op[1]})",
                 do(tree.evict, op[1], what=f"evict({op[1]})", as_set=True),
                 list(a.refs),
                 a.num_free,
-                tree.num_evictable(),
+                count(),
             )
 
 
