@@ -22,6 +22,7 @@ from ..engine import Request, Scheduler, Status
 from ..engine.radix import NoCache
 from ..engine.scheduler import Batch
 from .feedback import PartFailed, call, int_list, passed, wrong_case
+from .solutions import schedule_step as reference_plan
 
 PART = 5
 FIRST = (
@@ -116,11 +117,31 @@ def _describe(running, waiting, budget, free) -> str:
     return f"running [{run}]; waiting [{wait}]; max_step_tokens {budget}; free_rows {free}"
 
 
-def _hint(running, waiting, budget, want, got) -> tuple[str, str]:
+IGNORES_SPARE = (
+    "a running request already holds rows it has not written yet (spare: a prompt is admitted with rows for "
+    "all its tokens, then run in chunks): it needs only max(0, n - spare) new rows, not n. In the engine a "
+    "chunked prompt would ask again for rows it holds, and with a tight pool requests that fit are preempted "
+    "(or the prompt stalls) and their work recomputed."
+)
+
+
+def _plan(running, waiting, budget, free) -> tuple[list[tuple[int, int]], list[int]]:
+    """The plan of a scheduler that ignores each running request's spare rows (recognised by its answer)."""
+    run, pre = reference_plan([dict(r, spare=0) for r in running], [dict(w) for w in waiting], budget, free)
+    return [tuple(x) for x in run], list(pre)
+
+
+def _hint(running, waiting, budget, want, got, free=None) -> tuple[str, str]:
     (w_run, w_pre), (g_run, g_pre) = want, got
     uncached = {r["rid"]: r["uncached"] for r in running} | {r["rid"]: r["tokens"] for r in waiting}
     if sum(n for _, n in g_run) > budget:
         return "over_budget", f"the step runs {sum(n for _, n in g_run)} tokens: at most max_step_tokens ({budget})."
+    if (
+        free is not None
+        and any(r["spare"] for r in running)
+        and (list(g_run), list(g_pre)) == _plan(running, waiting, budget, free)
+    ):
+        return "ignores_spare", IGNORES_SPARE
     if g_pre != w_pre:
         if w_pre and not g_pre:
             return "no_preemption", (
@@ -171,7 +192,9 @@ def _plan_of(got, what: str, running, waiting) -> tuple[list[tuple[int, int]], l
         pairs = None
     if pairs is None or any(len(x) != 2 for x in pairs):
         raise PartFailed(
-            PART, "not_a_plan", f"{what}: return (run, preempted): a list of (rid, n) and a list of rids; got {got!r:.200}"
+            PART,
+            "not_a_plan",
+            f"{what}: return (run, preempted): a list of (rid, n) and a list of rids; got {got!r:.200}",
         )
     plan = [int_list(PART, x, what, "a (rid, n) pair's rid and n") for x in pairs], int_list(PART, pre, what, "rids")
     known = {r["rid"] for r in running} | {w["rid"] for w in waiting}
@@ -211,7 +234,7 @@ def _drive(name, P, budget, reqs, schedule_step):
         want = ([(r.rid, n) for r, n in zip(batch.requests, batch.lengths)], [r.rid for r in batch.preempted])
         got = _plan_of(got, f"schedule_step(...) on '{name}', step {step}", running, waiting)
         if got != want:
-            problem, hint = _hint(running, waiting, budget, want, got)
+            problem, hint = _hint(running, waiting, budget, want, got, free)
             raise wrong_case(
                 PART,
                 problem,

@@ -304,6 +304,29 @@ def _hint(what: str, want, got, w_refs, g_refs, w_free, g_free, w_ev, g_ev) -> t
     return "wrong_answer", "compare with the rules in the stub's docstring."
 
 
+def _match_changes_tree(make: Callable) -> bool:
+    """True when matching the same keys twice gives two answers: the learner's match extended a list the
+    tree keeps (``pages = node.pages`` then ``pages += ...``) instead of a new one. False if it cannot tell."""
+    try:
+        a = EngineAllocator(16)
+        tree = make(a)
+        first = a.allocate(4)
+        tree.insert([1, 2, 3, 4], list(first))
+        tree.insert([1, 2, 7, 8], first[:2] + a.allocate(2))
+        answers = [[int(p) for p in tree.match(k)] for k in ([1, 2, 3, 4], [1, 2, 3, 4], [1, 2, 7, 8], [1, 2])]
+    except Exception:  # judged already on the case that failed; here only a better hint is sought
+        return False
+    return answers[0] == first and answers[1:] != [first, answers[2], first[:2]]
+
+
+MATCH_REFERENCE = (
+    "match changed the tree: matching the same keys twice gave two answers. Your match builds its answer "
+    "in a list the tree keeps (pages = node.pages, then pages += ... extends the node's own edge); start "
+    "from a new list (pages = []) and add copies. In the engine the next request would be handed pages of "
+    "tokens it does not have, and read another request's rows."
+)
+
+
 def check(make: Callable) -> object:
     """Replay table cases and random runs on ``make`` (the learner's class) and the engine's radix tree.
 
@@ -319,6 +342,8 @@ def check(make: Callable) -> object:
             _, want, w_refs, w_free, w_ev = theirs
             if (got, g_refs, g_free, g_ev) != (want, w_refs, w_free, w_ev):
                 problem, hint = _hint(what, want, got, w_refs, g_refs, w_free, g_free, w_ev, g_ev)
+                if problem in ("match", "insert", "refcount", "wrong_answer") and _match_changes_tree(make):
+                    problem, hint = "match_reference", MATCH_REFERENCE
                 before = "; ".join(done[-5:]) or "an empty tree"
                 given = f"a pool of {pages} pages; {before}{' (and before)' if len(done) > 5 else ''}"
                 raise wrong_case(
