@@ -229,6 +229,17 @@ def _hint(what: str, want, got, want_free, got_free, want_refs, got_refs) -> tup
         return "partial_release", "a refused release must change nothing: check all pages first, then release."
     if what.startswith("allocate") and isinstance(got, list) and isinstance(want, list) and len(got) != len(want):
         return "off_by_one", f"allocate(n) returns exactly n pages: {len(want)}, not {len(got)}."
+    if (
+        what.startswith("release")
+        and isinstance(got, list)
+        and (want_refs, want_free) == (got_refs, got_free)
+        and set(want) < set(got)
+    ):
+        return "release_returns_held", (
+            f"the counts are right, but release returned {got}: only the pages whose count fell to 0 "
+            f"({want}) became free; the others are still held. In the engine the caller takes the returned "
+            "pages as free (the prefix cache stops counting them) while a holder still uses them."
+        )
     if what.startswith("release") and want != got and isinstance(got, list) and sorted(got) != sorted(want):
         return "refcount", (
             "a page becomes free only when its count falls to 0: a retained page needs one release per holder. "

@@ -45,6 +45,7 @@ def _mistake(
     sign=1.0,
     half_sign=False,
     positions_in=None,
+    reuse_turned=False,
 ) -> np.ndarray:
     """The rotation with one common mistake in it, to recognise a wrong answer by."""
     pos = np.arange(len(positions)) if index else np.asarray(positions) + shift
@@ -59,6 +60,12 @@ def _mistake(
         out[:, first] = reference_rotate(
             np.asarray(x, np.float64)[:, None, :], pos, replace(rope, inv_freq=tuple(-inv))
         )[:, 0, first]
+    if reuse_turned:  # the second of each pair computed from the first already turned, in place
+        rope = Rope(len(x[0]), len(x[0]), neox, tuple(inv), 1.0)
+        a, b = rope.pairs()[:, 0], rope.pairs()[:, 1]
+        theta = np.asarray(pos, np.float64)[:, None] * inv[None, :]
+        xb = np.asarray(x, np.float64)[:, b]
+        out[:, b] = out[:, a] * np.sin(theta) + xb * np.cos(theta)
     return out
 
 
@@ -85,6 +92,12 @@ MISTAKES = {
     "rotation_sign": (
         dict(sign=-1.0),
         "you turned the wrong way (by -theta): the pair becomes (a cos - b sin, a sin + b cos).",
+    ),
+    "reused_turned_a": (
+        dict(reuse_turned=True),
+        "the second of each pair was computed from the first one already turned (x changed in place, or "
+        "out[:, a] read back): compute both from the original a and b (a, b = x[:, a].copy(), x[:, b].copy()). "
+        "In the engine every k would be turned by a wrong, stretched rotation and attention would read noise.",
     ),
     "rotate_half_sign": (
         dict(half_sign=True),

@@ -155,7 +155,9 @@ def _hint(running, waiting, budget, want, got, free=None) -> tuple[str, str]:
     if any(n < uncached[rid] and rid not in dict(g_run) for rid, n in w_run):
         return "no_chunking", (
             "a prompt longer than what is left of the budget still runs: a chunk of "
-            "min(uncached, budget) tokens, the rest in the next steps."
+            "min(uncached, budget) tokens, the rest in the next steps; a waiting one is admitted when its "
+            "rows are free (tokens <= free_rows), whatever the budget. In the engine a long prompt would "
+            "wait for ever, or until a step with nothing else to run."
         )
     running_ids = [r["rid"] for r in running]
     g_order = [rid for rid, _ in g_run]

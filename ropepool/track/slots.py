@@ -151,11 +151,23 @@ def engine_steps(page_size: int, seed: int = 0) -> list[tuple[str, int, list[dic
     return out
 
 
+def _counted_on(requests) -> list[int]:
+    """The positions of a step whose requests were taken as one sequence, from the first one's cached."""
+    start = requests[0]["cached"]
+    return list(range(start, start + sum(r["new"] for r in requests)))
+
+
 def _diagnose(requests, ps, positions, slots) -> tuple[str, str]:
     want_pos, _ = reference(requests, ps)
     if positions != want_pos:
         if positions == [i for r in requests for i in range(r["new"])]:
             return "positions_from_zero", MISTAKES["positions_from_zero"][1]
+        if len(requests) > 1 and positions == _counted_on(requests):
+            return "positions_across_requests", (
+                "you counted positions on from the previous request, as if the step's requests were one "
+                "sequence: each request starts again at its own cached. In the engine the second request's "
+                "tokens would be turned by another request's positions and written to rows it does not own."
+            )
         return "positions", "each request's positions are cached .. cached + new - 1, request after request."
     for problem, (fn, hint) in MISTAKES.items():
         if fn is not None and slots == [fn(r, i, r["cached"] + i, ps) for r in requests for i in range(r["new"])]:

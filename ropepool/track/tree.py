@@ -175,6 +175,15 @@ def workload(n: int = 25, seed: int = 0) -> list[tuple[str, int, list]]:
     return out
 
 
+def _settle(a: EngineAllocator, evicted) -> None:
+    """Sort the pages one evict freed at the back of the free queue: the stub fixes which pages an evict
+    frees, not the order it releases them in, and that order decides which pages are handed out next."""
+    k = len(evicted or [])
+    if k and sorted(list(a.free_pages)[-k:]) == sorted(evicted):
+        tail = sorted(a.free_pages.pop() for _ in range(k))
+        a.free_pages.extend(tail)
+
+
 def _run(make: Callable, pages: int, ops: list, *, learner: bool):
     """Replay ``ops`` on a fresh allocator and tree; yield (what, answer, refs, free, evictable) after each op."""
     __tracebackhide__ = True  # a failing check shows the learner's frames, not the checker's
@@ -227,6 +236,7 @@ def _run(make: Callable, pages: int, ops: list, *, learner: bool):
                     continue
                 said = count()
                 evicted = do(tree.evict, need - a.num_free, what=f"evict({need - a.num_free})", as_set=True)
+                _settle(a, evicted)
                 parts.append(f"evict {evicted}")
                 if need > a.num_free:
                     raise PartFailed(
@@ -259,13 +269,20 @@ def _run(make: Callable, pages: int, ops: list, *, learner: bool):
             pool(a.release, found or [], f"match({op[1]}) returned {found}")
             yield f"match({op[1]})", found, list(a.refs), a.num_free, count()
         else:
+            evicted = do(tree.evict, op[1], what=f"evict({op[1]})", as_set=True)
+            _settle(a, evicted)
             yield (
                 f"evict({op[1]})",
-                do(tree.evict, op[1], what=f"evict({op[1]})", as_set=True),
+                evicted,
                 list(a.refs),
                 a.num_free,
                 count(),
             )
+
+
+def _said(answer: str, part: str) -> str | None:
+    """The part of a request's answer ("match ...; evict ...; insert -> ...") that starts with ``part``."""
+    return next((x for x in answer.split("; ") if x.startswith(part)), None)
 
 
 def _hint(what: str, want, got, w_refs, g_refs, w_free, g_free, w_ev, g_ev) -> tuple[str, str]:
@@ -279,6 +296,12 @@ def _hint(what: str, want, got, w_refs, g_refs, w_free, g_free, w_ev, g_ev) -> t
         return "match", (
             "match returns the pages of the longest prefix the tree holds: keep walking while the keys "
             "agree, into the middle of an edge too, and stop at the first key that differs."
+        )
+    if both and _said(want, "insert -> ") != _said(got, "insert -> ") and _said(want, "evict ") == _said(got, "evict "):
+        return "insert", (
+            "insert returns one page per key: the tree's own page where it already holds that prefix "
+            "(split an edge where the keys diverge inside it), the page given where it is new. In the engine "
+            "a request that computed a cached prefix again would keep its own rows: the sharing is lost."
         )
     if what.startswith("evict") or "evict" in str(want) or "evict" in str(got):
         if g_free < w_free and (got == want or what.startswith("request")):

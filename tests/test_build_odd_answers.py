@@ -1,0 +1,238 @@
+"""Every build-track checker turns an odd answer into a "not yet" verdict showing what came back, never a
+traceback out of the checker nor a pass; and every problem a checker can name is reached by some part."""
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ropepool import track
+from ropepool.track import mistakes, solutions
+
+from build_tester_parts import WRONG as TESTER_WRONG
+
+ODD = [
+    None,
+    "abc",
+    5,
+    2.5,
+    float("inf"),
+    [[1, [2]], [3]],
+    [1.5],
+    [float("inf")],
+    ["a"],
+    {"a": 1},
+    True,
+    [True],
+    ([float("inf")], [0]),
+    ([0.5], [1.5]),
+    ([("a", 1)], []),
+    ([(99, 1)], []),
+    ([(0, float("inf"))], []),
+    ([(0, 1)], [99]),
+    ([(0, 1.5)], []),
+    np.array(["x"]),
+]
+
+
+def _returning(value):
+    return lambda *args: value
+
+
+@pytest.mark.parametrize("n", [1, 3, 5, 6])
+@pytest.mark.parametrize("value", ODD, ids=lambda v: repr(v)[:24])
+def test_a_function_part_returning_an_odd_value_gets_a_verdict(n, value):
+    verdict = track.feedback(n, _returning(value))
+    assert not verdict.passed and verdict.problem, verdict
+
+
+@pytest.mark.parametrize("method", ["allocate", "release", "retain", "num_free", "refs"])
+@pytest.mark.parametrize("value", [None, "abc", 5, float("inf"), [1.5], [float("inf")], {1, 2}], ids=repr)
+def test_an_allocator_answering_an_odd_value_gets_a_verdict(method, value):
+    if method in ("num_free", "refs"):
+        attrs = {method: property(lambda self: value)}
+    else:
+        attrs = {method: _returning(value)}
+    verdict = track.feedback(2, type("Odd", (solutions.Allocator,), attrs))
+    assert not verdict.passed and verdict.problem, verdict
+
+
+@pytest.mark.parametrize("method", ["match", "insert", "evict", "num_evictable"])
+@pytest.mark.parametrize("value", [None, "abc", 5, float("inf"), [1.5], [-1], [10**30], np.array([300])], ids=repr)
+def test_a_tree_answering_an_odd_value_gets_a_verdict(method, value):
+    verdict = track.feedback(4, type("Odd", (solutions.PrefixTree,), {method: _returning(value)}))
+    assert not verdict.passed and verdict.problem, verdict
+
+
+def test_an_odd_answer_is_shown_in_the_verdict():
+    verdict = track.feedback(3, _returning(([float("inf")], [0])))
+    assert verdict.problem == "not_int" and "inf" in verdict.message
+    verdict = track.feedback(5, _returning(([(99, 1)], [])))
+    assert verdict.problem == "unknown_rid" and "99" in verdict.message
+
+
+# Problems a checker names on its own (a stub, an error the learner raises, a malformed answer): reached
+# by the tests above and in test_build_checkers.py, not by a wrong part's hint.
+GENERIC = {
+    "not_implemented",
+    "raised",
+    "not_int",
+    "not_a_plan",
+    "not_two_lists",
+    "unknown_rid",
+    "bad_pages",
+    "missing_attribute",
+    "refs",
+    "returned_none",
+    "dtype_or_shape",
+    "modified_input",
+    "not_real",
+    "shape",
+    "wrong_length",
+    "evict_short",
+    "float16_result",
+}
+# Catch-alls, said when no mistake is recognised.
+FALLBACK = {"wrong_answer", "wrong_plan", "not_nearest", "wrong_rows", "mismatch", "positions", "preemption"}
+
+TESTED = {(n, code) for n, parts in mistakes.BY_PART.items() for code in parts} | {
+    (n, code) for n, code, _ in TESTER_WRONG
+}
+
+
+@pytest.mark.parametrize("n", sorted(track.PARTS))
+def test_every_hint_a_checker_can_give_is_reached_by_a_wrong_part(n):
+    """Every problem code in the checker's source (a quoted name returned, or given to PartFailed or
+    wrong_case) is named for some wrong part of mistakes.BY_PART or tests/build_tester_parts.py, or is
+    one of the generic verdicts: a hint that no part reaches would be shadowed by one tried before it."""
+    module = track.PARTS[n][0].__module__
+    source = Path(__import__(module, fromlist=["x"]).__file__).read_text()
+    codes = set(re.findall(r'return "([a-z0-9_]+)", ', source))
+    codes |= set(re.findall(r'(?:PartFailed|wrong_case)\(\s*PART,\s*"([a-z0-9_]+)"', source))
+    codes |= set(re.findall(r'^    "([a-z0-9_]+)": \(', source, re.M))  # a MISTAKES table's keys
+    unreached = sorted(c for c in codes - GENERIC - FALLBACK if (n, c) not in TESTED)
+    assert not unreached, f"part {n}: no wrong part reaches {unreached}"
+
+
+# --- Wrong parts that reach the hints no other part reaches ------------------------------------------
+
+
+def _rotate_half_sign(x, positions, inv_freq, is_neox):
+    """a cos + b sin in the first of each pair (rotate_half's minus sign lost)."""
+    x = np.asarray(x, np.float64)
+    D = x.shape[1]
+    theta = np.outer(positions, inv_freq)
+    a, b = (np.arange(D // 2), np.arange(D // 2) + D // 2) if is_neox else (np.arange(0, D, 2), np.arange(1, D, 2))
+    out = x.copy()
+    out[:, a] = x[:, a] * np.cos(theta) + x[:, b] * np.sin(theta)
+    out[:, b] = x[:, a] * np.sin(theta) + x[:, b] * np.cos(theta)
+    return out
+
+
+def _rotate_float16_positions(x, positions, inv_freq, is_neox):
+    return solutions.rotate(x, np.asarray(positions).astype(np.float16), inv_freq, is_neox)
+
+
+class _QueuesStillHeld(solutions.Allocator):
+    """Returns the right pages, but queues every page given, still held or not."""
+
+    def release(self, pages):
+        freed = super().release(pages)
+        self.free.extend(p for p in pages if p not in freed)
+        return freed
+
+
+class _RefusesHalfway(solutions.Allocator):
+    """Checks each page as it releases it: a refused call has changed the pages before."""
+
+    def release(self, pages):
+        freed = []
+        for p in pages:
+            if not 0 <= p < len(self.refs) or self.refs[p] == 0:
+                raise ValueError("not held")
+            self.refs[p] -= 1
+            if self.refs[p] == 0:
+                freed.append(p)
+                self.free.append(p)
+        return freed
+
+
+class _RefusesRepeats(solutions.Allocator):
+    """Refuses a page given twice in one call, even when it is held twice."""
+
+    def release(self, pages):
+        if len(set(pages)) != len(pages):
+            raise ValueError("a page twice")
+        return super().release(pages)
+
+
+def _slots_pages_as_rows(requests, page_size):
+    positions, slots = solutions.slot_mapping(requests, page_size)
+    rows = [
+        r["pages"][p] * page_size if p < len(r["pages"]) else -1
+        for r in requests
+        for p in range(r["cached"], r["cached"] + r["new"])
+    ]
+    return positions, rows
+
+
+def _slots_next_row(requests, page_size):
+    """Each token given the next position's row."""
+    positions, slots = solutions.slot_mapping(requests, page_size)
+    nxt = [(r, p + 1) for r in requests for p in range(r["cached"], r["cached"] + r["new"])]
+    rows = [
+        r["pages"][q // page_size] * page_size + q % page_size if q // page_size < len(r["pages"]) else -1
+        for r, q in nxt
+    ]
+    return positions, rows
+
+
+class _InsertGivesPagesBack(solutions.PrefixTree):
+    """Keeps the right pages, but insert answers with the pages it was given."""
+
+    def insert(self, keys, pages):
+        super().insert(keys, pages)
+        return list(pages)
+
+
+def _plan_never_preempts(running, waiting, max_step_tokens, free_rows):
+    """Runs the plan as if rows were never short: nobody is preempted."""
+    run, preempted = solutions.schedule_step(running, waiting, max_step_tokens, free_rows)
+    return run, []
+
+
+def _plan_admits_by_chunk_rows(running, waiting, max_step_tokens, free_rows):
+    """Admits a waiting request when the rows of its first chunk are free, not those of all its tokens."""
+    run, preempted = solutions.schedule_step(running, [], max_step_tokens, free_rows)
+    budget = max_step_tokens - sum(n for _, n in run)
+    free = free_rows - sum(max(0, n - r["spare"]) for (rid, n) in run for r in running if r["rid"] == rid)
+    for w in waiting:
+        if budget == 0 or preempted:
+            break
+        n = min(w["tokens"], budget)
+        if n <= free:
+            free, budget = free - n, budget - n
+            run.append((w["rid"], n))
+    return run, preempted
+
+
+REACH = [
+    (1, "rotate_half_sign", _rotate_half_sign),
+    (1, "positions_float16", _rotate_float16_positions),
+    (2, "freed_while_held", _QueuesStillHeld),
+    (2, "partial_release", _RefusesHalfway),
+    (2, "wrong_error", _RefusesRepeats),
+    (3, "pages_as_rows", _slots_pages_as_rows),
+    (3, "off_by_one", _slots_next_row),
+    (4, "insert", _InsertGivesPagesBack),
+    (5, "no_preemption", _plan_never_preempts),
+    (5, "admission", _plan_admits_by_chunk_rows),
+]
+TESTED |= {(n, code) for n, code, _ in REACH}
+
+
+@pytest.mark.parametrize(("n", "problem", "part"), REACH, ids=[f"part{n}-{c}" for n, c, _ in REACH])
+def test_a_hint_no_other_part_reaches_is_reached(n, problem, part):
+    verdict = track.feedback(n, part)
+    assert not verdict.passed and verdict.problem == problem, verdict
