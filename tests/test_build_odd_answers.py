@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ropepool import track
-from ropepool.track import mistakes, solutions
+from ropepool.track import mistakes, solutions, stubs
 
 from build_tester_parts import WRONG as TESTER_WRONG
 
@@ -236,3 +236,20 @@ TESTED |= {(n, code) for n, code, _ in REACH}
 def test_a_hint_no_other_part_reaches_is_reached(n, problem, part):
     verdict = track.feedback(n, part)
     assert not verdict.passed and verdict.problem == problem, verdict
+
+
+class _HalfWritten(stubs.Allocator):
+    """__init__ written, num_free still the stub's (a property that raises NotImplementedError)."""
+
+    def __init__(self, num_pages):
+        self.refs = [0] * num_pages
+
+
+class _RefsRaises(solutions.Allocator):
+    refs = property(lambda self: 1 / 0, lambda self, value: None)
+
+
+@pytest.mark.parametrize(("part", "problem"), [(_HalfWritten, "not_implemented"), (_RefsRaises, "raised")])
+def test_an_allocator_property_that_raises_gets_a_verdict(part, problem):
+    verdict = track.feedback(2, part)
+    assert verdict.problem == problem, verdict

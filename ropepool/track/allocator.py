@@ -149,22 +149,33 @@ def workload(n: int = 30, seed: int = 0) -> list[tuple[str, int, list]]:
 def _counts(a, num_pages: int, what: str) -> tuple[list[int], int]:
     """``(refs as a list, num_free)`` of allocator ``a``: ``refs`` may be any sequence or mapping (a page
     missing from a mapping is held 0 times); a missing attribute or a count that is no int is a verdict."""
-    for name in ("refs", "num_free"):
-        if not hasattr(a, name):
-            raise PartFailed(
-                PART, "missing_attribute", f"after {what} the allocator has no `{name}`: the stub names it"
-            )
-    refs = a.refs
+    refs, free = _read(a, "refs", what), _read(a, "num_free", what)
     try:
         counts = [refs.get(p, 0) if hasattr(refs, "get") else refs[p] for p in range(num_pages)]
-    except (IndexError, KeyError, TypeError) as e:
+    except Exception as e:  # a learner's refs of any kind: what reading it did is the verdict
         raise PartFailed(
-            PART, "refs", f"after {what}, refs[p] for p < {num_pages} fails ({type(e).__name__}: {e})"
+            PART,
+            "refs",
+            f"after {what}, refs[p] for p < {num_pages} fails ({type(e).__name__}: {e}); refs is {refs!r:.100}",
         ) from None
-    free = a.num_free() if callable(a.num_free) else a.num_free
+    if callable(free):
+        free = call(PART, free, what=f"num_free() after {what}", first=FIRST)
     if not all(is_int(c) for c in [*counts, free]):
         raise PartFailed(PART, "not_int", f"after {what}: refs and num_free must hold ints, got {counts}, {free!r}")
     return [int(c) for c in counts], int(free)
+
+
+def _read(a, name: str, what: str):
+    """Attribute ``name`` of the learner's allocator; a missing one, or a property that raises, is a verdict."""
+    __tracebackhide__ = True  # a failing check shows the learner's frames, not the checker's
+    try:
+        return call(
+            PART, getattr, a, name, what=f"reading `{name}` after {what}", first=FIRST, expected=(AttributeError,)
+        )
+    except AttributeError as e:
+        raise PartFailed(
+            PART, "missing_attribute", f"after {what} the allocator has no `{name}` ({e}): the stub names it"
+        ) from None
 
 
 def _pages(answer, what: str, learner: bool):
