@@ -103,13 +103,13 @@ TESTED = {(n, code) for n, parts in mistakes.BY_PART.items() for code in parts} 
 
 @pytest.mark.parametrize("n", sorted(track.PARTS))
 def test_every_hint_a_checker_can_give_is_reached_by_a_wrong_part(n):
-    """Every problem code in the checker's source (a quoted name returned, or given to PartFailed or
+    """Every problem code in the checker's source (a quoted name returned, or given to rejected or
     wrong_case) is named for some wrong part of mistakes.BY_PART or tests/build_tester_parts.py, or is
     one of the generic verdicts: a hint that no part reaches would be shadowed by one tried before it."""
     module = track.PARTS[n][0].__module__
     source = Path(__import__(module, fromlist=["x"]).__file__).read_text()
     codes = set(re.findall(r'return "([a-z0-9_]+)", ', source))
-    codes |= set(re.findall(r'(?:PartFailed|wrong_case)\(\s*PART,\s*"([a-z0-9_]+)"', source))
+    codes |= set(re.findall(r'(?:rejected|wrong_case)\(\s*PART,\s*"([a-z0-9_]+)"', source))
     codes |= set(re.findall(r'^    "([a-z0-9_]+)": \(', source, re.M))  # a MISTAKES table's keys
     unreached = sorted(c for c in codes - GENERIC - FALLBACK if (n, c) not in TESTED)
     assert not unreached, f"part {n}: no wrong part reaches {unreached}"

@@ -13,7 +13,7 @@ part  the learner writes                                checked against     note
 ====  ================================================  ==================  ============
 
 ``check(n, part)`` runs part ``n``'s table cases and a random workload and returns a passing verdict
-or raises :class:`PartFailed` naming the first wrong case (input, expected, got, hint); a stub is
+or raises :class:`~ropepool.teaching.feedback.ExerciseFailed` ("Part n [problem]: ...") naming the first wrong case (input, expected, got, hint); a stub is
 told what to write first. ``hint(n)`` gives the next hint. ``use(n, part)`` is the learner's part,
 or, with the demo switch on (``ROPEPOOL_TRACK=solutions`` in the environment, or :func:`demo`), the
 reference answer from :mod:`.solutions`: a facilitator runs every notebook that way, and so does
@@ -33,8 +33,8 @@ from __future__ import annotations
 import os
 
 from . import allocator, e4m3, rotate, schedule, slots, solutions, stubs, tree
-from .feedback import PartFailed, PartVerdict
-from .feedback import feedback as _feedback
+from ..teaching.feedback import ExerciseFailed, Verdict
+from ..teaching.feedback import feedback as _feedback
 from .hints import HINTS
 
 #: part -> (its checker, its name in the notebooks)
@@ -70,13 +70,13 @@ def use(n: int, yours):
     return yours
 
 
-def check(n: int, part) -> PartVerdict:
-    """Check part ``n``: a passing verdict, or :class:`PartFailed` naming the first wrong case."""
+def check(n: int, part) -> Verdict:
+    """Check part ``n``: a passing verdict, or :class:`ExerciseFailed` naming the first wrong case."""
     __tracebackhide__ = True  # a failing check shows the learner's frames, not the checker's
     return _part(n)[0](part)
 
 
-def feedback(n: int, part) -> PartVerdict:
+def feedback(n: int, part) -> Verdict:
     """Like :func:`check`, but a wrong part gives a "not yet" verdict instead of raising."""
     return _feedback(_part(n)[0], part)
 
@@ -101,8 +101,8 @@ def _part(n: int):
 __all__ = [
     "HINTS",
     "PARTS",
-    "PartFailed",
-    "PartVerdict",
+    "ExerciseFailed",
+    "Verdict",
     "check",
     "demo",
     "demo_on",

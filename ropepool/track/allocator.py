@@ -21,7 +21,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..engine import Allocator as EngineAllocator
-from .feedback import PartFailed, call, int_list, is_int, passed, wrong_case
+from .feedback import ExerciseFailed, rejected, call, int_list, is_int, passed, wrong_case
 
 PART = 2
 FIRST = (
@@ -153,7 +153,7 @@ def _counts(a, num_pages: int, what: str) -> tuple[list[int], int]:
     try:
         counts = [refs.get(p, 0) if hasattr(refs, "get") else refs[p] for p in range(num_pages)]
     except Exception as e:  # a learner's refs of any kind: what reading it did is the verdict
-        raise PartFailed(
+        raise rejected(
             PART,
             "refs",
             f"after {what}, refs[p] for p < {num_pages} fails ({type(e).__name__}: {e}); refs is {refs!r:.100}",
@@ -161,7 +161,7 @@ def _counts(a, num_pages: int, what: str) -> tuple[list[int], int]:
     if callable(free):
         free = call(PART, free, what=f"num_free() after {what}", first=FIRST)
     if not all(is_int(c) for c in [*counts, free]):
-        raise PartFailed(PART, "not_int", f"after {what}: refs and num_free must hold ints, got {counts}, {free!r}")
+        raise rejected(PART, "not_int", f"after {what}: refs and num_free must hold ints, got {counts}, {free!r}")
     return [int(c) for c in counts], int(free)
 
 
@@ -173,7 +173,7 @@ def _read(a, name: str, what: str):
             PART, getattr, a, name, what=f"reading `{name}` after {what}", first=FIRST, expected=(AttributeError,)
         )
     except AttributeError as e:
-        raise PartFailed(
+        raise rejected(
             PART, "missing_attribute", f"after {what} the allocator has no `{name}` ({e}): the stub names it"
         ) from None
 
@@ -204,7 +204,7 @@ def _run(make: Callable, num_pages: int, ops: list, rng: np.random.Generator | N
             answer = _pages(answer, what, learner)
             if op == "release" and answer is not None:
                 answer = sorted(answer)
-        except PartFailed:
+        except ExerciseFailed:
             raise
         except ValueError:
             answer = "ValueError"
@@ -279,7 +279,7 @@ def _hint(what: str, want, got, want_free, got_free, want_refs, got_refs) -> tup
 def check(make: Callable) -> object:
     """Replay the table cases and a random workload on ``make`` (the learner's class) and the engine's Allocator.
 
-    Raises :class:`~ropepool.track.feedback.PartFailed` naming the first operation whose answer, reference
+    Raises :class:`~ropepool.teaching.feedback.ExerciseFailed` naming the first operation whose answer, reference
     counts or free count differ, with the operations before it.
     """
     __tracebackhide__ = True  # a failing check shows the learner's frames, not the checker's

@@ -176,7 +176,7 @@ def _hint(x: float, want: int, got: int, bits: int) -> tuple[str, str]:
 def check(encode_e4m3: Callable) -> object:
     """Run ``encode_e4m3`` on the table's rows, then on rows of random values and of midpoints between codes.
 
-    Raises :class:`~ropepool.track.feedback.PartFailed` naming the first wrong element: the value, the
+    Raises :class:`~ropepool.teaching.feedback.ExerciseFailed` naming the first wrong element: the value, the
     code expected, the code returned, and the likely mistake.
     """
     __tracebackhide__ = True  # a failing check shows the learner's frames, not the checker's

@@ -199,7 +199,7 @@ def _describe(c: dict) -> str:
 def check(rotate: Callable) -> object:
     """Run ``rotate`` on the table cases, then a random workload, against the float64 reference.
 
-    Raises :class:`~ropepool.track.feedback.PartFailed` naming the first wrong case: its input, the
+    Raises :class:`~ropepool.teaching.feedback.ExerciseFailed` naming the first wrong case: its input, the
     expected and returned value of its first wrong element, and the likely mistake.
     """
     __tracebackhide__ = True  # a failing check shows the learner's frames, not the checker's

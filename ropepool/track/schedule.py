@@ -21,7 +21,7 @@ from ..engine import Allocator as EngineAllocator
 from ..engine import Request, Scheduler, Status
 from ..engine.radix import NoCache
 from ..engine.scheduler import Batch
-from .feedback import PartFailed, call, int_list, passed, wrong_case
+from .feedback import rejected, call, int_list, passed, wrong_case
 from .solutions import schedule_step as reference_plan
 
 PART = 5
@@ -193,7 +193,7 @@ def _plan_of(got, what: str, running, waiting) -> tuple[list[tuple[int, int]], l
     except (TypeError, ValueError):
         pairs = None
     if pairs is None or any(len(x) != 2 for x in pairs):
-        raise PartFailed(
+        raise rejected(
             PART,
             "not_a_plan",
             f"{what}: return (run, preempted): a list of (rid, n) and a list of rids; got {got!r:.200}",
@@ -202,7 +202,7 @@ def _plan_of(got, what: str, running, waiting) -> tuple[list[tuple[int, int]], l
     known = {r["rid"] for r in running} | {w["rid"] for w in waiting}
     strange = [rid for rid in [x[0] for x in plan[0]] + plan[1] if rid not in known]
     if strange:
-        raise PartFailed(
+        raise rejected(
             PART,
             "unknown_rid",
             f"{what} named request {strange[0]}, which is neither running nor waiting "
@@ -253,7 +253,7 @@ def _drive(name, P, budget, reqs, schedule_step):
 def check(schedule_step: Callable) -> object:
     """Compare ``schedule_step`` with the engine's scheduler before every step of the table cases and random runs.
 
-    Raises :class:`~ropepool.track.feedback.PartFailed` naming the first step planned otherwise: the
+    Raises :class:`~ropepool.teaching.feedback.ExerciseFailed` naming the first step planned otherwise: the
     running and waiting requests, the budget and free rows, the engine's batch and the learner's plan.
     """
     __tracebackhide__ = True  # a failing check shows the learner's frames, not the checker's

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .feedback import PartFailed, call, int_list, passed, wrong_case
+from .feedback import rejected, call, int_list, passed, wrong_case
 
 PART = 3
 FIRST = (
@@ -179,7 +179,7 @@ def check(slot_mapping: Callable) -> object:
     """Run ``slot_mapping`` on the table's steps, random ones (page sizes 1, 2, 4, 16), then the engine's
     own steps (:func:`engine_steps`), compared with the positions and slots its scheduler gave.
 
-    Raises :class:`~ropepool.track.feedback.PartFailed` naming the first wrong step and token.
+    Raises :class:`~ropepool.teaching.feedback.ExerciseFailed` naming the first wrong step and token.
     """
     __tracebackhide__ = True  # a failing check shows the learner's frames, not the checker's
     table, steps = cases(), workload()
@@ -198,7 +198,7 @@ def check(slot_mapping: Callable) -> object:
         try:
             positions, slots = got
         except (TypeError, ValueError):
-            raise PartFailed(
+            raise rejected(
                 PART, "not_two_lists", f"on '{name}': return two lists of ints, (positions, slots); got {got!r:.200}"
             ) from None
         what = f"slot_mapping(...) on '{name}'"

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..engine import Allocator as EngineAllocator
 from ..engine import RadixCache
-from .feedback import PartFailed, call, int_list, is_int, passed, wrong_case
+from .feedback import rejected, call, int_list, is_int, passed, wrong_case
 
 PART = 4
 FIRST = (
@@ -203,7 +203,7 @@ def _run(make: Callable, pages: int, ops: list, *, learner: bool):
         """``tree.num_evictable()``, an int."""
         n = call(PART, tree.num_evictable, what="num_evictable()", first=FIRST) if learner else tree.num_evictable()
         if learner and not is_int(n):
-            raise PartFailed(PART, "not_int", f"num_evictable() returned {n!r:.200}: a count of pages is an int")
+            raise rejected(PART, "not_int", f"num_evictable() returned {n!r:.200}: a count of pages is an int")
         return int(n)
 
     def pool(fn, pages, after: str):
@@ -211,7 +211,7 @@ def _run(make: Callable, pages: int, ops: list, *, learner: bool):
         try:
             return fn(pages)
         except ValueError as e:
-            raise PartFailed(
+            raise rejected(
                 PART,
                 "bad_pages",
                 f"after {after}, the pool refused {fn.__name__}({pages}) ({e}): a page the tree hands back must "
@@ -239,7 +239,7 @@ def _run(make: Callable, pages: int, ops: list, *, learner: bool):
                 _settle(a, evicted)
                 parts.append(f"evict {evicted}")
                 if need > a.num_free:
-                    raise PartFailed(
+                    raise rejected(
                         PART,
                         "evict_short",
                         f"request {rid} {keys} needs {need} free pages; num_evictable() said {said}, but evict "
@@ -353,7 +353,7 @@ MATCH_REFERENCE = (
 def check(make: Callable) -> object:
     """Replay table cases and random runs on ``make`` (the learner's class) and the engine's radix tree.
 
-    Raises :class:`~ropepool.track.feedback.PartFailed` naming the first operation whose answer,
+    Raises :class:`~ropepool.teaching.feedback.ExerciseFailed` naming the first operation whose answer,
     reference counts, free pages or evictable count differ, with the operations before it.
     """
     __tracebackhide__ = True  # a failing check shows the learner's frames, not the checker's
