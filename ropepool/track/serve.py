@@ -9,6 +9,8 @@ and logit against mlx-lm's own greedy loop; :func:`pool_is_clean` that every row
 
 from __future__ import annotations
 
+import time
+
 from dataclasses import dataclass
 
 import mlx.core as mx
@@ -128,19 +130,30 @@ def _slot_mapping(slot_mapping, batch, page_size: int):
     return slot_mapping(requests, page_size)
 
 
-def run(eng: Engine, prompts, max_new_tokens: int, history: list | None = None) -> list:
+def run(eng: Engine, prompts, max_new_tokens: int, history: list | None = None, progress: bool = True) -> list:
     """Serve ``prompts`` on ``eng`` to the end; each request's tokens and logits ``[len(tokens), vocab]``.
 
-    ``history``, if given, gets each step's ``[(request index, tokens run)]``."""
+    ``history``, if given, gets each step's ``[(request index, tokens run)]``. ``progress``: one line,
+    rewritten after every step (the step, requests done, tokens generated, seconds so far)."""
     if not eng.keep_logits:
         raise ValueError("run: make the engine with keep_logits=True")
     requests = [eng.add_request(p, max_new_tokens) for p in prompts]
-    first = requests[0].rid
+    first, start, steps = requests[0].rid, time.perf_counter(), 0
     while not eng.done:
         batch = eng.step()
+        steps += 1
         if history is not None:
             history.append([(r.rid - first, n) for r, n in zip(batch.requests, batch.lengths)])
+        if progress:
+            print("\r" + _progress(requests, steps, time.perf_counter() - start), end="", flush=True)
+    if progress:
+        print()
     return [(r.tokens, mx.stack(r.logits)) for r in requests]
+
+
+def _progress(requests, steps: int, seconds: float) -> str:
+    done, out = sum(bool(r.done) for r in requests), sum(len(r.tokens) for r in requests)
+    return f"serving: step {steps}, {done} of {len(requests)} requests done, {out} tokens generated, {seconds:.1f} s"
 
 
 def pool_is_clean(eng: Engine) -> bool:
