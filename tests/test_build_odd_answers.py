@@ -44,7 +44,7 @@ def _returning(value):
 @pytest.mark.parametrize("value", ODD, ids=lambda v: repr(v)[:24])
 def test_a_function_part_returning_an_odd_value_gets_a_verdict(n, value):
     verdict = track.feedback(n, _returning(value))
-    assert not verdict.passed and verdict.problem, verdict
+    assert not verdict.passed and verdict.problem and "\n  input:    " in verdict.message, verdict
 
 
 @pytest.mark.parametrize("method", ["allocate", "release", "retain", "num_free", "refs"])
@@ -55,14 +55,14 @@ def test_an_allocator_answering_an_odd_value_gets_a_verdict(method, value):
     else:
         attrs = {method: _returning(value)}
     verdict = track.feedback(2, type("Odd", (solutions.Allocator,), attrs))
-    assert not verdict.passed and verdict.problem, verdict
+    assert not verdict.passed and verdict.problem and "\n  input:    " in verdict.message, verdict
 
 
 @pytest.mark.parametrize("method", ["match", "insert", "evict", "num_evictable"])
 @pytest.mark.parametrize("value", [None, "abc", 5, float("inf"), [1.5], [-1], [10**30], np.array([300])], ids=repr)
 def test_a_tree_answering_an_odd_value_gets_a_verdict(method, value):
     verdict = track.feedback(4, type("Odd", (solutions.PrefixTree,), {method: _returning(value)}))
-    assert not verdict.passed and verdict.problem, verdict
+    assert not verdict.passed and verdict.problem and "\n  input:    " in verdict.message, verdict
 
 
 def test_an_odd_answer_is_shown_in_the_verdict():
@@ -253,3 +253,19 @@ class _RefsRaises(solutions.Allocator):
 def test_an_allocator_property_that_raises_gets_a_verdict(part, problem):
     verdict = track.feedback(2, part)
     assert verdict.problem == problem, verdict
+
+
+@pytest.mark.parametrize("n", sorted(track.PARTS))
+def test_a_part_that_raises_is_told_its_line_and_the_input(n):
+    def raises(*args):
+        raise KeyError("mine")
+
+    part = raises if n in (1, 3, 5, 6) else type("Raises", (getattr(solutions, track.PARTS[n][1]),), {})
+    if n == 2:
+        part.allocate = raises
+    elif n == 4:
+        part.insert = raises
+    verdict = track.feedback(n, part)
+    lines = verdict.message.splitlines()
+    assert verdict.problem == "raised" and "raised KeyError: 'mine'" in lines[0], verdict
+    assert lines[1].startswith("  at:       test_build_odd_answers.py") and lines[2].startswith("  input:    "), verdict

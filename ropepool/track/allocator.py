@@ -21,7 +21,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..engine import Allocator as EngineAllocator
-from .feedback import ExerciseFailed, rejected, call, int_list, is_int, passed, wrong_case
+from .feedback import ExerciseFailed, call, int_list, is_int, passed, rejected, showing, wrong_case
 
 PART = 2
 FIRST = (
@@ -289,21 +289,22 @@ def check(make: Callable) -> object:
         mine = _run(make, pages, ops, np.random.default_rng(seed), learner=True)
         theirs = _run(_engine, pages, ops, np.random.default_rng(seed), learner=False)
         done = []
-        for (what, got, got_refs, got_free), (_, want, want_refs, want_free) in zip(mine, theirs):
-            if (got, got_refs, got_free) != (want, want_refs, want_free):
-                problem, hint = _hint(what, want, got, want_free, got_free, want_refs, got_refs)
-                before = "; ".join(done[-6:]) or "nothing"
-                given = f"Allocator({pages}), then {before}{'; ...' if len(done) > 6 else ''}"
-                raise wrong_case(
-                    PART,
-                    problem,
-                    name,
-                    given + f"; now {what}",
-                    f"{want} (refs {want_refs}, {want_free} free)",
-                    f"{got} (refs {got_refs}, {got_free} free)",
-                    hint,
-                )
-            done.append(what)
+        with showing(lambda: f"Allocator({pages}), then {'; '.join(done[-6:]) or 'nothing'}"):
+            for (what, got, got_refs, got_free), (_, want, want_refs, want_free) in zip(mine, theirs):
+                if (got, got_refs, got_free) != (want, want_refs, want_free):
+                    problem, hint = _hint(what, want, got, want_free, got_free, want_refs, got_refs)
+                    before = "; ".join(done[-6:]) or "nothing"
+                    given = f"Allocator({pages}), then {before}{'; ...' if len(done) > 6 else ''}"
+                    raise wrong_case(
+                        PART,
+                        problem,
+                        name,
+                        given + f"; now {what}",
+                        f"{want} (refs {want_refs}, {want_free} free)",
+                        f"{got} (refs {got_refs}, {got_free} free)",
+                        hint,
+                    )
+                done.append(what)
     return passed(
         PART,
         f"Allocator answers as the engine's own on {len(table)} table cases and {len(runs)} random "

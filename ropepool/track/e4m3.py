@@ -13,7 +13,7 @@ import numpy as np
 
 from ..fp8 import decode_table
 from ..reference import encode_e4m3 as reference
-from .feedback import call, passed, wrong_case
+from .feedback import call, passed, showing, wrong_case
 
 PART = 6
 FIRST = (
@@ -182,61 +182,70 @@ def check(encode_e4m3: Callable) -> object:
     __tracebackhide__ = True  # a failing check shows the learner's frames, not the checker's
     table, rows = cases(), workload()
     for name, row in [(n, np.array(r, np.float32)) for n, r in table] + rows:
-        x = row.copy()
-        got = call(PART, encode_e4m3, x, what=f"encode_e4m3(...) on '{name}'", first=FIRST)
-        given = f"x = {np.array2string(row[:6], precision=7)}{' ...' if len(row) > 6 else ''} (float32 [{len(row)}])"
-        want = reference(row)
-        if not np.array_equal(x, row, equal_nan=True):
-            raise wrong_case(
-                PART,
-                "modified_input",
-                name,
-                given,
-                "x unchanged",
-                "x changed in place",
-                "return a new uint8 array; the row is still the model's.",
+        with showing(
+            lambda: (
+                f"x = {np.array2string(row[:6], precision=7)}{' ...' if len(row) > 6 else ''} (float32 [{len(row)}])"
             )
-        if got is None:
-            raise wrong_case(
-                PART,
-                "returned_none",
-                name,
-                given,
-                f"uint8 codes {want.tolist()[:6]}",
-                "None",
-                "did the function forget `return`?",
+        ):
+            x = row.copy()
+            got = call(PART, encode_e4m3, x, what=f"encode_e4m3(...) on '{name}'", first=FIRST)
+            given = (
+                f"x = {np.array2string(row[:6], precision=7)}{' ...' if len(row) > 6 else ''} (float32 [{len(row)}])"
             )
-        try:
-            got = np.asarray(got)
-        except (TypeError, ValueError):  # ragged or unreadable: shown below as what came back
-            got = np.asarray(None, object)
-        if got.shape != want.shape or got.dtype != np.uint8:
-            raise wrong_case(
-                PART,
-                "dtype_or_shape",
-                name,
-                given,
-                f"uint8 [{len(row)}]",
-                f"{got.dtype} {list(got.shape)}",
-                "one uint8 code per value: .astype(np.uint8).",
-            )
-        bad = np.flatnonzero(got != want)
-        if bad.size:
-            i = int(bad[0])
-            bits = int(row.view(np.uint32)[i])
-            problem, hint = _hint(float(row[i]), int(want[i]), int(got[i]), bits)
-            if problem not in ("nan_sign", "nan_lost", "sign"):
-                problem, hint = _recognise(encode_e4m3, [r for _, r in rows] + [row]) or (problem, hint)
-            shown = f"{float(row[i])!r}" + (f" (bits 0x{bits:08X}, sign bit {bits >> 31})" if np.isnan(row[i]) else "")
-            raise wrong_case(
-                PART,
-                problem,
-                name,
-                given + f", element {i}: x[{i}] = {shown}",
-                _code(int(want[i])),
-                _code(int(got[i])),
-                hint,
-            )
+            want = reference(row)
+            if not np.array_equal(x, row, equal_nan=True):
+                raise wrong_case(
+                    PART,
+                    "modified_input",
+                    name,
+                    given,
+                    "x unchanged",
+                    "x changed in place",
+                    "return a new uint8 array; the row is still the model's.",
+                )
+            if got is None:
+                raise wrong_case(
+                    PART,
+                    "returned_none",
+                    name,
+                    given,
+                    f"uint8 codes {want.tolist()[:6]}",
+                    "None",
+                    "did the function forget `return`?",
+                )
+            try:
+                got = np.asarray(got)
+            except (TypeError, ValueError):  # ragged or unreadable: shown below as what came back
+                got = np.asarray(None, object)
+            if got.shape != want.shape or got.dtype != np.uint8:
+                raise wrong_case(
+                    PART,
+                    "dtype_or_shape",
+                    name,
+                    given,
+                    f"uint8 [{len(row)}]",
+                    f"{got.dtype} {list(got.shape)}",
+                    "one uint8 code per value: .astype(np.uint8).",
+                )
+            bad = np.flatnonzero(got != want)
+            if bad.size:
+                i = int(bad[0])
+                bits = int(row.view(np.uint32)[i])
+                problem, hint = _hint(float(row[i]), int(want[i]), int(got[i]), bits)
+                if problem not in ("nan_sign", "nan_lost", "sign"):
+                    problem, hint = _recognise(encode_e4m3, [r for _, r in rows] + [row]) or (problem, hint)
+                shown = f"{float(row[i])!r}" + (
+                    f" (bits 0x{bits:08X}, sign bit {bits >> 31})" if np.isnan(row[i]) else ""
+                )
+                raise wrong_case(
+                    PART,
+                    problem,
+                    name,
+                    given + f", element {i}: x[{i}] = {shown}",
+                    _code(int(want[i])),
+                    _code(int(got[i])),
+                    hint,
+                )
     n = sum(len(r) for _, r in table) + sum(len(r) for _, r in rows)
     return passed(
         PART,

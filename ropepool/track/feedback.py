@@ -8,7 +8,8 @@ noun "Part"; verdicts are :class:`~ropepool.teaching.feedback.Verdict`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -29,6 +30,20 @@ def passed(part: int, message: str) -> Verdict:
 def wrong_case(part: int, problem: str, case: str, given: str, expected, got, hint: str) -> ExerciseFailed:
     """The failure of one case, in four plain lines: the input, what was expected, what came back, a hint."""
     return rejected(part, problem, case_message(case, given, expected, got, hint))
+
+
+@contextmanager
+def showing(given: Callable[[], str]) -> Iterator[None]:
+    """A failure raised inside without an input line (the learner's code raised, or gave back something
+    unreadable) gets one: ``given()``, the case's input as the checker describes it."""
+    __tracebackhide__ = True  # a failing check shows the learner's frames, not the checker's
+    try:
+        yield
+    except ExerciseFailed as err:
+        message = str(err).split(": ", 1)[1]
+        if "\n  input:" in message:
+            raise
+        raise ExerciseFailed(err.exercise, err.problem, f"{message}\n  input:    {given()}", noun=err.noun) from None
 
 
 def is_int(x) -> bool:

@@ -17,7 +17,7 @@ import numpy as np
 from ..reference import rotate as reference_rotate
 from ..rope import Rope, plain
 from ..tolerance import error_bound, error_ratio, pair_norms
-from .feedback import call, passed, wrong_case
+from .feedback import call, passed, showing, wrong_case
 
 PART = 1
 FIRST = (
@@ -204,102 +204,105 @@ def check(rotate: Callable) -> object:
     """
     __tracebackhide__ = True  # a failing check shows the learner's frames, not the checker's
     for name, c in cases() + workload():
-        x = c["x"].copy()
-        got = call(
-            PART,
-            rotate,
-            x,
-            np.asarray(c["positions"]).copy(),
-            np.array(c["inv_freq"]),
-            c["is_neox"],
-            what=f"rotate(...) on '{name}'",
-            first=FIRST,
-        )
-        if not np.array_equal(x, c["x"]):
+        with showing(lambda: _describe(c)):
+            x = c["x"].copy()
+            got = call(
+                PART,
+                rotate,
+                x,
+                np.asarray(c["positions"]).copy(),
+                np.array(c["inv_freq"]),
+                c["is_neox"],
+                what=f"rotate(...) on '{name}'",
+                first=FIRST,
+            )
+            if not np.array_equal(x, c["x"]):
+                raise wrong_case(
+                    PART,
+                    "modified_input",
+                    name,
+                    _describe(c),
+                    "x unchanged",
+                    "x changed in place",
+                    "return a new array: the model still needs its k after you rotate it.",
+                )
+            want = reference(c["x"], c["positions"], c["inv_freq"], c["is_neox"])
+            if got is None:
+                raise wrong_case(
+                    PART,
+                    "returned_none",
+                    name,
+                    _describe(c),
+                    f"an array {want.shape}",
+                    "None",
+                    "did the function forget `return`?",
+                )
+            try:
+                arr = np.asarray(got)
+            except (ValueError, TypeError) as e:  # a ragged list, an object numpy cannot read
+                arr = None
+                reason = f"{type(got).__name__} numpy cannot read ({e})"
+            if arr is not None and (np.iscomplexobj(arr) or arr.dtype.kind not in "fiu"):
+                reason = f"{arr.dtype} values"
+                arr = None
+            if arr is None:
+                raise wrong_case(
+                    PART,
+                    "not_real",
+                    name,
+                    _describe(c),
+                    f"a real array {want.shape} (float32 or float64)",
+                    reason,
+                    "return real numbers: each pair turns to (a cos - b sin, a sin + b cos) on real arrays; a complex "
+                    "number's real part is only half of a pair.",
+                )
+            if arr.dtype == np.float16:
+                raise wrong_case(
+                    PART,
+                    "float16_result",
+                    name,
+                    _describe(c),
+                    "float32 or float64 values",
+                    "float16 values",
+                    "float16 keeps 11 bits, too few for RoPE at large positions: compute and return float32 or float64.",
+                )
+            got = arr.astype(np.float64)
+            if got.shape != want.shape:
+                raise wrong_case(
+                    PART,
+                    "shape",
+                    name,
+                    _describe(c),
+                    f"shape {want.shape}",
+                    f"shape {got.shape}",
+                    "the rotated head keeps x's shape [T, D].",
+                )
+            if _close(got, want, c):
+                continue
+            bad = np.argwhere(~(np.abs(got - want) <= _bound(c)))
+            t, d = (
+                int(a) for a in (bad[0] if len(bad) else np.unravel_index(np.argmax(np.abs(got - want)), got.shape))
+            )
+            problem, hint = (
+                "mismatch",
+                (
+                    f"element [{t}, {d}] is off; with {'NeoX' if c['is_neox'] else 'GPT-J'} "
+                    f"pairs dimension {d} pairs with {_partner(d, c)}."
+                ),
+            )
+            for code, (knobs, message) in MISTAKES.items():
+                if _close(got, _mistake(c["x"], c["positions"], c["inv_freq"], c["is_neox"], **knobs), c):
+                    problem, hint = code, message
+                    break
             raise wrong_case(
                 PART,
-                "modified_input",
+                problem,
                 name,
                 _describe(c),
-                "x unchanged",
-                "x changed in place",
-                "return a new array: the model still needs its k after you rotate it.",
+                f"out[{t}, {d}] = {want[t, d]:.6g}",
+                f"out[{t}, {d}] = {got[t, d]:.6g}",
+                hint,
             )
-        want = reference(c["x"], c["positions"], c["inv_freq"], c["is_neox"])
-        if got is None:
-            raise wrong_case(
-                PART,
-                "returned_none",
-                name,
-                _describe(c),
-                f"an array {want.shape}",
-                "None",
-                "did the function forget `return`?",
-            )
-        try:
-            arr = np.asarray(got)
-        except (ValueError, TypeError) as e:  # a ragged list, an object numpy cannot read
-            arr = None
-            reason = f"{type(got).__name__} numpy cannot read ({e})"
-        if arr is not None and (np.iscomplexobj(arr) or arr.dtype.kind not in "fiu"):
-            reason = f"{arr.dtype} values"
-            arr = None
-        if arr is None:
-            raise wrong_case(
-                PART,
-                "not_real",
-                name,
-                _describe(c),
-                f"a real array {want.shape} (float32 or float64)",
-                reason,
-                "return real numbers: each pair turns to (a cos - b sin, a sin + b cos) on real arrays; a complex "
-                "number's real part is only half of a pair.",
-            )
-        if arr.dtype == np.float16:
-            raise wrong_case(
-                PART,
-                "float16_result",
-                name,
-                _describe(c),
-                "float32 or float64 values",
-                "float16 values",
-                "float16 keeps 11 bits, too few for RoPE at large positions: compute and return float32 or float64.",
-            )
-        got = arr.astype(np.float64)
-        if got.shape != want.shape:
-            raise wrong_case(
-                PART,
-                "shape",
-                name,
-                _describe(c),
-                f"shape {want.shape}",
-                f"shape {got.shape}",
-                "the rotated head keeps x's shape [T, D].",
-            )
-        if _close(got, want, c):
-            continue
-        bad = np.argwhere(~(np.abs(got - want) <= _bound(c)))
-        t, d = (int(a) for a in (bad[0] if len(bad) else np.unravel_index(np.argmax(np.abs(got - want)), got.shape)))
-        problem, hint = (
-            "mismatch",
-            (
-                f"element [{t}, {d}] is off; with {'NeoX' if c['is_neox'] else 'GPT-J'} "
-                f"pairs dimension {d} pairs with {_partner(d, c)}."
-            ),
-        )
-        for code, (knobs, message) in MISTAKES.items():
-            if _close(got, _mistake(c["x"], c["positions"], c["inv_freq"], c["is_neox"], **knobs), c):
-                problem, hint = code, message
-                break
-        raise wrong_case(
-            PART,
-            problem,
-            name,
-            _describe(c),
-            f"out[{t}, {d}] = {want[t, d]:.6g}",
-            f"out[{t}, {d}] = {got[t, d]:.6g}",
-            hint,
-        )
     return passed(
         PART,
         f"rotate matches the float64 reference on {len(cases())} table cases and "

@@ -21,7 +21,7 @@ from ..engine import Allocator as EngineAllocator
 from ..engine import Request, Scheduler, Status
 from ..engine.radix import NoCache
 from ..engine.scheduler import Batch
-from .feedback import rejected, call, int_list, passed, wrong_case
+from .feedback import call, int_list, passed, rejected, showing, wrong_case
 from .solutions import schedule_step as reference_plan
 
 PART = 5
@@ -222,19 +222,20 @@ def _drive(name, P, budget, reqs, schedule_step):
     while not s.done and step < 200:
         running, waiting = views(s)
         free = s.allocator.num_free
-        got = call(
-            PART,
-            schedule_step,
-            [dict(r) for r in running],
-            [dict(r) for r in waiting],
-            budget,
-            free,
-            what=f"schedule_step(...) on '{name}', step {step}",
-            first=FIRST,
-        )
-        batch = s.schedule()
-        want = ([(r.rid, n) for r, n in zip(batch.requests, batch.lengths)], [r.rid for r in batch.preempted])
-        got = _plan_of(got, f"schedule_step(...) on '{name}', step {step}", running, waiting)
+        with showing(lambda: _describe(running, waiting, budget, free)):
+            got = call(
+                PART,
+                schedule_step,
+                [dict(r) for r in running],
+                [dict(r) for r in waiting],
+                budget,
+                free,
+                what=f"schedule_step(...) on '{name}', step {step}",
+                first=FIRST,
+            )
+            batch = s.schedule()
+            want = ([(r.rid, n) for r, n in zip(batch.requests, batch.lengths)], [r.rid for r in batch.preempted])
+            got = _plan_of(got, f"schedule_step(...) on '{name}', step {step}", running, waiting)
         if got != want:
             problem, hint = _hint(running, waiting, budget, want, got, free)
             raise wrong_case(

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .feedback import rejected, call, int_list, passed, wrong_case
+from .feedback import call, int_list, passed, rejected, showing, wrong_case
 
 PART = 3
 FIRST = (
@@ -186,46 +186,49 @@ def check(slot_mapping: Callable) -> object:
     engine = engine_steps(1) + engine_steps(16, seed=1)
     runs = [(name, ps, reqs, reference(reqs, ps)) for name, ps, reqs in table + steps] + engine
     for name, ps, requests, want in runs:
-        given = f"page_size {ps}, requests {requests}"
-        got = call(
-            PART,
-            slot_mapping,
-            [dict(r, pages=list(r["pages"])) for r in requests],
-            ps,
-            what=f"slot_mapping(...) on '{name}'",
-            first=FIRST,
-        )
-        try:
-            positions, slots = got
-        except (TypeError, ValueError):
-            raise rejected(
-                PART, "not_two_lists", f"on '{name}': return two lists of ints, (positions, slots); got {got!r:.200}"
-            ) from None
-        what = f"slot_mapping(...) on '{name}'"
-        positions, slots = int_list(PART, positions, what, "positions"), int_list(PART, slots, what, "slots")
-        if (positions, slots) == want:
-            continue
-        if len(positions) != len(want[0]) or len(slots) != len(want[1]):
+        with showing(lambda: f"page_size {ps}, requests {requests}"):
+            given = f"page_size {ps}, requests {requests}"
+            got = call(
+                PART,
+                slot_mapping,
+                [dict(r, pages=list(r["pages"])) for r in requests],
+                ps,
+                what=f"slot_mapping(...) on '{name}'",
+                first=FIRST,
+            )
+            try:
+                positions, slots = got
+            except (TypeError, ValueError):
+                raise rejected(
+                    PART,
+                    "not_two_lists",
+                    f"on '{name}': return two lists of ints, (positions, slots); got {got!r:.200}",
+                ) from None
+            what = f"slot_mapping(...) on '{name}'"
+            positions, slots = int_list(PART, positions, what, "positions"), int_list(PART, slots, what, "slots")
+            if (positions, slots) == want:
+                continue
+            if len(positions) != len(want[0]) or len(slots) != len(want[1]):
+                raise wrong_case(
+                    PART,
+                    "wrong_length",
+                    name,
+                    given,
+                    f"{len(want[0])} positions and slots (the sum of new)",
+                    f"{len(positions)} positions, {len(slots)} slots",
+                    "one position and one slot per new token.",
+                )
+            t = next(i for i in range(len(slots)) if (positions[i], slots[i]) != (want[0][i], want[1][i]))
+            problem, hint = _diagnose(requests, ps, positions, slots)
             raise wrong_case(
                 PART,
-                "wrong_length",
+                problem,
                 name,
                 given,
-                f"{len(want[0])} positions and slots (the sum of new)",
-                f"{len(positions)} positions, {len(slots)} slots",
-                "one position and one slot per new token.",
+                f"token {t}: position {want[0][t]}, slot {want[1][t]}",
+                f"token {t}: position {positions[t]}, slot {slots[t]}",
+                hint,
             )
-        t = next(i for i in range(len(slots)) if (positions[i], slots[i]) != (want[0][i], want[1][i]))
-        problem, hint = _diagnose(requests, ps, positions, slots)
-        raise wrong_case(
-            PART,
-            problem,
-            name,
-            given,
-            f"token {t}: position {want[0][t]}, slot {want[1][t]}",
-            f"token {t}: position {positions[t]}, slot {slots[t]}",
-            hint,
-        )
     return passed(
         PART,
         f"slot_mapping gives every token's position and row on {len(table)} table steps, "

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..engine import Allocator as EngineAllocator
 from ..engine import RadixCache
-from .feedback import rejected, call, int_list, is_int, passed, wrong_case
+from .feedback import call, int_list, is_int, passed, rejected, showing, wrong_case
 
 PART = 4
 FIRST = (
@@ -360,25 +360,26 @@ def check(make: Callable) -> object:
     table, runs = cases(), workload()
     for name, pages, ops in table + runs:
         done = []
-        for mine, theirs in zip(_run(make, pages, ops, learner=True), _run(_Engine, pages, ops, learner=False)):
-            what, got, g_refs, g_free, g_ev = mine
-            _, want, w_refs, w_free, w_ev = theirs
-            if (got, g_refs, g_free, g_ev) != (want, w_refs, w_free, w_ev):
-                problem, hint = _hint(what, want, got, w_refs, g_refs, w_free, g_free, w_ev, g_ev)
-                if problem in ("match", "insert", "refcount", "wrong_answer") and _match_changes_tree(make):
-                    problem, hint = "match_reference", MATCH_REFERENCE
-                before = "; ".join(done[-5:]) or "an empty tree"
-                given = f"a pool of {pages} pages; {before}{' (and before)' if len(done) > 5 else ''}"
-                raise wrong_case(
-                    PART,
-                    problem,
-                    name,
-                    given + f"; now {what}",
-                    f"{want} (refs {w_refs}, {w_free} free, {w_ev} evictable)",
-                    f"{got} (refs {g_refs}, {g_free} free, {g_ev} evictable)",
-                    hint,
-                )
-            done.append(what)
+        with showing(lambda: f"a pool of {pages} pages; {'; '.join(done[-5:]) or 'an empty tree'}"):
+            for mine, theirs in zip(_run(make, pages, ops, learner=True), _run(_Engine, pages, ops, learner=False)):
+                what, got, g_refs, g_free, g_ev = mine
+                _, want, w_refs, w_free, w_ev = theirs
+                if (got, g_refs, g_free, g_ev) != (want, w_refs, w_free, w_ev):
+                    problem, hint = _hint(what, want, got, w_refs, g_refs, w_free, g_free, w_ev, g_ev)
+                    if problem in ("match", "insert", "refcount", "wrong_answer") and _match_changes_tree(make):
+                        problem, hint = "match_reference", MATCH_REFERENCE
+                    before = "; ".join(done[-5:]) or "an empty tree"
+                    given = f"a pool of {pages} pages; {before}{' (and before)' if len(done) > 5 else ''}"
+                    raise wrong_case(
+                        PART,
+                        problem,
+                        name,
+                        given + f"; now {what}",
+                        f"{want} (refs {w_refs}, {w_free} free, {w_ev} evictable)",
+                        f"{got} (refs {g_refs}, {g_free} free, {g_ev} evictable)",
+                        hint,
+                    )
+                done.append(what)
     return passed(
         PART,
         f"PrefixTree answers as the engine's radix tree on {len(table)} table cases and {len(runs)} "
