@@ -269,3 +269,16 @@ def test_a_part_that_raises_is_told_its_line_and_the_input(n):
     lines = verdict.message.splitlines()
     assert verdict.problem == "raised" and "raised KeyError: 'mine'" in lines[0], verdict
     assert lines[1].startswith("  at:       test_build_odd_answers.py") and lines[2].startswith("  input:    "), verdict
+
+
+ALL_WRONG = (
+    [(n, code, part) for n, parts in mistakes.BY_PART.items() for code, part in parts.items()] + TESTER_WRONG + REACH
+)
+
+
+@pytest.mark.parametrize(
+    ("n", "problem", "part"), ALL_WRONG, ids=[f"part{n}-{c}-{i}" for i, (n, c, _) in enumerate(ALL_WRONG)]
+)
+def test_every_hint_says_what_the_mistake_would_do_in_the_engine(n, problem, part):
+    hint = next(line for line in track.feedback(n, part).message.splitlines() if line.startswith("  hint:"))
+    assert "In the engine" in hint, hint

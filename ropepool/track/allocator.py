@@ -219,23 +219,32 @@ def _engine(num_pages: int):
 def _hint(what: str, want, got, want_free, got_free, want_refs, got_refs) -> tuple[str, str]:
     if want == "ValueError" == got and want_refs != got_refs:
         return "partial_release", (
-            "right to refuse it, but the refused call changed some counts first: check every page, then change any."
+            "right to refuse it, but the refused call changed some counts first: check every page, then change any. In the engine a refused release would leave counts half changed: pages freed while held, or never freed."
         )
     if want == "ValueError" and got != "ValueError":
         if what.startswith("release"):
             return "no_double_free_error", (
                 "releasing a page that is free, or more often than it is held, must raise "
-                "ValueError and release nothing: check every page before changing any."
+                "ValueError and release nothing: check every page before changing any. In the engine a bug elsewhere (a request finished twice) would put a page on the free list twice and hand it to two requests."
             )
         if what.startswith("retain"):
             return "retain_free_page", (
-                "retaining a free page must raise ValueError: only a held page can get another holder."
+                "retaining a free page must raise ValueError: only a held page can get another holder. In the engine the prefix cache could keep a page nobody wrote, and hand it to the next request."
             )
-        return "allocate_too_many", "asking for more pages than are free must raise ValueError and take nothing."
+        return (
+            "allocate_too_many",
+            "asking for more pages than are free must raise ValueError and take nothing. In the engine a request would get fewer rows than it writes, and write past them.",
+        )
     if got == "ValueError" and what.startswith("allocate") and isinstance(want, list) and len(want) == got_free:
-        return "off_by_one", "asking for exactly the pages that are free is allowed: refuse only n > num_free."
+        return (
+            "off_by_one",
+            "asking for exactly the pages that are free is allowed: refuse only n > num_free. In the engine the last free page is never used: a full pool stalls one page early.",
+        )
     if got == "ValueError":
-        return "wrong_error", "this call is valid: it must not raise."
+        return (
+            "wrong_error",
+            "this call is valid: it must not raise. In the engine the call would stop a step that should have run.",
+        )
     if want_refs != got_refs and want == got and what.startswith("release"):
         return "partial_release", "a refused release must change nothing: check all pages first, then release."
     if what.startswith("allocate") and isinstance(got, list) and isinstance(want, list) and len(got) != len(want):
@@ -253,8 +262,8 @@ def _hint(what: str, want, got, want_free, got_free, want_refs, got_refs) -> tup
         )
     if what.startswith("release") and want != got and isinstance(got, list) and sorted(got) != sorted(want):
         return "refcount", (
-            "a page becomes free only when its count falls to 0: a retained page needs one release per holder. "
-            "Freed while held, it is handed out again and two requests write the same rows."
+            "a page becomes free only when its count falls to 0: a retained page needs one release per holder. In the engine, "
+            "a page freed while held is handed out again and two requests write the same rows."
         )
     if want_free != got_free and want == got and got_free > want_free:
         return "freed_while_held", (
@@ -264,14 +273,17 @@ def _hint(what: str, want, got, want_free, got_free, want_refs, got_refs) -> tup
     if want_free != got_free and want == got:
         return "leak", (
             f"num_free is {got_free}, should be {want_free}: a page that became free must go back on the "
-            "free list (a leak otherwise), once."
+            "free list (a leak otherwise), once. In the engine the pool shrinks with every request until nothing can be admitted."
         )
     if what.startswith("allocate") and isinstance(got, list) and sorted(got) == sorted(want):
-        return "wrong_order", "take pages from the front of the free list, in order."
+        return (
+            "wrong_order",
+            "take pages from the front of the free list, in order. In the engine no answer changes, but the checker compares page for page.",
+        )
     if what.startswith("allocate"):
         return "wrong_order", (
             "freed pages go to the back of the free list (a queue, not a stack): the pages never "
-            "used are handed out before a freed one."
+            "used are handed out before a freed one. In the engine no answer changes (any free page holds rows as well), but the checker compares your allocator with the engine's page for page."
         )
     return "wrong_answer", "compare with the policy in the stub's docstring."
 

@@ -73,25 +73,25 @@ MISTAKES = {
     "positions_float16": (
         dict(positions_in=np.float16),
         "the positions went through float16, which holds integers exactly only up to 2048: keep them as "
-        "integers (or float64) until the angle positions[t] * inv_freq[i] is computed.",
+        "integers (or float64) until the angle positions[t] * inv_freq[i] is computed. In the engine every token past 2048 would be turned as its rounded neighbour: long prompts go wrong.",
     ),
     "pairs_swapped": (
         dict(pairs_swapped=True),
         "you paired the other way: NeoX pairs x[i] with x[i + D/2] (the two halves of the head), "
-        "GPT-J pairs neighbours x[2i] with x[2i + 1]. Read is_neox.",
+        "GPT-J pairs neighbours x[2i] with x[2i + 1]. Read is_neox. In the engine every q and k would turn the pairs the model never learned: fluent, wrong answers.",
     ),
     "token_index": (
         dict(index=True),
         "you turned token t by its index t, not by positions[t]: in a decode step token 0 may sit at "
-        "position 4,000. Index the angles by positions.",
+        "position 4,000. Index the angles by positions. In the engine every decode token would be turned as position 0: the model forgets where it is.",
     ),
     "position_off_by_one": (
         dict(shift=1),
-        "you turned every token one position too far (positions + 1): position 0 must come back unchanged.",
+        "you turned every token one position too far (positions + 1): position 0 must come back unchanged. In the engine every token would sit one place later than it is: the answer drifts.",
     ),
     "rotation_sign": (
         dict(sign=-1.0),
-        "you turned the wrong way (by -theta): the pair becomes (a cos - b sin, a sin + b cos).",
+        "you turned the wrong way (by -theta): the pair becomes (a cos - b sin, a sin + b cos). In the engine q and k would turn backwards, as if every position were negative: a different, wrong model.",
     ),
     "reused_turned_a": (
         dict(reuse_turned=True),
@@ -101,7 +101,7 @@ MISTAKES = {
     ),
     "rotate_half_sign": (
         dict(half_sign=True),
-        "the first of each pair lost its minus sign: it is a cos - b sin, you computed a cos + b sin.",
+        "the first of each pair lost its minus sign: it is a cos - b sin, you computed a cos + b sin. In the engine no two tokens would keep their relative angle: attention loses position.",
     ),
 }
 

@@ -135,7 +135,10 @@ def _hint(running, waiting, budget, want, got, free=None) -> tuple[str, str]:
     (w_run, w_pre), (g_run, g_pre) = want, got
     uncached = {r["rid"]: r["uncached"] for r in running} | {r["rid"]: r["tokens"] for r in waiting}
     if sum(n for _, n in g_run) > budget:
-        return "over_budget", f"the step runs {sum(n for _, n in g_run)} tokens: at most max_step_tokens ({budget})."
+        return "over_budget", (
+            f"the step runs {sum(n for _, n in g_run)} tokens: at most max_step_tokens ({budget}). In the engine "
+            "a long prompt in one step would hold every decode for its whole prefill."
+        )
     if (
         free is not None
         and any(r["spare"] for r in running)
@@ -147,11 +150,18 @@ def _hint(running, waiting, budget, want, got, free=None) -> tuple[str, str]:
             return "no_preemption", (
                 "a running request needs rows and none is free: preempt the most recently "
                 "admitted "
-                "(the last of running), whose held rows become free, until the rows fit."
+                "(the last of running), whose held rows become free, until the rows fit. In the engine a full "
+                "pool would stall: no request can grow, none gives rows back."
             )
         if set(g_pre) != set(w_pre) and w_pre and g_pre:
-            return "wrong_victim", "preempt the most recently admitted request (the end of running), not the oldest."
-        return "preemption", "preempt only while the rows a running request needs are more than the free rows."
+            return "wrong_victim", (
+                "preempt the most recently admitted request (the end of running), not the oldest. In the engine "
+                "the request with the most work done would be thrown away and recomputed."
+            )
+        return "preemption", (
+            "preempt only while the rows a running request needs are more than the free rows. In the engine "
+            "a request preempted for nothing is recomputed from its first token."
+        )
     if any(n < uncached[rid] and rid not in dict(g_run) for rid, n in w_run):
         return "no_chunking", (
             "a prompt longer than what is left of the budget still runs: a chunk of "
@@ -165,22 +175,27 @@ def _hint(running, waiting, budget, want, got, free=None) -> tuple[str, str]:
         rid in running_ids
         for rid in g_order[next((i for i, x in enumerate(g_order) if x not in running_ids), len(g_order)) :]
     ):
-        return "waiting_first", "running requests go first (their decodes never wait), then the waiting ones."
+        return "waiting_first", (
+            "running requests go first (their decodes never wait), then the waiting ones. In the engine every "
+            "decode would wait behind each new prompt: tokens come out slowly while prompts arrive."
+        )
     if any(n == uncached[rid] and n > dict(w_run).get(rid, n) for rid, n in g_run):
         return "no_chunking", "a prompt longer than what is left of the budget runs a chunk: n = min(uncached, budget)."
     if w_pre and any(rid not in running_ids for rid in g_order):
         return "admitted_after_preemption", (
-            "in a step that preempted, admit nobody: the freed rows are for the running."
+            "in a step that preempted, admit nobody: the freed rows are for the running. In the engine a "
+            "newcomer would take the rows just freed, and the next step preempts again (thrashing)."
         )
     if [x for x in w_run if x[0] not in running_ids] != [x for x in g_run if x[0] not in running_ids]:
         if len(g_run) < len(w_run):
             return "blocked_queue", (
                 "a waiting request whose rows are not free is skipped, not a wall: try the ones "
-                "behind it, while the budget lasts."
+                "behind it, while the budget lasts. In the engine one long prompt would hold up every short one behind it."
             )
         return "admission", (
             "admit a waiting request when all its tokens' rows are free (tokens <= free_rows); it "
-            "then runs min(tokens, budget left)."
+            "then runs min(tokens, budget left). In the engine a request admitted without its rows "
+            "runs out of them in the middle of its prompt."
         )
     return "wrong_plan", "compare with the rules: running first, the budget, chunks, preemption, admission."
 

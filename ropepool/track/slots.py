@@ -42,31 +42,34 @@ MISTAKES = {
     "positions_from_zero": (
         None,
         "positions restart at 0 in every step: a token's position counts its request's "
-        "tokens before it, cached ones included (cached .. cached + new - 1).",
+        "tokens before it, cached ones included (cached .. cached + new - 1). In the engine every decode would be "
+        "turned as position 0.",
     ),
     "page_not_scaled": (
         lambda r, i, p, ps: r["pages"][p // ps] + p % ps,
         "a page number is not a row: page g starts at row g * page_size. "
-        "slot = pages[p // page_size] * page_size + p % page_size.",
+        "slot = pages[p // page_size] * page_size + p % page_size. In the engine pages of 16 rows would overlap: "
+        "requests write over each other.",
     ),
     "pages_as_rows": (
         lambda r, i, p, ps: r["pages"][p] * ps if p < len(r["pages"]) else -1,
         "you indexed the page table by position: it has one entry per page of page_size "
-        "positions, pages[p // page_size].",
+        "positions, pages[p // page_size]. In the engine rows would come from pages "
+        "the request does not hold.",
     ),
     "offset_in_chunk": (
         lambda r, i, p, ps: r["pages"][p // ps] * ps + i % ps,
         "the offset inside the page is p % page_size, the position's, not the token's index "
-        "in this step: a chunk may start mid-page.",
+        "in this step: a chunk may start mid-page. In the engine a chunk starting mid-page writes over its own earlier rows.",
     ),
     "off_by_one": (
         lambda r, i, p, ps: _slot(r, p + 1, ps) if (p + 1) // ps < len(r["pages"]) else -1,
-        "each token got the next position's row: position p writes slot_of(p), not slot_of(p + 1).",
+        "each token got the next position's row: position p writes slot_of(p), not slot_of(p + 1). In the engine each k and v lands one row late: attention reads a row nobody wrote.",
     ),
     "from_start": (
         lambda r, i, p, ps: _slot(r, i, ps),
         "you mapped the step's i-th token to position i's row: a decode token would overwrite the "
-        "request's first row. Map position cached + i.",
+        "request's first row. Map position cached + i. In the engine every decode would overwrite the first rows of its request.",
     ),
 }
 

@@ -290,12 +290,14 @@ def _hint(what: str, want, got, w_refs, g_refs, w_free, g_free, w_ev, g_ev) -> t
     if want == got and g_refs == w_refs and g_free == w_free and g_ev != w_ev:  # only the count differs
         return "num_evictable", (
             f"num_evictable() says {g_ev}, the tree can free {w_ev}: count the pages in the tree that only the "
-            "tree holds (refs[p] == 1). Counted too high, the engine evicts to make room and still finds too few."
+            "tree holds (refs[p] == 1). In the engine a count too high makes it evict to make room and still find "
+            "too few; too low, it refuses requests it has room for."
         )
     if what.startswith("match") or (both and want.split(";")[0] != got.split(";")[0]):
         return "match", (
             "match returns the pages of the longest prefix the tree holds: keep walking while the keys "
-            "agree, into the middle of an edge too, and stop at the first key that differs."
+            "agree, into the middle of an edge too, and stop at the first key that differs. In the engine a match "
+            "too long hands a request rows of tokens it does not have; one too short recomputes what was cached."
         )
     if both and _said(want, "insert -> ") != _said(got, "insert -> ") and _said(want, "evict ") == _said(got, "evict "):
         return "insert", (
@@ -305,20 +307,27 @@ def _hint(what: str, want, got, w_refs, g_refs, w_free, g_free, w_ev, g_ev) -> t
         )
     if what.startswith("evict") or "evict" in str(want) or "evict" in str(got):
         if g_free < w_free and (got == want or what.startswith("request")):
-            return "evict_leak", "evict must release each page it drops (allocator.release), so the page is free again."
+            return (
+                "evict_leak",
+                "evict must release each page it drops (allocator.release), so the page is free again. In the engine the pool fills with pages nobody holds, and admission stalls.",
+            )
         return "eviction_order", (
             "evict the least recently used leaf first (smallest last_used), cutting pages "
             "from its "
             "end, only pages the tree alone holds (refs == 1); a leaf left empty goes, and its "
-            "parent may become a leaf."
+            "parent may become a leaf. In the engine the cache would keep what is least likely to be asked again: prompts recomputed."
         )
     if g_refs != w_refs:
         return "refcount", (
             "insert retains (allocator.retain) only the pages the tree newly keeps, once each; where "
-            "it already holds the keys it returns its own page and retains nothing."
+            "it already holds the keys it returns its own page and retains nothing. In the engine a page "
+            "counted too often is never freed; too seldom, it is freed while the tree still hands it out."
         )
     if g_ev != w_ev:
-        return "num_evictable", "num_evictable counts the pages in the tree that only the tree holds (refs[p] == 1)."
+        return "num_evictable", (
+            "num_evictable counts the pages in the tree that only the tree holds (refs[p] == 1). In the engine "
+            "a wrong count admits requests the pool cannot hold, or refuses ones it can."
+        )
     if isinstance(want, str) and "insert" in want:
         return "insert", (
             "insert returns one page per key: the tree's own page where it already holds that prefix "
