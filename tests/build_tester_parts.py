@@ -84,50 +84,36 @@ def _nearest_code(v: float, top: float = 448.0, steps: int = 8, rounding=round) 
     return min((e + 7) << 3 | int(m), 0x7E)
 
 
+def _each(x, code, values=None):
+    """``code(|v|)`` with the sign bit of each value of the row x, NaN 0x7F (``values``: what is encoded)."""
+    x = np.asarray(x, np.float32)
+    values = x.astype(np.float64) if values is None else values
+    return np.array(
+        [0x7F if np.isnan(orig) else code(abs(v)) | (0x80 if np.signbit(orig) else 0) for v, orig in zip(values, x)],
+        np.uint8,
+    )
+
+
 def encode_through_float16(x):
     """Wrong: the row cast to float16 first ("fp8 is a small float, go through a smaller one")."""
     with np.errstate(over="ignore"):
         h = np.asarray(x).astype(np.float16).astype(np.float64)
-    out = []
-    for v, orig in zip(h, np.asarray(x, np.float32)):
-        if np.isnan(orig):
-            out.append(0x7F)
-            continue
-        out.append(_nearest_code(abs(v)) | (0x80 if np.signbit(orig) else 0))
-    return np.array(out, np.uint8)
+    return _each(x, _nearest_code, h)
 
 
 def encode_amd_max(x):
     """Wrong: saturates at 240, the largest e4m3 value the learner remembered (AMD's fnuz)."""
-    out = []
-    for v in np.asarray(x, np.float32).astype(np.float64):
-        if np.isnan(v):
-            out.append(0x7F)
-            continue
-        out.append(_nearest_code(abs(v), top=240.0) | (0x80 if np.signbit(v) else 0))
-    return np.array(out, np.uint8)
+    return _each(x, lambda v: _nearest_code(v, top=240.0))
 
 
 def encode_two_bits(x):
     """Wrong: rounds the mantissa to quarters (two bits), remembering e5m2's layout."""
-    out = []
-    for v in np.asarray(x, np.float32).astype(np.float64):
-        if np.isnan(v):
-            out.append(0x7F)
-            continue
-        out.append(_nearest_code(abs(v), steps=4) | (0x80 if np.signbit(v) else 0))
-    return np.array(out, np.uint8)
+    return _each(x, lambda v: _nearest_code(v, steps=4))
 
 
 def encode_chops(x):
     """Wrong: keeps the mantissa's top three bits (int() chops toward zero)."""
-    out = []
-    for v in np.asarray(x, np.float32).astype(np.float64):
-        if np.isnan(v):
-            out.append(0x7F)
-            continue
-        out.append(_nearest_code(abs(v), rounding=np.floor) | (0x80 if np.signbit(v) else 0))
-    return np.array(out, np.uint8)
+    return _each(x, lambda v: _nearest_code(v, rounding=np.floor))
 
 
 def encode_sign_at_the_end(x):

@@ -11,6 +11,7 @@ from ropepool import track
 from ropepool.track import mistakes, solutions, stubs
 
 from build_tester_parts import WRONG as TESTER_WRONG
+from test_build_checkers import RefusesHalfway, _float16_positions
 
 ODD = [
     None,
@@ -130,31 +131,12 @@ def _rotate_half_sign(x, positions, inv_freq, is_neox):
     return out
 
 
-def _rotate_float16_positions(x, positions, inv_freq, is_neox):
-    return solutions.rotate(x, np.asarray(positions).astype(np.float16), inv_freq, is_neox)
-
-
 class _QueuesStillHeld(solutions.Allocator):
     """Returns the right pages, but queues every page given, still held or not."""
 
     def release(self, pages):
         freed = super().release(pages)
         self.free.extend(p for p in pages if p not in freed)
-        return freed
-
-
-class _RefusesHalfway(solutions.Allocator):
-    """Checks each page as it releases it: a refused call has changed the pages before."""
-
-    def release(self, pages):
-        freed = []
-        for p in pages:
-            if not 0 <= p < len(self.refs) or self.refs[p] == 0:
-                raise ValueError("not held")
-            self.refs[p] -= 1
-            if self.refs[p] == 0:
-                freed.append(p)
-                self.free.append(p)
         return freed
 
 
@@ -219,9 +201,9 @@ def _plan_admits_by_chunk_rows(running, waiting, max_step_tokens, free_rows):
 
 REACH = [
     (1, "rotate_half_sign", _rotate_half_sign),
-    (1, "positions_float16", _rotate_float16_positions),
+    (1, "positions_float16", _float16_positions),
     (2, "freed_while_held", _QueuesStillHeld),
-    (2, "partial_release", _RefusesHalfway),
+    (2, "partial_release", RefusesHalfway),
     (2, "wrong_error", _RefusesRepeats),
     (3, "pages_as_rows", _slots_pages_as_rows),
     (3, "off_by_one", _slots_next_row),

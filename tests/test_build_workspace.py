@@ -1,76 +1,30 @@
 """Parts carried from notebook 12/13 to 14 (ropepool.track.workspace), "show me the solution", the last hint."""
 
+import inspect
 import linecache
 
+import build_tester_parts as parts
+import numpy as np
 import pytest
 
 from ropepool import track
 from ropepool.track import solutions
 
-CELL = """def helper(p, page_size):
-    return divmod(p, page_size)
-
-
-def slot_mapping(requests, page_size):
-    positions, slots = [], []
-    for r in requests:
-        for p in range(r["cached"], r["cached"] + r["new"]):
-            page, offset = helper(p, page_size)
-            positions.append(p)
-            slots.append(r["pages"][page] * page_size + offset)
-    return positions, slots
-
-
-slot_mapping = track.use(3, slot_mapping)
-"""
-
-ALLOCATOR_CELL = """class Allocator:
-    def __init__(self, num_pages):
-        self.refs = [0] * num_pages
-        self.free = deque(range(num_pages))
-
-    @property
-    def num_free(self):
-        return len(self.free)
-
-    def allocate(self, n):
-        if n > len(self.free):
-            raise ValueError("too many")
-        pages = [self.free.popleft() for _ in range(n)]
-        for p in pages:
-            self.refs[p] = 1
-        return pages
-
-    def retain(self, pages):
-        if any(self.refs[p] == 0 for p in pages):
-            raise ValueError("free")
-        for p in pages:
-            self.refs[p] += 1
-
-    def release(self, pages):
-        if any(not 0 <= p < len(self.refs) or self.refs[p] < k for p, k in Counter(pages).items()):
-            raise ValueError("not held")
-        freed = []
-        for p in pages:
-            self.refs[p] -= 1
-            if self.refs[p] == 0:
-                freed.append(p)
-        self.free.extend(freed)
-        return freed
-
-
-Allocator = track.use(2, Allocator)  # yours
-"""
+#: A notebook cell as a learner writes it: a helper class, the part, and the line that hands it to the track.
+TREE_CELL = (
+    inspect.getsource(parts._Node)
+    + "\n\n"
+    + inspect.getsource(parts.TreeFromScratch)
+    + "\n\nTreeFromScratch = track.use(4, TreeFromScratch)  # yours\n"
+)
+SLOTS_CELL = inspect.getsource(parts.slots_numpy) + "\n\nslots_numpy = track.use(3, slots_numpy)\n"
 
 
 def _cell(text, name, number):
     """Run ``text`` as IPython runs a cell: its source registered in linecache under a file name of its own."""
     filename = f"/tmp/ipykernel_0/{number}.py"
     linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
-    namespace = {"track": track}
-    from collections import Counter, deque
-
-    namespace.update(Counter=Counter, deque=deque)
+    namespace = {"track": track, "np": np}
     exec(compile(text, filename, "exec"), namespace)
     return namespace[name]
 
@@ -83,8 +37,8 @@ def folder(tmp_path, monkeypatch, capsys):
     return tmp_path / "track"
 
 
-def test_a_part_kept_in_one_notebook_is_loaded_in_another_with_its_helpers(folder, capsys):
-    part = _cell(CELL, "slot_mapping", 11)
+def test_a_part_kept_in_one_notebook_is_loaded_in_another(folder, capsys):
+    part = _cell(SLOTS_CELL, "slots_numpy", 11)
     assert track.check(3, part, keep=True).passed
     assert f"part 3 kept for notebook 14: {folder / 'part3.py'}" in capsys.readouterr().out
     assert "track.use" not in (folder / "part3.py").read_text()
@@ -93,11 +47,11 @@ def test_a_part_kept_in_one_notebook_is_loaded_in_another_with_its_helpers(folde
     assert loaded is not solutions.slot_mapping and track.check(3, loaded).passed
 
 
-def test_a_class_defined_in_a_cell_is_kept_too(folder, capsys):
-    part = _cell(ALLOCATOR_CELL, "Allocator", 12)
-    track.check(2, part, keep=True)
-    loaded = track.kept(2)
-    assert loaded is not solutions.Allocator and track.check(2, loaded).passed
+def test_a_class_defined_in_a_cell_is_kept_with_the_helpers_of_its_cell(folder, capsys):
+    part = _cell(TREE_CELL, "TreeFromScratch", 12)
+    track.check(4, part, keep=True)
+    loaded = track.kept(4)
+    assert loaded.__name__ == "TreeFromScratch" and loaded is not part and track.check(4, loaded).passed
 
 
 def test_nothing_kept_means_the_reference_with_a_line_saying_so(folder, capsys):
