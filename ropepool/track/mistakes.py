@@ -181,16 +181,8 @@ class TreeMatchSharesList(S.PrefixTree):
     """match builds its answer in the root's own list (``pages = self.root.pages``): each match extends it."""
 
     def match(self, keys):
-        self.clock += 1
-        node, i, pages = self.root, 0, self.root.pages
-        while i < len(keys) and keys[i] in node.children:
-            node = node.children[keys[i]]
-            node.last_used = self.clock
-            n = S._common(node.keys, keys[i:])
-            pages += node.pages[:n]
-            i += n
-            if n < len(node.keys):
-                break
+        pages = self.root.pages  # the root's own list, extended in place
+        pages += super().match(keys)
         return pages
 
 
