@@ -149,6 +149,15 @@ class _RefusesRepeats(solutions.Allocator):
         return super().release(pages)
 
 
+class _RefusesZero(solutions.Allocator):
+    """A careful allocator that refuses to hand out fewer than one page."""
+
+    def allocate(self, n):
+        if n < 1:
+            raise ValueError(f"allocate({n}): ask for at least one page")
+        return super().allocate(n)
+
+
 def _slots_pages_as_rows(requests, page_size):
     positions, slots = solutions.slot_mapping(requests, page_size)
     rows = [
@@ -205,6 +214,7 @@ REACH = [
     (2, "freed_while_held", _QueuesStillHeld),
     (2, "partial_release", RefusesHalfway),
     (2, "wrong_error", _RefusesRepeats),
+    (2, "zero_pages", _RefusesZero),
     (3, "pages_as_rows", _slots_pages_as_rows),
     (3, "off_by_one", _slots_next_row),
     (4, "insert", _InsertGivesPagesBack),

@@ -235,6 +235,11 @@ def _hint(what: str, want, got, want_free, got_free, want_refs, got_refs) -> tup
             "allocate_too_many",
             "asking for more pages than are free must raise ValueError and take nothing. In the engine a request would get fewer rows than it writes, and write past them.",
         )
+    if got == "ValueError" and what == "allocate(0)":
+        return "zero_pages", (
+            "allocate(0) is a valid call: it hands out no pages, an empty list. In the engine nothing would "
+            "change (it never asks for fewer than 1 page), but the stub allows 0 and the checker asks."
+        )
     if got == "ValueError" and what.startswith("allocate") and isinstance(want, list) and len(want) == got_free:
         return (
             "off_by_one",
