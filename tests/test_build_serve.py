@@ -124,3 +124,13 @@ def test_serving_prints_one_progress_line_rewritten_each_step(model_and_referenc
     last = out.rstrip("\n").rsplit("\r", 1)[1]
     assert out.count("\rserving: step ") == eng.steps
     assert last.startswith(f"serving: step {eng.steps}, 1 of 1 requests done, 2 tokens generated, ")
+
+
+def test_a_traced_run_prints_each_step_its_batch_and_the_pool(model_and_reference, capsys):
+    model, reference = model_and_reference
+    eng = serve.engine(model, pool_rows=12 + 9 + 7, max_step_tokens=8)  # the third prompt waits for rows
+    serve.run(eng, PROMPTS, NEW, trace=True)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == eng.steps and lines[0].startswith("step 1: r0 +8 | admitted r0")
+    assert any("finished r0" in line for line in lines) and all(" rows free" in line for line in lines)
+    assert "held by the cache alone" in lines[-1]

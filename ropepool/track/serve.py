@@ -132,11 +132,15 @@ def _slot_mapping(slot_mapping, batch, page_size: int):
     return slot_mapping(requests, page_size)
 
 
-def run(eng: Engine, prompts, max_new_tokens: int, history: list | None = None, progress: bool = True) -> list:
+def run(
+    eng: Engine, prompts, max_new_tokens: int, history: list | None = None, progress: bool = True, trace: bool = False
+) -> list:
     """Serve ``prompts`` on ``eng`` to the end; each request's tokens and logits ``[len(tokens), vocab]``.
 
     ``history``, if given, gets each step's ``[(request index, tokens run)]``. ``progress``: one line,
-    rewritten after every step (the step, requests done, tokens generated, seconds so far)."""
+    rewritten after every step (the step, requests done, tokens generated, seconds so far). ``trace``:
+    instead, one line per step: who ran how many tokens, who was admitted, preempted or finished, and
+    the pool's free rows and the rows only the prefix cache holds (:func:`step_line`)."""
     if not eng.keep_logits:
         raise ValueError("run: make the engine with keep_logits=True")
     requests = [eng.add_request(p, max_new_tokens) for p in prompts]
@@ -146,11 +150,28 @@ def run(eng: Engine, prompts, max_new_tokens: int, history: list | None = None, 
         steps += 1
         if history is not None:
             history.append([(r.rid - first, n) for r, n in zip(batch.requests, batch.lengths)])
-        if progress:
+        if trace:
+            print(step_line(eng, batch, steps, first))
+        elif progress:
             print("\r" + _progress(requests, steps, time.perf_counter() - start), end="", flush=True)
-    if progress:
+    if progress and not trace:
         print()
     return [(r.tokens, mx.stack(r.logits)) for r in requests]
+
+
+def step_line(eng: Engine, batch, step: int, first: int = 0) -> str:
+    """One step as a line: ``step 3: r0 +1, r1 +16 | admitted r1 | pool 40 free, 12 cached`` (requests
+    numbered from ``first``); what the learner's scheduler, allocator and tree did, step by step."""
+    ran = ", ".join(f"r{r.rid - first} +{n}" for r, n in zip(batch.requests, batch.lengths)) or "nothing"
+    events = [
+        f"{what} {' '.join(f'r{r.rid - first}' for r in who)}"
+        for what, who in (("admitted", batch.admitted), ("preempted", batch.preempted), ("finished", batch.finished))
+        if who
+    ]
+    cache = eng.scheduler.cache
+    pool = f"pool {eng.allocator.num_free * eng.allocator.page_size} rows free"
+    pool += f", {cache.num_evictable() * eng.allocator.page_size} held by the cache alone" if cache.enabled else ""
+    return f"step {step}: {ran} | " + " | ".join([*events, pool])
 
 
 def _progress(requests, steps: int, seconds: float) -> str:
