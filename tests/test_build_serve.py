@@ -134,3 +134,12 @@ def test_a_traced_run_prints_each_step_its_batch_and_the_pool(model_and_referenc
     assert len(lines) == eng.steps and lines[0].startswith("step 1: r0 +8 | admitted r0")
     assert any("finished r0" in line for line in lines) and all(" rows free" in line for line in lines)
     assert "held by the cache alone" in lines[-1]
+
+
+def test_a_plan_naming_an_unknown_request_is_refused_in_plain_words(model_and_reference):
+    model, _ = model_and_reference
+    eng = serve.engine(
+        model, scheduler=Planned.factory(lambda *args: ([(99, 1)], [])), pool_rows=64, prefix_cache=False
+    )
+    with pytest.raises(ValueError, match="planned request 99, which is neither running nor waiting"):
+        serve.run(eng, PROMPTS[:1], NEW, progress=False)

@@ -68,6 +68,9 @@ class Planned(Scheduler):
         free = self.allocator.num_free + self.cache.num_evictable()
         run, preempted = self.plan(running, waiting, self.max_step_tokens, free)
         batch, by_rid = Batch(), {r.rid: r for r in (*self.running, *self.waiting)}
+        strange = [rid for rid in [*preempted, *(rid for rid, _ in run)] if rid not in by_rid]
+        if strange:
+            raise ValueError(f"schedule_step planned request {strange[0]}, which is neither running nor waiting")
         for rid in preempted:
             self.preempt(by_rid[rid], batch)
         for rid, n in run:
