@@ -6,7 +6,6 @@ import pytest
 
 from ropepool import track
 from ropepool.track import mistakes, solutions, stubs
-from ropepool.track.feedback import PartFailed
 from ropepool.teaching.exercises import expect_rejection
 
 PARTS = sorted(track.PARTS)
@@ -90,10 +89,15 @@ def test_the_solution_encoder_matches_the_reference_on_every_float32_pattern_sam
     np.testing.assert_array_equal(solutions.encode_e4m3(x), encode_e4m3(x))
 
 
-def test_part_failed_is_an_exercise_failure():
-    from ropepool.teaching.exercises import ExerciseFailed
+def test_a_part_fails_and_passes_as_every_exercise_of_the_suite_does():
+    """One feedback core: a part's failure is the suite's ExerciseFailed and its verdict the suite's Verdict."""
+    from ropepool.teaching import feedback as core
 
-    assert issubclass(PartFailed, ExerciseFailed)
+    err = expect_rejection(lambda part: track.check(6, part), mistakes.encode_sign_dropped, "sign")
+    assert type(err) is core.ExerciseFailed and str(err).startswith("Part 6 [sign]: case '")
+    verdict = track.feedback(6, mistakes.encode_sign_dropped)
+    assert type(verdict) is core.Verdict and repr(verdict).startswith("Part 6 NOT YET: case '")
+    assert type(track.check(6, solutions.encode_e4m3)) is core.Verdict
 
 
 def test_the_tree_notebook_14_serves_wrong_is_named_too():
@@ -337,4 +341,4 @@ def test_a_part_that_raises_is_told_its_own_line():
     verdict = track.feedback(2, Raises)
     assert not verdict.passed and verdict.problem == "raised", verdict
     assert "NameError" in verdict.message and "test_build_checkers.py, line" in verdict.message
-    assert "undefined_name" in verdict.message.splitlines()[-1]
+    assert "undefined_name" in verdict.message.splitlines()[1]  # the learner's line, then the input

@@ -13,14 +13,25 @@ NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 SHOWN = {
     "12_build_rotate_and_fp8": {"rotate": 1, "encode_e4m3": 6},
     "13_build_allocator_and_slots": {"Allocator": 2, "slot_mapping": 3},
-    "14_build_tree_and_scheduler": {
-        "PrefixTree": 4,
-        "schedule_step": 5,
-        "rotate": 1,
-        "Allocator": 2,
-        "slot_mapping": 3,
-    },
+    "14_build_tree_and_scheduler": {"PrefixTree": 4, "schedule_step": 5},
 }
+# notebook -> the parts its check cells save for notebook 14 (keep=True)
+KEPT = {"12_build_rotate_and_fp8": {"rotate": 1}, "13_build_allocator_and_slots": {"Allocator": 2, "slot_mapping": 3}}
+
+
+def _code(name: str) -> str:
+    cells = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4).cells
+    return "\n".join(c.source for c in cells if c.cell_type == "code")
+
+
+def test_notebook_14_loads_the_parts_12_and_13_keep_with_no_copy_and_paste():
+    source = _code("14_build_tree_and_scheduler")
+    for name, parts in KEPT.items():
+        for part, n in parts.items():
+            assert f"track.check({n}, {part}, keep=True)" in _code(name), f"{name} does not keep {part}"
+            assert f"{part} = track.kept({n})" in source, f"14 does not load {part}"
+            assert f"def {part}" not in source and f"class {part}" not in source, f"14 still pastes {part}"
+    assert "import numpy as np" in source
 
 
 @pytest.mark.parametrize("name", sorted(SHOWN))

@@ -99,3 +99,47 @@ def test_the_learner_scheduler_needs_pages_of_one_row(model_and_reference):
     model, _ = model_and_reference
     with pytest.raises(ValueError, match="page_size=1"):
         Engine(model, pool_rows=32, page_size=4, scheduler=Planned.factory(S.schedule_step))
+
+
+def test_trying_mistakes_names_each_and_says_what_serving_showed_or_why_not(model_and_reference, capsys):
+    """A leak that exhausts a tight pool fails the run; a stack-ordered free list serves silently, with
+    the reason; the correct allocator serves silently too, with the catch-all reason."""
+    model, reference = model_and_reference
+    wrong = {"leak": mistakes.AllocatorLeak, "wrong_order": mistakes.AllocatorStack, "fine": S.Allocator}
+    rows = serve.try_mistakes(
+        2, wrong, lambda part: serve.engine(model, allocator=Paged.factory(part), pool_rows=16), PROMPTS, reference, NEW
+    )
+    by = {r["problem"]: r for r in rows}
+    assert by["leak"]["named"] == "leak" and not by["leak"]["silent"] and "run failed" in by["leak"]["served"]
+    assert by["wrong_order"]["silent"] and by["wrong_order"]["why"] == serve.SILENT[(2, "wrong_order")]
+    assert by["fine"]["named"] is None and by["fine"]["silent"]
+    assert "serves silently" in capsys.readouterr().out
+
+
+def test_serving_prints_one_progress_line_rewritten_each_step(model_and_reference, capsys):
+    model, _ = model_and_reference
+    eng = serve.engine(model, pool_rows=64)
+    serve.run(eng, PROMPTS[:1], 2)
+    out = capsys.readouterr().out
+    last = out.rstrip("\n").rsplit("\r", 1)[1]
+    assert out.count("\rserving: step ") == eng.steps
+    assert last.startswith(f"serving: step {eng.steps}, 1 of 1 requests done, 2 tokens generated, ")
+
+
+def test_a_traced_run_prints_each_step_its_batch_and_the_pool(model_and_reference, capsys):
+    model, reference = model_and_reference
+    eng = serve.engine(model, pool_rows=12 + 9 + 7, max_step_tokens=8)  # the third prompt waits for rows
+    serve.run(eng, PROMPTS, NEW, trace=True)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == eng.steps and lines[0].startswith("step 1: r0 +8 | admitted r0")
+    assert any("finished r0" in line for line in lines) and all(" rows free" in line for line in lines)
+    assert "held by the cache alone" in lines[-1]
+
+
+def test_a_plan_naming_an_unknown_request_is_refused_in_plain_words(model_and_reference):
+    model, _ = model_and_reference
+    eng = serve.engine(
+        model, scheduler=Planned.factory(lambda *args: ([(99, 1)], [])), pool_rows=64, prefix_cache=False
+    )
+    with pytest.raises(ValueError, match="planned request 99, which is neither running nor waiting"):
+        serve.run(eng, PROMPTS[:1], NEW, progress=False)

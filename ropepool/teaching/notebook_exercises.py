@@ -36,7 +36,7 @@ import numpy as np
 
 from .. import models
 from ..errors import CODES, RopePoolError
-from .exercises import ExerciseFailed, Verdict
+from .feedback import ExerciseFailed, Verdict
 from ..inputs import make_inputs
 from ..kernels.source import grid_size
 from ..op import rope_pool_fused

@@ -13,8 +13,10 @@ part  the learner writes                                checked against     note
 ====  ================================================  ==================  ============
 
 ``check(n, part)`` runs part ``n``'s table cases and a random workload and returns a passing verdict
-or raises :class:`PartFailed` naming the first wrong case (input, expected, got, hint); a stub is
-told what to write first. ``hint(n)`` gives the next hint. ``use(n, part)`` is the learner's part,
+or raises :class:`~ropepool.teaching.feedback.ExerciseFailed` ("Part n [problem]: ...") naming the first wrong case (input, expected, got, hint); a stub is
+told what to write first. ``hint(n)`` gives the next hint, and after the last one
+``show_solution(n)`` prints the reference. ``check(n, part, keep=True)`` saves a passing part for
+notebook 14, which loads it with ``kept(n)`` (:mod:`.workspace`). ``use(n, part)`` is the learner's part,
 or, with the demo switch on (``ROPEPOOL_TRACK=solutions`` in the environment, or :func:`demo`), the
 reference answer from :mod:`.solutions`: a facilitator runs every notebook that way, and so does
 nbmake. :mod:`.serve` runs the engine with the parts plugged in.
@@ -32,9 +34,11 @@ from __future__ import annotations
 
 import os
 
-from . import allocator, e4m3, rotate, schedule, slots, solutions, stubs, tree
-from .feedback import PartFailed, PartVerdict
-from .feedback import feedback as _feedback
+import inspect
+
+from . import allocator, e4m3, rotate, schedule, slots, solutions, stubs, tree, workspace
+from ..teaching.feedback import ExerciseFailed, Verdict
+from ..teaching.feedback import feedback as _feedback
 from .hints import HINTS
 
 #: part -> (its checker, its name in the notebooks)
@@ -70,13 +74,55 @@ def use(n: int, yours):
     return yours
 
 
-def check(n: int, part) -> PartVerdict:
-    """Check part ``n``: a passing verdict, or :class:`PartFailed` naming the first wrong case."""
+def check(n: int, part, keep: bool = False) -> Verdict:
+    """Check part ``n``: a passing verdict, or :class:`ExerciseFailed` naming the first wrong case.
+
+    ``keep=True``: a part that passes is saved for notebook 14 (:mod:`.workspace`), and a line says where."""
     __tracebackhide__ = True  # a failing check shows the learner's frames, not the checker's
-    return _part(n)[0](part)
+    verdict = _part(n)[0](part)
+    if keep:
+        _keep(n, part)
+    return verdict
 
 
-def feedback(n: int, part) -> PartVerdict:
+def _keep(n: int, part) -> None:
+    name = _part(n)[1]
+    if demo_on():
+        print(f"[demo] part {n}: the reference {name} is not saved; notebook 14 uses the reference anyway")
+        return
+    try:
+        print(f"part {n} kept for notebook 14: {workspace.save(n, part)}")
+    except OSError as e:
+        print(f"part {n} could not be kept ({e}): notebook 14 will use the reference {name}")
+
+
+def kept(n: int):
+    """Your part ``n`` as its notebook saved it (``check(n, part, keep=True)``), or the reference one, with
+    a line saying which: with the demo switch on, or when none was saved or it no longer loads."""
+    _, name = _part(n)
+    if demo_on():
+        return use(n, None)
+    part, where = workspace.load(n)
+    if part is None:
+        print(f"part {n}: {where}; the reference {name} stands in (run its notebook's check cell to keep yours)")
+        return getattr(solutions, name)
+    print(f"part {n}: your {name}, from {where}")
+    return part
+
+
+#: part -> the objects of :mod:`.solutions` its reference is made of, in reading order
+_SOLUTION = {4: ("_Node", "_common", "PrefixTree")}
+
+
+def show_solution(n: int) -> str:
+    """Print part ``n``'s reference (the source in :mod:`.solutions`) and return it: for after the last hint."""
+    names = _SOLUTION.get(n, (_part(n)[1],))
+    text = "\n\n".join(inspect.getsource(getattr(solutions, x)) for x in names)
+    print(f"# part {n}: the reference {_part(n)[1]} (ropepool/track/solutions.py)\n\n{text}")
+    return text
+
+
+def feedback(n: int, part) -> Verdict:
     """Like :func:`check`, but a wrong part gives a "not yet" verdict instead of raising."""
     return _feedback(_part(n)[0], part)
 
@@ -89,7 +135,9 @@ def hint(n: int) -> str:
     _part(n)
     i = _given.get(n, 0)
     _given[n] = min(i + 1, len(HINTS[n]) - 1)
-    return f"Hint {i + 1} of {len(HINTS[n])} for part {n}: {HINTS[n][i]}"
+    last = i == len(HINTS[n]) - 1
+    more = f" (Still stuck: track.show_solution({n}) prints the reference.)" if last else ""
+    return f"Hint {i + 1} of {len(HINTS[n])} for part {n}: {HINTS[n][i]}{more}"
 
 
 def _part(n: int):
@@ -101,13 +149,15 @@ def _part(n: int):
 __all__ = [
     "HINTS",
     "PARTS",
-    "PartFailed",
-    "PartVerdict",
+    "ExerciseFailed",
+    "Verdict",
     "check",
     "demo",
     "demo_on",
     "feedback",
     "hint",
+    "kept",
+    "show_solution",
     "solutions",
     "stubs",
     "use",

@@ -21,7 +21,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..engine import Allocator as EngineAllocator
-from .feedback import PartFailed, call, passed, wrong_case
+from .feedback import ExerciseFailed, call, int_list, is_int, passed, rejected, showing, wrong_case
 
 PART = 2
 FIRST = (
@@ -146,39 +146,43 @@ def workload(n: int = 30, seed: int = 0) -> list[tuple[str, int, list]]:
     return out
 
 
-def _is_int(x) -> bool:
-    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
-
-
 def _counts(a, num_pages: int, what: str) -> tuple[list[int], int]:
     """``(refs as a list, num_free)`` of allocator ``a``: ``refs`` may be any sequence or mapping (a page
     missing from a mapping is held 0 times); a missing attribute or a count that is no int is a verdict."""
-    for name in ("refs", "num_free"):
-        if not hasattr(a, name):
-            raise PartFailed(
-                PART, "missing_attribute", f"after {what} the allocator has no `{name}`: the stub names it"
-            )
-    refs = a.refs
+    refs, free = _read(a, "refs", what), _read(a, "num_free", what)
     try:
         counts = [refs.get(p, 0) if hasattr(refs, "get") else refs[p] for p in range(num_pages)]
-    except (IndexError, KeyError, TypeError) as e:
-        raise PartFailed(
-            PART, "refs", f"after {what}, refs[p] for p < {num_pages} fails ({type(e).__name__}: {e})"
+    except Exception as e:  # a learner's refs of any kind: what reading it did is the verdict
+        raise rejected(
+            PART,
+            "refs",
+            f"after {what}, refs[p] for p < {num_pages} fails ({type(e).__name__}: {e}); refs is {refs!r:.100}",
         ) from None
-    free = a.num_free() if callable(a.num_free) else a.num_free
-    if not all(_is_int(c) for c in [*counts, free]):
-        raise PartFailed(PART, "not_int", f"after {what}: refs and num_free must hold ints, got {counts}, {free!r}")
+    if callable(free):
+        free = call(PART, free, what=f"num_free() after {what}", first=FIRST)
+    if not all(is_int(c) for c in [*counts, free]):
+        raise rejected(PART, "not_int", f"after {what}: refs and num_free must hold ints, got {counts}, {free!r}")
     return [int(c) for c in counts], int(free)
+
+
+def _read(a, name: str, what: str):
+    """Attribute ``name`` of the learner's allocator; a missing one, or a property that raises, is a verdict."""
+    __tracebackhide__ = True  # a failing check shows the learner's frames, not the checker's
+    try:
+        return call(
+            PART, getattr, a, name, what=f"reading `{name}` after {what}", first=FIRST, expected=(AttributeError,)
+        )
+    except AttributeError as e:
+        raise rejected(
+            PART, "missing_attribute", f"after {what} the allocator has no `{name}` ({e}): the stub names it"
+        ) from None
 
 
 def _pages(answer, what: str, learner: bool):
     """The pages an answer lists, as ints; a page that is no int (a float, a string) is a verdict."""
     if answer is None:
         return None
-    pages = list(answer)
-    if learner and not all(_is_int(p) for p in pages):
-        raise PartFailed(PART, "not_int", f"{what} returned {answer!r}: pages are ints (a page 2.7 is no page)")
-    return [int(p) for p in pages]
+    return int_list(PART, answer, what) if learner else [int(p) for p in answer]
 
 
 def _run(make: Callable, num_pages: int, ops: list, rng: np.random.Generator | None, *, learner: bool):
@@ -200,7 +204,7 @@ def _run(make: Callable, num_pages: int, ops: list, rng: np.random.Generator | N
             answer = _pages(answer, what, learner)
             if op == "release" and answer is not None:
                 answer = sorted(answer)
-        except PartFailed:
+        except ExerciseFailed:
             raise
         except ValueError:
             answer = "ValueError"
@@ -215,31 +219,56 @@ def _engine(num_pages: int):
 def _hint(what: str, want, got, want_free, got_free, want_refs, got_refs) -> tuple[str, str]:
     if want == "ValueError" == got and want_refs != got_refs:
         return "partial_release", (
-            "right to refuse it, but the refused call changed some counts first: check every page, then change any."
+            "right to refuse it, but the refused call changed some counts first: check every page, then change any. In the engine a refused release would leave counts half changed: pages freed while held, or never freed."
         )
     if want == "ValueError" and got != "ValueError":
         if what.startswith("release"):
             return "no_double_free_error", (
                 "releasing a page that is free, or more often than it is held, must raise "
-                "ValueError and release nothing: check every page before changing any."
+                "ValueError and release nothing: check every page before changing any. In the engine a bug elsewhere (a request finished twice) would put a page on the free list twice and hand it to two requests."
             )
         if what.startswith("retain"):
             return "retain_free_page", (
-                "retaining a free page must raise ValueError: only a held page can get another holder."
+                "retaining a free page must raise ValueError: only a held page can get another holder. In the engine the prefix cache could keep a page nobody wrote, and hand it to the next request."
             )
-        return "allocate_too_many", "asking for more pages than are free must raise ValueError and take nothing."
+        return (
+            "allocate_too_many",
+            "asking for more pages than are free must raise ValueError and take nothing. In the engine a request would get fewer rows than it writes, and write past them.",
+        )
+    if got == "ValueError" and what == "allocate(0)":
+        return "zero_pages", (
+            "allocate(0) is a valid call: it hands out no pages, an empty list. In the engine nothing would "
+            "change (it never asks for fewer than 1 page), but the stub allows 0 and the checker asks."
+        )
     if got == "ValueError" and what.startswith("allocate") and isinstance(want, list) and len(want) == got_free:
-        return "off_by_one", "asking for exactly the pages that are free is allowed: refuse only n > num_free."
+        return (
+            "off_by_one",
+            "asking for exactly the pages that are free is allowed: refuse only n > num_free. In the engine the last free page is never used: a full pool stalls one page early.",
+        )
     if got == "ValueError":
-        return "wrong_error", "this call is valid: it must not raise."
+        return (
+            "wrong_error",
+            "this call is valid: it must not raise. In the engine the call would stop a step that should have run.",
+        )
     if want_refs != got_refs and want == got and what.startswith("release"):
         return "partial_release", "a refused release must change nothing: check all pages first, then release."
     if what.startswith("allocate") and isinstance(got, list) and isinstance(want, list) and len(got) != len(want):
         return "off_by_one", f"allocate(n) returns exactly n pages: {len(want)}, not {len(got)}."
+    if (
+        what.startswith("release")
+        and isinstance(got, list)
+        and (want_refs, want_free) == (got_refs, got_free)
+        and set(want) < set(got)
+    ):
+        return "release_returns_held", (
+            f"the counts are right, but release returned {got}: only the pages whose count fell to 0 "
+            f"({want}) became free; the others are still held. In the engine the caller takes the returned "
+            "pages as free (the prefix cache stops counting them) while a holder still uses them."
+        )
     if what.startswith("release") and want != got and isinstance(got, list) and sorted(got) != sorted(want):
         return "refcount", (
-            "a page becomes free only when its count falls to 0: a retained page needs one release per holder. "
-            "Freed while held, it is handed out again and two requests write the same rows."
+            "a page becomes free only when its count falls to 0: a retained page needs one release per holder. In the engine, "
+            "a page freed while held is handed out again and two requests write the same rows."
         )
     if want_free != got_free and want == got and got_free > want_free:
         return "freed_while_held", (
@@ -249,14 +278,17 @@ def _hint(what: str, want, got, want_free, got_free, want_refs, got_refs) -> tup
     if want_free != got_free and want == got:
         return "leak", (
             f"num_free is {got_free}, should be {want_free}: a page that became free must go back on the "
-            "free list (a leak otherwise), once."
+            "free list (a leak otherwise), once. In the engine the pool shrinks with every request until nothing can be admitted."
         )
     if what.startswith("allocate") and isinstance(got, list) and sorted(got) == sorted(want):
-        return "wrong_order", "take pages from the front of the free list, in order."
+        return (
+            "wrong_order",
+            "take pages from the front of the free list, in order. In the engine no answer changes, but the checker compares page for page.",
+        )
     if what.startswith("allocate"):
         return "wrong_order", (
             "freed pages go to the back of the free list (a queue, not a stack): the pages never "
-            "used are handed out before a freed one."
+            "used are handed out before a freed one. In the engine no answer changes (any free page holds rows as well), but the checker compares your allocator with the engine's page for page."
         )
     return "wrong_answer", "compare with the policy in the stub's docstring."
 
@@ -264,7 +296,7 @@ def _hint(what: str, want, got, want_free, got_free, want_refs, got_refs) -> tup
 def check(make: Callable) -> object:
     """Replay the table cases and a random workload on ``make`` (the learner's class) and the engine's Allocator.
 
-    Raises :class:`~ropepool.track.feedback.PartFailed` naming the first operation whose answer, reference
+    Raises :class:`~ropepool.teaching.feedback.ExerciseFailed` naming the first operation whose answer, reference
     counts or free count differ, with the operations before it.
     """
     __tracebackhide__ = True  # a failing check shows the learner's frames, not the checker's
@@ -274,21 +306,22 @@ def check(make: Callable) -> object:
         mine = _run(make, pages, ops, np.random.default_rng(seed), learner=True)
         theirs = _run(_engine, pages, ops, np.random.default_rng(seed), learner=False)
         done = []
-        for (what, got, got_refs, got_free), (_, want, want_refs, want_free) in zip(mine, theirs):
-            if (got, got_refs, got_free) != (want, want_refs, want_free):
-                problem, hint = _hint(what, want, got, want_free, got_free, want_refs, got_refs)
-                before = "; ".join(done[-6:]) or "nothing"
-                given = f"Allocator({pages}), then {before}{'; ...' if len(done) > 6 else ''}"
-                raise wrong_case(
-                    PART,
-                    problem,
-                    name,
-                    given + f"; now {what}",
-                    f"{want} (refs {want_refs}, {want_free} free)",
-                    f"{got} (refs {got_refs}, {got_free} free)",
-                    hint,
-                )
-            done.append(what)
+        with showing(lambda: f"Allocator({pages}), then {'; '.join(done[-6:]) or 'nothing'}"):
+            for (what, got, got_refs, got_free), (_, want, want_refs, want_free) in zip(mine, theirs):
+                if (got, got_refs, got_free) != (want, want_refs, want_free):
+                    problem, hint = _hint(what, want, got, want_free, got_free, want_refs, got_refs)
+                    before = "; ".join(done[-6:]) or "nothing"
+                    given = f"Allocator({pages}), then {before}{'; ...' if len(done) > 6 else ''}"
+                    raise wrong_case(
+                        PART,
+                        problem,
+                        name,
+                        given + f"; now {what}",
+                        f"{want} (refs {want_refs}, {want_free} free)",
+                        f"{got} (refs {got_refs}, {got_free} free)",
+                        hint,
+                    )
+                done.append(what)
     return passed(
         PART,
         f"Allocator answers as the engine's own on {len(table)} table cases and {len(runs)} random "

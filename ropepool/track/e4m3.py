@@ -13,7 +13,7 @@ import numpy as np
 
 from ..fp8 import decode_table
 from ..reference import encode_e4m3 as reference
-from .feedback import call, passed, wrong_case
+from .feedback import call, passed, showing, wrong_case
 
 PART = 6
 FIRST = (
@@ -63,35 +63,112 @@ def _code(c: int) -> str:
     return f"0x{c:02X} ({'NaN' if np.isnan(v) else f'{v:.7g}'})"
 
 
-def _hint(x: float, want: int, got: int) -> tuple[str, str]:
-    """(problem, hint) for the first wrong element."""
+def _on_grid(x: np.ndarray, steps: int, rounding) -> np.ndarray:
+    """The codes of ``x`` (float32 [n]) rounded by ``rounding`` on a grid of ``steps`` values per power of
+    two (subnormal steps of 2**-9 below 2**-6), saturated at 448, signed, NaN 0x7F."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        mag = np.minimum(np.abs(x.astype(np.float64)), 448.0)
+        _, e = np.frexp(mag)
+        step = np.where(mag < 2.0**-6, 2.0**-9, np.ldexp(1.0, e - 1 - int(np.log2(steps))))
+        on = np.minimum(np.where(np.isnan(x), 0.0, rounding(mag / step) * step), 448.0)
+    code = np.searchsorted(decode_table()[:0x7F], on) | (np.signbit(x).astype(np.int64) << 7)
+    return np.where(np.isnan(x), 0x7F, code).astype(np.uint8)
+
+
+def _through_float16(x: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return reference(x.astype(np.float16).astype(np.float32))
+
+
+#: problem -> (what the mistake's encoder gives for a row, its hint), in the order they are tried.
+MISTAKES = {
+    "fnuz_240": (
+        lambda x: reference(np.clip(x, np.float32(-240), np.float32(240))),
+        "you saturated at 240, the largest value of AMD's e4m3fnuz; this pool's e4m3 (OCP, NVIDIA's, vLLM's "
+        "fp8_e4m3) goes up to 448 (code 0x7E). In the engine every k and v beyond 240 would be stored as 240: "
+        "the large outlier channels cut to about half.",
+    ),
+    "float16_first": (
+        _through_float16,
+        "you rounded through float16 first: a value just past halfway between two codes lands exactly on the "
+        "midpoint in float16, then goes to the even code, one code off (a double rounding). Round the float32 "
+        "value itself. In the engine about one value in a few hundred would be one code (up to 12%) off.",
+    ),
+    "two_mantissa_bits": (
+        lambda x: _on_grid(x, 4, np.rint),
+        "you rounded to two mantissa bits (4 steps per power of two, e5m2's grid): e4m3 has three (8 steps, "
+        "codes 0..7 in the low bits). In the engine half the codes would go unused and every k and v would "
+        "carry up to twice the rounding error e4m3 allows.",
+    ),
+    "truncates": (
+        lambda x: _on_grid(x, 8, np.floor),
+        "you rounded toward zero (dropped the low bits): round to the nearest code, a tie going to the even "
+        "one. In the engine every k and v would shrink toward zero by half a step on average: a bias, not noise.",
+    ),
+}
+
+
+def _recognise(encode_e4m3: Callable, rows: list[np.ndarray]) -> tuple[str, str] | None:
+    """The mistake in :data:`MISTAKES` whose encoder gives the learner's codes on every value of ``rows``
+    where the learner's differ from the reference; None if none does (or the learner's code raises)."""
+    x = np.concatenate(rows).astype(np.float32)
+    try:
+        got = np.asarray(encode_e4m3(x.copy()))
+    except Exception:  # judged already on the row that failed; here only a better hint is sought
+        return None
+    want = reference(x)
+    if got.shape != want.shape:
+        return None
+    wrong = got != want
+    for problem, (encode, hint) in MISTAKES.items():
+        if wrong.any() and np.array_equal(encode(x)[wrong], got[wrong]):
+            return problem, hint
+    return None
+
+
+def _hint(x: float, want: int, got: int, bits: int) -> tuple[str, str]:
+    """(problem, hint) for the first wrong element; ``bits`` is x's float32 bit pattern."""
     table = decode_table()
     a, g, w = abs(x), float(table[got]) if got < 256 else np.nan, float(table[want])
+    if np.isnan(x) and got == 0xFF and np.signbit(x):
+        return "nan_sign", (
+            f"this NaN has its sign bit set (bits 0x{bits:08X}; it prints as plain 'nan', the sign does not "
+            "show): np.signbit is True for it, so putting the sign back gave 0xFF. NaN of either sign is 0x7F: "
+            "set NaN's code after the sign. In the engine the pool's byte would differ from vLLM's and NVIDIA's."
+        )
     if np.isnan(x):
         return "nan_lost", (
             "NaN must stay NaN: code 0x7F, whatever its sign (NVIDIA's conversion and vLLM write 0x7F). "
-            "(MLX's own mx.to_fp8 turns NaN into 448: that hides a bug upstream.)"
+            "(MLX's own mx.to_fp8 turns NaN into 448: that hides a bug upstream.) In the engine a NaN from a "
+            "broken layer would be stored as a number and go unseen."
         )
     if (got & 0x80) != (want & 0x80):
-        return "sign", "the sign bit (0x80) must be x's sign bit, -0.0 included (np.signbit)."
-    if a > 448:
+        return "sign", (
+            "the sign bit (0x80) must be x's sign bit, -0.0 included (np.signbit). In the engine a negative k "
+            "or v would be stored positive: attention scores change sign."
+        )
+    if got == want | 0x7F and a > 448:  # 0x7F or 0xFF: NaN given for a big value
         return "no_saturation", (
             "beyond 448 (infinity too) e4m3 saturates to 448, code 0x7E (0xFE negative): "
-            "clip |x| to 448 before rounding; 0x7F is NaN, not a bigger number."
+            "clip |x| to 448 before rounding; 0x7F is NaN, not a bigger number. In the engine a large k or v "
+            "would become NaN and spread through attention."
+        )
+    if a > 448:
+        return "no_saturation", (
+            "beyond 448 (infinity too) e4m3 saturates to 448, code 0x7E (0xFE negative): clip |x| to 448 "
+            "before rounding; 0x7F is NaN, not a bigger number."
         )
     if a < 2.0**-6 and got & 0x7F == 0 and want & 0x7F:
         return "subnormals_flushed", (
-            "below 2**-6 e4m3 still has subnormal codes 1..7 (M * 2**-9): don't flush them to zero."
+            "below 2**-6 e4m3 still has subnormal codes 1..7 (M * 2**-9): don't flush them to zero. In the "
+            "engine small k and v values would become 0."
         )
     lo, hi = sorted((abs(g), abs(w)))
     if lo < a < hi and a - lo == hi - a and abs(g) > abs(w):
         return "tie_not_even", (
             f"|x| = {a:.7g} lies exactly halfway between two codes: a tie goes to the even "
-            "code (mantissa's last bit 0), not away from zero."
-        )
-    if abs(g) < abs(w) and abs(g) <= a:
-        return "truncates", (
-            "you rounded toward zero (dropped the low bits); round to the nearest code, a tie going to the even one."
+            "code (mantissa's last bit 0), not away from zero. In the engine the pool's bytes would differ "
+            "from vLLM's and NVIDIA's at every tie, and values drift away from zero."
         )
     return "not_nearest", f"the nearest code to |x| = {a:.7g} is {_code(want & 0x7F)}."
 
@@ -99,60 +176,76 @@ def _hint(x: float, want: int, got: int) -> tuple[str, str]:
 def check(encode_e4m3: Callable) -> object:
     """Run ``encode_e4m3`` on the table's rows, then on rows of random values and of midpoints between codes.
 
-    Raises :class:`~ropepool.track.feedback.PartFailed` naming the first wrong element: the value, the
+    Raises :class:`~ropepool.teaching.feedback.ExerciseFailed` naming the first wrong element: the value, the
     code expected, the code returned, and the likely mistake.
     """
     __tracebackhide__ = True  # a failing check shows the learner's frames, not the checker's
     table, rows = cases(), workload()
     for name, row in [(n, np.array(r, np.float32)) for n, r in table] + rows:
-        x = row.copy()
-        got = call(PART, encode_e4m3, x, what=f"encode_e4m3(...) on '{name}'", first=FIRST)
-        given = f"x = {np.array2string(row[:6], precision=7)}{' ...' if len(row) > 6 else ''} (float32 [{len(row)}])"
-        want = reference(row)
-        if not np.array_equal(x, row, equal_nan=True):
-            raise wrong_case(
-                PART,
-                "modified_input",
-                name,
-                given,
-                "x unchanged",
-                "x changed in place",
-                "return a new uint8 array; the row is still the model's.",
+        with showing(
+            lambda: (
+                f"x = {np.array2string(row[:6], precision=7)}{' ...' if len(row) > 6 else ''} (float32 [{len(row)}])"
             )
-        if got is None:
-            raise wrong_case(
-                PART,
-                "returned_none",
-                name,
-                given,
-                f"uint8 codes {want.tolist()[:6]}",
-                "None",
-                "did the function forget `return`?",
+        ):
+            x = row.copy()
+            got = call(PART, encode_e4m3, x, what=f"encode_e4m3(...) on '{name}'", first=FIRST)
+            given = (
+                f"x = {np.array2string(row[:6], precision=7)}{' ...' if len(row) > 6 else ''} (float32 [{len(row)}])"
             )
-        got = np.asarray(got)
-        if got.shape != want.shape or got.dtype != np.uint8:
-            raise wrong_case(
-                PART,
-                "dtype_or_shape",
-                name,
-                given,
-                f"uint8 [{len(row)}]",
-                f"{got.dtype} {list(got.shape)}",
-                "one uint8 code per value: .astype(np.uint8).",
-            )
-        bad = np.flatnonzero(got != want)
-        if bad.size:
-            i = int(bad[0])
-            problem, hint = _hint(float(row[i]), int(want[i]), int(got[i]))
-            raise wrong_case(
-                PART,
-                problem,
-                name,
-                given + f", element {i}: x[{i}] = {float(row[i])!r}",
-                _code(int(want[i])),
-                _code(int(got[i])),
-                hint,
-            )
+            want = reference(row)
+            if not np.array_equal(x, row, equal_nan=True):
+                raise wrong_case(
+                    PART,
+                    "modified_input",
+                    name,
+                    given,
+                    "x unchanged",
+                    "x changed in place",
+                    "return a new uint8 array; the row is still the model's.",
+                )
+            if got is None:
+                raise wrong_case(
+                    PART,
+                    "returned_none",
+                    name,
+                    given,
+                    f"uint8 codes {want.tolist()[:6]}",
+                    "None",
+                    "did the function forget `return`?",
+                )
+            try:
+                got = np.asarray(got)
+            except (TypeError, ValueError):  # ragged or unreadable: shown below as what came back
+                got = np.asarray(None, object)
+            if got.shape != want.shape or got.dtype != np.uint8:
+                raise wrong_case(
+                    PART,
+                    "dtype_or_shape",
+                    name,
+                    given,
+                    f"uint8 [{len(row)}]",
+                    f"{got.dtype} {list(got.shape)}",
+                    "one uint8 code per value: .astype(np.uint8).",
+                )
+            bad = np.flatnonzero(got != want)
+            if bad.size:
+                i = int(bad[0])
+                bits = int(row.view(np.uint32)[i])
+                problem, hint = _hint(float(row[i]), int(want[i]), int(got[i]), bits)
+                if problem not in ("nan_sign", "nan_lost", "sign"):
+                    problem, hint = _recognise(encode_e4m3, [r for _, r in rows] + [row]) or (problem, hint)
+                shown = f"{float(row[i])!r}" + (
+                    f" (bits 0x{bits:08X}, sign bit {bits >> 31})" if np.isnan(row[i]) else ""
+                )
+                raise wrong_case(
+                    PART,
+                    problem,
+                    name,
+                    given + f", element {i}: x[{i}] = {shown}",
+                    _code(int(want[i])),
+                    _code(int(got[i])),
+                    hint,
+                )
     n = sum(len(r) for _, r in table) + sum(len(r) for _, r in rows)
     return passed(
         PART,

@@ -33,7 +33,8 @@ HINTS = {
         "tokens <= free_rows (skip it otherwise), and run min(tokens, budget) of them.",
     ],
     6: [
-        "Work on |x| and put the sign back at the end: code | 0x80 where np.signbit(x).",
+        "Work on |x| and put the sign back at the end: code | 0x80 where np.signbit(x); give NaN its 0x7F after "
+        "that (a NaN can carry a sign bit too, invisible when printed: np.signbit(-np.nan) is True).",
         "decode_table()[:0x7F] is every finite non-negative value, increasing: np.searchsorted finds the two "
         "codes around |x|.",
         "Clip |x| to 448 first (saturate); on a tie pick the even code (lo % 2 == 0); NaN of either sign gives 0x7F.",

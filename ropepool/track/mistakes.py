@@ -177,6 +177,15 @@ class TreeNoPartialMatch(S.PrefixTree):
         return pages
 
 
+class TreeMatchSharesList(S.PrefixTree):
+    """match builds its answer in the root's own list (``pages = self.root.pages``): each match extends it."""
+
+    def match(self, keys):
+        pages = self.root.pages  # the root's own list, extended in place
+        pages += super().match(keys)
+        return pages
+
+
 class TreeMatchesWholeEdges(S.PrefixTree):
     """match takes a whole edge once its first key agrees: rows of tokens the request does not have."""
 
@@ -257,6 +266,11 @@ def plan_admits_after_preemption(running, waiting, max_step_tokens, free_rows):
     return _plan(running, waiting, max_step_tokens, free_rows, after=True)
 
 
+def plan_ignores_spare(running, waiting, max_step_tokens, free_rows):
+    """Each running request's n tokens counted as n new rows, the rows it holds unwritten (spare) ignored."""
+    return S.schedule_step([dict(r, spare=0) for r in running], waiting, max_step_tokens, free_rows)
+
+
 def plan_waiting_first(running, waiting, max_step_tokens, free_rows):
     run, preempted = S.schedule_step(running, waiting, max_step_tokens, free_rows)
     ids = {r["rid"] for r in running}
@@ -295,6 +309,38 @@ def encode_truncates(x):
     return np.where(np.isnan(x), 0x7F, code).astype(np.uint8)  # NaN of either sign: 0x7F
 
 
+def encode_through_float16(x):
+    """Rounded to float16 first, then to e4m3: a double rounding."""
+    with np.errstate(over="ignore"):
+        return S.encode_e4m3(np.asarray(x, np.float32).astype(np.float16).astype(np.float32))
+
+
+def encode_fnuz_240(x):
+    """Saturates at 240, as AMD's e4m3fnuz does."""
+    x = np.asarray(x, np.float32)
+    return S.encode_e4m3(np.clip(x, np.float32(-240), np.float32(240)))
+
+
+def encode_two_mantissa_bits(x):
+    """Rounds to 4 steps per power of two (two mantissa bits) instead of 8."""
+    x = np.asarray(x, np.float32)
+    from ..fp8 import decode_table
+
+    with np.errstate(invalid="ignore"):
+        mag = np.minimum(np.abs(x.astype(np.float64)), 448.0)
+        _, e = np.frexp(mag)
+        step = np.where(mag < 2.0**-6, 2.0**-9, np.ldexp(1.0, e - 3))
+        on = np.minimum(np.where(np.isnan(x), 0.0, np.rint(mag / step) * step), 448.0)
+    code = np.searchsorted(decode_table()[:0x7F], on) | (np.signbit(x).astype(np.int64) << 7)
+    return np.where(np.isnan(x), 0x7F, code).astype(np.uint8)
+
+
+def encode_sign_last(x):
+    """The sign put back after NaN's code: a negative NaN gets 0xFF (np.signbit is True for it)."""
+    x = np.asarray(x, np.float32)
+    return (S.encode_e4m3(np.abs(x)) | (np.signbit(x).astype(np.uint8) << 7)).astype(np.uint8)
+
+
 def encode_sign_dropped(x):
     return (S.encode_e4m3(np.abs(np.asarray(x, np.float32)))).astype(np.uint8)
 
@@ -329,6 +375,7 @@ BY_PART = {
         "evict_leak": TreeEvictLeak,
         "refcount": TreeRetainsAgain,
         "match": TreeNoPartialMatch,
+        "match_reference": TreeMatchSharesList,
     },
     5: {
         "wrong_victim": plan_preempts_oldest,
@@ -337,6 +384,7 @@ BY_PART = {
         "blocked_queue": plan_blocked_queue,
         "admitted_after_preemption": plan_admits_after_preemption,
         "waiting_first": plan_waiting_first,
+        "ignores_spare": plan_ignores_spare,
     },
     6: {
         "nan_lost": encode_nan_as_448,
@@ -345,5 +393,9 @@ BY_PART = {
         "truncates": encode_truncates,
         "sign": encode_sign_dropped,
         "subnormals_flushed": encode_flushes_subnormals,
+        "float16_first": encode_through_float16,
+        "fnuz_240": encode_fnuz_240,
+        "two_mantissa_bits": encode_two_mantissa_bits,
+        "nan_sign": encode_sign_last,
     },
 }

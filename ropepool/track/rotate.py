@@ -17,7 +17,7 @@ import numpy as np
 from ..reference import rotate as reference_rotate
 from ..rope import Rope, plain
 from ..tolerance import error_bound, error_ratio, pair_norms
-from .feedback import call, passed, wrong_case
+from .feedback import call, passed, showing, wrong_case
 
 PART = 1
 FIRST = (
@@ -45,6 +45,7 @@ def _mistake(
     sign=1.0,
     half_sign=False,
     positions_in=None,
+    reuse_turned=False,
 ) -> np.ndarray:
     """The rotation with one common mistake in it, to recognise a wrong answer by."""
     pos = np.arange(len(positions)) if index else np.asarray(positions) + shift
@@ -59,6 +60,12 @@ def _mistake(
         out[:, first] = reference_rotate(
             np.asarray(x, np.float64)[:, None, :], pos, replace(rope, inv_freq=tuple(-inv))
         )[:, 0, first]
+    if reuse_turned:  # the second of each pair computed from the first already turned, in place
+        rope = Rope(len(x[0]), len(x[0]), neox, tuple(inv), 1.0)
+        a, b = rope.pairs()[:, 0], rope.pairs()[:, 1]
+        theta = np.asarray(pos, np.float64)[:, None] * inv[None, :]
+        xb = np.asarray(x, np.float64)[:, b]
+        out[:, b] = out[:, a] * np.sin(theta) + xb * np.cos(theta)
     return out
 
 
@@ -66,29 +73,35 @@ MISTAKES = {
     "positions_float16": (
         dict(positions_in=np.float16),
         "the positions went through float16, which holds integers exactly only up to 2048: keep them as "
-        "integers (or float64) until the angle positions[t] * inv_freq[i] is computed.",
+        "integers (or float64) until the angle positions[t] * inv_freq[i] is computed. In the engine every token past 2048 would be turned as its rounded neighbour: long prompts go wrong.",
     ),
     "pairs_swapped": (
         dict(pairs_swapped=True),
         "you paired the other way: NeoX pairs x[i] with x[i + D/2] (the two halves of the head), "
-        "GPT-J pairs neighbours x[2i] with x[2i + 1]. Read is_neox.",
+        "GPT-J pairs neighbours x[2i] with x[2i + 1]. Read is_neox. In the engine every q and k would turn the pairs the model never learned: fluent, wrong answers.",
     ),
     "token_index": (
         dict(index=True),
         "you turned token t by its index t, not by positions[t]: in a decode step token 0 may sit at "
-        "position 4,000. Index the angles by positions.",
+        "position 4,000. Index the angles by positions. In the engine every decode token would be turned as position 0: the model forgets where it is.",
     ),
     "position_off_by_one": (
         dict(shift=1),
-        "you turned every token one position too far (positions + 1): position 0 must come back unchanged.",
+        "you turned every token one position too far (positions + 1): position 0 must come back unchanged. In the engine every token would sit one place later than it is: the answer drifts.",
     ),
     "rotation_sign": (
         dict(sign=-1.0),
-        "you turned the wrong way (by -theta): the pair becomes (a cos - b sin, a sin + b cos).",
+        "you turned the wrong way (by -theta): the pair becomes (a cos - b sin, a sin + b cos). In the engine q and k would turn backwards, as if every position were negative: a different, wrong model.",
+    ),
+    "reused_turned_a": (
+        dict(reuse_turned=True),
+        "the second of each pair was computed from the first one already turned (x changed in place, or "
+        "out[:, a] read back): compute both from the original a and b (a, b = x[:, a].copy(), x[:, b].copy()). "
+        "In the engine every k would be turned by a wrong, stretched rotation and attention would read noise.",
     ),
     "rotate_half_sign": (
         dict(half_sign=True),
-        "the first of each pair lost its minus sign: it is a cos - b sin, you computed a cos + b sin.",
+        "the first of each pair lost its minus sign: it is a cos - b sin, you computed a cos + b sin. In the engine no two tokens would keep their relative angle: attention loses position.",
     ),
 }
 
@@ -186,107 +199,110 @@ def _describe(c: dict) -> str:
 def check(rotate: Callable) -> object:
     """Run ``rotate`` on the table cases, then a random workload, against the float64 reference.
 
-    Raises :class:`~ropepool.track.feedback.PartFailed` naming the first wrong case: its input, the
+    Raises :class:`~ropepool.teaching.feedback.ExerciseFailed` naming the first wrong case: its input, the
     expected and returned value of its first wrong element, and the likely mistake.
     """
     __tracebackhide__ = True  # a failing check shows the learner's frames, not the checker's
     for name, c in cases() + workload():
-        x = c["x"].copy()
-        got = call(
-            PART,
-            rotate,
-            x,
-            np.asarray(c["positions"]).copy(),
-            np.array(c["inv_freq"]),
-            c["is_neox"],
-            what=f"rotate(...) on '{name}'",
-            first=FIRST,
-        )
-        if not np.array_equal(x, c["x"]):
+        with showing(lambda: _describe(c)):
+            x = c["x"].copy()
+            got = call(
+                PART,
+                rotate,
+                x,
+                np.asarray(c["positions"]).copy(),
+                np.array(c["inv_freq"]),
+                c["is_neox"],
+                what=f"rotate(...) on '{name}'",
+                first=FIRST,
+            )
+            if not np.array_equal(x, c["x"]):
+                raise wrong_case(
+                    PART,
+                    "modified_input",
+                    name,
+                    _describe(c),
+                    "x unchanged",
+                    "x changed in place",
+                    "return a new array: the model still needs its k after you rotate it.",
+                )
+            want = reference(c["x"], c["positions"], c["inv_freq"], c["is_neox"])
+            if got is None:
+                raise wrong_case(
+                    PART,
+                    "returned_none",
+                    name,
+                    _describe(c),
+                    f"an array {want.shape}",
+                    "None",
+                    "did the function forget `return`?",
+                )
+            try:
+                arr = np.asarray(got)
+            except (ValueError, TypeError) as e:  # a ragged list, an object numpy cannot read
+                arr = None
+                reason = f"{type(got).__name__} numpy cannot read ({e})"
+            if arr is not None and (np.iscomplexobj(arr) or arr.dtype.kind not in "fiu"):
+                reason = f"{arr.dtype} values"
+                arr = None
+            if arr is None:
+                raise wrong_case(
+                    PART,
+                    "not_real",
+                    name,
+                    _describe(c),
+                    f"a real array {want.shape} (float32 or float64)",
+                    reason,
+                    "return real numbers: each pair turns to (a cos - b sin, a sin + b cos) on real arrays; a complex "
+                    "number's real part is only half of a pair.",
+                )
+            if arr.dtype == np.float16:
+                raise wrong_case(
+                    PART,
+                    "float16_result",
+                    name,
+                    _describe(c),
+                    "float32 or float64 values",
+                    "float16 values",
+                    "float16 keeps 11 bits, too few for RoPE at large positions: compute and return float32 or float64.",
+                )
+            got = arr.astype(np.float64)
+            if got.shape != want.shape:
+                raise wrong_case(
+                    PART,
+                    "shape",
+                    name,
+                    _describe(c),
+                    f"shape {want.shape}",
+                    f"shape {got.shape}",
+                    "the rotated head keeps x's shape [T, D].",
+                )
+            if _close(got, want, c):
+                continue
+            bad = np.argwhere(~(np.abs(got - want) <= _bound(c)))
+            t, d = (
+                int(a) for a in (bad[0] if len(bad) else np.unravel_index(np.argmax(np.abs(got - want)), got.shape))
+            )
+            problem, hint = (
+                "mismatch",
+                (
+                    f"element [{t}, {d}] is off; with {'NeoX' if c['is_neox'] else 'GPT-J'} "
+                    f"pairs dimension {d} pairs with {_partner(d, c)}."
+                ),
+            )
+            for code, (knobs, message) in MISTAKES.items():
+                if _close(got, _mistake(c["x"], c["positions"], c["inv_freq"], c["is_neox"], **knobs), c):
+                    problem, hint = code, message
+                    break
             raise wrong_case(
                 PART,
-                "modified_input",
+                problem,
                 name,
                 _describe(c),
-                "x unchanged",
-                "x changed in place",
-                "return a new array: the model still needs its k after you rotate it.",
+                f"out[{t}, {d}] = {want[t, d]:.6g}",
+                f"out[{t}, {d}] = {got[t, d]:.6g}",
+                hint,
             )
-        want = reference(c["x"], c["positions"], c["inv_freq"], c["is_neox"])
-        if got is None:
-            raise wrong_case(
-                PART,
-                "returned_none",
-                name,
-                _describe(c),
-                f"an array {want.shape}",
-                "None",
-                "did the function forget `return`?",
-            )
-        try:
-            arr = np.asarray(got)
-        except (ValueError, TypeError) as e:  # a ragged list, an object numpy cannot read
-            arr = None
-            reason = f"{type(got).__name__} numpy cannot read ({e})"
-        if arr is not None and (np.iscomplexobj(arr) or arr.dtype.kind not in "fiu"):
-            reason = f"{arr.dtype} values"
-            arr = None
-        if arr is None:
-            raise wrong_case(
-                PART,
-                "not_real",
-                name,
-                _describe(c),
-                f"a real array {want.shape} (float32 or float64)",
-                reason,
-                "return real numbers: each pair turns to (a cos - b sin, a sin + b cos) on real arrays; a complex "
-                "number's real part is only half of a pair.",
-            )
-        if arr.dtype == np.float16:
-            raise wrong_case(
-                PART,
-                "float16_result",
-                name,
-                _describe(c),
-                "float32 or float64 values",
-                "float16 values",
-                "float16 keeps 11 bits, too few for RoPE at large positions: compute and return float32 or float64.",
-            )
-        got = arr.astype(np.float64)
-        if got.shape != want.shape:
-            raise wrong_case(
-                PART,
-                "shape",
-                name,
-                _describe(c),
-                f"shape {want.shape}",
-                f"shape {got.shape}",
-                "the rotated head keeps x's shape [T, D].",
-            )
-        if _close(got, want, c):
-            continue
-        bad = np.argwhere(~(np.abs(got - want) <= _bound(c)))
-        t, d = (int(a) for a in (bad[0] if len(bad) else np.unravel_index(np.argmax(np.abs(got - want)), got.shape)))
-        problem, hint = (
-            "mismatch",
-            (
-                f"element [{t}, {d}] is off; with {'NeoX' if c['is_neox'] else 'GPT-J'} "
-                f"pairs dimension {d} pairs with {_partner(d, c)}."
-            ),
-        )
-        for code, (knobs, message) in MISTAKES.items():
-            if _close(got, _mistake(c["x"], c["positions"], c["inv_freq"], c["is_neox"], **knobs), c):
-                problem, hint = code, message
-                break
-        raise wrong_case(
-            PART,
-            problem,
-            name,
-            _describe(c),
-            f"out[{t}, {d}] = {want[t, d]:.6g}",
-            f"out[{t}, {d}] = {got[t, d]:.6g}",
-            hint,
-        )
     return passed(
         PART,
         f"rotate matches the float64 reference on {len(cases())} table cases and "

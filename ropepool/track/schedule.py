@@ -21,7 +21,8 @@ from ..engine import Allocator as EngineAllocator
 from ..engine import Request, Scheduler, Status
 from ..engine.radix import NoCache
 from ..engine.scheduler import Batch
-from .feedback import PartFailed, call, passed, wrong_case
+from .feedback import call, int_list, passed, rejected, showing, wrong_case
+from .solutions import schedule_step as reference_plan
 
 PART = 5
 FIRST = (
@@ -67,6 +68,9 @@ class Planned(Scheduler):
         free = self.allocator.num_free + self.cache.num_evictable()
         run, preempted = self.plan(running, waiting, self.max_step_tokens, free)
         batch, by_rid = Batch(), {r.rid: r for r in (*self.running, *self.waiting)}
+        strange = [rid for rid in [*preempted, *(rid for rid, _ in run)] if rid not in by_rid]
+        if strange:
+            raise ValueError(f"schedule_step planned request {strange[0]}, which is neither running nor waiting")
         for rid in preempted:
             self.preempt(by_rid[rid], batch)
         for rid, n in run:
@@ -116,25 +120,57 @@ def _describe(running, waiting, budget, free) -> str:
     return f"running [{run}]; waiting [{wait}]; max_step_tokens {budget}; free_rows {free}"
 
 
-def _hint(running, waiting, budget, want, got) -> tuple[str, str]:
+IGNORES_SPARE = (
+    "a running request already holds rows it has not written yet (spare: a prompt is admitted with rows for "
+    "all its tokens, then run in chunks): it needs only max(0, n - spare) new rows, not n. In the engine a "
+    "chunked prompt would ask again for rows it holds, and with a tight pool requests that fit are preempted "
+    "(or the prompt stalls) and their work recomputed."
+)
+
+
+def _plan(running, waiting, budget, free) -> tuple[list[tuple[int, int]], list[int]]:
+    """The plan of a scheduler that ignores each running request's spare rows (recognised by its answer)."""
+    run, pre = reference_plan([dict(r, spare=0) for r in running], [dict(w) for w in waiting], budget, free)
+    return [tuple(x) for x in run], list(pre)
+
+
+def _hint(running, waiting, budget, want, got, free=None) -> tuple[str, str]:
     (w_run, w_pre), (g_run, g_pre) = want, got
     uncached = {r["rid"]: r["uncached"] for r in running} | {r["rid"]: r["tokens"] for r in waiting}
     if sum(n for _, n in g_run) > budget:
-        return "over_budget", f"the step runs {sum(n for _, n in g_run)} tokens: at most max_step_tokens ({budget})."
+        return "over_budget", (
+            f"the step runs {sum(n for _, n in g_run)} tokens: at most max_step_tokens ({budget}). In the engine "
+            "a long prompt in one step would hold every decode for its whole prefill."
+        )
+    if (
+        free is not None
+        and any(r["spare"] for r in running)
+        and (list(g_run), list(g_pre)) == _plan(running, waiting, budget, free)
+    ):
+        return "ignores_spare", IGNORES_SPARE
     if g_pre != w_pre:
         if w_pre and not g_pre:
             return "no_preemption", (
                 "a running request needs rows and none is free: preempt the most recently "
                 "admitted "
-                "(the last of running), whose held rows become free, until the rows fit."
+                "(the last of running), whose held rows become free, until the rows fit. In the engine a full "
+                "pool would stall: no request can grow, none gives rows back."
             )
         if set(g_pre) != set(w_pre) and w_pre and g_pre:
-            return "wrong_victim", "preempt the most recently admitted request (the end of running), not the oldest."
-        return "preemption", "preempt only while the rows a running request needs are more than the free rows."
+            return "wrong_victim", (
+                "preempt the most recently admitted request (the end of running), not the oldest. In the engine "
+                "the request with the most work done would be thrown away and recomputed."
+            )
+        return "preemption", (
+            "preempt only while the rows a running request needs are more than the free rows. In the engine "
+            "a request preempted for nothing is recomputed from its first token."
+        )
     if any(n < uncached[rid] and rid not in dict(g_run) for rid, n in w_run):
         return "no_chunking", (
             "a prompt longer than what is left of the budget still runs: a chunk of "
-            "min(uncached, budget) tokens, the rest in the next steps."
+            "min(uncached, budget) tokens, the rest in the next steps; a waiting one is admitted when its "
+            "rows are free (tokens <= free_rows), whatever the budget. In the engine a long prompt would "
+            "wait for ever, or until a step with nothing else to run."
         )
     running_ids = [r["rid"] for r in running]
     g_order = [rid for rid, _ in g_run]
@@ -142,24 +178,55 @@ def _hint(running, waiting, budget, want, got) -> tuple[str, str]:
         rid in running_ids
         for rid in g_order[next((i for i, x in enumerate(g_order) if x not in running_ids), len(g_order)) :]
     ):
-        return "waiting_first", "running requests go first (their decodes never wait), then the waiting ones."
+        return "waiting_first", (
+            "running requests go first (their decodes never wait), then the waiting ones. In the engine every "
+            "decode would wait behind each new prompt: tokens come out slowly while prompts arrive."
+        )
     if any(n == uncached[rid] and n > dict(w_run).get(rid, n) for rid, n in g_run):
         return "no_chunking", "a prompt longer than what is left of the budget runs a chunk: n = min(uncached, budget)."
     if w_pre and any(rid not in running_ids for rid in g_order):
         return "admitted_after_preemption", (
-            "in a step that preempted, admit nobody: the freed rows are for the running."
+            "in a step that preempted, admit nobody: the freed rows are for the running. In the engine a "
+            "newcomer would take the rows just freed, and the next step preempts again (thrashing)."
         )
     if [x for x in w_run if x[0] not in running_ids] != [x for x in g_run if x[0] not in running_ids]:
         if len(g_run) < len(w_run):
             return "blocked_queue", (
                 "a waiting request whose rows are not free is skipped, not a wall: try the ones "
-                "behind it, while the budget lasts."
+                "behind it, while the budget lasts. In the engine one long prompt would hold up every short one behind it."
             )
         return "admission", (
             "admit a waiting request when all its tokens' rows are free (tokens <= free_rows); it "
-            "then runs min(tokens, budget left)."
+            "then runs min(tokens, budget left). In the engine a request admitted without its rows "
+            "runs out of them in the middle of its prompt."
         )
     return "wrong_plan", "compare with the rules: running first, the budget, chunks, preemption, admission."
+
+
+def _plan_of(got, what: str, running, waiting) -> tuple[list[tuple[int, int]], list[int]]:
+    """The learner's plan as (run, preempted) of ints; anything else, or a rid no request has, is a verdict."""
+    try:
+        run, pre = got
+        pairs = [tuple(x) for x in run]
+    except (TypeError, ValueError):
+        pairs = None
+    if pairs is None or any(len(x) != 2 for x in pairs):
+        raise rejected(
+            PART,
+            "not_a_plan",
+            f"{what}: return (run, preempted): a list of (rid, n) and a list of rids; got {got!r:.200}",
+        )
+    plan = [int_list(PART, x, what, "a (rid, n) pair's rid and n") for x in pairs], int_list(PART, pre, what, "rids")
+    known = {r["rid"] for r in running} | {w["rid"] for w in waiting}
+    strange = [rid for rid in [x[0] for x in plan[0]] + plan[1] if rid not in known]
+    if strange:
+        raise rejected(
+            PART,
+            "unknown_rid",
+            f"{what} named request {strange[0]}, which is neither running nor waiting "
+            f"(rids {sorted(known)}); got {got!r:.200}",
+        )
+    return [tuple(x) for x in plan[0]], plan[1]
 
 
 def _drive(name, P, budget, reqs, schedule_step):
@@ -173,29 +240,22 @@ def _drive(name, P, budget, reqs, schedule_step):
     while not s.done and step < 200:
         running, waiting = views(s)
         free = s.allocator.num_free
-        got = call(
-            PART,
-            schedule_step,
-            [dict(r) for r in running],
-            [dict(r) for r in waiting],
-            budget,
-            free,
-            what=f"schedule_step(...) on '{name}', step {step}",
-            first=FIRST,
-        )
-        batch = s.schedule()
-        want = ([(r.rid, n) for r, n in zip(batch.requests, batch.lengths)], [r.rid for r in batch.preempted])
-        try:
-            run, pre = got
-            got = ([(int(rid), int(n)) for rid, n in run], [int(rid) for rid in pre])
-        except (TypeError, ValueError):
-            raise PartFailed(
+        with showing(lambda: _describe(running, waiting, budget, free)):
+            got = call(
                 PART,
-                "not_a_plan",
-                f"on '{name}': return (run, preempted): a list of (rid, n) and a list of rids; got {got!r:.200}",
-            ) from None
+                schedule_step,
+                [dict(r) for r in running],
+                [dict(r) for r in waiting],
+                budget,
+                free,
+                what=f"schedule_step(...) on '{name}', step {step}",
+                first=FIRST,
+            )
+            batch = s.schedule()
+            want = ([(r.rid, n) for r, n in zip(batch.requests, batch.lengths)], [r.rid for r in batch.preempted])
+            got = _plan_of(got, f"schedule_step(...) on '{name}', step {step}", running, waiting)
         if got != want:
-            problem, hint = _hint(running, waiting, budget, want, got)
+            problem, hint = _hint(running, waiting, budget, want, got, free)
             raise wrong_case(
                 PART,
                 problem,
@@ -212,7 +272,7 @@ def _drive(name, P, budget, reqs, schedule_step):
 def check(schedule_step: Callable) -> object:
     """Compare ``schedule_step`` with the engine's scheduler before every step of the table cases and random runs.
 
-    Raises :class:`~ropepool.track.feedback.PartFailed` naming the first step planned otherwise: the
+    Raises :class:`~ropepool.teaching.feedback.ExerciseFailed` naming the first step planned otherwise: the
     running and waiting requests, the budget and free rows, the engine's batch and the learner's plan.
     """
     __tracebackhide__ = True  # a failing check shows the learner's frames, not the checker's

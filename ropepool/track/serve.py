@@ -9,6 +9,8 @@ and logit against mlx-lm's own greedy loop; :func:`pool_is_clean` that every row
 
 from __future__ import annotations
 
+import time
+
 from dataclasses import dataclass
 
 import mlx.core as mx
@@ -16,7 +18,9 @@ import numpy as np
 
 from ..engine import Engine
 from ..engine.protocols import RunnerParts
+from ..teaching.feedback import feedback
 from ..tolerance import ENGINE_LOGITS_FLOAT32, ENGINE_LOGITS_SMOLLM2
+from . import allocator, e4m3, rotate, schedule, slots, tree
 
 QUESTIONS = ("What is the capital of France?", "What is 2 + 3?")
 #: A plain-text prompt that shares nothing with the chat questions: long enough to be prefilled in chunks.
@@ -128,19 +132,51 @@ def _slot_mapping(slot_mapping, batch, page_size: int):
     return slot_mapping(requests, page_size)
 
 
-def run(eng: Engine, prompts, max_new_tokens: int, history: list | None = None) -> list:
+def run(
+    eng: Engine, prompts, max_new_tokens: int, history: list | None = None, progress: bool = True, trace: bool = False
+) -> list:
     """Serve ``prompts`` on ``eng`` to the end; each request's tokens and logits ``[len(tokens), vocab]``.
 
-    ``history``, if given, gets each step's ``[(request index, tokens run)]``."""
+    ``history``, if given, gets each step's ``[(request index, tokens run)]``. ``progress``: one line,
+    rewritten after every step (the step, requests done, tokens generated, seconds so far). ``trace``:
+    instead, one line per step: who ran how many tokens, who was admitted, preempted or finished, and
+    the pool's free rows and the rows only the prefix cache holds (:func:`step_line`)."""
     if not eng.keep_logits:
         raise ValueError("run: make the engine with keep_logits=True")
     requests = [eng.add_request(p, max_new_tokens) for p in prompts]
-    first = requests[0].rid
+    first, start, steps = requests[0].rid, time.perf_counter(), 0
     while not eng.done:
         batch = eng.step()
+        steps += 1
         if history is not None:
             history.append([(r.rid - first, n) for r, n in zip(batch.requests, batch.lengths)])
+        if trace:
+            print(step_line(eng, batch, steps, first))
+        elif progress:
+            print("\r" + _progress(requests, steps, time.perf_counter() - start), end="", flush=True)
+    if progress and not trace:
+        print()
     return [(r.tokens, mx.stack(r.logits)) for r in requests]
+
+
+def step_line(eng: Engine, batch, step: int, first: int = 0) -> str:
+    """One step as a line: ``step 3: r0 +1, r1 +16 | admitted r1 | pool 40 free, 12 cached`` (requests
+    numbered from ``first``); what the learner's scheduler, allocator and tree did, step by step."""
+    ran = ", ".join(f"r{r.rid - first} +{n}" for r, n in zip(batch.requests, batch.lengths)) or "nothing"
+    events = [
+        f"{what} {' '.join(f'r{r.rid - first}' for r in who)}"
+        for what, who in (("admitted", batch.admitted), ("preempted", batch.preempted), ("finished", batch.finished))
+        if who
+    ]
+    cache = eng.scheduler.cache
+    pool = f"pool {eng.allocator.num_free * eng.allocator.page_size} rows free"
+    pool += f", {cache.num_evictable() * eng.allocator.page_size} held by the cache alone" if cache.enabled else ""
+    return f"step {step}: {ran} | " + " | ".join([*events, pool])
+
+
+def _progress(requests, steps: int, seconds: float) -> str:
+    done, out = sum(bool(r.done) for r in requests), sum(len(r.tokens) for r in requests)
+    return f"serving: step {steps}, {done} of {len(requests)} requests done, {out} tokens generated, {seconds:.1f} s"
 
 
 def pool_is_clean(eng: Engine) -> bool:
@@ -179,3 +215,56 @@ def check_same(results, reference, served: Served, who: str) -> None:
     for i, ((tokens, logits), want) in enumerate(zip(results, reference)):
         check_equal(tokens, want.tokens, claim=f"request {i} through {who}: mlx-lm's tokens, {served.decode(tokens)!r}")
         check_close(np.array(logits), np.array(want.logits), claim=f"request {i}: every logit", **served.tolerance)
+
+
+#: (part, problem) -> why that mistake serves the notebooks' requests with the right answers and a clean pool
+SILENT = {
+    (2, "no_double_free_error"): "the engine never releases a free page, so the refusal is never needed here; "
+    "it guards against a bug elsewhere (a request finished twice), which would hand one page to two requests",
+    (2, "wrong_order"): "any free page holds a request's rows as well as another, so which comes next changes no "
+    "answer; the checker holds you to the engine's queue so that every answer can be compared with its own",
+    (4, "eviction_order"): "evicting the newest leaf changes which prefix is kept, not what a request reads: it "
+    "costs recomputing a prompt that comes back, and none of these prompts came back after an eviction",
+    (4, "match"): "a match that stops early is never wrong, only wasteful: the request computes rows the tree "
+    "had (the prompt tokens shared, below, are fewer than with the engine's tree)",
+    (5, "wrong_victim"): "which request is preempted changes who waits, not an answer: preempting the oldest "
+    "throws away the most work, all recomputed later",
+    (5, "over_budget"): "a step over the budget computes the same tokens in fewer, bigger steps: the budget "
+    "bounds a step's time, which this run does not measure",
+    (5, "blocked_queue"): "a blocked queue only delays the requests behind it: the same answers, later",
+    (5, "admitted_after_preemption"): "admitting in a step that preempted risks handing the freed rows to a "
+    "newcomer while the preempted request waits again; here only the order of steps changed",
+    (5, "ignores_spare"): "asking again for rows a request holds matters only when the pool is short at that "
+    "moment: here the rows it asked for were free, so nobody was preempted for them",
+    (5, "waiting_first"): "the batch order changes when a token is computed, not its value: decodes behind a "
+    "prompt's chunk only wait longer",
+}
+
+
+def try_mistakes(n: int, wrong: dict, make_engine, prompts, reference, new: int) -> list[dict]:
+    """Check and serve each of ``wrong`` (problem -> wrong part ``n``) on ``make_engine(part)``; print one
+    line each: what the checker named, and what serving showed (an error, a changed answer, a pool not
+    clean) or, where it served silently, why. ``reference``: mlx-lm's answers, at least ``new`` tokens
+    each. Returns the rows: problem, named, case, served, silent, why."""
+    check = {1: rotate.check, 2: allocator.check, 3: slots.check, 4: tree.check, 5: schedule.check, 6: e4m3.check}[n]
+    rows = []
+    for problem, part in wrong.items():
+        verdict = feedback(check, part)
+        case = verdict.message.splitlines()[0]
+        eng = make_engine(part)
+        try:
+            got = run(eng, prompts, new, progress=False)
+            changed = sum(list(g[0]) != list(r.tokens)[: len(g[0])] for g, r in zip(got, reference))
+            clean = pool_is_clean(eng)
+            served = (f"{changed} of {len(got)} answers changed" if changed else "the same answers") + (
+                "" if clean else ", pages lost from the pool"
+            )
+            silent = not changed and clean
+        except Exception as e:  # the wrong part broke the run: that is what it shows
+            served, silent = f"the run failed: {type(e).__name__}: {str(e).strip().splitlines()[0][:90]}", False
+        why = SILENT.get((n, problem), "this run never reached the case the checker names") if silent else ""
+        rows.append(dict(problem=problem, named=verdict.problem, case=case, served=served, silent=silent, why=why))
+        print(f"- {problem}: the check names {verdict.problem!r} ({case[:70]})\n    serving: {served}")
+        if silent:
+            print(f"    serves silently: {why}")
+    return rows

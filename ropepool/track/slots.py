@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .feedback import PartFailed, call, passed, wrong_case
+from .feedback import call, int_list, passed, rejected, showing, wrong_case
 
 PART = 3
 FIRST = (
@@ -42,31 +42,34 @@ MISTAKES = {
     "positions_from_zero": (
         None,
         "positions restart at 0 in every step: a token's position counts its request's "
-        "tokens before it, cached ones included (cached .. cached + new - 1).",
+        "tokens before it, cached ones included (cached .. cached + new - 1). In the engine every decode would be "
+        "turned as position 0.",
     ),
     "page_not_scaled": (
         lambda r, i, p, ps: r["pages"][p // ps] + p % ps,
         "a page number is not a row: page g starts at row g * page_size. "
-        "slot = pages[p // page_size] * page_size + p % page_size.",
+        "slot = pages[p // page_size] * page_size + p % page_size. In the engine pages of 16 rows would overlap: "
+        "requests write over each other.",
     ),
     "pages_as_rows": (
         lambda r, i, p, ps: r["pages"][p] * ps if p < len(r["pages"]) else -1,
         "you indexed the page table by position: it has one entry per page of page_size "
-        "positions, pages[p // page_size].",
+        "positions, pages[p // page_size]. In the engine rows would come from pages "
+        "the request does not hold.",
     ),
     "offset_in_chunk": (
         lambda r, i, p, ps: r["pages"][p // ps] * ps + i % ps,
         "the offset inside the page is p % page_size, the position's, not the token's index "
-        "in this step: a chunk may start mid-page.",
+        "in this step: a chunk may start mid-page. In the engine a chunk starting mid-page writes over its own earlier rows.",
     ),
     "off_by_one": (
         lambda r, i, p, ps: _slot(r, p + 1, ps) if (p + 1) // ps < len(r["pages"]) else -1,
-        "each token got the next position's row: position p writes slot_of(p), not slot_of(p + 1).",
+        "each token got the next position's row: position p writes slot_of(p), not slot_of(p + 1). In the engine each k and v lands one row late: attention reads a row nobody wrote.",
     ),
     "from_start": (
         lambda r, i, p, ps: _slot(r, i, ps),
         "you mapped the step's i-th token to position i's row: a decode token would overwrite the "
-        "request's first row. Map position cached + i.",
+        "request's first row. Map position cached + i. In the engine every decode would overwrite the first rows of its request.",
     ),
 }
 
@@ -151,11 +154,23 @@ def engine_steps(page_size: int, seed: int = 0) -> list[tuple[str, int, list[dic
     return out
 
 
+def _counted_on(requests) -> list[int]:
+    """The positions of a step whose requests were taken as one sequence, from the first one's cached."""
+    start = requests[0]["cached"]
+    return list(range(start, start + sum(r["new"] for r in requests)))
+
+
 def _diagnose(requests, ps, positions, slots) -> tuple[str, str]:
     want_pos, _ = reference(requests, ps)
     if positions != want_pos:
         if positions == [i for r in requests for i in range(r["new"])]:
             return "positions_from_zero", MISTAKES["positions_from_zero"][1]
+        if len(requests) > 1 and positions == _counted_on(requests):
+            return "positions_across_requests", (
+                "you counted positions on from the previous request, as if the step's requests were one "
+                "sequence: each request starts again at its own cached. In the engine the second request's "
+                "tokens would be turned by another request's positions and written to rows it does not own."
+            )
         return "positions", "each request's positions are cached .. cached + new - 1, request after request."
     for problem, (fn, hint) in MISTAKES.items():
         if fn is not None and slots == [fn(r, i, r["cached"] + i, ps) for r in requests for i in range(r["new"])]:
@@ -167,51 +182,56 @@ def check(slot_mapping: Callable) -> object:
     """Run ``slot_mapping`` on the table's steps, random ones (page sizes 1, 2, 4, 16), then the engine's
     own steps (:func:`engine_steps`), compared with the positions and slots its scheduler gave.
 
-    Raises :class:`~ropepool.track.feedback.PartFailed` naming the first wrong step and token.
+    Raises :class:`~ropepool.teaching.feedback.ExerciseFailed` naming the first wrong step and token.
     """
     __tracebackhide__ = True  # a failing check shows the learner's frames, not the checker's
     table, steps = cases(), workload()
     engine = engine_steps(1) + engine_steps(16, seed=1)
     runs = [(name, ps, reqs, reference(reqs, ps)) for name, ps, reqs in table + steps] + engine
     for name, ps, requests, want in runs:
-        given = f"page_size {ps}, requests {requests}"
-        got = call(
-            PART,
-            slot_mapping,
-            [dict(r, pages=list(r["pages"])) for r in requests],
-            ps,
-            what=f"slot_mapping(...) on '{name}'",
-            first=FIRST,
-        )
-        try:
-            positions, slots = ([int(x) for x in part] for part in got)
-        except (TypeError, ValueError):
-            raise PartFailed(
-                PART, "not_two_lists", f"on '{name}': return two lists of ints, (positions, slots); got {got!r:.200}"
-            ) from None
-        if (positions, slots) == want:
-            continue
-        if len(positions) != len(want[0]) or len(slots) != len(want[1]):
+        with showing(lambda: f"page_size {ps}, requests {requests}"):
+            given = f"page_size {ps}, requests {requests}"
+            got = call(
+                PART,
+                slot_mapping,
+                [dict(r, pages=list(r["pages"])) for r in requests],
+                ps,
+                what=f"slot_mapping(...) on '{name}'",
+                first=FIRST,
+            )
+            try:
+                positions, slots = got
+            except (TypeError, ValueError):
+                raise rejected(
+                    PART,
+                    "not_two_lists",
+                    f"on '{name}': return two lists of ints, (positions, slots); got {got!r:.200}",
+                ) from None
+            what = f"slot_mapping(...) on '{name}'"
+            positions, slots = int_list(PART, positions, what, "positions"), int_list(PART, slots, what, "slots")
+            if (positions, slots) == want:
+                continue
+            if len(positions) != len(want[0]) or len(slots) != len(want[1]):
+                raise wrong_case(
+                    PART,
+                    "wrong_length",
+                    name,
+                    given,
+                    f"{len(want[0])} positions and slots (the sum of new)",
+                    f"{len(positions)} positions, {len(slots)} slots",
+                    "one position and one slot per new token.",
+                )
+            t = next(i for i in range(len(slots)) if (positions[i], slots[i]) != (want[0][i], want[1][i]))
+            problem, hint = _diagnose(requests, ps, positions, slots)
             raise wrong_case(
                 PART,
-                "wrong_length",
+                problem,
                 name,
                 given,
-                f"{len(want[0])} positions and slots (the sum of new)",
-                f"{len(positions)} positions, {len(slots)} slots",
-                "one position and one slot per new token.",
+                f"token {t}: position {want[0][t]}, slot {want[1][t]}",
+                f"token {t}: position {positions[t]}, slot {slots[t]}",
+                hint,
             )
-        t = next(i for i in range(len(slots)) if (positions[i], slots[i]) != (want[0][i], want[1][i]))
-        problem, hint = _diagnose(requests, ps, positions, slots)
-        raise wrong_case(
-            PART,
-            problem,
-            name,
-            given,
-            f"token {t}: position {want[0][t]}, slot {want[1][t]}",
-            f"token {t}: position {positions[t]}, slot {slots[t]}",
-            hint,
-        )
     return passed(
         PART,
         f"slot_mapping gives every token's position and row on {len(table)} table steps, "

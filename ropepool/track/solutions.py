@@ -2,7 +2,7 @@
 
 These are reference answers for the learner's interfaces, kept out of the notebooks; the checkers
 compare the learner's parts with the engine's own implementation and the float64 reference, not with
-these.
+these (part 5's checker runs :func:`schedule_step` only on a mistaken input, to recognise a mistake).
 """
 
 from __future__ import annotations

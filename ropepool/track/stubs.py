@@ -90,7 +90,7 @@ class PrefixTree:
         raise NotImplementedError("part 4: PrefixTree.num_evictable")
 
     def evict(self, n):
-        """Free up to n pages only the tree holds, least recently used first; return them."""
+        """Free up to n pages only the tree holds, least recently used first; return them (in any order)."""
         raise NotImplementedError("part 4: PrefixTree.evict")
 
 

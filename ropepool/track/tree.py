@@ -17,7 +17,7 @@ import numpy as np
 
 from ..engine import Allocator as EngineAllocator
 from ..engine import RadixCache
-from .feedback import PartFailed, call, passed, wrong_case
+from .feedback import call, int_list, is_int, passed, rejected, showing, wrong_case
 
 PART = 4
 FIRST = (
@@ -175,6 +175,15 @@ def workload(n: int = 25, seed: int = 0) -> list[tuple[str, int, list]]:
     return out
 
 
+def _settle(a: EngineAllocator, evicted) -> None:
+    """Sort the pages one evict freed at the back of the free queue: the stub fixes which pages an evict
+    frees, not the order it releases them in, and that order decides which pages are handed out next."""
+    k = len(evicted or [])
+    if k and sorted(list(a.free_pages)[-k:]) == sorted(evicted):
+        tail = sorted(a.free_pages.pop() for _ in range(k))
+        a.free_pages.extend(tail)
+
+
 def _run(make: Callable, pages: int, ops: list, *, learner: bool):
     """Replay ``ops`` on a fresh allocator and tree; yield (what, answer, refs, free, evictable) after each op."""
     __tracebackhide__ = True  # a failing check shows the learner's frames, not the checker's
@@ -187,11 +196,28 @@ def _run(make: Callable, pages: int, ops: list, *, learner: bool):
         out = call(PART, fn, *args, what=what, first=FIRST) if learner else fn(*args)
         if out is None:
             return None
-        out = list(out)
-        if learner and not all(isinstance(p, (int, np.integer)) and not isinstance(p, bool) for p in out):
-            raise PartFailed(PART, "not_int", f"{what} returned {out!r}: pages are ints")
-        out = [int(p) for p in out]
+        out = int_list(PART, out, what) if learner else [int(p) for p in out]
         return sorted(out) if as_set else out
+
+    def count() -> int:
+        """``tree.num_evictable()``, an int."""
+        n = call(PART, tree.num_evictable, what="num_evictable()", first=FIRST) if learner else tree.num_evictable()
+        if learner and not is_int(n):
+            raise rejected(PART, "not_int", f"num_evictable() returned {n!r:.200}: a count of pages is an int")
+        return int(n)
+
+    def pool(fn, pages, after: str):
+        """The checker's own call on the pool; the pool refusing it means the tree's answer named pages wrongly."""
+        try:
+            return fn(pages)
+        except ValueError as e:
+            raise rejected(
+                PART,
+                "bad_pages",
+                f"after {after}, the pool refused {fn.__name__}({pages}) ({e}): a page the tree hands back must "
+                "be one it holds, and it releases only the pages it drops. In the engine a request would read "
+                "rows nobody wrote.",
+            ) from None
 
     for op in ops:
         kind = op[0]
@@ -200,19 +226,20 @@ def _run(make: Callable, pages: int, ops: list, *, learner: bool):
             parts = []
             found = do(tree.match, list(keys), what=f"match({keys})") if kind == "request" else []
             parts.append(f"match {found}" if kind == "request" else "no match")
-            a.retain(found or [])
+            pool(a.retain, found or [], f"match({keys}) returned {found}")
             need = len(keys) - len(found or [])
             evicted = []
             if need > a.num_free:
-                if need > a.num_free + tree.num_evictable():
+                if need > a.num_free + count():
                     a.release(found or [])
                     yield f"request {rid} {keys}: refused, no room", "refused", list(a.refs), a.num_free, None
                     continue
-                said = tree.num_evictable()
+                said = count()
                 evicted = do(tree.evict, need - a.num_free, what=f"evict({need - a.num_free})", as_set=True)
+                _settle(a, evicted)
                 parts.append(f"evict {evicted}")
                 if need > a.num_free:
-                    raise PartFailed(
+                    raise rejected(
                         PART,
                         "evict_short",
                         f"request {rid} {keys} needs {need} free pages; num_evictable() said {said}, but evict "
@@ -227,28 +254,35 @@ def _run(make: Callable, pages: int, ops: list, *, learner: bool):
                 return
             for j, (own, cached) in enumerate(zip(mine, theirs)):
                 if own != cached:  # the tree had its own page: switch to it, give ours back
-                    a.retain([cached])
-                    a.release([own])
+                    pool(a.retain, [cached], f"insert({keys}, {mine}) returned {theirs}")
+                    pool(a.release, [own], f"insert({keys}, {mine}) returned {theirs}")
                     mine[j] = cached
             held[rid] = mine
             what = f"request {rid} {keys}" if kind == "request" else f"compute {rid} {keys} (no match first)"
-            yield what, "; ".join(parts), list(a.refs), a.num_free, tree.num_evictable()
+            yield what, "; ".join(parts), list(a.refs), a.num_free, count()
         elif kind == "finish":
-            a.release(held.pop(op[1], []))  # a request refused for room holds nothing
-            yield f"finish {op[1]}", None, list(a.refs), a.num_free, tree.num_evictable()
+            pool(a.release, held.pop(op[1], []), f"finish {op[1]}")  # a request refused for room holds nothing
+            yield f"finish {op[1]}", None, list(a.refs), a.num_free, count()
         elif kind == "match":
             found = do(tree.match, list(op[1]), what=f"match({op[1]})")
-            a.retain(found or [])  # held for the moment of the check, then given back
-            a.release(found or [])
-            yield f"match({op[1]})", found, list(a.refs), a.num_free, tree.num_evictable()
+            pool(a.retain, found or [], f"match({op[1]}) returned {found}")  # held for the check, then given back
+            pool(a.release, found or [], f"match({op[1]}) returned {found}")
+            yield f"match({op[1]})", found, list(a.refs), a.num_free, count()
         else:
+            evicted = do(tree.evict, op[1], what=f"evict({op[1]})", as_set=True)
+            _settle(a, evicted)
             yield (
                 f"evict({op[1]})",
-                do(tree.evict, op[1], what=f"evict({op[1]})", as_set=True),
+                evicted,
                 list(a.refs),
                 a.num_free,
-                tree.num_evictable(),
+                count(),
             )
+
+
+def _said(answer: str, part: str) -> str | None:
+    """The part of a request's answer ("match ...; evict ...; insert -> ...") that starts with ``part``."""
+    return next((x for x in answer.split("; ") if x.startswith(part)), None)
 
 
 def _hint(what: str, want, got, w_refs, g_refs, w_free, g_free, w_ev, g_ev) -> tuple[str, str]:
@@ -256,29 +290,44 @@ def _hint(what: str, want, got, w_refs, g_refs, w_free, g_free, w_ev, g_ev) -> t
     if want == got and g_refs == w_refs and g_free == w_free and g_ev != w_ev:  # only the count differs
         return "num_evictable", (
             f"num_evictable() says {g_ev}, the tree can free {w_ev}: count the pages in the tree that only the "
-            "tree holds (refs[p] == 1). Counted too high, the engine evicts to make room and still finds too few."
+            "tree holds (refs[p] == 1). In the engine a count too high makes it evict to make room and still find "
+            "too few; too low, it refuses requests it has room for."
         )
     if what.startswith("match") or (both and want.split(";")[0] != got.split(";")[0]):
         return "match", (
             "match returns the pages of the longest prefix the tree holds: keep walking while the keys "
-            "agree, into the middle of an edge too, and stop at the first key that differs."
+            "agree, into the middle of an edge too, and stop at the first key that differs. In the engine a match "
+            "too long hands a request rows of tokens it does not have; one too short recomputes what was cached."
+        )
+    if both and _said(want, "insert -> ") != _said(got, "insert -> ") and _said(want, "evict ") == _said(got, "evict "):
+        return "insert", (
+            "insert returns one page per key: the tree's own page where it already holds that prefix "
+            "(split an edge where the keys diverge inside it), the page given where it is new. In the engine "
+            "a request that computed a cached prefix again would keep its own rows: the sharing is lost."
         )
     if what.startswith("evict") or "evict" in str(want) or "evict" in str(got):
         if g_free < w_free and (got == want or what.startswith("request")):
-            return "evict_leak", "evict must release each page it drops (allocator.release), so the page is free again."
+            return (
+                "evict_leak",
+                "evict must release each page it drops (allocator.release), so the page is free again. In the engine the pool fills with pages nobody holds, and admission stalls.",
+            )
         return "eviction_order", (
             "evict the least recently used leaf first (smallest last_used), cutting pages "
             "from its "
             "end, only pages the tree alone holds (refs == 1); a leaf left empty goes, and its "
-            "parent may become a leaf."
+            "parent may become a leaf. In the engine the cache would keep what is least likely to be asked again: prompts recomputed."
         )
     if g_refs != w_refs:
         return "refcount", (
             "insert retains (allocator.retain) only the pages the tree newly keeps, once each; where "
-            "it already holds the keys it returns its own page and retains nothing."
+            "it already holds the keys it returns its own page and retains nothing. In the engine a page "
+            "counted too often is never freed; too seldom, it is freed while the tree still hands it out."
         )
     if g_ev != w_ev:
-        return "num_evictable", "num_evictable counts the pages in the tree that only the tree holds (refs[p] == 1)."
+        return "num_evictable", (
+            "num_evictable counts the pages in the tree that only the tree holds (refs[p] == 1). In the engine "
+            "a wrong count admits requests the pool cannot hold, or refuses ones it can."
+        )
     if isinstance(want, str) and "insert" in want:
         return "insert", (
             "insert returns one page per key: the tree's own page where it already holds that prefix "
@@ -287,33 +336,59 @@ def _hint(what: str, want, got, w_refs, g_refs, w_free, g_free, w_ev, g_ev) -> t
     return "wrong_answer", "compare with the rules in the stub's docstring."
 
 
+def _match_changes_tree(make: Callable) -> bool:
+    """True when matching the same keys twice gives two answers: the learner's match extended a list the
+    tree keeps (``pages = node.pages`` then ``pages += ...``) instead of a new one. False if it cannot tell."""
+    try:
+        a = EngineAllocator(16)
+        tree = make(a)
+        first = a.allocate(4)
+        tree.insert([1, 2, 3, 4], list(first))
+        tree.insert([1, 2, 7, 8], first[:2] + a.allocate(2))
+        answers = [[int(p) for p in tree.match(k)] for k in ([1, 2, 3, 4], [1, 2, 3, 4], [1, 2, 7, 8], [1, 2])]
+    except Exception:  # judged already on the case that failed; here only a better hint is sought
+        return False
+    return answers[0] == first and answers[1:] != [first, answers[2], first[:2]]
+
+
+MATCH_REFERENCE = (
+    "match changed the tree: matching the same keys twice gave two answers. Your match builds its answer "
+    "in a list the tree keeps (pages = node.pages, then pages += ... extends the node's own edge); start "
+    "from a new list (pages = []) and add copies. In the engine the next request would be handed pages of "
+    "tokens it does not have, and read another request's rows."
+)
+
+
 def check(make: Callable) -> object:
     """Replay table cases and random runs on ``make`` (the learner's class) and the engine's radix tree.
 
-    Raises :class:`~ropepool.track.feedback.PartFailed` naming the first operation whose answer,
+    Raises :class:`~ropepool.teaching.feedback.ExerciseFailed` naming the first operation whose answer,
     reference counts, free pages or evictable count differ, with the operations before it.
     """
     __tracebackhide__ = True  # a failing check shows the learner's frames, not the checker's
     table, runs = cases(), workload()
     for name, pages, ops in table + runs:
         done = []
-        for mine, theirs in zip(_run(make, pages, ops, learner=True), _run(_Engine, pages, ops, learner=False)):
-            what, got, g_refs, g_free, g_ev = mine
-            _, want, w_refs, w_free, w_ev = theirs
-            if (got, g_refs, g_free, g_ev) != (want, w_refs, w_free, w_ev):
-                problem, hint = _hint(what, want, got, w_refs, g_refs, w_free, g_free, w_ev, g_ev)
-                before = "; ".join(done[-5:]) or "an empty tree"
-                given = f"a pool of {pages} pages; {before}{' (and before)' if len(done) > 5 else ''}"
-                raise wrong_case(
-                    PART,
-                    problem,
-                    name,
-                    given + f"; now {what}",
-                    f"{want} (refs {w_refs}, {w_free} free, {w_ev} evictable)",
-                    f"{got} (refs {g_refs}, {g_free} free, {g_ev} evictable)",
-                    hint,
-                )
-            done.append(what)
+        with showing(lambda: f"a pool of {pages} pages; {'; '.join(done[-5:]) or 'an empty tree'}"):
+            for mine, theirs in zip(_run(make, pages, ops, learner=True), _run(_Engine, pages, ops, learner=False)):
+                what, got, g_refs, g_free, g_ev = mine
+                _, want, w_refs, w_free, w_ev = theirs
+                if (got, g_refs, g_free, g_ev) != (want, w_refs, w_free, w_ev):
+                    problem, hint = _hint(what, want, got, w_refs, g_refs, w_free, g_free, w_ev, g_ev)
+                    if problem in ("match", "insert", "refcount", "wrong_answer") and _match_changes_tree(make):
+                        problem, hint = "match_reference", MATCH_REFERENCE
+                    before = "; ".join(done[-5:]) or "an empty tree"
+                    given = f"a pool of {pages} pages; {before}{' (and before)' if len(done) > 5 else ''}"
+                    raise wrong_case(
+                        PART,
+                        problem,
+                        name,
+                        given + f"; now {what}",
+                        f"{want} (refs {w_refs}, {w_free} free, {w_ev} evictable)",
+                        f"{got} (refs {g_refs}, {g_free} free, {g_ev} evictable)",
+                        hint,
+                    )
+                done.append(what)
     return passed(
         PART,
         f"PrefixTree answers as the engine's radix tree on {len(table)} table cases and {len(runs)} "

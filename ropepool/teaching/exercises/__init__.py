@@ -1,7 +1,7 @@
 """Workshop exercises: checkers that say what is wrong, and reference solutions kept aside.
 
 One module per exercise (:mod:`.heads`, :mod:`.fix_call`, :mod:`.rope_numpy`, :mod:`.pool_predict`,
-:mod:`.decode_slots`), the feedback they share (:mod:`.feedback`) and the solutions (:mod:`.solutions`).
+:mod:`.decode_slots`), the feedback every checker of the suite shares (:mod:`ropepool.teaching.feedback`) and the solutions (:mod:`.solutions`).
 
 =====  =====================================  ==========================================
  n     the learner writes                     ``check_n`` runs it and names the mistake
@@ -33,7 +33,7 @@ True
 """
 
 from ..catalog import CATALOG  # noqa: F401  (the error catalog the checkers quote)
-from .feedback import ExerciseFailed, Verdict, expect_rejection, feedback, markdown_escape  # noqa: F401
+from ..feedback import ExerciseFailed, Verdict, expect_rejection, feedback, markdown_escape  # noqa: F401
 from .heads import MHA_CONFIG, check_1, exercise_1_configs, solution_1  # noqa: F401
 from .fix_call import SMALL_CONFIG, broken_call, check_2, solution_2  # noqa: F401
 from .rope_numpy import ROPE_MISTAKES, _variant, check_3, exercise_3_cases, rope_with_mistake, solution_3  # noqa: F401

@@ -7,7 +7,7 @@ from typing import Callable
 import numpy as np
 
 from ...op import rope_pool_fused
-from .feedback import ExerciseFailed, Verdict, _call
+from ..feedback import ExerciseFailed, Verdict, guarded
 
 
 def slot_scenarios() -> dict[str, dict]:
@@ -94,7 +94,7 @@ def check_5(choose: Callable) -> Verdict:
     out of range, duplicated, or wrongly -1 / not -1. Then the op runs with the chosen slots.
     """
     for name, s in slot_scenarios().items():
-        slots = _call(
+        slots = guarded(
             5, choose, list(s["occupancy"]), list(s["needs_slot"]), what=f"choose(...) on '{name}'", explain=_index_hint
         )
         if slots is None:

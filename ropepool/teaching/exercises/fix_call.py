@@ -11,7 +11,7 @@ from ..catalog import CATALOG
 from ...op import rope_pool_fused
 from ...reference import rope_pool_reference
 from ...tolerance import error_ratio
-from .feedback import ExerciseFailed, Verdict, _call
+from ..feedback import ExerciseFailed, Verdict, guarded
 
 
 #: The model of exercise 2: a small GQA config (Hq = 8, Hkv = 2, D = 16).
@@ -91,7 +91,7 @@ def _wrong_param(after: dict) -> tuple[str, str] | None:
 def check_2(fix: Callable[[dict], dict]) -> Verdict:
     """Run the op on ``fix(broken_call())`` and say what still fails, or what the fix broke."""
     before = broken_call()
-    after = _call(2, fix, broken_call(), what="fix(broken_call())")
+    after = guarded(2, fix, broken_call(), what="fix(broken_call())")
     if not isinstance(after, dict):
         raise ExerciseFailed(2, "wrong_type", f"fix returned a {type(after).__name__}; return the fixed kwargs dict.")
     missing = [n for n in ("q", "k", "v", "positions", "slots", "k_pool", "v_pool") if n not in after]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ... import models
-from .feedback import ExerciseFailed, Verdict, _call
+from ..feedback import ExerciseFailed, Verdict, guarded
 
 
 #: An MHA config without ``num_key_value_heads`` (as early Llama and GPT-NeoX configs are).
@@ -124,7 +124,7 @@ def check_1(heads: Callable[[dict], dict]) -> Verdict:
 
         try:
             got = _as_heads(
-                name, _call(1, heads, dict(config), what=f"your function, on {name}'s config,", explain=explain)
+                name, guarded(1, heads, dict(config), what=f"your function, on {name}'s config,", explain=explain)
             )
         except ExerciseFailed as err:
             if err.problem == "not_implemented":

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ...models import from_config, load_preset
-from .feedback import ExerciseFailed, Verdict, _call
+from ..feedback import ExerciseFailed, Verdict, guarded
 
 #: Models whose configs differ where an estimate goes wrong: G = 4 and 7 (GQA), 2 with an explicit
 #: head_dim (Gemma-2), MQA written as ``multi_query`` (Falcon), and MHA (Phi-3-mini).
@@ -48,7 +48,7 @@ def check_kv_estimate(kv_estimate: Callable) -> Verdict:
     for name in MODELS:
         config = load_preset(name)
         tokens, dtype_bytes = 4096, 2
-        got = _call(
+        got = guarded(
             "08",
             kv_estimate,
             dict(config),

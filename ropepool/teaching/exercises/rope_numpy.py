@@ -10,7 +10,7 @@ import numpy as np
 from ...reference import rotate, rotate_neox
 from ...rope import Rope
 from ...tolerance import error_bound, error_ratio, pair_norms
-from .feedback import ExerciseFailed, Verdict, _call
+from ..feedback import ExerciseFailed, Verdict, guarded
 
 
 def _variant(
@@ -119,7 +119,7 @@ def check_3(rope: Callable) -> Verdict:
     for n, case in enumerate(exercise_3_cases()):
         x = case["x"]
         x_in = x.copy()
-        got = _call(3, rope, x_in, case["positions"].copy(), case["rope_base"], what=f"rope(x {x.shape}, ...)")
+        got = guarded(3, rope, x_in, case["positions"].copy(), case["rope_base"], what=f"rope(x {x.shape}, ...)")
         if not np.array_equal(x_in, x):
             raise ExerciseFailed(3, "modified_input", "your function changed x in place; return a new array.")
         if got is None:

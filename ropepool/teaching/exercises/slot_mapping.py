@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .feedback import ExerciseFailed, Verdict, _call
+from ..feedback import ExerciseFailed, Verdict, guarded
 
 
 def step_scenarios() -> dict[str, list[dict]]:
@@ -76,7 +76,7 @@ def check_slot_mapping(slot_mapping: Callable) -> Verdict:
     """Check ``slot_mapping(requests) -> (positions, slots)`` on a prefill, a decode and a mixed step whose
     second request runs on reused rows. The message names the mistake."""
     for name, requests in step_scenarios().items():
-        got = _call(
+        got = guarded(
             "07",
             slot_mapping,
             [dict(r, slot_table=list(r["slot_table"])) for r in requests],
