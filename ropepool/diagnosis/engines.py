@@ -22,7 +22,7 @@ import re
 from ..models import preset, preset_names
 from .base import Diagnosis, Facts, ambiguous
 from .heads import weight_case
-from .text import ints, last, line_at, shapes
+from .text import ints, last_read, line_at, shapes
 from .pytorch import proj_of
 
 
@@ -219,26 +219,13 @@ def _tensorrt(line: str, f: Facts) -> Diagnosis | None:
 
 def diagnose(text: str, f: Facts) -> tuple[int, Diagnosis] | None:
     """The last vLLM, llama.cpp or TensorRT-LLM message in ``text``, diagnosed; with its position."""
-    found = last(
+    return last_read(
         text,
-        "must be divisible by tensor parallel size",
-        "rope_scaling should have a 'rope_type' key",
-        "has wrong shape; expected",
-        "compared with expected shape",
-        "is greater than the derived max_model_len",
+        {
+            "must be divisible by tensor parallel size": lambda i: _vllm_tp(line_at(text, i), f),
+            "rope_scaling should have a 'rope_type' key": lambda i: _vllm_rope_type(line_at(text, i), f),
+            "has wrong shape; expected": lambda i: _llama_cpp(line_at(text, i), f),
+            "compared with expected shape": lambda i: _tensorrt(line_at(text, i), f),
+            "is greater than the derived max_model_len": lambda i: _vllm_max_len(line_at(text, i), f),
+        },
     )
-    if found is None:
-        return None
-    i, phrase = found
-    line = line_at(text, i)
-    if phrase.startswith("must be divisible"):
-        d = _vllm_tp(line, f)
-    elif phrase.startswith("rope_scaling should"):
-        d = _vllm_rope_type(line, f)
-    elif phrase.startswith("is greater than"):
-        d = _vllm_max_len(line, f)
-    elif phrase.startswith("has wrong shape"):
-        d = _llama_cpp(line, f)
-    else:
-        d = _tensorrt(line, f)
-    return (i, d) if d else None

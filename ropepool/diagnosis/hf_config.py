@@ -23,7 +23,7 @@ import ast
 import re
 
 from .base import Diagnosis, Facts, ambiguous
-from .text import WINDOW, last, line_at
+from .text import WINDOW, last_read, line_at
 
 SOURCE = "transformers' RoPE config validation (modeling_rope_utils.py, configuration_llama.py)"
 
@@ -39,7 +39,9 @@ def _dict(line: str) -> dict | None:
     return value if isinstance(value, (dict, set)) else None
 
 
-def _two_fields(line: str, f: Facts) -> Diagnosis:
+def _two_fields(line: str, f: Facts) -> Diagnosis | None:
+    if "rope_scaling" not in line:
+        return None
     got = _dict(line) or {}
     kind = got.get("rope_type") if isinstance(got, dict) else None
     why = (
@@ -218,7 +220,9 @@ def _longrope_length(line: str, f: Facts) -> Diagnosis | None:
     return Diagnosis("transformers", SOURCE, line.strip()[:300], read, case, quantity, why, fix)
 
 
-def _unrecognized(line: str, f: Facts) -> Diagnosis:
+def _unrecognized(line: str, f: Facts) -> Diagnosis | None:
+    if "{'type'}" not in line:
+        return None
     return Diagnosis(
         "transformers",
         SOURCE,
@@ -234,33 +238,18 @@ def _unrecognized(line: str, f: Facts) -> Diagnosis:
 
 def diagnose(text: str, f: Facts) -> tuple[int, Diagnosis] | None:
     """The last transformers RoPE-config message in ``text``, diagnosed; with its position."""
-    found = last(
+    return last_read(
         text,
-        "must be a dictionary with",
-        "Missing required keys in `rope_",
-        "has no attribute 'rope_",
-        "has no attribute 'partial_rotary_factor'",
-        "KeyError: 'type'",
-        "KeyError: 'rope_type'",
-        'KeyError: "rope_type"',
-        'KeyError "rope_type"',
-        "Unrecognized keys in `rope_",
-        "_factor field must have length",
+        {
+            "must be a dictionary with": lambda i: _two_fields(line_at(text, i), f),
+            "Missing required keys in `rope_": lambda i: _missing(line_at(text, i), f),
+            "has no attribute 'rope_": lambda i: _no_attribute(line_at(text, i), f),
+            "has no attribute 'partial_rotary_factor'": lambda i: _no_attribute(line_at(text, i), f),
+            "KeyError: 'type'": lambda i: _key_error(text, i, "type", f),
+            "KeyError: 'rope_type'": lambda i: _key_error(text, i, "rope_type", f),
+            'KeyError: "rope_type"': lambda i: _key_error(text, i, "rope_type", f),
+            'KeyError "rope_type"': lambda i: _key_error(text, i, "rope_type", f),
+            "Unrecognized keys in `rope_": lambda i: _unrecognized(line_at(text, i), f),
+            "_factor field must have length": lambda i: _longrope_length(line_at(text, i), f),
+        },
     )
-    if found is None:
-        return None
-    i, phrase = found
-    line = line_at(text, i)
-    if phrase.startswith("KeyError"):
-        d = _key_error(text, i, "type" if "'type'" in phrase else "rope_type", f)
-    elif phrase == "must be a dictionary with":
-        d = _two_fields(line, f) if "rope_scaling" in line else None
-    elif phrase.startswith("Missing"):
-        d = _missing(line, f)
-    elif phrase == "_factor field must have length":
-        d = _longrope_length(line, f)
-    elif phrase.startswith("Unrecognized"):
-        d = _unrecognized(line, f) if "{'type'}" in line else None
-    else:
-        d = _no_attribute(line, f)
-    return (i, d) if d else None

@@ -22,7 +22,7 @@ import re
 
 from .base import Diagnosis, Facts
 from .heads import broadcast_case, einsum_case, expand_case, index_case, merged_view_case, view_case, weight_case
-from .text import last, line_at, product, shapes
+from .text import last_read, line_at, product, shapes
 
 VIEW = "PyTorch's Tensor.view (aten/src/ATen/InferSize.h), as transformers' attention calls it"
 BROADCAST = "PyTorch broadcasting (aten/src/ATen/ExpandUtils.cpp)"
@@ -177,28 +177,16 @@ def _load(text: str, f: Facts) -> Diagnosis | None:
 
 def diagnose(text: str, f: Facts) -> tuple[int, Diagnosis] | None:
     """The last PyTorch message in ``text``, diagnosed for ``f``; with its position."""
-    found = last(
+    return last_read(
         text,
-        "is invalid for input of size",
-        "must match the size of tensor b",
-        "must match the existing size",
-        "size mismatch for ",
-        "einsum(): subscript",
-        "einsum(): operands do not broadcast",
-        "is out of bounds for dimension",
-        "is out of bounds for axis",
+        {
+            "is invalid for input of size": lambda i: _view(text, i, f),
+            "must match the size of tensor b": lambda i: _broadcast(text, i, f),
+            "must match the existing size": lambda i: _broadcast(text, i, f),
+            "size mismatch for ": lambda i: _load(text, f),
+            "einsum(): subscript": lambda i: _einsum(text, i, f),
+            "einsum(): operands do not broadcast": lambda i: _einsum(text, i, f),
+            "is out of bounds for dimension": lambda i: _index(text, i, f),
+            "is out of bounds for axis": lambda i: _index(text, i, f),
+        },
     )
-    if found is None:
-        return None
-    i, phrase = found
-    if phrase == "size mismatch for ":
-        d = _load(text, f)
-    elif phrase.startswith("einsum"):
-        d = _einsum(text, i, f)
-    elif phrase.startswith("is out of bounds"):
-        d = _index(text, i, f)
-    elif phrase == "is invalid for input of size":
-        d = _view(text, i, f)
-    else:
-        d = _broadcast(text, i, f)
-    return (i, d) if d else None

@@ -56,6 +56,18 @@ def last(text: str, *phrases: str) -> tuple[int, str] | None:
     return best
 
 
+def last_read(text: str, readers: dict):
+    """The last of ``readers``' phrases in ``text``, read: ``(position, what its reader returns)``, or None
+    where no phrase occurs or its reader returns None. ``readers`` maps each phrase to a function of its
+    position; where two phrases stand at one position, the first listed wins."""
+    found = last(text, *readers)
+    if found is None:
+        return None
+    i, phrase = found
+    read = readers[phrase](i)
+    return (i, read) if read else None
+
+
 def integer(digits: str) -> int:
     """``digits`` as an int; :class:`Unreadable` past :data:`MAX_DIGITS` digits."""
     n = len(digits.lstrip("-"))
