@@ -19,7 +19,7 @@ import re
 
 from .base import Diagnosis, Facts, ambiguous, heads
 from .heads import broadcast_case, head_dim_from_hidden, merged_view_case, view_case, weight_case
-from .text import after, ints, last_read, line_at, product, shapes
+from .text import after, ints, last_read, on_line, product, shapes
 from .pytorch import proj_of
 
 MLX = "MLX (mlx/ops.cpp)"
@@ -344,19 +344,20 @@ def _received(text: str, i: int, f: Facts) -> Diagnosis | None:
     return _strict_load(text, start if start >= 0 else i, f)
 
 
+#: Each message's phrase, and its reader.
+_READERS = {
+    "Cannot reshape array of size": on_line(_reshape),
+    "[broadcast_shapes]": on_line(_broadcast),
+    "[scaled_dot_product_attention]": on_line(_sdpa),
+    "[rope] dims must not exceed": on_line(_rope),
+    "but received shape": on_line(_load_weights),
+    "rope_scaling must contain": on_line(_mlx_lm_rope),
+    "rope_scaling 'type' currently only supports": on_line(_mlx_lm_rope),
+    "Unsupported RoPE type": on_line(_mlx_lm_rope),
+    "parameters not in model:": _received,
+}
+
+
 def diagnose(text: str, f: Facts) -> tuple[int, Diagnosis] | None:
     """The last MLX or mlx-lm message in ``text``, diagnosed; with its position."""
-    return last_read(
-        text,
-        {
-            "Cannot reshape array of size": lambda i: _reshape(line_at(text, i), f),
-            "[broadcast_shapes]": lambda i: _broadcast(line_at(text, i), f),
-            "[scaled_dot_product_attention]": lambda i: _sdpa(line_at(text, i), f),
-            "[rope] dims must not exceed": lambda i: _rope(line_at(text, i), f),
-            "but received shape": lambda i: _load_weights(line_at(text, i), f),
-            "rope_scaling must contain": lambda i: _mlx_lm_rope(line_at(text, i), f),
-            "rope_scaling 'type' currently only supports": lambda i: _mlx_lm_rope(line_at(text, i), f),
-            "Unsupported RoPE type": lambda i: _mlx_lm_rope(line_at(text, i), f),
-            "parameters not in model:": lambda i: _received(text, i, f),
-        },
-    )
+    return last_read(text, _READERS, f)

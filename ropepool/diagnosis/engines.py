@@ -22,7 +22,7 @@ import re
 from ..models import preset, preset_names
 from .base import Diagnosis, Facts, ambiguous
 from .heads import weight_case
-from .text import ints, last_read, line_at, shapes
+from .text import ints, last_read, on_line, shapes
 from .pytorch import proj_of
 
 
@@ -217,15 +217,16 @@ def _tensorrt(line: str, f: Facts) -> Diagnosis | None:
     )
 
 
+#: Each message's phrase, and its reader.
+_READERS = {
+    "must be divisible by tensor parallel size": on_line(_vllm_tp),
+    "rope_scaling should have a 'rope_type' key": on_line(_vllm_rope_type),
+    "has wrong shape; expected": on_line(_llama_cpp),
+    "compared with expected shape": on_line(_tensorrt),
+    "is greater than the derived max_model_len": on_line(_vllm_max_len),
+}
+
+
 def diagnose(text: str, f: Facts) -> tuple[int, Diagnosis] | None:
     """The last vLLM, llama.cpp or TensorRT-LLM message in ``text``, diagnosed; with its position."""
-    return last_read(
-        text,
-        {
-            "must be divisible by tensor parallel size": lambda i: _vllm_tp(line_at(text, i), f),
-            "rope_scaling should have a 'rope_type' key": lambda i: _vllm_rope_type(line_at(text, i), f),
-            "has wrong shape; expected": lambda i: _llama_cpp(line_at(text, i), f),
-            "compared with expected shape": lambda i: _tensorrt(line_at(text, i), f),
-            "is greater than the derived max_model_len": lambda i: _vllm_max_len(line_at(text, i), f),
-        },
-    )
+    return last_read(text, _READERS, f)

@@ -23,7 +23,7 @@ import ast
 import re
 
 from .base import Diagnosis, Facts, ambiguous
-from .text import WINDOW, last_read, line_at
+from .text import WINDOW, last_read, line_at, on_line
 
 SOURCE = "transformers' RoPE config validation (modeling_rope_utils.py, configuration_llama.py)"
 
@@ -122,7 +122,8 @@ def _no_attribute(line: str, f: Facts) -> Diagnosis:
     )
 
 
-def _key_error(text: str, i: int, key: str, f: Facts) -> Diagnosis | None:
+def _key_error(text: str, i: int, f: Facts) -> Diagnosis | None:
+    key = "type" if text.startswith("KeyError: 'type'", i) else "rope_type"
     context = text[max(0, i - WINDOW) : i + 40]
     if "rope" not in context:
         return None
@@ -236,20 +237,21 @@ def _unrecognized(line: str, f: Facts) -> Diagnosis | None:
     )
 
 
+#: Each message's phrase, and its reader.
+_READERS = {
+    "must be a dictionary with": on_line(_two_fields),
+    "Missing required keys in `rope_": on_line(_missing),
+    "has no attribute 'rope_": on_line(_no_attribute),
+    "has no attribute 'partial_rotary_factor'": on_line(_no_attribute),
+    "KeyError: 'type'": _key_error,
+    "KeyError: 'rope_type'": _key_error,
+    'KeyError: "rope_type"': _key_error,
+    'KeyError "rope_type"': _key_error,
+    "Unrecognized keys in `rope_": on_line(_unrecognized),
+    "_factor field must have length": on_line(_longrope_length),
+}
+
+
 def diagnose(text: str, f: Facts) -> tuple[int, Diagnosis] | None:
     """The last transformers RoPE-config message in ``text``, diagnosed; with its position."""
-    return last_read(
-        text,
-        {
-            "must be a dictionary with": lambda i: _two_fields(line_at(text, i), f),
-            "Missing required keys in `rope_": lambda i: _missing(line_at(text, i), f),
-            "has no attribute 'rope_": lambda i: _no_attribute(line_at(text, i), f),
-            "has no attribute 'partial_rotary_factor'": lambda i: _no_attribute(line_at(text, i), f),
-            "KeyError: 'type'": lambda i: _key_error(text, i, "type", f),
-            "KeyError: 'rope_type'": lambda i: _key_error(text, i, "rope_type", f),
-            'KeyError: "rope_type"': lambda i: _key_error(text, i, "rope_type", f),
-            'KeyError "rope_type"': lambda i: _key_error(text, i, "rope_type", f),
-            "Unrecognized keys in `rope_": lambda i: _unrecognized(line_at(text, i), f),
-            "_factor field must have length": lambda i: _longrope_length(line_at(text, i), f),
-        },
-    )
+    return last_read(text, _READERS, f)

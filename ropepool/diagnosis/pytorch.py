@@ -152,7 +152,9 @@ def _index(text: str, i: int, f: Facts) -> Diagnosis | None:
 _RANK = {"k": 0, "v": 1, "q": 2, "qkv": 3, "o": 4}
 
 
-def _load(text: str, f: Facts) -> Diagnosis | None:
+def _load(text: str, i: int, f: Facts) -> Diagnosis | None:
+    """The first attention projection among all of ``text``'s size mismatches (``i``, the last one's position,
+    is not needed)."""
     best = None
     for n, m in enumerate(re.finditer(r"size mismatch for ([\w.]{1,300}): copying a param with shape ", text)):
         if n > 4096:
@@ -175,18 +177,19 @@ def _load(text: str, f: Facts) -> Diagnosis | None:
     return Diagnosis("transformers", LOAD, line, read, case, quantity, why, fix)
 
 
+#: Each message's phrase, and its reader.
+_READERS = {
+    "is invalid for input of size": _view,
+    "must match the size of tensor b": _broadcast,
+    "must match the existing size": _broadcast,
+    "size mismatch for ": _load,
+    "einsum(): subscript": _einsum,
+    "einsum(): operands do not broadcast": _einsum,
+    "is out of bounds for dimension": _index,
+    "is out of bounds for axis": _index,
+}
+
+
 def diagnose(text: str, f: Facts) -> tuple[int, Diagnosis] | None:
     """The last PyTorch message in ``text``, diagnosed for ``f``; with its position."""
-    return last_read(
-        text,
-        {
-            "is invalid for input of size": lambda i: _view(text, i, f),
-            "must match the size of tensor b": lambda i: _broadcast(text, i, f),
-            "must match the existing size": lambda i: _broadcast(text, i, f),
-            "size mismatch for ": lambda i: _load(text, f),
-            "einsum(): subscript": lambda i: _einsum(text, i, f),
-            "einsum(): operands do not broadcast": lambda i: _einsum(text, i, f),
-            "is out of bounds for dimension": lambda i: _index(text, i, f),
-            "is out of bounds for axis": lambda i: _index(text, i, f),
-        },
-    )
+    return last_read(text, _READERS, f)
