@@ -8,6 +8,19 @@ import numpy as np
 from .shapes import Shapes
 
 
+def _of_kind(arrays: dict, positions, slots, dtype: str, kind: str) -> dict:
+    """``arrays`` (float NumPy) in ``dtype``, with ``positions`` and ``slots`` as int32: mx.array for
+    ``kind="mlx"`` (through float32), NumPy arrays for ``kind="numpy"``."""
+    index = {"positions": np.asarray(positions, np.int32), "slots": np.asarray(slots, np.int32)}
+    if kind == "mlx":
+        out = {name: mx.array(a.astype(np.float32)).astype(getattr(mx, dtype)) for name, a in arrays.items()}
+        out.update({name: mx.array(a) for name, a in index.items()})
+    else:
+        out = {name: a.astype(dtype) for name, a in arrays.items()}
+        out.update(index)
+    return out
+
+
 def make_inputs(
     shapes: Shapes,
     dtype: str = "float32",
@@ -59,13 +72,7 @@ def make_inputs(
         "k_pool": rng.standard_normal(s.pool),  # [P, Hkv, D]
         "v_pool": rng.standard_normal(s.pool),  # [P, Hkv, D]
     }
-    index = {"positions": np.asarray(positions, np.int32), "slots": np.asarray(slots, np.int32)}
-    if kind == "mlx":
-        out = {name: mx.array(a.astype(np.float32)).astype(getattr(mx, dtype)) for name, a in arrays.items()}
-        out.update({name: mx.array(a) for name, a in index.items()})
-    else:
-        out = {name: a.astype(dtype) for name, a in arrays.items()}
-        out.update(index)
+    out = _of_kind(arrays, positions, slots, dtype, kind)
     ordered = {n: out[n] for n in ("q", "k", "v", "positions", "slots", "k_pool", "v_pool")}
     ordered.update(
         head_dim=s.head_dim,
@@ -103,29 +110,14 @@ def mla_inputs(
     arrays = {
         "q_pe": rng.standard_normal((T, num_qo_heads, rope_dim)),  # [T, Hq, rd]
         "k_pe": rng.standard_normal((T, 1, rope_dim)),  # [T, 1, rd]
-        "c_kv": rng.standard_normal((T, kv_lora_rank)),
-    }  # [T, R]
+        "c_kv": rng.standard_normal((T, kv_lora_rank)),  # [T, R]
+    }
     pool_shape = (pool_rows, 1, kv_lora_rank + rope_dim)  # [P, 1, R + rd]
-    if kind == "mlx":
-        out = {n: mx.array(a.astype(np.float32)).astype(getattr(mx, dtype)) for n, a in arrays.items()}
-        pool = rng.standard_normal(pool_shape).astype(np.float32)
-        out["positions"], out["slots"] = (
-            mx.array(np.asarray(positions, np.int32)),
-            mx.array(np.asarray(slots, np.int32)),
-        )
-        out["latent_pool"] = (
-            mx.array(rng.integers(0, 0x7F, pool_shape).astype(np.uint8))
-            if fp8_pool
-            else mx.array(pool).astype(getattr(mx, dtype))
-        )
-    else:
-        out = {n: a.astype(dtype) for n, a in arrays.items()}
-        out["positions"], out["slots"] = np.asarray(positions, np.int32), np.asarray(slots, np.int32)
-        out["latent_pool"] = (
-            rng.integers(0, 0x7F, pool_shape).astype(np.uint8)
-            if fp8_pool
-            else rng.standard_normal(pool_shape).astype(dtype)
-        )
+    arrays["latent_pool"] = rng.standard_normal(pool_shape)
+    out = _of_kind(arrays, positions, slots, dtype, kind)
+    if fp8_pool:  # e4m3 codes of finite values instead, drawn after the floats
+        codes = rng.integers(0, 0x7F, pool_shape).astype(np.uint8)
+        out["latent_pool"] = mx.array(codes) if kind == "mlx" else codes
     ordered = {n: out[n] for n in MLA_ARRAYS}
     ordered.update(num_qo_heads=num_qo_heads, kv_lora_rank=kv_lora_rank, rope_dim=rope_dim, rope_base=rope_base)
     return ordered

@@ -19,7 +19,7 @@ import re
 
 from .base import Diagnosis, Facts, ambiguous, heads
 from .heads import broadcast_case, head_dim_from_hidden, merged_view_case, view_case, weight_case
-from .text import after, ints, last, line_at, product, shapes
+from .text import after, ints, last_read, on_line, product, shapes
 from .pytorch import proj_of
 
 MLX = "MLX (mlx/ops.cpp)"
@@ -338,34 +338,26 @@ def _mlx_lm_rope(line: str, f: Facts) -> Diagnosis | None:
     return None
 
 
+def _received(text: str, i: int, f: Facts) -> Diagnosis | None:
+    """mlx's strict ``load_weights``, read from the "Received N parameters" before the phrase at ``i``."""
+    start = text.rfind("Received", max(0, i - 60), i)
+    return _strict_load(text, start if start >= 0 else i, f)
+
+
+#: Each message's phrase, and its reader.
+_READERS = {
+    "Cannot reshape array of size": on_line(_reshape),
+    "[broadcast_shapes]": on_line(_broadcast),
+    "[scaled_dot_product_attention]": on_line(_sdpa),
+    "[rope] dims must not exceed": on_line(_rope),
+    "but received shape": on_line(_load_weights),
+    "rope_scaling must contain": on_line(_mlx_lm_rope),
+    "rope_scaling 'type' currently only supports": on_line(_mlx_lm_rope),
+    "Unsupported RoPE type": on_line(_mlx_lm_rope),
+    "parameters not in model:": _received,
+}
+
+
 def diagnose(text: str, f: Facts) -> tuple[int, Diagnosis] | None:
     """The last MLX or mlx-lm message in ``text``, diagnosed; with its position."""
-    found = last(
-        text,
-        "Cannot reshape array of size",
-        "[broadcast_shapes]",
-        "[scaled_dot_product_attention]",
-        "[rope] dims must not exceed",
-        "but received shape",
-        "rope_scaling must contain",
-        "rope_scaling 'type' currently only supports",
-        "Unsupported RoPE type",
-        "parameters not in model:",
-    )
-    if found is None:
-        return None
-    i, phrase = found
-    if phrase == "parameters not in model:":
-        start = text.rfind("Received", max(0, i - 60), i)
-        d = _strict_load(text, start if start >= 0 else i, f)
-        return (i, d) if d else None
-    line = line_at(text, i)
-    reader = {
-        "Cannot reshape array of size": _reshape,
-        "[broadcast_shapes]": _broadcast,
-        "[scaled_dot_product_attention]": _sdpa,
-        "[rope] dims must not exceed": _rope,
-        "but received shape": _load_weights,
-    }.get(phrase, _mlx_lm_rope)
-    d = reader(line, f)
-    return (i, d) if d else None
+    return last_read(text, _READERS, f)

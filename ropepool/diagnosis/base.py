@@ -9,6 +9,18 @@ from dataclasses import dataclass, field
 from ..k_shape import Case, heads  # noqa: F401  (one vocabulary: the op's hint and explain's)
 
 
+#: The facts a :class:`~ropepool.models.RopeParams` gives under the same name (and ``rope_base``, as rope_theta).
+_FROM_PARAMS = (
+    "name",
+    "num_qo_heads",
+    "num_kv_heads",
+    "head_dim",
+    "rotary_dim",
+    "rope_scaling",
+    "max_position_embeddings",
+)
+
+
 @dataclass(frozen=True)
 class Facts:
     """The model's numbers, as far as they are known (None: not given).
@@ -47,16 +59,8 @@ class Facts:
         """Facts from a :class:`~ropepool.models.RopeParams` (or None), then ``overrides`` where not None."""
         base = {}
         if params is not None:
-            base = dict(
-                name=params.name,
-                num_qo_heads=params.num_qo_heads,
-                num_kv_heads=params.num_kv_heads,
-                head_dim=params.head_dim,
-                rotary_dim=params.rotary_dim,
-                rope_theta=params.rope_base,
-                rope_scaling=params.rope_scaling,
-                max_position_embeddings=params.max_position_embeddings,
-            )
+            base = {name: getattr(params, name) for name in _FROM_PARAMS}
+            base["rope_theta"] = params.rope_base
         base.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**base)
 

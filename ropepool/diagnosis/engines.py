@@ -22,7 +22,7 @@ import re
 from ..models import preset, preset_names
 from .base import Diagnosis, Facts, ambiguous
 from .heads import weight_case
-from .text import ints, last, line_at, shapes
+from .text import ints, last_read, on_line, shapes
 from .pytorch import proj_of
 
 
@@ -217,28 +217,16 @@ def _tensorrt(line: str, f: Facts) -> Diagnosis | None:
     )
 
 
+#: Each message's phrase, and its reader.
+_READERS = {
+    "must be divisible by tensor parallel size": on_line(_vllm_tp),
+    "rope_scaling should have a 'rope_type' key": on_line(_vllm_rope_type),
+    "has wrong shape; expected": on_line(_llama_cpp),
+    "compared with expected shape": on_line(_tensorrt),
+    "is greater than the derived max_model_len": on_line(_vllm_max_len),
+}
+
+
 def diagnose(text: str, f: Facts) -> tuple[int, Diagnosis] | None:
     """The last vLLM, llama.cpp or TensorRT-LLM message in ``text``, diagnosed; with its position."""
-    found = last(
-        text,
-        "must be divisible by tensor parallel size",
-        "rope_scaling should have a 'rope_type' key",
-        "has wrong shape; expected",
-        "compared with expected shape",
-        "is greater than the derived max_model_len",
-    )
-    if found is None:
-        return None
-    i, phrase = found
-    line = line_at(text, i)
-    if phrase.startswith("must be divisible"):
-        d = _vllm_tp(line, f)
-    elif phrase.startswith("rope_scaling should"):
-        d = _vllm_rope_type(line, f)
-    elif phrase.startswith("is greater than"):
-        d = _vllm_max_len(line, f)
-    elif phrase.startswith("has wrong shape"):
-        d = _llama_cpp(line, f)
-    else:
-        d = _tensorrt(line, f)
-    return (i, d) if d else None
+    return last_read(text, _READERS, f)

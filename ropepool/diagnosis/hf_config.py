@@ -23,7 +23,7 @@ import ast
 import re
 
 from .base import Diagnosis, Facts, ambiguous
-from .text import WINDOW, last, line_at
+from .text import WINDOW, last_read, line_at, on_line
 
 SOURCE = "transformers' RoPE config validation (modeling_rope_utils.py, configuration_llama.py)"
 
@@ -39,7 +39,9 @@ def _dict(line: str) -> dict | None:
     return value if isinstance(value, (dict, set)) else None
 
 
-def _two_fields(line: str, f: Facts) -> Diagnosis:
+def _two_fields(line: str, f: Facts) -> Diagnosis | None:
+    if "rope_scaling" not in line:
+        return None
     got = _dict(line) or {}
     kind = got.get("rope_type") if isinstance(got, dict) else None
     why = (
@@ -120,7 +122,8 @@ def _no_attribute(line: str, f: Facts) -> Diagnosis:
     )
 
 
-def _key_error(text: str, i: int, key: str, f: Facts) -> Diagnosis | None:
+def _key_error(text: str, i: int, f: Facts) -> Diagnosis | None:
+    key = "type" if text.startswith("KeyError: 'type'", i) else "rope_type"
     context = text[max(0, i - WINDOW) : i + 40]
     if "rope" not in context:
         return None
@@ -218,7 +221,9 @@ def _longrope_length(line: str, f: Facts) -> Diagnosis | None:
     return Diagnosis("transformers", SOURCE, line.strip()[:300], read, case, quantity, why, fix)
 
 
-def _unrecognized(line: str, f: Facts) -> Diagnosis:
+def _unrecognized(line: str, f: Facts) -> Diagnosis | None:
+    if "{'type'}" not in line:
+        return None
     return Diagnosis(
         "transformers",
         SOURCE,
@@ -232,35 +237,21 @@ def _unrecognized(line: str, f: Facts) -> Diagnosis:
     )
 
 
+#: Each message's phrase, and its reader.
+_READERS = {
+    "must be a dictionary with": on_line(_two_fields),
+    "Missing required keys in `rope_": on_line(_missing),
+    "has no attribute 'rope_": on_line(_no_attribute),
+    "has no attribute 'partial_rotary_factor'": on_line(_no_attribute),
+    "KeyError: 'type'": _key_error,
+    "KeyError: 'rope_type'": _key_error,
+    'KeyError: "rope_type"': _key_error,
+    'KeyError "rope_type"': _key_error,
+    "Unrecognized keys in `rope_": on_line(_unrecognized),
+    "_factor field must have length": on_line(_longrope_length),
+}
+
+
 def diagnose(text: str, f: Facts) -> tuple[int, Diagnosis] | None:
     """The last transformers RoPE-config message in ``text``, diagnosed; with its position."""
-    found = last(
-        text,
-        "must be a dictionary with",
-        "Missing required keys in `rope_",
-        "has no attribute 'rope_",
-        "has no attribute 'partial_rotary_factor'",
-        "KeyError: 'type'",
-        "KeyError: 'rope_type'",
-        'KeyError: "rope_type"',
-        'KeyError "rope_type"',
-        "Unrecognized keys in `rope_",
-        "_factor field must have length",
-    )
-    if found is None:
-        return None
-    i, phrase = found
-    line = line_at(text, i)
-    if phrase.startswith("KeyError"):
-        d = _key_error(text, i, "type" if "'type'" in phrase else "rope_type", f)
-    elif phrase == "must be a dictionary with":
-        d = _two_fields(line, f) if "rope_scaling" in line else None
-    elif phrase.startswith("Missing"):
-        d = _missing(line, f)
-    elif phrase == "_factor field must have length":
-        d = _longrope_length(line, f)
-    elif phrase.startswith("Unrecognized"):
-        d = _unrecognized(line, f) if "{'type'}" in line else None
-    else:
-        d = _no_attribute(line, f)
-    return (i, d) if d else None
+    return last_read(text, _READERS, f)

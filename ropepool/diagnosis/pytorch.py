@@ -22,7 +22,7 @@ import re
 
 from .base import Diagnosis, Facts
 from .heads import broadcast_case, einsum_case, expand_case, index_case, merged_view_case, view_case, weight_case
-from .text import last, line_at, product, shapes
+from .text import last_read, line_at, product, shapes
 
 VIEW = "PyTorch's Tensor.view (aten/src/ATen/InferSize.h), as transformers' attention calls it"
 BROADCAST = "PyTorch broadcasting (aten/src/ATen/ExpandUtils.cpp)"
@@ -152,7 +152,9 @@ def _index(text: str, i: int, f: Facts) -> Diagnosis | None:
 _RANK = {"k": 0, "v": 1, "q": 2, "qkv": 3, "o": 4}
 
 
-def _load(text: str, f: Facts) -> Diagnosis | None:
+def _load(text: str, i: int, f: Facts) -> Diagnosis | None:
+    """The first attention projection among all of ``text``'s size mismatches (``i``, the last one's position,
+    is not needed)."""
     best = None
     for n, m in enumerate(re.finditer(r"size mismatch for ([\w.]{1,300}): copying a param with shape ", text)):
         if n > 4096:
@@ -175,30 +177,19 @@ def _load(text: str, f: Facts) -> Diagnosis | None:
     return Diagnosis("transformers", LOAD, line, read, case, quantity, why, fix)
 
 
+#: Each message's phrase, and its reader.
+_READERS = {
+    "is invalid for input of size": _view,
+    "must match the size of tensor b": _broadcast,
+    "must match the existing size": _broadcast,
+    "size mismatch for ": _load,
+    "einsum(): subscript": _einsum,
+    "einsum(): operands do not broadcast": _einsum,
+    "is out of bounds for dimension": _index,
+    "is out of bounds for axis": _index,
+}
+
+
 def diagnose(text: str, f: Facts) -> tuple[int, Diagnosis] | None:
     """The last PyTorch message in ``text``, diagnosed for ``f``; with its position."""
-    found = last(
-        text,
-        "is invalid for input of size",
-        "must match the size of tensor b",
-        "must match the existing size",
-        "size mismatch for ",
-        "einsum(): subscript",
-        "einsum(): operands do not broadcast",
-        "is out of bounds for dimension",
-        "is out of bounds for axis",
-    )
-    if found is None:
-        return None
-    i, phrase = found
-    if phrase == "size mismatch for ":
-        d = _load(text, f)
-    elif phrase.startswith("einsum"):
-        d = _einsum(text, i, f)
-    elif phrase.startswith("is out of bounds"):
-        d = _index(text, i, f)
-    elif phrase == "is invalid for input of size":
-        d = _view(text, i, f)
-    else:
-        d = _broadcast(text, i, f)
-    return (i, d) if d else None
+    return last_read(text, _READERS, f)

@@ -56,6 +56,23 @@ def last(text: str, *phrases: str) -> tuple[int, str] | None:
     return best
 
 
+def last_read(text: str, readers: dict, facts):
+    """The last of ``readers``' phrases in ``text``, read: ``(position, what its reader returns)``, or None
+    where no phrase occurs or its reader returns None. ``readers`` maps each phrase to its reader, called
+    as ``reader(text, position, facts)``; where two phrases stand at one position, the first listed wins."""
+    found = last(text, *readers)
+    if found is None:
+        return None
+    i, phrase = found
+    read = readers[phrase](text, i, facts)
+    return (i, read) if read else None
+
+
+def on_line(reader):
+    """``reader(line, facts)``, a reader of the line holding the phrase, as :func:`last_read` calls one."""
+    return lambda text, i, facts: reader(line_at(text, i), facts)
+
+
 def integer(digits: str) -> int:
     """``digits`` as an int; :class:`Unreadable` past :data:`MAX_DIGITS` digits."""
     n = len(digits.lstrip("-"))

@@ -48,26 +48,20 @@ def tiny_prompts(count: int, common: int, own: int) -> list[list[int]]:
     return [shared + [60 + 7 * i + j for j in range(own)] for i in range(count)]
 
 
+#: The scenarios only a tiny model serves: its name, its prompts (count, common, own), its title, why not SmolLM2.
+_TINY_ONLY = {
+    "window": ("gemma3", (3, 4, 8), "tiny Gemma-3 (random weights)", "SmolLM2 has no sliding window"),
+    "mla": ("deepseek-v3", (3, 36, 3), "tiny DeepSeek-V3 (random weights)", "SmolLM2 has no MLA"),
+}
+
+
 def _model(scenario: str, model: str, progress):
     """(model, prompts, decode, name, why): what serves the scenario."""
     from ...loaders.tiny import build
 
-    if scenario == "window":
-        return (
-            build("gemma3"),
-            tiny_prompts(3, 4, 8),
-            None,
-            "tiny Gemma-3 (random weights)",
-            "SmolLM2 has no sliding window",
-        )
-    if scenario == "mla":
-        return (
-            build("deepseek-v3"),
-            tiny_prompts(3, 36, 3),
-            None,
-            "tiny DeepSeek-V3 (random weights)",
-            "SmolLM2 has no MLA",
-        )
+    if scenario in _TINY_ONLY:
+        name, counts, title, why = _TINY_ONLY[scenario]
+        return build(name), tiny_prompts(*counts), None, title, why
     why = ""
     if model == "smollm2":
         from ...loaders.fetch import ModelUnavailable
