@@ -895,3 +895,18 @@ def test_the_engine_never_asks_a_part_for_a_count_below_one(page_size):
     got, preemptions = serve(allocator=Careful, prefix_cache=CarefulCache)
     assert got == want and preemptions > 0
     assert asked and min(n for _, n in asked) >= 1
+
+
+def test_a_scheduler_that_chooses_nothing_is_named_and_the_step_undone():
+    """A part of one's own that never admits: a clear RuntimeError, not an error from deep in the runner."""
+    from ropepool.engine import Batch, Scheduler
+
+    class Idle(Scheduler):
+        def schedule(self):
+            return Batch()
+
+    engine = Engine(model(), pool_rows=16, scheduler=Idle)
+    engine.add_request([1, 2, 3], 2)
+    with pytest.raises(RuntimeError, match=r"chose nothing to run while 1 request\(s\) wait and 0 run"):
+        engine.step()
+    assert engine.steps == 0 and [r.rid for r in engine.scheduler.waiting] == [0]

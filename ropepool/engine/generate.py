@@ -202,7 +202,8 @@ class Engine:
         WrongThreadError
             Called from another thread than the one that made the engine.
         RuntimeError
-            Nothing to run (no request waiting or running).
+            Nothing to run (no request waiting or running), or the scheduler chose nothing while requests
+            wait (the step is undone).
         KeyboardInterrupt
             Held from the end of the last step (nothing has changed).
         """
@@ -218,6 +219,8 @@ class Engine:
         try:
             self._snapshot_unjournaled()
             batch = bookkeeping(self.scheduler.schedule)
+            if not batch.requests:
+                self._stalled()
             self._save_rows(batch)
             logits = self.runner.run(batch)  # [len(batch.requests), vocab]
             mx.eval(logits)  # the lazy pass runs here, inside the try
@@ -247,6 +250,14 @@ class Engine:
                 else:
                     deliver()
         return batch
+
+    def _stalled(self) -> None:
+        s = self.scheduler
+        raise RuntimeError(
+            f"step: the scheduler chose nothing to run while {len(s.waiting)} request(s) wait and {len(s.running)} "
+            "run: no step could ever finish them (a scheduler or prefix cache of your own that never admits or "
+            "never frees rows?); this step is undone"
+        )
 
     def _settle(self) -> None:
         """Finish a rollback a Ctrl-C cut short (its undo records still logged)."""
