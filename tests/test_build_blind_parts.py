@@ -83,7 +83,7 @@ def test_a_blind_wrong_part_is_rejected_naming_its_mistake(entry):
     assert not verdict.passed and verdict.problem == EXPECTED[entry["file"]], verdict
     if verdict.problem == "raised":
         # positions from cached + 1: the last one has no page; the verdict says where positions start
-        assert "IndexError" in verdict.message and "positions start at cached" in verdict.message, verdict
+        assert "IndexError" in verdict.message and "they start at cached" in verdict.message, verdict
     else:
         assert "\n  hint:     " in verdict.message, verdict
 

@@ -142,6 +142,13 @@ class _QueuesStillHeld(solutions.Allocator):
         return freed
 
 
+class _ReleasesReversed(solutions.Allocator):
+    """Frees the pages of a release last given first: the right pages, queued in the reverse order."""
+
+    def release(self, pages):
+        return super().release(list(pages)[::-1])
+
+
 class _RefusesRepeats(solutions.Allocator):
     """Refuses a page given twice in one call, even when it is held twice."""
 
@@ -216,6 +223,7 @@ REACH = [
     (2, "freed_while_held", _QueuesStillHeld),
     (2, "partial_release", RefusesHalfway),
     (2, "wrong_error", _RefusesRepeats),
+    (2, "release_order", _ReleasesReversed),
     (2, "zero_pages", _RefusesZero),
     (3, "pages_as_rows", _slots_pages_as_rows),
     (3, "off_by_one", _slots_next_row),

@@ -15,6 +15,7 @@ class in the engine's interface (:class:`ropepool.engine.protocols.Allocator`: r
 
 from __future__ import annotations
 
+import itertools
 import zlib
 from collections.abc import Callable
 
@@ -243,7 +244,7 @@ def _released_in_another_order(num_pages: int, ops: list, seed: int, k: int, got
     the pages in page order, or last given first: the same pages as the engine's, queued in another order."""
     for make in (_SortedRelease, _ReversedRelease):
         replay = _run(make, num_pages, ops, np.random.default_rng(seed), learner=False)
-        if next((tuple(x[1:]) for i, x in enumerate(replay) if i == k), None) == got:
+        if next(itertools.islice(replay, k, None))[1:] == got:
             return True
     return False
 

@@ -183,8 +183,8 @@ def _overran(requests, ps) -> Callable[[Exception], str]:
     def explain(e: Exception) -> str:
         if isinstance(e, IndexError) and any(len(r["pages"]) * ps == r["cached"] + r["new"] for r in requests):
             return (
-                " (positions start at cached, the first position not yet in the pool: cached .. cached + new - 1; "
-                "this step's pages end exactly at the last one, so a position one too far has no page)"
+                " (positions run cached .. cached + new - 1: they start at cached, the first position not yet in "
+                "the pool; this step's pages end exactly at the last one, so a position one too far has no page)"
             )
         return ""
 

@@ -311,8 +311,8 @@ def _hint(what: str, want, got, w_refs, g_refs, w_free, g_free, w_ev, g_ev) -> t
                 "evict_leak",
                 "evict must release each page it drops (allocator.release), so the page is free again. In the engine the pool fills with pages nobody holds, and admission stalls.",
             )
-        dropped = got if what.startswith("evict") and isinstance(got, list) else []
-        held = [p for p in dropped if 0 <= p < len(g_refs) and g_refs[p] > 0]
+        direct = what.startswith("evict") and isinstance(got, list)  # an evict of its own, not a request's
+        held = [p for p in got if 0 <= p < len(g_refs) and g_refs[p] > 0] if direct else []
         if held:
             return "evicted_held", (
                 f"evict returned page {held[0]}, which a request still holds (its count was above 1; it is "
@@ -321,7 +321,7 @@ def _hint(what: str, want, got, w_refs, g_refs, w_free, g_free, w_ev, g_ev) -> t
                 "still reading those rows would find them handed to another."
             )
         if (
-            dropped is got
+            direct
             and set(got) < set(want)
             and len(got) < int(what[len("evict(") : -1])
             and g_ev
