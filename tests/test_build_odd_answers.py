@@ -11,6 +11,7 @@ from ropepool import track
 from ropepool.track import mistakes, solutions, stubs
 
 from build_tester_parts import WRONG as TESTER_WRONG
+from test_build_blind_parts import WRONG as BLIND_WRONG
 from test_build_checkers import RefusesHalfway, _float16_positions
 
 ODD = [
@@ -98,14 +99,15 @@ GENERIC = {
 FALLBACK = {"wrong_answer", "wrong_plan", "not_nearest", "wrong_rows", "mismatch", "positions", "preemption"}
 
 TESTED = {(n, code) for n, parts in mistakes.BY_PART.items() for code in parts} | {
-    (n, code) for n, code, _ in TESTER_WRONG
+    (n, code) for n, code, _ in TESTER_WRONG + BLIND_WRONG
 }
 
 
 @pytest.mark.parametrize("n", sorted(track.PARTS))
 def test_every_hint_a_checker_can_give_is_reached_by_a_wrong_part(n):
     """Every problem code in the checker's source (a quoted name returned, or given to rejected or
-    wrong_case) is named for some wrong part of mistakes.BY_PART or tests/build_tester_parts.py, or is
+    wrong_case) is named for some wrong part of mistakes.BY_PART, tests/build_tester_parts.py or
+    tests/build_blind_parts/, or is
     one of the generic verdicts: a hint that no part reaches would be shadowed by one tried before it."""
     module = track.PARTS[n][0].__module__
     source = Path(__import__(module, fromlist=["x"]).__file__).read_text()
@@ -138,6 +140,13 @@ class _QueuesStillHeld(solutions.Allocator):
         freed = super().release(pages)
         self.free.extend(p for p in pages if p not in freed)
         return freed
+
+
+class _ReleasesReversed(solutions.Allocator):
+    """Frees the pages of a release last given first: the right pages, queued in the reverse order."""
+
+    def release(self, pages):
+        return super().release(list(pages)[::-1])
 
 
 class _RefusesRepeats(solutions.Allocator):
@@ -214,6 +223,7 @@ REACH = [
     (2, "freed_while_held", _QueuesStillHeld),
     (2, "partial_release", RefusesHalfway),
     (2, "wrong_error", _RefusesRepeats),
+    (2, "release_order", _ReleasesReversed),
     (2, "zero_pages", _RefusesZero),
     (3, "pages_as_rows", _slots_pages_as_rows),
     (3, "off_by_one", _slots_next_row),
@@ -264,7 +274,10 @@ def test_a_part_that_raises_is_told_its_line_and_the_input(n):
 
 
 ALL_WRONG = (
-    [(n, code, part) for n, parts in mistakes.BY_PART.items() for code, part in parts.items()] + TESTER_WRONG + REACH
+    [(n, code, part) for n, parts in mistakes.BY_PART.items() for code, part in parts.items()]
+    + TESTER_WRONG
+    + REACH
+    + [(n, code, part) for n, code, part in BLIND_WRONG if code not in GENERIC]
 )
 
 

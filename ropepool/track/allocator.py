@@ -15,6 +15,7 @@ class in the engine's interface (:class:`ropepool.engine.protocols.Allocator`: r
 
 from __future__ import annotations
 
+import itertools
 import zlib
 from collections.abc import Callable
 
@@ -216,6 +217,38 @@ def _engine(num_pages: int):
     return EngineAllocator(num_pages)
 
 
+class _SortedRelease(EngineAllocator):
+    """The engine's allocator, but release frees the pages in page order, not in the order given."""
+
+    def release(self, pages) -> list[int]:
+        return super().release(sorted(pages))
+
+
+class _ReversedRelease(EngineAllocator):
+    """The engine's allocator, but release frees the pages last given first."""
+
+    def release(self, pages) -> list[int]:
+        return super().release(list(pages)[::-1])
+
+
+RELEASE_ORDER = (
+    "allocate handed out the right pages in another order: your release put the pages that became free at "
+    "the back of the queue sorted (or reversed), not in the order given. release([4, 1, 3]) queues 4, then 1, "
+    "then 3. In the engine no answer changes (any free page holds rows as well), but the checker compares "
+    "your allocator with the engine's page for page."
+)
+
+
+def _released_in_another_order(num_pages: int, ops: list, seed: int, k: int, got: tuple) -> bool:
+    """True when the ``k``-th answer ``got`` (answer, refs, free) is that of an allocator whose release frees
+    the pages in page order, or last given first: the same pages as the engine's, queued in another order."""
+    for make in (_SortedRelease, _ReversedRelease):
+        replay = _run(make, num_pages, ops, np.random.default_rng(seed), learner=False)
+        if next(itertools.islice(replay, k, None))[1:] == got:
+            return True
+    return False
+
+
 def _hint(what: str, want, got, want_free, got_free, want_refs, got_refs) -> tuple[str, str]:
     if want == "ValueError" == got and want_refs != got_refs:
         return "partial_release", (
@@ -310,6 +343,10 @@ def check(make: Callable) -> object:
             for (what, got, got_refs, got_free), (_, want, want_refs, want_free) in zip(mine, theirs):
                 if (got, got_refs, got_free) != (want, want_refs, want_free):
                     problem, hint = _hint(what, want, got, want_free, got_free, want_refs, got_refs)
+                    if problem == "wrong_order" and _released_in_another_order(
+                        pages, ops, seed, len(done), (got, got_refs, got_free)
+                    ):
+                        problem, hint = "release_order", RELEASE_ORDER
                     before = "; ".join(done[-6:]) or "nothing"
                     given = f"Allocator({pages}), then {before}{'; ...' if len(done) > 6 else ''}"
                     raise wrong_case(

@@ -100,6 +100,13 @@ MISTAKES = {
         "codes 0..7 in the low bits). In the engine half the codes would go unused and every k and v would "
         "carry up to twice the rounding error e4m3 allows.",
     ),
+    "tie_to_smaller": (
+        lambda x: _on_grid(x, 8, lambda y: np.ceil(y - 0.5)),
+        "your codes differ from the right ones only where |x| lies exactly halfway between two codes, and "
+        "there you took the smaller: a tie goes to the even code (mantissa's last bit 0), which is the larger "
+        "one half the time (np.argmin and a strict < both keep the first, smaller one). In the engine the "
+        "pool's bytes would differ from vLLM's and NVIDIA's at every tie, and values drift toward zero.",
+    ),
     "truncates": (
         lambda x: _on_grid(x, 8, np.floor),
         "you rounded toward zero (dropped the low bits): round to the nearest code, a tie going to the even "

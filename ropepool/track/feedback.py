@@ -63,9 +63,18 @@ def int_list(part: int, answer, what: str, name: str = "pages") -> list[int]:
     return [int(p) for p in items]
 
 
-def call(part: int, fn: Callable, *args, what: str, first: str, expected: tuple = ()):
+def call(
+    part: int,
+    fn: Callable,
+    *args,
+    what: str,
+    first: str,
+    expected: tuple = (),
+    explain: Callable[[Exception], str] = lambda e: "",
+):
     """``fn(*args)``, the learner's code: the stub's NotImplementedError becomes "write this first", any
-    other error a verdict naming the learner's own line (but those in ``expected``, raised again)."""
+    other error a verdict naming the learner's own line, ``explain(error)`` added (but those in
+    ``expected``, raised again)."""
     __tracebackhide__ = True  # IPython and pytest show the learner's frames, not the checker's
     todo = f"the stub is still there. Write this first: {first}"
-    return guarded(part, fn, *args, what=what, todo=todo, expected=expected, noun=NOUN)
+    return guarded(part, fn, *args, what=what, todo=todo, explain=explain, expected=expected, noun=NOUN)

@@ -46,6 +46,7 @@ def _mistake(
     half_sign=False,
     positions_in=None,
     reuse_turned=False,
+    halves=False,
 ) -> np.ndarray:
     """The rotation with one common mistake in it, to recognise a wrong answer by."""
     pos = np.arange(len(positions)) if index else np.asarray(positions) + shift
@@ -66,6 +67,8 @@ def _mistake(
         theta = np.asarray(pos, np.float64)[:, None] * inv[None, :]
         xb = np.asarray(x, np.float64)[:, b]
         out[:, b] = out[:, a] * np.sin(theta) + xb * np.cos(theta)
+    if halves and not neox:  # GPT-J pairs turned right, written back as halves [a' | b']
+        out = np.concatenate([out[:, 0::2], out[:, 1::2]], axis=1)
     return out
 
 
@@ -98,6 +101,13 @@ MISTAKES = {
         "the second of each pair was computed from the first one already turned (x changed in place, or "
         "out[:, a] read back): compute both from the original a and b (a, b = x[:, a].copy(), x[:, b].copy()). "
         "In the engine every k would be turned by a wrong, stretched rotation and attention would read noise.",
+    ),
+    "gptj_halves": (
+        dict(halves=True),
+        "with GPT-J pairs you turned each pair (2i, 2i + 1) right but wrote the results back as two halves "
+        "[a' | b']: write each turned pair back where it came from, interleaved: out[:, 0::2] = a', "
+        "out[:, 1::2] = b'. In the engine every q and k would come out in NeoX's layout while the model reads "
+        "GPT-J's: dimensions swapped, attention reads noise.",
     ),
     "rotate_half_sign": (
         dict(half_sign=True),

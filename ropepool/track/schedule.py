@@ -142,6 +142,14 @@ def _hint(running, waiting, budget, want, got, free=None) -> tuple[str, str]:
             f"the step runs {sum(n for _, n in g_run)} tokens: at most max_step_tokens ({budget}). In the engine "
             "a long prompt in one step would hold every decode for its whole prefill."
         )
+    both = sorted(set(g_pre) & {rid for rid, _ in g_run})
+    if both:
+        return "preempted_runs", (
+            f"request {both[0]} is both preempted and in run: a request preempted in a step does not run in it. "
+            "When the request you preempt to make room is the one you are scheduling, stop: it goes back to the "
+            "queue and is left out of run. In the engine it would run on rows it just gave back, which another "
+            "request may be handed."
+        )
     if (
         free is not None
         and any(r["spare"] for r in running)

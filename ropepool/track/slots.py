@@ -10,6 +10,7 @@ page is a row, SGLang's).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import numpy as np
@@ -160,8 +161,40 @@ def _counted_on(requests) -> list[int]:
     return list(range(start, start + sum(r["new"] for r in requests)))
 
 
+REQUEST_ORDER = (
+    "your positions and slots are right, but for the requests in another order: keep the requests in the "
+    "order given, request after request (the scheduler already put the decodes first where it wants them). "
+    "In the engine token t of the batch is the batch's t-th row of q, k and v: in another order each token "
+    "would be turned by another request's positions and written to rows that request does not own."
+)
+
+
+def _reordered(requests, ps, positions, slots) -> bool:
+    """True when (positions, slots) is the reference's for the same requests in another order."""
+    if len(requests) > 6:  # 720 orders at most: the engine's steps hold up to 6 requests
+        return False
+    got = (positions, slots)
+    return any(reference(list(order), ps) == got for order in itertools.permutations(requests))
+
+
+def _overran(requests, ps) -> Callable[[Exception], str]:
+    """What an IndexError means when some request's pages end exactly at its last new position."""
+
+    def explain(e: Exception) -> str:
+        if isinstance(e, IndexError) and any(len(r["pages"]) * ps == r["cached"] + r["new"] for r in requests):
+            return (
+                " (positions run cached .. cached + new - 1: they start at cached, the first position not yet in "
+                "the pool; this step's pages end exactly at the last one, so a position one too far has no page)"
+            )
+        return ""
+
+    return explain
+
+
 def _diagnose(requests, ps, positions, slots) -> tuple[str, str]:
     want_pos, _ = reference(requests, ps)
+    if _reordered(requests, ps, positions, slots):
+        return "request_order", REQUEST_ORDER
     if positions != want_pos:
         if positions == [i for r in requests for i in range(r["new"])]:
             return "positions_from_zero", MISTAKES["positions_from_zero"][1]
@@ -198,6 +231,7 @@ def check(slot_mapping: Callable) -> object:
                 ps,
                 what=f"slot_mapping(...) on '{name}'",
                 first=FIRST,
+                explain=_overran(requests, ps),
             )
             try:
                 positions, slots = got

@@ -311,6 +311,28 @@ def _hint(what: str, want, got, w_refs, g_refs, w_free, g_free, w_ev, g_ev) -> t
                 "evict_leak",
                 "evict must release each page it drops (allocator.release), so the page is free again. In the engine the pool fills with pages nobody holds, and admission stalls.",
             )
+        direct = what.startswith("evict") and isinstance(got, list)  # an evict of its own, not a request's
+        held = [p for p in got if 0 <= p < len(g_refs) and g_refs[p] > 0] if direct else []
+        if held:
+            return "evicted_held", (
+                f"evict returned page {held[0]}, which a request still holds (its count was above 1; it is "
+                f"{g_refs[held[0]]} after your release): cut pages from a leaf's end only while refs == 1 (only "
+                "the tree holds them), checking each page, not just the leaf's last. In the engine the request "
+                "still reading those rows would find them handed to another."
+            )
+        if (
+            direct
+            and set(got) < set(want)
+            and len(got) < int(what[len("evict(") : -1])
+            and g_ev
+            and all(g_refs[p] == 1 for p in set(want) - set(got))
+        ):
+            return "empty_leaf_kept", (
+                f"evict freed {len(got)} pages while your tree still counts {g_ev} it could free, and the pages "
+                "above the leaves it emptied stay: a leaf left with no pages must be removed from its parent, so "
+                "the parent may become a leaf and be evicted next. In the engine the cache would keep pages it "
+                "could give back, and requests be refused for room the pool has."
+            )
         return "eviction_order", (
             "evict the least recently used leaf first (smallest last_used), cutting pages "
             "from its "
@@ -351,6 +373,35 @@ def _match_changes_tree(make: Callable) -> bool:
     return answers[0] == first and answers[1:] != [first, answers[2], first[:2]]
 
 
+def _match_keeps_clock(make: Callable) -> bool:
+    """True when a match does not count as a use: of two leaves inserted in turn (the first the smaller,
+    then the larger), evict takes the first one inserted whether or not a match walked it since (after a
+    match the other one goes). False if it cannot tell."""
+    try:
+        for first, second in (([1, 2], [4, 5, 6]), ([1, 2, 3], [4, 5])):
+            for touch in (False, True):
+                a = EngineAllocator(8)
+                tree = make(a)
+                for keys in (first, second):
+                    pages = a.allocate(len(keys))
+                    tree.insert(keys, list(pages))
+                    a.release(pages)  # the request finishes: only the tree holds them
+                if touch:
+                    tree.match(first)
+                if sorted(int(p) for p in tree.evict(len(first))) != list(range(len(first))):
+                    return False
+    except Exception:  # judged already on the case that failed; here only a better hint is sought
+        return False
+    return True
+
+
+MATCH_CLOCK = (
+    "evict took a leaf a match had just walked: match must mark every node it walks as used (last_used = the "
+    "clock, ticked once per match), as insert does; a match is a use. In the engine the prefix a request just "
+    "asked for would be the first evicted, and recomputed by the next request that asks."
+)
+
+
 MATCH_REFERENCE = (
     "match changed the tree: matching the same keys twice gave two answers. Your match builds its answer "
     "in a list the tree keeps (pages = node.pages, then pages += ... extends the node's own edge); start "
@@ -377,6 +428,8 @@ def check(make: Callable) -> object:
                     problem, hint = _hint(what, want, got, w_refs, g_refs, w_free, g_free, w_ev, g_ev)
                     if problem in ("match", "insert", "refcount", "wrong_answer") and _match_changes_tree(make):
                         problem, hint = "match_reference", MATCH_REFERENCE
+                    if problem == "eviction_order" and _match_keeps_clock(make):
+                        problem, hint = "match_clock", MATCH_CLOCK
                     before = "; ".join(done[-5:]) or "an empty tree"
                     given = f"a pool of {pages} pages; {before}{' (and before)' if len(done) > 5 else ''}"
                     raise wrong_case(

@@ -1,0 +1,141 @@
+# part: 4
+# verdict: wrong
+# mistake: insert keeps the new pages in the tree but never calls allocator.retain, so the tree holds no reference to them
+# expect: "retain", "reference"
+
+
+class _Node:
+    def __init__(self, keys, pages, parent, last_used, born):
+        self.keys = list(keys)
+        self.pages = list(pages)
+        self.parent = parent
+        self.children = {}
+        self.last_used = last_used
+        self.born = born
+
+
+class PrefixTree:
+    """A radix tree over keys (token ids); each key's k and v sit in one pool page.
+
+    Rules (the engine's):
+    - Each node holds an edge: a list of keys and their pages; its children are found by their first key.
+      Where a new sequence leaves an edge in its middle, split the edge there (a sequence that merely
+      ends inside an edge splits nothing). Below a leaf (not the root), insert grows the leaf's edge.
+    - A clock ticks once per match and per insert; every node a call enters (an edge only partly
+      matched included, a new node too) gets last_used = the clock; the upper half of a split keeps
+      the node's last_used.
+    - The tree holds one reference to each page it keeps: insert retains (allocator.retain) each page
+      it newly keeps; where it already holds those keys it returns its own page instead.
+    - evict(n): until n pages are freed or none can be: take the leaf whose last page only the tree
+      holds (allocator.refs[page] == 1) with the smallest last_used (a tie: the older node), drop pages
+      from its end while only the tree holds them, release them; a leaf left empty is removed.
+    """
+
+    def __init__(self, allocator):
+        self.allocator = allocator
+        self.clock = 0
+        self._born = 0
+        self.root = self._new_node([], [], None)
+
+    def _new_node(self, keys, pages, parent):
+        node = _Node(keys, pages, parent, self.clock, self._born)
+        self._born += 1
+        return node
+
+    @staticmethod
+    def _common(edge, keys, start):
+        m = 0
+        while m < len(edge) and start + m < len(keys) and edge[m] == keys[start + m]:
+            m += 1
+        return m
+
+    def _split(self, node, m):
+        upper = self._new_node(node.keys[:m], node.pages[:m], node.parent)
+        upper.last_used = node.last_used
+        node.parent.children[upper.keys[0]] = upper
+        node.keys, node.pages = node.keys[m:], node.pages[m:]
+        node.parent = upper
+        upper.children[node.keys[0]] = node
+        return upper
+
+    def _nodes(self):
+        stack = [self.root]
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(node.children.values())
+
+    def match(self, keys):
+        """The pages of the longest prefix of keys the tree holds."""
+        self.clock += 1
+        keys = list(keys)
+        found = []
+        node, i = self.root, 0
+        while i < len(keys) and keys[i] in node.children:
+            child = node.children[keys[i]]
+            child.last_used = self.clock
+            m = self._common(child.keys, keys, i)
+            found.extend(child.pages[:m])
+            i += m
+            if m < len(child.keys):
+                break
+            node = child
+        return found
+
+    def insert(self, keys, pages):
+        """Keep keys (whose k and v are in pages, one per key); return the tree's page for each key."""
+        self.clock += 1
+        keys, pages = list(keys), list(pages)
+        out = []
+        node, i = self.root, 0
+        while i < len(keys) and keys[i] in node.children:
+            child = node.children[keys[i]]
+            child.last_used = self.clock
+            m = self._common(child.keys, keys, i)
+            out.extend(child.pages[:m])
+            i += m
+            if m < len(child.keys):
+                if i == len(keys):
+                    return out  # ends inside the edge: nothing to split
+                child = self._split(child, m)
+            node = child
+        if i < len(keys):
+            new_keys, new_pages = keys[i:], pages[i:]
+            if node is not self.root and not node.children:
+                node.keys.extend(new_keys)
+                node.pages.extend(new_pages)
+                node.last_used = self.clock
+            else:
+                node.children[new_keys[0]] = self._new_node(new_keys, new_pages, node)
+            out.extend(new_pages)
+        return out
+
+    def num_evictable(self):
+        """Pages in the tree that only the tree holds."""
+        refs = self.allocator.refs
+        return sum(1 for node in self._nodes() for p in node.pages if refs[p] == 1)
+
+    def evict(self, n):
+        """Free up to n pages only the tree holds, least recently used first; return them (in any order)."""
+        freed = []
+        while len(freed) < n:
+            refs = self.allocator.refs
+            leaves = [
+                node
+                for node in self._nodes()
+                if node is not self.root and not node.children and node.pages and refs[node.pages[-1]] == 1
+            ]
+            if not leaves:
+                break
+            leaf = min(leaves, key=lambda node: (node.last_used, node.born))
+            first_key = leaf.keys[0]
+            k = len(leaf.pages)
+            while k > 0 and len(freed) + len(leaf.pages) - k < n and refs[leaf.pages[k - 1]] == 1:
+                k -= 1
+            drop = leaf.pages[k:]
+            leaf.keys, leaf.pages = leaf.keys[:k], leaf.pages[:k]
+            self.allocator.release(drop)
+            freed.extend(drop)
+            if not leaf.pages:
+                del leaf.parent.children[first_key]
+        return freed
