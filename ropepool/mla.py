@@ -93,9 +93,24 @@ def rope_pool_fused_mla(
     >>> pool.shape, bool((pool[kw["slots"][0].item(), 0, :8] == kw["c_kv"][0]).all())
     ((5, 1, 12), True)
     """
-    arguments = dict(locals())  # as given
-    del arguments["backend"]  # resolved after validation
-    checked = validate_mla(**arguments)
+    checked = validate_mla(
+        q_pe,
+        k_pe,
+        c_kv,
+        positions,
+        slots,
+        latent_pool,
+        num_qo_heads=num_qo_heads,
+        kv_lora_rank=kv_lora_rank,
+        rope_dim=rope_dim,
+        rope_base=rope_base,
+        is_neox=is_neox,
+        rope_scaling=rope_scaling,
+        max_position_embeddings=max_position_embeddings,
+        check_values=check_values,
+        inplace=inplace,
+        kv_scale=kv_scale,
+    )  # the backend is resolved after validation (the catalog's last checks)
     P = latent_pool.shape[0]
     step = checked_step(checked, positions, P, check_values=check_values, backend=backend, inplace=inplace)
     scale = checked.fusion.k_scale if checked.fusion.fp8 else None

@@ -233,9 +233,30 @@ def rope_pool_fused(
     >>> k_pool.shape
     (5, 2, 8)
     """
-    arguments = dict(locals())  # as given
-    del arguments["backend"]  # resolved after validation
-    checked = validate(**arguments)
+    checked = validate(
+        q,
+        k,
+        v,
+        positions,
+        slots,
+        k_pool,
+        v_pool,
+        head_dim=head_dim,
+        num_qo_heads=num_qo_heads,
+        num_kv_heads=num_kv_heads,
+        rope_base=rope_base,
+        rotary_dim=rotary_dim,
+        is_neox=is_neox,
+        rope_scaling=rope_scaling,
+        max_position_embeddings=max_position_embeddings,
+        check_values=check_values,
+        inplace=inplace,
+        q_norm_weight=q_norm_weight,
+        k_norm_weight=k_norm_weight,
+        norm_eps=norm_eps,
+        k_scale=k_scale,
+        v_scale=v_scale,
+    )  # the backend is resolved after validation (the catalog's last checks)
     step = checked_step(
         checked, positions, k_pool.shape[0], check_values=check_values, backend=backend, inplace=inplace
     )

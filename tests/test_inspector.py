@@ -198,3 +198,16 @@ def test_rows_reserved_for_positions_not_computed_yet_are_drawn_apart():
     written, held = set(req.slot_table[: req.num_cached]), set(req.slot_table)
     assert held - written and {s[0] for s in first if s[1] == "reserved"} == held - written
     assert {s[0] for s in first if s[1] == "used"} == written
+
+
+def test_each_ring_row_is_labelled_with_the_position_it_holds():
+    """A request's ring shows its last min(window, written) positions, one per row, each at row p mod window."""
+    rec = scenarios.run("window", "tiny").recording
+    window = rec.settings.window
+    for html, state in zip(frames(rec), rec.states()):
+        rings = html[html.index('aria-label="ring rows"') :]
+        label = {int(r): t for r, t in re.findall(r'data-row="(\d+)"[^>]*>([^<]*)</div>', rings)}
+        for rid, rows in state.rings.items():
+            done = state.requests[rid].num_cached
+            want = {p % window: str(p) for p in range(max(0, done - window), done)}
+            assert {j: label[row] for j, row in enumerate(rows) if label[row]} == want, (state.step, rid)

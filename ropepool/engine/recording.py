@@ -6,8 +6,8 @@ requests, the queues, the prefix tree, the sliding-window rings); then, after ev
 commits, it keeps the step's decision (:class:`Decision`: who ran, chunk sizes, admissions,
 preemptions, finished, rows written, rows evicted) and what changed (:class:`Change`), found from the
 step's undo log (:mod:`.journal`): the pages, requests and tree nodes the log names, read again, and
-of a slot table or an edge only what was appended. A step's record costs what the step changed, not
-the pool's size. A failed step is undone and leaves no record.
+of a slot table or an edge only what was appended, with the queues' request ids. A step's record
+costs what the step changed and the queues' length, not the pool's size. A failed step is undone and leaves no record.
 
 Where a part keeps no undo log, or logs changes of its own kind (a part of your own,
 :mod:`.protocols`), the record is a full :func:`snapshot` instead, marked as such.
@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from .allocator import Allocator
 from .radix import NoCache, RadixCache
 from .request import Request
+from .runner import Runner
 from .scheduler import Scheduler
 from .window import Rings
 
@@ -111,7 +112,7 @@ class Decision:
     ran, lengths : list    the requests in the batch, in order, and each one's new tokens
     starts : list of int   each one's first position this step (0 < start < prompt: a later chunk)
     admitted, preempted, finished : list of rid
-    written : list of int  the rows the step wrote (``Batch.slots``; -1 never appears)
+    written : list of int  the rows the step wrote (``Batch.slots``)
     evicted : list of int  rows the prefix tree gave back this step
     shared : rid -> int    rows an admitted request found in the tree
     """
@@ -310,7 +311,7 @@ class Recording:
                 pass
             elif getattr(undo, "__name__", "") == "__setitem__" and isinstance(owner, list):
                 edits.append((owner, args[0]))
-            elif getattr(undo, "__name__", "") == "restore_rows":
+            elif f is Runner.restore_rows:  # the pool's contents: not part of the books
                 pass
             else:
                 return None
@@ -321,7 +322,7 @@ class Recording:
             running=[r.rid for r in s.running],
             clock=getattr(s.cache, "clock", 0),
         )
-        for req in self._requests(engine, batch):
+        for req in (*s.waiting, *batch.requests):  # a request added since the last step is in one of them
             if req.rid not in self._known:
                 change.requests[req.rid] = request_view(req)
         for rid, (req, mark) in marks.items():
@@ -443,7 +444,7 @@ def _decision(engine, batch, evicted: list[int]) -> Decision:
         admitted=admitted,
         preempted=[r.rid for r in batch.preempted],
         finished=[r.rid for r in batch.finished],
-        written=[s for s in batch.slots if s >= 0],
+        written=list(batch.slots),
         evicted=sorted(evicted),
         shared={rid: start for rid, start in zip((r.rid for r in batch.requests), starts) if rid in admitted},
     )

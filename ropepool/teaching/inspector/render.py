@@ -122,7 +122,8 @@ def sentence(decision: Decision | None, before: State, after: State, settings: S
     if decision.finished:
         kept = ", whole pages kept in the tree" if settings.prefix_cache else ""
         say += f" {_req(decision.finished).capitalize()} finished: rows given back{kept}."
-    returned = [r for r in decision.written if after.row_states()[r] != "used"]
+    now = after.row_states()
+    returned = [r for r in decision.written if now[r] != "used"]
     if returned and settings.prefix_cache and not decision.finished:
         say += (
             f" {plural(len(returned), 'row')} written this step went back at once: the tree already held those "
@@ -173,9 +174,10 @@ def ring_cells(state: State, window: int) -> list[tuple]:
     for rid, rows in state.rings.items():
         done = state.requests[rid].num_cached
         for j, row in enumerate(rows):
-            held = [p for p in range(max(0, done - window), done) if p % window == j]
-            text = str(held[-1]) if held else ""
-            tip = f"ring row {row}: request {rid}, " + (f"position {text}" if held else "nothing written yet")
+            p = done - 1 - (done - 1 - j) % window  # the newest written position p with p % window == j
+            held = p >= 0
+            text = str(p) if held else ""
+            tip = f"ring row {row}: request {rid}, " + (f"position {p}" if held else "nothing written yet")
             cells[row] = ("used" if held else "reserved", [rid], text, tip)
     return cells
 
