@@ -342,3 +342,19 @@ def test_a_part_that_raises_is_told_its_own_line():
     assert not verdict.passed and verdict.problem == "raised", verdict
     assert "NameError" in verdict.message and "test_build_checkers.py, line" in verdict.message
     assert "undefined_name" in verdict.message.splitlines()[1]  # the learner's line, then the input
+
+
+def test_an_edited_mistake_is_the_reference_with_its_one_line_changed_and_solutions_untouched():
+    import inspect
+
+    before = dict(vars(solutions))
+    wrong = mistakes.edited(solutions.schedule_step, ("victim = alive.pop()", "victim = alive.pop(0)"))
+    assert dict(vars(solutions)) == before
+    ref, got = inspect.getsource(solutions.schedule_step).splitlines(), inspect.getsource(wrong).splitlines()
+    changed = [(a.strip(), b.strip()) for a, b in zip(ref, got) if a != b]
+    assert len(ref) == len(got) and changed == [("victim = alive.pop()", "victim = alive.pop(0)")]
+    running = [dict(rid=0, uncached=1, spare=0, held=4), dict(rid=1, uncached=1, spare=0, held=4)]
+    assert solutions.schedule_step(running, [], 8, 0) == ([(0, 1)], [1])
+    assert wrong(running, [], 8, 0) == ([(1, 1)], [0])
+    with pytest.raises(ValueError, match="stands 0 times"):
+        mistakes.edited(solutions.schedule_step, ("no such line", "x"))

@@ -22,7 +22,33 @@ from .journal import Journal
 MAX_POOL_ROWS = 2**31 - 1
 
 
-class Allocator:
+class PageRows:
+    """Rows and pages: page ``p`` holds pool rows ``p * page_size .. p * page_size + page_size - 1``.
+
+    A base for allocators that have ``page_size``, ``num_pages`` and ``num_free``.
+    """
+
+    page_size: int
+    num_pages: int
+
+    @property
+    def rows_in_use(self) -> int:
+        """Rows of the pages held."""
+        return (self.num_pages - self.num_free) * self.page_size
+
+    def pages_for(self, rows: int) -> int:
+        """Pages that hold ``rows`` rows."""
+        return -(-rows // self.page_size)
+
+    def rows(self, pages) -> list[int]:
+        """The pool rows of ``pages``, page after page."""
+        s = self.page_size
+        if s == 1:
+            return list(pages)
+        return [p * s + o for p in pages for o in range(s)]
+
+
+class Allocator(PageRows):
     """Hands out pages of pool rows and takes them back when no one holds them.
 
     Pages are handed out lowest first and return to the end of the free list, so a freed page is
@@ -66,21 +92,6 @@ class Allocator:
     def num_free(self) -> int:
         """Free pages."""
         return len(self.free_pages)
-
-    @property
-    def rows_in_use(self) -> int:
-        return (self.num_pages - self.num_free) * self.page_size
-
-    def pages_for(self, rows: int) -> int:
-        """Pages that hold ``rows`` rows."""
-        return -(-rows // self.page_size)
-
-    def rows(self, pages) -> list[int]:
-        """The pool rows of ``pages``, page after page."""
-        s = self.page_size
-        if s == 1:
-            return list(pages)
-        return [p * s + o for p in pages for o in range(s)]
 
     def allocate(self, n: int) -> list[int]:
         """``n`` free pages, taken off the free list, each held once.

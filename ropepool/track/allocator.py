@@ -22,6 +22,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..engine import Allocator as EngineAllocator
+from ..engine.allocator import PageRows
 from .feedback import ExerciseFailed, call, int_list, is_int, passed, rejected, showing, wrong_case
 
 PART = 2
@@ -31,7 +32,7 @@ FIRST = (
 )
 
 
-class Paged:
+class Paged(PageRows):
     """The learner's allocator behind the engine's interface: ``Paged(Allocator)(pool_rows, page_size)``.
 
     Rows and pages: page ``p`` holds rows ``p * page_size .. p * page_size + page_size - 1``. Every
@@ -58,16 +59,6 @@ class Paged:
     @property
     def num_free(self) -> int:
         return self.inner.num_free
-
-    @property
-    def rows_in_use(self) -> int:
-        return (self.num_pages - self.num_free) * self.page_size
-
-    def pages_for(self, rows: int) -> int:
-        return -(-rows // self.page_size)
-
-    def rows(self, pages) -> list[int]:
-        return [p * self.page_size + o for p in pages for o in range(self.page_size)]
 
     def allocate(self, n: int) -> list[int]:
         return [int(p) for p in self.inner.allocate(n)]

@@ -6,9 +6,32 @@ Each is the reference part (:mod:`.solutions`) with one thing changed; :data:`BY
 
 from __future__ import annotations
 
+import inspect
+import linecache
+import textwrap
+
 import numpy as np
 
 from . import solutions as S
+
+
+def edited(part, *edits: tuple[str, str]):
+    """The reference function ``part`` with each ``(old, new)`` text replaced: ``old`` must stand once in it.
+
+    The edited source is compiled beside a copy of :mod:`.solutions`' globals (the module is not
+    changed) and registered with :mod:`linecache`, so tracebacks and ``inspect`` show its lines.
+    """
+    source = textwrap.dedent(inspect.getsource(part))
+    for old, new in edits:
+        if source.count(old) != 1:
+            raise ValueError(f"{old!r} stands {source.count(old)} times in {part.__qualname__}, not once")
+        source = source.replace(old, new)
+    filename = f"<{part.__qualname__}, edited>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace = dict(vars(S))
+    exec(compile(source, filename, "exec"), namespace)
+    return namespace[part.__name__]
+
 
 # --- Part 1: rotate ---------------------------------------------------------------------------------
 
@@ -52,13 +75,7 @@ class AllocatorNoDoubleFreeError(S.Allocator):
 class AllocatorStack(S.Allocator):
     """The free list used as a stack: the most recently freed page is handed out first."""
 
-    def allocate(self, n):
-        if n > len(self.free):
-            raise ValueError(f"allocate({n}): only {len(self.free)} pages are free")
-        pages = [self.free.pop() for _ in range(n)]
-        for p in pages:
-            self.refs[p] = 1
-        return pages
+    allocate = edited(S.Allocator.allocate, ("self.free.popleft()", "self.free.pop()"))
 
 
 class AllocatorOffByOne(S.Allocator):
@@ -121,7 +138,7 @@ def slots_offset_in_chunk(requests, page_size):
 
 
 class TreeEvictsNewest(S.PrefixTree):
-    """Evicts the most recently used leaf first."""
+    """Evicts the most recently used leaf first, a page at a time."""
 
     def evict(self, n):
         refs, freed = self.allocator.refs, []
@@ -163,18 +180,9 @@ class TreeRetainsAgain(S.PrefixTree):
 class TreeNoPartialMatch(S.PrefixTree):
     """match stops before an edge that agrees only in part: it never finds a prefix ending inside an edge."""
 
-    def match(self, keys):
-        self.clock += 1
-        node, i, pages = self.root, 0, []
-        while i < len(keys) and keys[i] in node.children:
-            node = node.children[keys[i]]
-            node.last_used = self.clock
-            n = S._common(node.keys, keys[i:])
-            if n < len(node.keys):
-                break
-            pages += node.pages
-            i += n
-        return pages
+    match = edited(
+        S.PrefixTree.match, ("pages += node.pages[:n]", "pages += node.pages if n == len(node.keys) else []")
+    )
 
 
 class TreeMatchSharesList(S.PrefixTree):
@@ -189,66 +197,21 @@ class TreeMatchSharesList(S.PrefixTree):
 class TreeMatchesWholeEdges(S.PrefixTree):
     """match takes a whole edge once its first key agrees: rows of tokens the request does not have."""
 
-    def match(self, keys):
-        self.clock += 1
-        node, i, pages = self.root, 0, []
-        while i < len(keys) and keys[i] in node.children:
-            node = node.children[keys[i]]
-            node.last_used = self.clock
-            n = S._common(node.keys, keys[i:])
-            pages += node.pages[: len(keys) - i]
-            i += len(node.keys)
-            if n < len(node.keys):
-                break
-        return pages
+    match = edited(S.PrefixTree.match, ("pages += node.pages[:n]", "pages += node.pages[: len(keys) - i]"))
 
 
 # --- Part 5: the scheduler's step --------------------------------------------------------------------
 
 
-def _plan(running, waiting, max_step_tokens, free_rows, *, victim=-1, chunk=True, skip=True, after=False):
-    budget, run, preempted = max_step_tokens, [], []
-    alive = [r["rid"] for r in running]
-    for r in running:
-        if r["rid"] not in alive:
-            continue
-        n = min(r["uncached"], budget) if chunk else (r["uncached"] if r["uncached"] <= budget else 0)
-        if n == 0:
-            continue
-        need = max(0, n - r["spare"])
-        while need > free_rows:
-            gone = alive.pop(victim)
-            preempted.append(gone)
-            free_rows += next(x["held"] for x in running if x["rid"] == gone)
-            if gone == r["rid"]:
-                break
-        if r["rid"] not in alive:
-            continue
-        free_rows -= need
-        budget -= n
-        run.append((r["rid"], n))
-    for w in waiting:
-        if budget == 0 or (preempted and not after):
-            break
-        if w["tokens"] <= free_rows:
-            n = min(w["tokens"], budget) if chunk else (w["tokens"] if w["tokens"] <= budget else 0)
-            if n == 0:
-                continue
-            free_rows -= w["tokens"]
-            budget -= n
-            run.append((w["rid"], n))
-        elif not skip:
-            break
-    return run, preempted
+plan_preempts_oldest = edited(S.schedule_step, ("victim = alive.pop()", "victim = alive.pop(0)"))
+"""Preempts the oldest running request instead of the newest."""
 
-
-def plan_preempts_oldest(running, waiting, max_step_tokens, free_rows):
-    return _plan(running, waiting, max_step_tokens, free_rows, victim=0)
-
-
-def plan_no_chunks(running, waiting, max_step_tokens, free_rows):
-    """A prompt longer than the budget left waits for a step with room for all of it."""
-    return _plan(running, waiting, max_step_tokens, free_rows, chunk=False)
+plan_no_chunks = edited(
+    S.schedule_step,
+    ('n = min(r["uncached"], budget)', 'n = r["uncached"] if r["uncached"] <= budget else 0'),
+    ('if w["tokens"] <= free_rows:', 'if w["tokens"] <= min(free_rows, budget):'),
+)
+"""A prompt longer than the budget left waits for a step with room for all of it."""
 
 
 def plan_over_budget(running, waiting, max_step_tokens, free_rows):
@@ -258,12 +221,13 @@ def plan_over_budget(running, waiting, max_step_tokens, free_rows):
     return [(rid, size[rid]) for rid, _ in run], preempted
 
 
-def plan_blocked_queue(running, waiting, max_step_tokens, free_rows):
-    return _plan(running, waiting, max_step_tokens, free_rows, skip=False)
+plan_blocked_queue = edited(
+    S.schedule_step, ("if budget == 0 or preempted:", 'if budget == 0 or preempted or w["tokens"] > free_rows:')
+)
+"""A waiting request that does not fit stops the queue: the ones behind it wait too."""
 
-
-def plan_admits_after_preemption(running, waiting, max_step_tokens, free_rows):
-    return _plan(running, waiting, max_step_tokens, free_rows, after=True)
+plan_admits_after_preemption = edited(S.schedule_step, ("if budget == 0 or preempted:", "if budget == 0:"))
+"""Admits waiting requests in a step that preempted: the preempted may be readmitted at once."""
 
 
 def plan_ignores_spare(running, waiting, max_step_tokens, free_rows):

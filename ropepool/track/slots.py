@@ -16,22 +16,13 @@ from collections.abc import Callable
 import numpy as np
 
 from .feedback import call, int_list, passed, rejected, showing, wrong_case
+from .solutions import slot_mapping as reference
 
 PART = 3
 FIRST = (
     "for each request, in order, its positions run cached .. cached + new - 1; position p's row is "
     "pages[p // page_size] * page_size + p % page_size. Return (positions, slots), two lists."
 )
-
-
-def reference(requests: list[dict], page_size: int) -> tuple[list[int], list[int]]:
-    """The positions ``[T]`` and slots ``[T]`` of a step, request after request."""
-    positions, slots = [], []
-    for r in requests:
-        for p in range(r["cached"], r["cached"] + r["new"]):
-            positions.append(p)
-            slots.append(r["pages"][p // page_size] * page_size + p % page_size)
-    return positions, slots
 
 
 def _slot(r, p, ps):

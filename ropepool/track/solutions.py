@@ -164,13 +164,10 @@ class PrefixTree:
         top.children[node.keys[0]] = node
         return top
 
-    def _nodes(self):
-        out, stack = [], list(self.root.children.values())
-        while stack:
-            node = stack.pop()
-            out.append(node)
-            stack += node.children.values()
-        return out
+    def _nodes(self, node=None):
+        for child in (node or self.root).children.values():
+            yield child
+            yield from self._nodes(child)
 
     def num_evictable(self):
         refs = self.allocator.refs
