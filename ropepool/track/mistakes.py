@@ -140,19 +140,11 @@ def slots_offset_in_chunk(requests, page_size):
 class TreeEvictsNewest(S.PrefixTree):
     """Evicts the most recently used leaf first, a page at a time."""
 
-    def evict(self, n):
-        refs, freed = self.allocator.refs, []
-        while len(freed) < n:
-            leaves = [x for x in self._nodes() if not x.children and refs[x.pages[-1]] == 1]
-            if not leaves:
-                break
-            leaf = max(leaves, key=lambda x: (x.last_used, x.order))
-            first, page = leaf.keys[0], leaf.pages.pop()
-            leaf.keys.pop()
-            if not leaf.keys:
-                del leaf.parent.children[first]
-            freed += self.allocator.release([page])
-        return freed
+    evict = edited(
+        S.PrefixTree.evict,
+        ("leaf = min(", "leaf = max("),
+        ("while k < len(leaf.pages) and", "while k < 1 and"),
+    )
 
 
 class TreeEvictLeak(S.PrefixTree):
