@@ -274,6 +274,13 @@ def test_check_4_expected_pool_comes_from_the_op():
     assert ex.run_pool_scenario(slots=[-1, -1]) == ex.pool_scenario()["pool_before"]
 
 
+def test_write_numbers_puts_each_token_at_its_slot():
+    from ropepool.teaching.exercises.pool_predict import write_numbers
+
+    after = write_numbers([1.5, -2.0, 7.0], [3, -1, 0], [10.0, 11.0, 12.0, 13.0])
+    assert after.tolist() == [7.0, 11.0, 12.0, 1.5]  # token 1's slot -1 writes nothing
+
+
 def test_check_4_accepts_a_list():
     assert ex.check_4([4, 101, 1, 103, 104, 0, 3, 107]).passed
 

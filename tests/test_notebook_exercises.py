@@ -39,11 +39,11 @@ CASES = [
     (
         nx.n03,
         int(np.argmax(2 * np.pi / inverse_frequencies(128, 10000.0) > 8192)),
-        [(49, "off_by_one"), (3, "wrong_pair")],
+        [(49, "off_by_one"), (51, "off_by_one"), (3, "wrong_pair"), (64, "out_of_range"), (-1, "out_of_range")],
     ),
     # Qwen2.5-7B's YaRN (D = 128, base 1e6, 32,768 trained positions, beta_fast = 32): the ramp starts at
     # floor(D * ln(32768 / (32 * 2 pi)) / (2 ln 1e6)) = floor(23.6) = 23, where it is still 0: pair 24 changes first.
-    (nx.n03b, 24, [(0, "pair_zero"), (23, "off_by_one"), (60, "wrong_pair")]),
+    (nx.n03b, 24, [(0, "pair_zero"), (23, "off_by_one"), (25, "off_by_one"), (60, "wrong_pair")]),
     (
         nx.n04,
         16 * 2**30 // (32 * LLAMA_ROW),

@@ -188,29 +188,37 @@ def n02(code) -> Verdict:
     )
 
 
+def _pair_verdict(label: str, pair: int, want: int, *, right: str, neighbour: str, wrong: str) -> Verdict:
+    """The verdict on an answer that is a pair index: ``want`` passes with the message ``right``, its
+    neighbours ``want - 1`` and ``want + 1`` fail as ``off_by_one`` with ``neighbour``, any other pair
+    fails as ``wrong_pair`` with ``wrong``."""
+    if pair == want:
+        return Verdict(label, True, right)
+    if abs(pair - want) == 1:
+        raise ExerciseFailed(label, "off_by_one", neighbour)
+    raise ExerciseFailed(label, "wrong_pair", wrong)
+
+
 def n03(pair) -> Verdict:
     """03, exercise 1: the first pair i (D = 128, base 10,000) whose wavelength exceeds 8,192 positions."""
     pair = _int("03.1", pair)
     wavelength = 2 * np.pi / inverse_frequencies(128, 10000.0)  # [D/2]
     want = int(np.argmax(wavelength > 8192))
-    if pair == want:
-        return Verdict(
-            "03.1",
-            True,
-            f"pair {want}: wavelength {wavelength[want]:,.0f} positions, pair "
-            f"{want - 1}'s is {wavelength[want - 1]:,.0f}.",
-        )
-    if pair == want - 1 or pair == want + 1:
+    if not 0 <= pair < len(wavelength):
         raise ExerciseFailed(
             "03.1",
-            "off_by_one",
-            f"pair {pair} has wavelength {wavelength[pair]:,.0f}: "
-            "close, but the first pair over 8,192 is its neighbour.",
+            "out_of_range",
+            f"there is no pair {pair}: D = 128 has the pairs i = 0..{len(wavelength) - 1}.",
         )
-    raise ExerciseFailed(
+    return _pair_verdict(
         "03.1",
-        "wrong_pair",
-        f"pair {pair} has wavelength {wavelength[pair]:,.0f} positions; "
+        pair,
+        want,
+        right=f"pair {want}: wavelength {wavelength[want]:,.0f} positions, pair "
+        f"{want - 1}'s is {wavelength[want - 1]:,.0f}.",
+        neighbour=f"pair {pair} has wavelength {wavelength[pair]:,.0f}: "
+        "close, but the first pair over 8,192 is its neighbour.",
+        wrong=f"pair {pair} has wavelength {wavelength[pair]:,.0f} positions; "
         "compute 2 * pi / inverse_frequencies(128, 10000.0) and find the first over 8,192.",
     )
 
@@ -223,31 +231,22 @@ def n03b(pair) -> Verdict:
     p = models.preset("qwen2.5-7b-yarn")
     changed = np.asarray(p.rope().inv_freq) != np.asarray(plain(p.head_dim, p.rope_base).inv_freq)  # [D/2]
     want = int(np.argmax(changed))
-    if pair == want:
-        return Verdict(
-            "03b.1",
-            True,
-            f"pair {want}: pairs 0..{want - 1} turn more than 32 times (YaRN's "
-            "beta_fast) within the training context, so YaRN leaves them as they were.",
-        )
-    if pair == 0:
+    if pair == 0 and want > 0:
         raise ExerciseFailed(
             "03b.1",
             "pair_zero",
             "pair 0 turns fastest, once every 2*pi positions: it has seen "
             "every angle many times in training, and YaRN keeps it as it was.",
         )
-    if abs(pair - want) == 1:
-        raise ExerciseFailed(
-            "03b.1",
-            "off_by_one",
-            f"pair {pair} is next to it: compare rope().inv_freq with "
-            "plain(...).inv_freq and take the first index where they differ.",
-        )
-    raise ExerciseFailed(
+    return _pair_verdict(
         "03b.1",
-        "wrong_pair",
-        f"pair {pair}: compare models.preset('qwen2.5-7b-yarn').rope()"
+        pair,
+        want,
+        right=f"pair {want}: pairs 0..{want - 1} turn more than 32 times (YaRN's "
+        "beta_fast) within the training context, so YaRN leaves them as they were.",
+        neighbour=f"pair {pair} is next to it: compare rope().inv_freq with "
+        "plain(...).inv_freq and take the first index where they differ.",
+        wrong=f"pair {pair}: compare models.preset('qwen2.5-7b-yarn').rope()"
         ".inv_freq with plain(128, 1e6).inv_freq and find the first index where they differ.",
     )
 

@@ -16,17 +16,16 @@ def pool_scenario() -> dict:
     return dict(pool_before=[100 + r for r in range(8)], slots=[5, 2, -1, 6, 0, -1], token_values=list(range(6)))
 
 
-def run_pool_scenario(slots=None) -> list[int]:
-    """Run the real op on exercise 4's call and return the pool after it, one number per row.
+def write_numbers(numbers, slots, pool_before) -> np.ndarray:
+    """Run the real op with token t carrying ``numbers[t]`` and return the k pool after it, one number per row.
 
-    Each row is ``[Hkv=1, D=2]`` holding its number twice; every token sits at position 0, where
-    RoPE turns nothing, so token t writes exactly the value t.
+    ``numbers`` and ``slots`` are ``[T]``, ``pool_before`` is ``[P]``; returns float32 ``[P]``. Each row
+    is ``[Hkv=1, D=2]`` holding its number twice, and every token sits at position 0, where RoPE turns
+    nothing, so row ``slots[t]`` receives exactly ``numbers[t]``; slot -1 writes nothing.
     """
-    s = pool_scenario()
-    slots = s["slots"] if slots is None else slots
-    T, P = len(slots), len(s["pool_before"])
-    values = np.repeat(np.asarray(s["token_values"][:T], np.float32), 2).reshape(T, 1, 2)  # [T, Hkv, D]
-    pool = np.repeat(np.asarray(s["pool_before"], np.float32), 2).reshape(P, 1, 2)  # [P, Hkv, D]
+    T, P = len(slots), len(pool_before)
+    values = np.repeat(np.asarray(numbers, np.float32), 2).reshape(T, 1, 2)  # [T, Hkv, D]
+    pool = np.repeat(np.asarray(pool_before, np.float32), 2).reshape(P, 1, 2)  # [P, Hkv, D]
     _, _, k_pool, _ = rope_pool_fused(
         values,
         values,
@@ -40,7 +39,14 @@ def run_pool_scenario(slots=None) -> list[int]:
         num_kv_heads=1,
         rope_base=10000.0,
     )
-    return [int(x) for x in k_pool[:, 0, 0]]
+    return np.asarray(k_pool[:, 0, 0])  # [P]
+
+
+def run_pool_scenario(slots=None) -> list[int]:
+    """Run the real op on exercise 4's call (:func:`write_numbers`) and return the pool after it, one number per row."""
+    s = pool_scenario()
+    slots = s["slots"] if slots is None else slots
+    return [int(x) for x in write_numbers(s["token_values"][: len(slots)], slots, s["pool_before"])]
 
 
 def _row_mistake(r: int, a, want: int, s: dict) -> tuple[str, str]:
