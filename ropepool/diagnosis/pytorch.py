@@ -33,6 +33,28 @@ LOAD = "PyTorch's Module.load_state_dict (torch/nn/modules/module.py), as from_p
 
 _PROJ = re.compile(r"(?:^|[._])(q|k|v|o)_proj\b|(query_key_value|qkv_proj|qkv|c_attn)\b|attn_(q|k|v)\b")
 
+#: Tensor.view: (the shape asked, the tensor's size).
+_VIEW = re.compile(r"shape '\[([-\d, ]{1,200})\]' is invalid for input of size (\d{1,25})")
+#: Broadcasting and Tensor.expand: (one size, the other, the dimension).
+_BROADCAST = re.compile(
+    r"The size of tensor a \((\d{1,19})\) must match the size of tensor b \((\d{1,19})\) at "
+    r"non-singleton dimension (\d{1,3})"
+)
+_EXPAND = re.compile(
+    r"The expanded size of the tensor \((\d{1,19})\) must match the existing size \((\d{1,19})\) at "
+    r"non-singleton dimension (\d{1,3})"
+)
+#: einsum: (the subscript, its size, the operand, the size seen before); older: each operand's [original->remapped].
+_EINSUM = re.compile(
+    r"subscript (\w) has size (\d{1,19}) for operand (\d{1,3}) which does not broadcast with previously seen "
+    r"size (\d{1,19})"
+)
+_REMAPPED = re.compile(r"\[([\d, ]{0,120})\]->\[([\d, ]{0,120})\]")
+#: Indexing (PyTorch's dimension, NumPy's axis): (the index, the word, the dimension, its size).
+_INDEX = re.compile(r"index (-?\d{1,19}) is out of bounds for (dimension|axis) (\d{1,3}) with size (\d{1,19})")
+#: load_state_dict: (the parameter), its two shapes after it.
+_SIZE_MISMATCH = re.compile(r"size mismatch for ([\w.]{1,300}): copying a param with shape ")
+
 
 def proj_of(name: str) -> str | None:
     """``q``, ``k``, ``v``, ``o`` or ``qkv`` for a parameter name (``model.layers.0.self_attn.k_proj.weight``)."""
@@ -44,7 +66,7 @@ def proj_of(name: str) -> str | None:
 
 def _view(text: str, i: int, f: Facts) -> Diagnosis | None:
     line = line_at(text, i)
-    m = re.search(r"shape '\[([-\d, ]{1,200})\]' is invalid for input of size (\d{1,25})", line)
+    m = _VIEW.search(line)
     if not m:
         return None
     dims = [int(x) for x in m.group(1).split(",") if x.strip()]
@@ -69,22 +91,14 @@ def _view(text: str, i: int, f: Facts) -> Diagnosis | None:
 
 def _broadcast(text: str, i: int, f: Facts) -> Diagnosis | None:
     line = line_at(text, i)
-    m = re.search(
-        r"The size of tensor a \((\d{1,19})\) must match the size of tensor b \((\d{1,19})\) at "
-        r"non-singleton dimension (\d{1,3})",
-        line,
-    )
+    m = _BROADCAST.search(line)
     if m:
         a, b, dim = (int(x) for x in m.groups())
         case, quantity, why, fix = broadcast_case(a, b, dim, f)
         return Diagnosis(
             "pytorch", BROADCAST, m.group(0), f"sizes {a} and {b} meet at dimension {dim}", case, quantity, why, fix
         )
-    m = re.search(
-        r"The expanded size of the tensor \((\d{1,19})\) must match the existing size \((\d{1,19})\) at "
-        r"non-singleton dimension (\d{1,3})",
-        line,
-    )
+    m = _EXPAND.search(line)
     if not m:
         return None
     a, b, dim = (int(x) for x in m.groups())
@@ -106,16 +120,12 @@ def _broadcast(text: str, i: int, f: Facts) -> Diagnosis | None:
 
 def _einsum(text: str, i: int, f: Facts) -> Diagnosis | None:
     line = line_at(text, i)
-    m = re.search(
-        r"subscript (\w) has size (\d{1,19}) for operand (\d{1,3}) which does not broadcast with previously seen "
-        r"size (\d{1,19})",
-        line,
-    )
+    m = _EINSUM.search(line)
     if m:
         label, a, b = m.group(1), int(m.group(2)), int(m.group(4))
         read = f"subscript {label}: size {a} in operand {m.group(3)}, {b} before it"
     else:
-        pairs = re.findall(r"\[([\d, ]{0,120})\]->\[([\d, ]{0,120})\]", line)
+        pairs = _REMAPPED.findall(line)
         remapped = [tuple(int(x) for x in r.split(",") if x.strip()) for _, r in pairs]
         if len(remapped) < 2 or len(remapped[0]) != len(remapped[1]):
             return None
@@ -131,7 +141,7 @@ def _einsum(text: str, i: int, f: Facts) -> Diagnosis | None:
 
 def _index(text: str, i: int, f: Facts) -> Diagnosis | None:
     line = line_at(text, i)
-    m = re.search(r"index (-?\d{1,19}) is out of bounds for (dimension|axis) (\d{1,3}) with size (\d{1,19})", line)
+    m = _INDEX.search(line)
     if not m:
         return None
     index, dim, size = int(m.group(1)), int(m.group(3)), int(m.group(4))
@@ -156,7 +166,7 @@ def _load(text: str, i: int, f: Facts) -> Diagnosis | None:
     """The first attention projection among all of ``text``'s size mismatches (``i``, the last one's position,
     is not needed)."""
     best = None
-    for n, m in enumerate(re.finditer(r"size mismatch for ([\w.]{1,300}): copying a param with shape ", text)):
+    for n, m in enumerate(_SIZE_MISMATCH.finditer(text)):
         if n > 4096:
             break
         name, proj = m.group(1), proj_of(m.group(1))
