@@ -81,6 +81,11 @@ INDEX_COPY_SRC = (
     'PyTorch 2.13 aten/src/ATen/native/TensorAdvancedIndexing.cpp (index_copy_: "index_copy_(): index ", idx, '
     '" is out of bounds for dimension ", dim, " with size ", size); run here with torch 2.13.0'
 )
+LOOKUP_SRC = (
+    "PyTorch 2.x aten/src/ATen/native/TensorAdvancedIndexing.cpp (index_select_out_cpu_: TORCH_CHECK_INDEX((self_i "
+    '>= 0) && (self_i < self_dim_size), "index out of range in self")), as F.embedding reaches it '
+    "(aten/src/ATen/native/Embedding.cpp, embedding_symint: weight.index_select(0, indices.reshape(-1)))"
+)
 NUMPY_INDEX_SRC = (
     'NumPy 2.x numpy/_core/src/multiarray/mapping.c (check_and_adjust_index: "index %" NPY_INTP_FMT " is out of '
     'bounds for axis %d with size %" NPY_INTP_FMT)'
@@ -739,6 +744,17 @@ CORPUS = [
         source=VLLM_LEN_06,
         expect="context_beyond_positions",
         says=('"factor": 4.0', '"original_max_position_embeddings": 262144'),
+    ),
+    # --- an embedding read past its table (i) -----------------------------------------------------------------------
+    dict(
+        id="torch-embedding-token-id-past-vocab",
+        model="llama-3-8b",
+        text="IndexError: index out of range in self",
+        cause="special tokens added to the tokenizer (ids from 128256 on) and embed_tokens not resized: an input "
+        "id past vocab_size reaches F.embedding on CPU",
+        source=LOOKUP_SRC,
+        expect="ambiguous",
+        says=("vocab_size", "input_ids.max()", "resize_token_embeddings", "max_position_embeddings"),
     ),
     # --- MLX's strict load of RoPE buffers (c) ----------------------------------------------------------------------
     dict(

@@ -219,3 +219,15 @@ def test_a_serving_log_explains_the_new_kinds_once_each_in_order():
     assert count == 2 and "named on line 1" in text
     assert text.index("line 2") < text.index("context_beyond_positions") < text.index("line 4")
     assert "missing_repeat_kv" in text and "repeat_kv(k, 7)" in " ".join(text.split())
+
+
+# --- (i) an embedding read past the end of its table ----------------------------------------------------------------
+
+
+def test_an_embedding_index_out_of_range_names_the_token_id_and_the_position_and_what_to_print():
+    d = diagnosis_of("IndexError: index out of range in self", "llama-3.1-8b")
+    assert d.family == "pytorch" and d.ambiguous and "(A) token_id" in d.why and "(B) position" in d.why
+    assert "vocab_size" in d.why and f"{preset('llama-3.1-8b').max_position_embeddings}" in d.why
+    assert "input_ids.max()" in d.fix and "position_ids.max()" in d.fix
+    text, count = log_report(["2026-12-05 10:00:01 INFO step 17\n", "IndexError: index out of range in self\n"])
+    assert count == 1 and "line 2" in text

@@ -10,6 +10,9 @@ existing size (64) at non-singleton dimension 3``
 not broadcast with previously seen size 32``                 older: ``operands do not broadcast with remapped``)
 ``index 4096 is out of bounds for dimension 0 with size      indexing (TensorAdvancedIndexing.cpp; NumPy's
 4096``                                                      ``for axis 0``): a slot past a pool
+``index out of range in self``                              ``index_select`` on CPU (the same file), as
+                                                            ``F.embedding`` calls it: a token id or a position
+                                                            past its table
 ``size mismatch for ...k_proj.weight: copying a param with  ``Module.load_state_dict`` (torch/nn/modules/
 shape torch.Size([1024, 4096]) from checkpoint, the shape   module.py), what ``from_pretrained`` prints
 in current model is torch.Size([4096, 4096]).``
@@ -29,6 +32,10 @@ BROADCAST = "PyTorch broadcasting (aten/src/ATen/ExpandUtils.cpp)"
 EINSUM = "PyTorch's torch.einsum (aten/src/ATen/native/Linear.cpp)"
 INDEX = "PyTorch's indexing (aten/src/ATen/native/TensorAdvancedIndexing.cpp)"
 NUMPY_INDEX = "NumPy's indexing (numpy/_core/src/multiarray/mapping.c)"
+LOOKUP = (
+    "PyTorch's index_select on CPU (aten/src/ATen/native/TensorAdvancedIndexing.cpp), as F.embedding calls it "
+    "(aten/src/ATen/native/Embedding.cpp)"
+)
 LOAD = "PyTorch's Module.load_state_dict (torch/nn/modules/module.py), as from_pretrained calls it"
 
 _PROJ = re.compile(r"(?:^|[._])(q|k|v|o)_proj\b|(query_key_value|qkv_proj|qkv|c_attn)\b|attn_(q|k|v)\b")
@@ -159,6 +166,30 @@ def _index(text: str, i: int, f: Facts) -> Diagnosis | None:
     )
 
 
+def _lookup(text: str, i: int, f: Facts) -> Diagnosis:
+    """An embedding lookup (``index_select`` of rows) past its table: the message carries no numbers, so it
+    names the two tables a model reads by index, and what to print to tell which."""
+    rows = f" ({f.max_position_embeddings})" if f.max_position_embeddings else ""
+    why = (
+        "the message carries no numbers; two mistakes give it: (A) token_id: a token id past the vocabulary, "
+        "an id >= vocab_size (a tokenizer with added tokens and embed_tokens not resized, or another model's "
+        "tokenizer) or a negative one (labels' -100 or a pad id of -1 fed as input_ids); or (B) position: a "
+        f"position >= max_position_embeddings{rows} in a table of one row a position, a learned position "
+        "embedding (GPT-2's wpe, OPT's embed_positions) or a RoPE cos/sin cache read with index_select "
+        "(vLLM's forward_native), at positions counted past the cache."
+    )
+    fix = (
+        "To tell them apart, print(input_ids.min(), input_ids.max(), config.vocab_size) and "
+        "print(position_ids.max(), config.max_position_embeddings) just before the forward (the traceback's last "
+        "line in the model names the table: embed_tokens or wte, a token; embed_positions, wpe or the cos/sin "
+        "cache, a position). A token: resize_token_embeddings(len(tokenizer)), or the model's own tokenizer. A "
+        "position: a step's positions run cached .. cached + new - 1, below max_position_embeddings."
+    )
+    read = "no numbers: an index_select of rows (an embedding lookup) got an index past its table, or a negative one"
+    line = line_at(text, i).strip()[:300]
+    return Diagnosis("pytorch", LOOKUP, line, read, "ambiguous", "token_id/position", why, fix)
+
+
 _RANK = {"k": 0, "v": 1, "q": 2, "qkv": 3, "o": 4}
 
 
@@ -197,6 +228,7 @@ _READERS = {
     "einsum(): operands do not broadcast": _einsum,
     "is out of bounds for dimension": _index,
     "is out of bounds for axis": _index,
+    "index out of range in self": _lookup,
 }
 
 
