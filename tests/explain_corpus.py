@@ -808,6 +808,23 @@ CORPUS = [
         expect="rope_buffers_in_weights",
         says=("rotary_emb.inv_freq", "1000000"),
     ),
+    dict(
+        id="mlx-strict-load-mistral-inv-freq-traceback",
+        model="mistral-7b",
+        text="Traceback (most recent call last):\n"
+        '  File "/srv/app/load.py", line 41, in <module>\n'
+        "    model.load_weights(list(weights.items()))\n"
+        '  File "/srv/venv/lib/python3.11/site-packages/mlx/nn/layers/base.py", line 185, in load_weights\n'
+        "    raise ValueError(\n"
+        "ValueError: Received 32 parameters not in model: \n"
+        + ",\n".join(f"model.layers.{i}.self_attn.rotary_emb.inv_freq" for i in sorted(range(32), key=str))
+        + ".",
+        cause="a Mistral-7B checkpoint saved by an old transformers keeps its 32 layers' inv_freq; a hand-written "
+        "MLX Mistral without a sanitize loads it strictly (the whole traceback, names one a line)",
+        source=MLX_STRICT,
+        expect="rope_buffers_in_weights",
+        says=("rope_theta = 10000", "64 entries a layer", "rotary_emb.inv_freq"),
+    ),
     # --- longrope factor lists on a partial-rotary model (d) ------------------------------------------------------
     dict(
         id="hf5-phi4-mini-short-factor-without-partial-rotary",
