@@ -81,6 +81,11 @@ INDEX_COPY_SRC = (
     'PyTorch 2.13 aten/src/ATen/native/TensorAdvancedIndexing.cpp (index_copy_: "index_copy_(): index ", idx, '
     '" is out of bounds for dimension ", dim, " with size ", size); run here with torch 2.13.0'
 )
+LOOKUP_SRC = (
+    "PyTorch 2.x aten/src/ATen/native/TensorAdvancedIndexing.cpp (index_select_out_cpu_: TORCH_CHECK_INDEX((self_i "
+    '>= 0) && (self_i < self_dim_size), "index out of range in self")), as F.embedding reaches it '
+    "(aten/src/ATen/native/Embedding.cpp, embedding_symint: weight.index_select(0, indices.reshape(-1)))"
+)
 NUMPY_INDEX_SRC = (
     'NumPy 2.x numpy/_core/src/multiarray/mapping.c (check_and_adjust_index: "index %" NPY_INTP_FMT " is out of '
     'bounds for axis %d with size %" NPY_INTP_FMT)'
@@ -740,6 +745,17 @@ CORPUS = [
         expect="context_beyond_positions",
         says=('"factor": 4.0', '"original_max_position_embeddings": 262144'),
     ),
+    # --- an embedding read past its table (i) -----------------------------------------------------------------------
+    dict(
+        id="torch-embedding-token-id-past-vocab",
+        model="llama-3-8b",
+        text="IndexError: index out of range in self",
+        cause="special tokens added to the tokenizer (ids from 128256 on) and embed_tokens not resized: an input "
+        "id past vocab_size reaches F.embedding on CPU",
+        source=LOOKUP_SRC,
+        expect="ambiguous",
+        says=("vocab_size", "input_ids.max()", "resize_token_embeddings", "max_position_embeddings"),
+    ),
     # --- MLX's strict load of RoPE buffers (c) ----------------------------------------------------------------------
     dict(
         id="mlx-strict-load-llama-inv-freq",
@@ -791,6 +807,23 @@ CORPUS = [
         source=MLX_STRICT,
         expect="rope_buffers_in_weights",
         says=("rotary_emb.inv_freq", "1000000"),
+    ),
+    dict(
+        id="mlx-strict-load-mistral-inv-freq-traceback",
+        model="mistral-7b",
+        text="Traceback (most recent call last):\n"
+        '  File "/srv/app/load.py", line 41, in <module>\n'
+        "    model.load_weights(list(weights.items()))\n"
+        '  File "/srv/venv/lib/python3.11/site-packages/mlx/nn/layers/base.py", line 185, in load_weights\n'
+        "    raise ValueError(\n"
+        "ValueError: Received 32 parameters not in model: \n"
+        + ",\n".join(f"model.layers.{i}.self_attn.rotary_emb.inv_freq" for i in sorted(range(32), key=str))
+        + ".",
+        cause="a Mistral-7B checkpoint saved by an old transformers keeps its 32 layers' inv_freq; a hand-written "
+        "MLX Mistral without a sanitize loads it strictly (the whole traceback, names one a line)",
+        source=MLX_STRICT,
+        expect="rope_buffers_in_weights",
+        says=("rope_theta = 10000", "64 entries a layer", "rotary_emb.inv_freq"),
     ),
     # --- longrope factor lists on a partial-rotary model (d) ------------------------------------------------------
     dict(

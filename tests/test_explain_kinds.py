@@ -104,6 +104,27 @@ def test_a_strict_load_without_rope_buffers_is_not_read_as_one():
     assert diagnosis_of(text, "llama-3-8b") is None
 
 
+def test_a_log_reads_the_strict_load_with_the_names_on_the_lines_after_it():
+    names = [f"model.layers.{i}.self_attn.rotary_emb.inv_freq" for i in sorted(range(32), key=str)]
+    log = [
+        "2026-12-05 10:00:01 INFO     Loading mistralai/Mistral-7B-v0.1 from ./weights\n",
+        "Traceback (most recent call last):\n",
+        '  File "/srv/app/load.py", line 41, in load\n',
+        "    model.load_weights(list(weights.items()))\n",
+        '  File "/srv/venv/lib/python3.11/site-packages/mlx/nn/layers/base.py", line 185, in load_weights\n',
+        "    raise ValueError(\n",
+        "ValueError: Received 32 parameters not in model: \n",  # mlx prints the names one a line after it
+        *[name + ",\n" for name in names[:-1]],
+        names[-1] + ".\n",
+        "2026-12-05 10:00:02 INFO     Shutting down\n",
+    ]
+    text, count = log_report(log)
+    said = " ".join(text.split())
+    assert count == 1 and "line 7" in text and "rope_buffers_in_weights" in said
+    assert f"{len(names)} names the model lacks, {len(names)} of those shown RoPE buffers" in said  # every line read
+    assert f"rope_theta = {preset('mistral-7b').rope_base:g}" in said  # the model named on line 1
+
+
 # --- (d) transformers' longrope list length on a partial-rotary model -----------------------------------------
 
 
@@ -219,3 +240,15 @@ def test_a_serving_log_explains_the_new_kinds_once_each_in_order():
     assert count == 2 and "named on line 1" in text
     assert text.index("line 2") < text.index("context_beyond_positions") < text.index("line 4")
     assert "missing_repeat_kv" in text and "repeat_kv(k, 7)" in " ".join(text.split())
+
+
+# --- (i) an embedding read past the end of its table ----------------------------------------------------------------
+
+
+def test_an_embedding_index_out_of_range_names_the_token_id_and_the_position_and_what_to_print():
+    d = diagnosis_of("IndexError: index out of range in self", "llama-3.1-8b")
+    assert d.family == "pytorch" and d.ambiguous and "(A) token_id" in d.why and "(B) position" in d.why
+    assert "vocab_size" in d.why and f"{preset('llama-3.1-8b').max_position_embeddings}" in d.why
+    assert "input_ids.max()" in d.fix and "position_ids.max()" in d.fix
+    text, count = log_report(["2026-12-05 10:00:01 INFO step 17\n", "IndexError: index out of range in self\n"])
+    assert count == 1 and "line 2" in text

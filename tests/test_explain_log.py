@@ -8,7 +8,7 @@ import subprocess
 import sys
 from types import SimpleNamespace
 
-from ropepool.cli.explain import NUMBER_OPTIONS, log_report, main
+from ropepool.cli.explain import NUMBER_OPTIONS, diagnosis_of, log_report, main
 
 LOG = """\
 2026-12-05 10:00:01 INFO     Starting server, model=meta-llama/Meta-Llama-3-8B-Instruct
@@ -91,3 +91,16 @@ def test_an_option_that_replaces_a_preset_s_number_says_so():
     _, _, same = run(text="k shape must be [num_tokens, num_kv_heads, head_dim], got (4, 32, 128)",
                      model="llama-3-8b", num_kv_heads=8)  # fmt: skip
     assert "replaces" not in same
+
+
+def test_a_message_ending_in_a_colon_is_read_with_its_body_lines_as_when_pasted_whole():
+    mismatch = (
+        "\tsize mismatch for model.layers.0.self_attn.{}_proj.weight: copying a param with shape "
+        "torch.Size([1024, 4096]) from checkpoint, the shape in current model is torch.Size([4096, 4096]).\n"
+    )
+    message = ["RuntimeError: Error(s) in loading state_dict for LlamaForCausalLM:\n", mismatch.format("k")]
+    message.append(mismatch.format("v"))
+    text, count = log_report(["INFO loading\n", *message, "INFO done\n"], model="llama-3-8b")
+    whole = diagnosis_of("".join(message), "llama-3-8b")
+    assert count == 1 and "line 2" in text and whole.case in text
+    assert " ".join(whole.fix.split()) in " ".join(text.split())

@@ -256,6 +256,13 @@ _QUIET = re.compile(r"^\W*(?:\S+\s+){0,4}?\[?(?:INFO|DEBUG|WARN|WARNING|TRACE)\b
 _MAYBE = re.compile(
     r"error|exception|must be|mismatch|invalid|cannot|can't|expected|got \(|out of (?:range|bounds)", re.I
 )
+#: A message line whose body follows on the next lines: it ends in ":" (mlx's strict load_weights prints the
+#: names one a line after "Received N parameters not in model:"; PyTorch's load_state_dict, one mismatch a line).
+_OPENS = re.compile(r":\s*$")
+#: A line of such a body: indented, or a bare name ending in "," or ".".
+_BODY = re.compile(r"\s+\S|[\w.]+[,.]?\s*$")
+#: The most of a body held: a reader reads 4000 characters after its phrase at the most.
+_BODY_CHARS = 4000
 #: A model named in a log line: a preset's Hugging Face id (``meta-llama/Meta-Llama-3-8B``) or its preset name.
 _LOG_PROGRESS_BYTES = 16 << 20
 
@@ -292,12 +299,25 @@ def log_report(lines, model=None, numbers: dict | None = None, progress: TextIO 
     Each distinct error message (the same message in a retried or repeated traceback counts once) is
     explained where it first appears, as ``line N``, in order. The model is ``model`` (a preset, a config, a
     :class:`Facts`) or, if None, the first preset a log line names (said so). ``progress`` (stderr) gets a
-    line every 16 MiB read."""
+    line every 16 MiB read. A message line ending in ":" is read with the body lines after it (indented, or
+    one name a line), up to 4000 characters."""
     numbers = numbers or {}
     facts, said, seen, out = None, None, set(), []
     if model is not None:
         facts = model if isinstance(model, Facts) else facts_of(model, **numbers)
+
+    def explain_message(n: int, text: str) -> None:
+        try:
+            d = diagnosis_of(text.strip(), facts if facts is not None else Facts())
+        except Unreadable:
+            return
+        if d is None or d.line in seen:
+            return
+        seen.add(d.line)
+        out.append(f"line {n}\n" + "\n".join("  " + x for x in report(d, facts or Facts()).splitlines()))
+
     read = 0
+    held, held_n, held_chars = [], 0, 0  # a message whose body lines are still coming: its line number, size
     for n, line in enumerate(lines, 1):
         read += len(line)
         if progress is not None and read // _LOG_PROGRESS_BYTES != (read - len(line)) // _LOG_PROGRESS_BYTES:
@@ -307,17 +327,21 @@ def log_report(lines, model=None, numbers: dict | None = None, progress: TextIO 
             if named is not None:
                 facts = facts_of(named, **numbers)
                 said = f"{named} (named on line {n}: {printable(line.strip(), 80)})"
+        if held:
+            if _BODY.match(line) and held_chars + len(line) <= _BODY_CHARS:
+                held.append(line)
+                held_chars += len(line)
+                continue
+            explain_message(held_n, "".join(held))
+            held = []
         if _QUIET.match(line) or not _MAYBE.search(line):
             continue
-        text = line.strip()
-        try:
-            d = diagnosis_of(text, facts if facts is not None else Facts())
-        except Unreadable:
-            continue
-        if d is None or d.line in seen:
-            continue
-        seen.add(d.line)
-        out.append(f"line {n}\n" + "\n".join("  " + x for x in report(d, facts or Facts()).splitlines()))
+        if _OPENS.search(line) and len(line) < _BODY_CHARS:
+            held, held_n, held_chars = [line], n, len(line)
+        else:
+            explain_message(n, line)
+    if held:
+        explain_message(held_n, "".join(held))
     head = [_field("model", said or (facts.describe() if facts is not None and facts.known else "none given or named"))]
     head.append(_field("errors", f"{len(seen)} distinct, in the order they appear"))
     return "\n".join(head + [""] + ["\n\n".join(out)] if out else head), len(seen)

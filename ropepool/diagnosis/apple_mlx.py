@@ -25,9 +25,27 @@ from .pytorch import proj_of
 MLX = "MLX (mlx/ops.cpp)"
 MLX_LM = "mlx-lm (mlx_lm/models/*.py, rope_utils.py)"
 
+#: mlx's reshape: (the array's size, the shape asked).
+_RESHAPE = re.compile(r"Cannot reshape array of size (\d{1,19}) into shape \(([-\d,\s]{1,200})\)")
+#: mlx.fast SDPA's head checks: (q's heads, k's), then (k's heads, v's).
+_SDPA_HEADS = re.compile(r"found n_heads (\d{1,19}) for n_kv_heads (\d{1,19})")
+_SDPA_KV_HEADS = re.compile(r"found keys with n_heads (\d{1,19}) for values with n_heads (\d{1,19})")
+#: mlx.fast.rope: (the input's last axis, dims).
+_ROPE_DIMS = re.compile(r"last dimension \((\d{1,19})\) but got (\d{1,19})")
+#: load_weights' shape check: (the model's shape, the weights', the parameter).
+_LOAD_SHAPE = re.compile(
+    r"Expected shape \(([\d, ]{1,100})\) but received shape \(([\d, ]{1,100})\) for parameter ([\w.]{1,300})"
+)
+#: Strict load_weights' extra names, one a line, the last ending in ".": (their count, the names).
+_STRICT_EXTRAS = re.compile(
+    r"Received (\d{1,9}) parameters not in model: ?((?:[\w.]{1,300}, ?){0,400}[\w.]{1,300}?)\.(?: |$)"
+)
+#: mlx-lm's initialize_rope: (the rope_type).
+_UNSUPPORTED_ROPE = re.compile(r"Unsupported RoPE type (\w{1,40})")
+
 
 def _reshape(line: str, f: Facts) -> Diagnosis | None:
-    m = re.search(r"Cannot reshape array of size (\d{1,19}) into shape \(([-\d,\s]{1,200})\)", line)
+    m = _RESHAPE.search(line)
     if not m:
         return None
     numel, dims = int(m.group(1)), ints(m.group(2))
@@ -102,9 +120,7 @@ _BUFFERS = ("inv_freq", "cos_cached", "sin_cached", "_cos_cached", "_sin_cached"
 
 def _strict_load(text: str, i: int, f: Facts) -> Diagnosis | None:
     window = after(text, i, 4000)
-    m = re.search(
-        r"Received (\d{1,9}) parameters not in model: ?((?:[\w.]{1,300}, ?){0,400}[\w.]{1,300}?)\.(?: |$)", window
-    )
+    m = _STRICT_EXTRAS.search(window)
     if not m:
         return None
     names = [n.strip() for n in m.group(2).split(",") if n.strip()]
@@ -146,7 +162,7 @@ def _strict_load(text: str, i: int, f: Facts) -> Diagnosis | None:
 
 def _sdpa(line: str, f: Facts) -> Diagnosis | None:
     Hq, Hkv, D = f.num_qo_heads, f.num_kv_heads, f.head_dim
-    m = re.search(r"found n_heads (\d{1,19}) for n_kv_heads (\d{1,19})", line)
+    m = _SDPA_HEADS.search(line)
     if m:
         nq, nk = int(m.group(1)), int(m.group(2))
         read = f"q has {heads(nq)}, k and v {nk}"
@@ -184,7 +200,7 @@ def _sdpa(line: str, f: Facts) -> Diagnosis | None:
         return Diagnosis(
             "mlx", MLX + " scaled_dot_product_attention", line.strip()[:300], read, case, quantity, why, fix
         )
-    m = re.search(r"found keys with n_heads (\d{1,19}) for values with n_heads (\d{1,19})", line)
+    m = _SDPA_KV_HEADS.search(line)
     if not m:
         return None
     nk, nv = int(m.group(1)), int(m.group(2))
@@ -209,7 +225,7 @@ def _sdpa(line: str, f: Facts) -> Diagnosis | None:
 
 
 def _rope(line: str, f: Facts) -> Diagnosis | None:
-    m = re.search(r"last dimension \((\d{1,19})\) but got (\d{1,19})", line)
+    m = _ROPE_DIMS.search(line)
     if not m:
         return None
     last_dim, dims = int(m.group(1)), int(m.group(2))
@@ -262,11 +278,7 @@ def _rope(line: str, f: Facts) -> Diagnosis | None:
 
 
 def _load_weights(line: str, f: Facts) -> Diagnosis | None:
-    m = re.search(
-        r"Expected shape \(([\d, ]{1,100})\) but received shape \(([\d, ]{1,100})\) for parameter "
-        r"([\w.]{1,300})",
-        line,
-    )
+    m = _LOAD_SHAPE.search(line)
     if not m:
         return None
     want, have, name = ints(m.group(1)), ints(m.group(2)), m.group(3)
@@ -316,7 +328,7 @@ def _mlx_lm_rope(line: str, f: Facts) -> Diagnosis | None:
             "Upgrade mlx-lm: its models build RoPE through rope_utils.initialize_rope, which computes "
             "yarn, llama3 and longrope (Qwen2's model file does in mlx-lm 0.32).",
         )
-    m = re.search(r"Unsupported RoPE type (\w{1,40})", line)
+    m = _UNSUPPORTED_ROPE.search(line)
     if m:
         kind = m.group(1)
         fix = (

@@ -26,16 +26,29 @@ from .text import ints, last_read, on_line, shapes
 from .pytorch import proj_of
 
 
+#: vLLM's tensor-parallel check: (Hq, tp).
+_VLLM_TP = re.compile(
+    r"Total number of attention heads \((\d{1,9})\) must be divisible by tensor parallel size \((\d{1,9})\)"
+)
+#: vLLM's max_model_len check: (asked, the config's key, its value).
+_VLLM_MAX_LEN = re.compile(
+    r"User-specified max_model_len \((\d{1,12})\) is greater than the derived max_model_len \((\w{1,60})="
+    r"(\d{1,12})(?:\.\d{1,6})?"
+)
+#: llama.cpp's check_tensor_dims: (tensor name, the metadata's dims, the tensor's), in ggml order.
+_LLAMA_CPP = re.compile(r"tensor '([\w.]{1,200})' has wrong shape; expected ([\d,\s]{1,120}), got ([\d,\s]{1,120})")
+#: TensorRT-LLM's checkpoint loader: (parameter name, the weights' shape, the engine's).
+_TENSORRT = re.compile(
+    r"Parameter ([\w.]{1,200}) has invalid shape (.{1,80}?) compared with expected shape (\([\d, ]{1,60}\))"
+)
+
+
 def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
 def _vllm_tp(line: str, f: Facts) -> Diagnosis | None:
-    m = re.search(
-        r"Total number of attention heads \((\d{1,9})\) must be divisible by tensor parallel size "
-        r"\((\d{1,9})\)",
-        line,
-    )
+    m = _VLLM_TP.search(line)
     if not m:
         return None
     hq, tp = int(m.group(1)), int(m.group(2))
@@ -109,11 +122,7 @@ def _scaled_to(scaling: dict, positions: int) -> int | None:
 
 
 def _vllm_max_len(line: str, f: Facts) -> Diagnosis | None:
-    m = re.search(
-        r"User-specified max_model_len \((\d{1,12})\) is greater than the derived max_model_len \((\w{1,60})="
-        r"(\d{1,12})(?:\.\d{1,6})?",
-        line,
-    )
+    m = _VLLM_MAX_LEN.search(line)
     if not m:
         return None
     asked, key, derived = int(m.group(1)), m.group(2), int(m.group(3))
@@ -157,7 +166,7 @@ def _vllm_max_len(line: str, f: Facts) -> Diagnosis | None:
 
 
 def _llama_cpp(line: str, f: Facts) -> Diagnosis | None:
-    m = re.search(r"tensor '([\w.]{1,200})' has wrong shape; expected ([\d,\s]{1,120}), got ([\d,\s]{1,120})", line)
+    m = _LLAMA_CPP.search(line)
     if not m:
         return None
     name, want, have = m.group(1), ints(m.group(2)), ints(m.group(3))
@@ -189,11 +198,7 @@ def _llama_cpp(line: str, f: Facts) -> Diagnosis | None:
 
 
 def _tensorrt(line: str, f: Facts) -> Diagnosis | None:
-    m = re.search(
-        r"Parameter ([\w.]{1,200}) has invalid shape (.{1,80}?) compared with expected shape "
-        r"(\([\d, ]{1,60}\))",
-        line,
-    )
+    m = _TENSORRT.search(line)
     if not m:
         return None
     name = m.group(1)

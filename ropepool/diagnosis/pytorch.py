@@ -10,6 +10,9 @@ existing size (64) at non-singleton dimension 3``
 not broadcast with previously seen size 32``                 older: ``operands do not broadcast with remapped``)
 ``index 4096 is out of bounds for dimension 0 with size      indexing (TensorAdvancedIndexing.cpp; NumPy's
 4096``                                                      ``for axis 0``): a slot past a pool
+``index out of range in self``                              ``index_select`` on CPU (the same file), as
+                                                            ``F.embedding`` calls it: a token id or a position
+                                                            past its table
 ``size mismatch for ...k_proj.weight: copying a param with  ``Module.load_state_dict`` (torch/nn/modules/
 shape torch.Size([1024, 4096]) from checkpoint, the shape   module.py), what ``from_pretrained`` prints
 in current model is torch.Size([4096, 4096]).``
@@ -29,9 +32,35 @@ BROADCAST = "PyTorch broadcasting (aten/src/ATen/ExpandUtils.cpp)"
 EINSUM = "PyTorch's torch.einsum (aten/src/ATen/native/Linear.cpp)"
 INDEX = "PyTorch's indexing (aten/src/ATen/native/TensorAdvancedIndexing.cpp)"
 NUMPY_INDEX = "NumPy's indexing (numpy/_core/src/multiarray/mapping.c)"
+LOOKUP = (
+    "PyTorch's index_select on CPU (aten/src/ATen/native/TensorAdvancedIndexing.cpp), as F.embedding calls it "
+    "(aten/src/ATen/native/Embedding.cpp)"
+)
 LOAD = "PyTorch's Module.load_state_dict (torch/nn/modules/module.py), as from_pretrained calls it"
 
 _PROJ = re.compile(r"(?:^|[._])(q|k|v|o)_proj\b|(query_key_value|qkv_proj|qkv|c_attn)\b|attn_(q|k|v)\b")
+
+#: Tensor.view: (the shape asked, the tensor's size).
+_VIEW = re.compile(r"shape '\[([-\d, ]{1,200})\]' is invalid for input of size (\d{1,25})")
+#: Broadcasting and Tensor.expand: (one size, the other, the dimension).
+_BROADCAST = re.compile(
+    r"The size of tensor a \((\d{1,19})\) must match the size of tensor b \((\d{1,19})\) at "
+    r"non-singleton dimension (\d{1,3})"
+)
+_EXPAND = re.compile(
+    r"The expanded size of the tensor \((\d{1,19})\) must match the existing size \((\d{1,19})\) at "
+    r"non-singleton dimension (\d{1,3})"
+)
+#: einsum: (the subscript, its size, the operand, the size seen before); older: each operand's [original->remapped].
+_EINSUM = re.compile(
+    r"subscript (\w) has size (\d{1,19}) for operand (\d{1,3}) which does not broadcast with previously seen "
+    r"size (\d{1,19})"
+)
+_REMAPPED = re.compile(r"\[([\d, ]{0,120})\]->\[([\d, ]{0,120})\]")
+#: Indexing (PyTorch's dimension, NumPy's axis): (the index, the word, the dimension, its size).
+_INDEX = re.compile(r"index (-?\d{1,19}) is out of bounds for (dimension|axis) (\d{1,3}) with size (\d{1,19})")
+#: load_state_dict: (the parameter), its two shapes after it.
+_SIZE_MISMATCH = re.compile(r"size mismatch for ([\w.]{1,300}): copying a param with shape ")
 
 
 def proj_of(name: str) -> str | None:
@@ -44,7 +73,7 @@ def proj_of(name: str) -> str | None:
 
 def _view(text: str, i: int, f: Facts) -> Diagnosis | None:
     line = line_at(text, i)
-    m = re.search(r"shape '\[([-\d, ]{1,200})\]' is invalid for input of size (\d{1,25})", line)
+    m = _VIEW.search(line)
     if not m:
         return None
     dims = [int(x) for x in m.group(1).split(",") if x.strip()]
@@ -69,22 +98,14 @@ def _view(text: str, i: int, f: Facts) -> Diagnosis | None:
 
 def _broadcast(text: str, i: int, f: Facts) -> Diagnosis | None:
     line = line_at(text, i)
-    m = re.search(
-        r"The size of tensor a \((\d{1,19})\) must match the size of tensor b \((\d{1,19})\) at "
-        r"non-singleton dimension (\d{1,3})",
-        line,
-    )
+    m = _BROADCAST.search(line)
     if m:
         a, b, dim = (int(x) for x in m.groups())
         case, quantity, why, fix = broadcast_case(a, b, dim, f)
         return Diagnosis(
             "pytorch", BROADCAST, m.group(0), f"sizes {a} and {b} meet at dimension {dim}", case, quantity, why, fix
         )
-    m = re.search(
-        r"The expanded size of the tensor \((\d{1,19})\) must match the existing size \((\d{1,19})\) at "
-        r"non-singleton dimension (\d{1,3})",
-        line,
-    )
+    m = _EXPAND.search(line)
     if not m:
         return None
     a, b, dim = (int(x) for x in m.groups())
@@ -106,16 +127,12 @@ def _broadcast(text: str, i: int, f: Facts) -> Diagnosis | None:
 
 def _einsum(text: str, i: int, f: Facts) -> Diagnosis | None:
     line = line_at(text, i)
-    m = re.search(
-        r"subscript (\w) has size (\d{1,19}) for operand (\d{1,3}) which does not broadcast with previously seen "
-        r"size (\d{1,19})",
-        line,
-    )
+    m = _EINSUM.search(line)
     if m:
         label, a, b = m.group(1), int(m.group(2)), int(m.group(4))
         read = f"subscript {label}: size {a} in operand {m.group(3)}, {b} before it"
     else:
-        pairs = re.findall(r"\[([\d, ]{0,120})\]->\[([\d, ]{0,120})\]", line)
+        pairs = _REMAPPED.findall(line)
         remapped = [tuple(int(x) for x in r.split(",") if x.strip()) for _, r in pairs]
         if len(remapped) < 2 or len(remapped[0]) != len(remapped[1]):
             return None
@@ -131,7 +148,7 @@ def _einsum(text: str, i: int, f: Facts) -> Diagnosis | None:
 
 def _index(text: str, i: int, f: Facts) -> Diagnosis | None:
     line = line_at(text, i)
-    m = re.search(r"index (-?\d{1,19}) is out of bounds for (dimension|axis) (\d{1,3}) with size (\d{1,19})", line)
+    m = _INDEX.search(line)
     if not m:
         return None
     index, dim, size = int(m.group(1)), int(m.group(3)), int(m.group(4))
@@ -149,6 +166,30 @@ def _index(text: str, i: int, f: Facts) -> Diagnosis | None:
     )
 
 
+def _lookup(text: str, i: int, f: Facts) -> Diagnosis:
+    """An embedding lookup (``index_select`` of rows) past its table: the message carries no numbers, so it
+    names the two tables a model reads by index, and what to print to tell which."""
+    rows = f" ({f.max_position_embeddings})" if f.max_position_embeddings else ""
+    why = (
+        "the message carries no numbers; two mistakes give it: (A) token_id: a token id past the vocabulary, "
+        "an id >= vocab_size (a tokenizer with added tokens and embed_tokens not resized, or another model's "
+        "tokenizer) or a negative one (labels' -100 or a pad id of -1 fed as input_ids); or (B) position: a "
+        f"position >= max_position_embeddings{rows} in a table of one row a position, a learned position "
+        "embedding (GPT-2's wpe, OPT's embed_positions) or a RoPE cos/sin cache read with index_select "
+        "(vLLM's forward_native), at positions counted past the cache."
+    )
+    fix = (
+        "To tell them apart, print(input_ids.min(), input_ids.max(), config.vocab_size) and "
+        "print(position_ids.max(), config.max_position_embeddings) just before the forward (the traceback's last "
+        "line in the model names the table: embed_tokens or wte, a token; embed_positions, wpe or the cos/sin "
+        "cache, a position). A token: resize_token_embeddings(len(tokenizer)), or the model's own tokenizer. A "
+        "position: a step's positions run cached .. cached + new - 1, below max_position_embeddings."
+    )
+    read = "no numbers: an index_select of rows (an embedding lookup) got an index past its table, or a negative one"
+    line = line_at(text, i).strip()[:300]
+    return Diagnosis("pytorch", LOOKUP, line, read, "ambiguous", "token_id/position", why, fix)
+
+
 _RANK = {"k": 0, "v": 1, "q": 2, "qkv": 3, "o": 4}
 
 
@@ -156,7 +197,7 @@ def _load(text: str, i: int, f: Facts) -> Diagnosis | None:
     """The first attention projection among all of ``text``'s size mismatches (``i``, the last one's position,
     is not needed)."""
     best = None
-    for n, m in enumerate(re.finditer(r"size mismatch for ([\w.]{1,300}): copying a param with shape ", text)):
+    for n, m in enumerate(_SIZE_MISMATCH.finditer(text)):
         if n > 4096:
             break
         name, proj = m.group(1), proj_of(m.group(1))
@@ -187,6 +228,7 @@ _READERS = {
     "einsum(): operands do not broadcast": _einsum,
     "is out of bounds for dimension": _index,
     "is out of bounds for axis": _index,
+    "index out of range in self": _lookup,
 }
 
 
