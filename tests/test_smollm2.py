@@ -23,6 +23,8 @@ from ropepool.loaders.smollm2 import fetch_smollm2, load_smollm2
 from ropepool.loaders.tiny import tiny
 from ropepool.loaders.tokenizer import GGUFTokenizer, TokenizerError
 
+pytestmark = pytest.mark.xdist_group("smollm2")  # one worker loads the model (the session fixture) once
+
 FRANCE = [{"role": "user", "content": "What is the capital of France?"}]
 
 

@@ -35,20 +35,6 @@ def test_every_rank_chooses_the_tokens_of_one_process(model, n):
         assert r["pool_bytes"] * n == one["pool_bytes"] and r["bytes_summed_per_step"] > 0
 
 
-def test_smollm2_on_three_ranks():
-    from ropepool.loaders.fetch import ModelUnavailable
-    from ropepool.loaders.smollm2 import fetch_smollm2
-
-    try:
-        fetch_smollm2()
-    except ModelUnavailable as err:
-        pytest.skip(str(err))
-    (one,) = launched(1, "smollm2", 4)
-    split = launched(3, "smollm2", 4)
-    assert len(split) == 3 and all(r["tokens"] == one["tokens"] for r in split)
-    assert all(r["pool_shape"][1] == 1 for r in split) and one["pool_shape"][1] == 3
-
-
 def test_a_split_that_breaks_heads_is_refused_on_every_rank():
     split = launched(3, "tiny-llama-4x2")
     assert len(split) == 3
