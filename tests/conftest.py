@@ -65,10 +65,21 @@ def pytest_configure(config):
     )
 
 
+#: Places whose tests run on one worker, by group: the SmolLM2 load (a session fixture) happens once;
+#: launches of ranks (each takes both cores) never overlap; the module's kernel cache is built once.
+ONE_WORKER = {
+    "tests/test_smollm2.py": "smollm2",
+    "tests/test_tensor_parallel.py": "ranks",
+    "notebooks/11b_the_pool_across_ranks.ipynb": "ranks",
+    "tests/test_bad_inputs_and_caches.py::test_a_library_that_fails_to_load_falls_back_to_mlx": "host-cache",
+}
+
+
 @pytest.hookimpl(optionalhook=True)  # xdist's hook: absent under -p no:xdist
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadgroup`` (make test) with the group by place: the browser tests on one worker (one
-    JupyterLab and one Chromium per run, not one per worker), the other tests one by one.
+    JupyterLab and one Chromium per run, not one per worker), each group of :data:`ONE_WORKER` on one
+    worker, the other tests one by one.
 
     xdist's own groups come from ``xdist_group`` marks, which do not reach its scheduler under
     pytest 9.2 (the group rides in the node id, which pytest no longer lets a plugin change).
@@ -79,6 +90,9 @@ def pytest_xdist_make_scheduler(config, log):
 
     class ByPlace(LoadGroupScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return "e2e" if nodeid.startswith("tests/e2e/") else super()._split_scope(nodeid)
+            if nodeid.startswith("tests/e2e/"):
+                return "e2e"
+            group = next((g for place, g in ONE_WORKER.items() if nodeid.startswith(place)), None)
+            return group or super()._split_scope(nodeid)
 
     return ByPlace(config, log)

@@ -706,7 +706,6 @@ PLANTED = [
 
 
 @needs_cxx
-@pytest.mark.xdist_group("host_cache")  # one worker builds the module's host cache once for both cases
 @pytest.mark.parametrize("label, reason", PLANTED, ids=[c[0] for c in PLANTED])
 def test_a_library_that_fails_to_load_falls_back_to_mlx(tmp_path, host_cache, label, reason):
     cache = tmp_path / "cache"

@@ -23,7 +23,6 @@ from ropepool.loaders.smollm2 import fetch_smollm2, load_smollm2
 from ropepool.loaders.tiny import tiny
 from ropepool.loaders.tokenizer import GGUFTokenizer, TokenizerError
 
-pytestmark = pytest.mark.xdist_group("smollm2")  # one worker loads the model (the session fixture) once
 
 FRANCE = [{"role": "user", "content": "What is the capital of France?"}]
 
@@ -210,7 +209,7 @@ def test_dequantize_model_matches_the_quantized_layers():
 
 def test_smollm2_as_shipped_is_served_token_for_token_as_mlx_lm_serves_it():
     """Its Q4_1/Q8_0 layers kept (``dequantize=False``): the engine's tokens are mlx-lm's, each logit within
-    ENGINE_LOGITS_SMOLLM2, two chat questions served together."""
+    ENGINE_LOGITS_SMOLLM2, a chat question and a plain prompt of another length served together."""
     from ropepool.engine import generate
     from ropepool.tolerance import ENGINE_LOGITS_SMOLLM2
 
@@ -221,7 +220,7 @@ def test_smollm2_as_shipped_is_served_token_for_token_as_mlx_lm_serves_it():
     assert isinstance(model.model.layers[0].self_attn.q_proj, nn.QuantizedLinear)
     prompts = [
         tokenizer.apply_chat_template(FRANCE),
-        tokenizer.apply_chat_template([{"role": "user", "content": "2 + 3?"}]),
+        tokenizer.encode("2 + 3 ="),
     ]
     served = generate(model, prompts, 5, pool_rows=96)
     for got, want in zip(served, greedy(model, prompts, 5)):

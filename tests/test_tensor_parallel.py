@@ -16,10 +16,8 @@ from ropepool.engine.parallel import check, check_sharded
 from ropepool.engine.runner import Runner
 from ropepool.loaders.tiny import build, tiny
 
-pytestmark = pytest.mark.xdist_group("ranks")  # the ranks of one launch share the machine's two cores
 
-
-def launched(n: int, model: str, new: int = 5) -> list[dict]:
+def launched(n: int, model: str, new: int = 3) -> list[dict]:
     return ranks.launch(n, model, new, stream=io.StringIO())
 
 
