@@ -243,7 +243,8 @@ class CupyKernels:
     def __init__(self, cp):
         self.cp = cp
         self.modules = {}
-        self.include = Path(tempfile.mkdtemp(prefix="ropepool-cuda-"))
+        self._headers = tempfile.TemporaryDirectory(prefix="ropepool-cuda-")  # removed with this object
+        self.include = Path(self._headers.name)
         for name, text in nvrtc.device_headers().items():  # the stand-in utils.cuh where MLX's is absent
             (self.include / name).parent.mkdir(parents=True, exist_ok=True)
             (self.include / name).write_text(text)
