@@ -347,14 +347,27 @@ def test_a_part_that_raises_is_told_its_own_line():
 def test_an_edited_mistake_is_the_reference_with_its_one_line_changed_and_solutions_untouched():
     import inspect
 
+    from ropepool.teaching.feedback import your_line
+
     before = dict(vars(solutions))
-    wrong = mistakes.edited(solutions.schedule_step, ("victim = alive.pop()", "victim = alive.pop(0)"))
+    wrong = mistakes.edited(
+        solutions.schedule_step, ("victim = alive.pop()", "victim = alive.pop(0)"), name="oldest", doc="Oldest."
+    )
     assert dict(vars(solutions)) == before
-    ref, got = inspect.getsource(solutions.schedule_step).splitlines(), inspect.getsource(wrong).splitlines()
-    changed = [(a.strip(), b.strip()) for a, b in zip(ref, got) if a != b]
-    assert len(ref) == len(got) and changed == [("victim = alive.pop()", "victim = alive.pop(0)")]
+    assert (wrong.__name__, wrong.__module__, wrong.__doc__) == ("oldest", "ropepool.track.mistakes", "Oldest.")
+    ref = inspect.getsource(solutions.schedule_step).splitlines()
+    for fn in (wrong, mistakes.plan_preempts_oldest):  # each edit shows its own lines, whatever was edited after
+        got = inspect.getsource(fn).splitlines()
+        changed = [(a.strip(), b.strip()) for a, b in zip(ref, got) if a != b]
+        assert len(ref) == len(got) and changed == [("victim = alive.pop()", "victim = alive.pop(0)")]
+    assert "pages[: len(keys) - i]" in inspect.getsource(mistakes.TreeMatchesWholeEdges.match)
+    assert "n == len(node.keys) else []" in inspect.getsource(mistakes.TreeNoPartialMatch.match)
     running = [dict(rid=0, uncached=1, spare=0, held=4), dict(rid=1, uncached=1, spare=0, held=4)]
     assert solutions.schedule_step(running, [], 8, 0) == ([(0, 1)], [1])
     assert wrong(running, [], 8, 0) == ([(1, 1)], [0])
+    with pytest.raises(KeyError) as raised:  # an error inside an edited part is not the learner's line
+        wrong([dict(rid=0, uncached=1)], [], 8, 0)
+    assert str(raised.traceback[-1].path).endswith("mistakes.py:oldest (edited)")
+    assert "test_build_checkers.py" in your_line(raised.value)  # the caller's frame, not the edited one
     with pytest.raises(ValueError, match="stands 0 times"):
-        mistakes.edited(solutions.schedule_step, ("no such line", "x"))
+        mistakes.edited(solutions.schedule_step, ("no such line", "x"), name="x")

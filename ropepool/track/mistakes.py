@@ -15,22 +15,28 @@ import numpy as np
 from . import solutions as S
 
 
-def edited(part, *edits: tuple[str, str]):
-    """The reference function ``part`` with each ``(old, new)`` text replaced: ``old`` must stand once in it.
+def edited(part, *edits: tuple[str, str], name: str, doc: str | None = None):
+    """``part`` (a reference function or method of :mod:`.solutions`) with each ``(old, new)`` text of its
+    source replaced (``old`` must stand once), named ``name`` (a qualified name) with the docstring ``doc``.
 
-    The edited source is compiled beside a copy of :mod:`.solutions`' globals (the module is not
-    changed) and registered with :mod:`linecache`, so tracebacks and ``inspect`` show its lines.
+    The edited source is compiled beside a copy of :mod:`.solutions`' globals (the module is not changed)
+    and registered with :mod:`linecache` under a file name of its own inside this package: tracebacks and
+    ``inspect`` show its lines, and the checkers do not take them for the learner's. A method is compiled
+    outside its class, so it must not use zero-argument ``super()`` or private (``__x``) names.
     """
     source = textwrap.dedent(inspect.getsource(part))
     for old, new in edits:
         if source.count(old) != 1:
             raise ValueError(f"{old!r} stands {source.count(old)} times in {part.__qualname__}, not once")
         source = source.replace(old, new)
-    filename = f"<{part.__qualname__}, edited>"
+    filename = f"{__file__}:{name} (edited)"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     namespace = dict(vars(S))
     exec(compile(source, filename, "exec"), namespace)
-    return namespace[part.__name__]
+    fn = namespace[part.__name__]
+    fn.__name__, fn.__qualname__, fn.__module__ = name.rsplit(".", 1)[-1], name, __name__
+    fn.__doc__ = doc or part.__doc__
+    return fn
 
 
 # --- Part 1: rotate ---------------------------------------------------------------------------------
@@ -75,7 +81,7 @@ class AllocatorNoDoubleFreeError(S.Allocator):
 class AllocatorStack(S.Allocator):
     """The free list used as a stack: the most recently freed page is handed out first."""
 
-    allocate = edited(S.Allocator.allocate, ("self.free.popleft()", "self.free.pop()"))
+    allocate = edited(S.Allocator.allocate, ("self.free.popleft()", "self.free.pop()"), name="AllocatorStack.allocate")
 
 
 class AllocatorOffByOne(S.Allocator):
@@ -144,6 +150,7 @@ class TreeEvictsNewest(S.PrefixTree):
         S.PrefixTree.evict,
         ("leaf = min(", "leaf = max("),
         ("while k < len(leaf.pages) and", "while k < 1 and"),
+        name="TreeEvictsNewest.evict",
     )
 
 
@@ -173,7 +180,9 @@ class TreeNoPartialMatch(S.PrefixTree):
     """match stops before an edge that agrees only in part: it never finds a prefix ending inside an edge."""
 
     match = edited(
-        S.PrefixTree.match, ("pages += node.pages[:n]", "pages += node.pages if n == len(node.keys) else []")
+        S.PrefixTree.match,
+        ("pages += node.pages[:n]", "pages += node.pages if n == len(node.keys) else []"),
+        name="TreeNoPartialMatch.match",
     )
 
 
@@ -189,21 +198,30 @@ class TreeMatchSharesList(S.PrefixTree):
 class TreeMatchesWholeEdges(S.PrefixTree):
     """match takes a whole edge once its first key agrees: rows of tokens the request does not have."""
 
-    match = edited(S.PrefixTree.match, ("pages += node.pages[:n]", "pages += node.pages[: len(keys) - i]"))
+    match = edited(
+        S.PrefixTree.match,
+        ("pages += node.pages[:n]", "pages += node.pages[: len(keys) - i]"),
+        name="TreeMatchesWholeEdges.match",
+    )
 
 
 # --- Part 5: the scheduler's step --------------------------------------------------------------------
 
 
-plan_preempts_oldest = edited(S.schedule_step, ("victim = alive.pop()", "victim = alive.pop(0)"))
-"""Preempts the oldest running request instead of the newest."""
+plan_preempts_oldest = edited(
+    S.schedule_step,
+    ("victim = alive.pop()", "victim = alive.pop(0)"),
+    name="plan_preempts_oldest",
+    doc="Preempts the oldest running request instead of the newest.",
+)
 
 plan_no_chunks = edited(
     S.schedule_step,
     ('n = min(r["uncached"], budget)', 'n = r["uncached"] if r["uncached"] <= budget else 0'),
     ('if w["tokens"] <= free_rows:', 'if w["tokens"] <= min(free_rows, budget):'),
+    name="plan_no_chunks",
+    doc="A prompt longer than the budget left waits for a step with room for all of it.",
 )
-"""A prompt longer than the budget left waits for a step with room for all of it."""
 
 
 def plan_over_budget(running, waiting, max_step_tokens, free_rows):
@@ -214,12 +232,18 @@ def plan_over_budget(running, waiting, max_step_tokens, free_rows):
 
 
 plan_blocked_queue = edited(
-    S.schedule_step, ("if budget == 0 or preempted:", 'if budget == 0 or preempted or w["tokens"] > free_rows:')
+    S.schedule_step,
+    ("if budget == 0 or preempted:", 'if budget == 0 or preempted or w["tokens"] > free_rows:'),
+    name="plan_blocked_queue",
+    doc="A waiting request that does not fit stops the queue: the ones behind it wait too.",
 )
-"""A waiting request that does not fit stops the queue: the ones behind it wait too."""
 
-plan_admits_after_preemption = edited(S.schedule_step, ("if budget == 0 or preempted:", "if budget == 0:"))
-"""Admits waiting requests in a step that preempted: the preempted may be readmitted at once."""
+plan_admits_after_preemption = edited(
+    S.schedule_step,
+    ("if budget == 0 or preempted:", "if budget == 0:"),
+    name="plan_admits_after_preemption",
+    doc="Admits waiting requests in a step that preempted: the preempted may be readmitted at once.",
+)
 
 
 def plan_ignores_spare(running, waiting, max_step_tokens, free_rows):

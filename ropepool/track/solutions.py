@@ -1,8 +1,9 @@
 """Every part filled in: what a facilitator's demo runs (``ROPEPOOL_TRACK=solutions``).
 
-These are reference answers for the learner's interfaces, kept out of the notebooks; the checkers
-compare the learner's parts with the engine's own implementation and the float64 reference, not with
-these (part 5's checker runs :func:`schedule_step` only on a mistaken input, to recognise a mistake).
+These are reference answers for the learner's interfaces, kept out of the notebooks. The checkers
+compare the learner's parts with the engine's own implementation and the float64 reference; two use
+these as well: part 3's checker takes :func:`slot_mapping` as its reference, and part 5's runs
+:func:`schedule_step` on a mistaken input, to recognise a mistake. :mod:`.mistakes` edits them.
 """
 
 from __future__ import annotations
@@ -164,10 +165,11 @@ class PrefixTree:
         top.children[node.keys[0]] = node
         return top
 
-    def _nodes(self, node=None):
-        for child in (node or self.root).children.values():
-            yield child
-            yield from self._nodes(child)
+    def _nodes(self):
+        nodes = list(self.root.children.values())
+        for node in nodes:  # the list grows as it is walked: every node, parents first
+            nodes += node.children.values()
+        return nodes
 
     def num_evictable(self):
         refs = self.allocator.refs
