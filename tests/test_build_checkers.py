@@ -350,11 +350,14 @@ def test_an_edited_mistake_is_the_reference_with_its_one_line_changed_and_soluti
     from ropepool.teaching.feedback import your_line
 
     before = dict(vars(solutions))
-    wrong = mistakes.edited(
-        solutions.schedule_step, ("victim = alive.pop()", "victim = alive.pop(0)"), name="oldest", doc="Oldest."
-    )
+
+    @mistakes.edit_of(solutions.schedule_step, ("victim = alive.pop()", "victim = alive.pop(0)"))
+    def oldest(running, waiting, max_step_tokens, free_rows):
+        """Oldest."""
+
+    wrong = oldest
     assert dict(vars(solutions)) == before
-    assert (wrong.__name__, wrong.__module__, wrong.__doc__) == ("oldest", "ropepool.track.mistakes", "Oldest.")
+    assert (wrong.__name__, wrong.__module__, wrong.__doc__) == ("oldest", __name__, "Oldest.")
     ref = inspect.getsource(solutions.schedule_step).splitlines()
     for fn in (wrong, mistakes.plan_preempts_oldest):  # each edit shows its own lines, whatever was edited after
         got = inspect.getsource(fn).splitlines()
@@ -367,7 +370,11 @@ def test_an_edited_mistake_is_the_reference_with_its_one_line_changed_and_soluti
     assert wrong(running, [], 8, 0) == ([(1, 1)], [0])
     with pytest.raises(KeyError) as raised:  # an error inside an edited part is not the learner's line
         wrong([dict(rid=0, uncached=1)], [], 8, 0)
-    assert str(raised.traceback[-1].path).endswith("mistakes.py:oldest (edited)")
+    assert str(raised.traceback[-1].path).endswith(
+        "mistakes.py:test_an_edited_mistake_is_the_reference_with_its_one_line_changed_and_solutions_untouched.<locals>.oldest (edited)"
+    )
     assert "test_build_checkers.py" in your_line(raised.value)  # the caller's frame, not the edited one
     with pytest.raises(ValueError, match="stands 0 times"):
-        mistakes.edited(solutions.schedule_step, ("no such line", "x"), name="x")
+        mistakes.edit_of(solutions.schedule_step, ("no such line", "x"))
+    with pytest.raises(TypeError, match="is not schedule_step's signature"):
+        mistakes.edit_of(solutions.schedule_step)(lambda running, waiting: None)

@@ -15,9 +15,10 @@ import numpy as np
 from . import solutions as S
 
 
-def edited(part, *edits: tuple[str, str], name: str, doc: str | None = None):
-    """``part`` (a reference function or method of :mod:`.solutions`) with each ``(old, new)`` text of its
-    source replaced (``old`` must stand once), named ``name`` (a qualified name) with the docstring ``doc``.
+def edit_of(part, *edits: tuple[str, str]):
+    """A decorator: the function it decorates (a signature and a docstring: its body is never run) becomes
+    ``part``, a reference function or method of :mod:`.solutions`, with each ``(old, new)`` text of its
+    source replaced (``old`` must stand once).
 
     The edited source is compiled beside a copy of :mod:`.solutions`' globals (the module is not changed)
     and registered with :mod:`linecache` under a file name of its own inside this package: tracebacks and
@@ -29,14 +30,20 @@ def edited(part, *edits: tuple[str, str], name: str, doc: str | None = None):
         if source.count(old) != 1:
             raise ValueError(f"{old!r} stands {source.count(old)} times in {part.__qualname__}, not once")
         source = source.replace(old, new)
-    filename = f"{__file__}:{name} (edited)"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    namespace = dict(vars(S))
-    exec(compile(source, filename, "exec"), namespace)
-    fn = namespace[part.__name__]
-    fn.__name__, fn.__qualname__, fn.__module__ = name.rsplit(".", 1)[-1], name, __name__
-    fn.__doc__ = doc or part.__doc__
-    return fn
+
+    def make(stub):
+        if inspect.signature(stub) != inspect.signature(part):
+            raise TypeError(f"{stub.__qualname__}{inspect.signature(stub)} is not {part.__qualname__}'s signature")
+        filename = f"{__file__}:{stub.__qualname__} (edited)"
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        namespace = dict(vars(S))
+        exec(compile(source, filename, "exec"), namespace)
+        fn = namespace[part.__name__]
+        fn.__name__, fn.__qualname__, fn.__module__ = stub.__name__, stub.__qualname__, stub.__module__
+        fn.__doc__ = stub.__doc__
+        return fn
+
+    return make
 
 
 # --- Part 1: rotate ---------------------------------------------------------------------------------
@@ -81,7 +88,8 @@ class AllocatorNoDoubleFreeError(S.Allocator):
 class AllocatorStack(S.Allocator):
     """The free list used as a stack: the most recently freed page is handed out first."""
 
-    allocate = edited(S.Allocator.allocate, ("self.free.popleft()", "self.free.pop()"), name="AllocatorStack.allocate")
+    @edit_of(S.Allocator.allocate, ("self.free.popleft()", "self.free.pop()"))
+    def allocate(self, n): ...
 
 
 class AllocatorOffByOne(S.Allocator):
@@ -146,12 +154,8 @@ def slots_offset_in_chunk(requests, page_size):
 class TreeEvictsNewest(S.PrefixTree):
     """Evicts the most recently used leaf first, a page at a time."""
 
-    evict = edited(
-        S.PrefixTree.evict,
-        ("leaf = min(", "leaf = max("),
-        ("while k < len(leaf.pages) and", "while k < 1 and"),
-        name="TreeEvictsNewest.evict",
-    )
+    @edit_of(S.PrefixTree.evict, ("leaf = min(", "leaf = max("), ("while k < len(leaf.pages) and", "while k < 1 and"))
+    def evict(self, n): ...
 
 
 class TreeEvictLeak(S.PrefixTree):
@@ -179,11 +183,8 @@ class TreeRetainsAgain(S.PrefixTree):
 class TreeNoPartialMatch(S.PrefixTree):
     """match stops before an edge that agrees only in part: it never finds a prefix ending inside an edge."""
 
-    match = edited(
-        S.PrefixTree.match,
-        ("pages += node.pages[:n]", "pages += node.pages if n == len(node.keys) else []"),
-        name="TreeNoPartialMatch.match",
-    )
+    @edit_of(S.PrefixTree.match, ("pages += node.pages[:n]", "pages += node.pages if n == len(node.keys) else []"))
+    def match(self, keys): ...
 
 
 class TreeMatchSharesList(S.PrefixTree):
@@ -198,30 +199,25 @@ class TreeMatchSharesList(S.PrefixTree):
 class TreeMatchesWholeEdges(S.PrefixTree):
     """match takes a whole edge once its first key agrees: rows of tokens the request does not have."""
 
-    match = edited(
-        S.PrefixTree.match,
-        ("pages += node.pages[:n]", "pages += node.pages[: len(keys) - i]"),
-        name="TreeMatchesWholeEdges.match",
-    )
+    @edit_of(S.PrefixTree.match, ("pages += node.pages[:n]", "pages += node.pages[: len(keys) - i]"))
+    def match(self, keys): ...
 
 
 # --- Part 5: the scheduler's step --------------------------------------------------------------------
 
 
-plan_preempts_oldest = edited(
-    S.schedule_step,
-    ("victim = alive.pop()", "victim = alive.pop(0)"),
-    name="plan_preempts_oldest",
-    doc="Preempts the oldest running request instead of the newest.",
-)
+@edit_of(S.schedule_step, ("victim = alive.pop()", "victim = alive.pop(0)"))
+def plan_preempts_oldest(running, waiting, max_step_tokens, free_rows):
+    """Preempts the oldest running request instead of the newest."""
 
-plan_no_chunks = edited(
+
+@edit_of(
     S.schedule_step,
     ('n = min(r["uncached"], budget)', 'n = r["uncached"] if r["uncached"] <= budget else 0'),
     ('if w["tokens"] <= free_rows:', 'if w["tokens"] <= min(free_rows, budget):'),
-    name="plan_no_chunks",
-    doc="A prompt longer than the budget left waits for a step with room for all of it.",
 )
+def plan_no_chunks(running, waiting, max_step_tokens, free_rows):
+    """A prompt longer than the budget left waits for a step with room for all of it."""
 
 
 def plan_over_budget(running, waiting, max_step_tokens, free_rows):
@@ -231,19 +227,14 @@ def plan_over_budget(running, waiting, max_step_tokens, free_rows):
     return [(rid, size[rid]) for rid, _ in run], preempted
 
 
-plan_blocked_queue = edited(
-    S.schedule_step,
-    ("if budget == 0 or preempted:", 'if budget == 0 or preempted or w["tokens"] > free_rows:'),
-    name="plan_blocked_queue",
-    doc="A waiting request that does not fit stops the queue: the ones behind it wait too.",
-)
+@edit_of(S.schedule_step, ("if budget == 0 or preempted:", 'if budget == 0 or preempted or w["tokens"] > free_rows:'))
+def plan_blocked_queue(running, waiting, max_step_tokens, free_rows):
+    """A waiting request that does not fit stops the queue: the ones behind it wait too."""
 
-plan_admits_after_preemption = edited(
-    S.schedule_step,
-    ("if budget == 0 or preempted:", "if budget == 0:"),
-    name="plan_admits_after_preemption",
-    doc="Admits waiting requests in a step that preempted: the preempted may be readmitted at once.",
-)
+
+@edit_of(S.schedule_step, ("if budget == 0 or preempted:", "if budget == 0:"))
+def plan_admits_after_preemption(running, waiting, max_step_tokens, free_rows):
+    """Admits waiting requests in a step that preempted: the preempted may be readmitted at once."""
 
 
 def plan_ignores_spare(running, waiting, max_step_tokens, free_rows):
