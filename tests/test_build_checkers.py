@@ -370,9 +370,7 @@ def test_an_edited_mistake_is_the_reference_with_its_one_line_changed_and_soluti
     assert wrong(running, [], 8, 0) == ([(1, 1)], [0])
     with pytest.raises(KeyError) as raised:  # an error inside an edited part is not the learner's line
         wrong([dict(rid=0, uncached=1)], [], 8, 0)
-    assert str(raised.traceback[-1].path).endswith(
-        "mistakes.py:test_an_edited_mistake_is_the_reference_with_its_one_line_changed_and_solutions_untouched.<locals>.oldest (edited)"
-    )
+    assert str(raised.traceback[-1].path).endswith("mistakes.py:" + oldest.__qualname__ + " (edited)")
     assert "test_build_checkers.py" in your_line(raised.value)  # the caller's frame, not the edited one
     with pytest.raises(ValueError, match="stands 0 times"):
         mistakes.edit_of(solutions.schedule_step, ("no such line", "x"))
