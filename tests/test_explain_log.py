@@ -3,10 +3,13 @@ model from the options or from a log line naming it; INFO and WARNING lines and 
 skipped. And an option that replaces a preset's number says so."""
 
 import io
+import re
 import os
 import subprocess
 import sys
 from types import SimpleNamespace
+
+import pytest
 
 from ropepool.cli.explain import NUMBER_OPTIONS, diagnosis_of, log_report, main
 
@@ -104,3 +107,42 @@ def test_a_message_ending_in_a_colon_is_read_with_its_body_lines_as_when_pasted_
     whole = diagnosis_of("".join(message), "llama-3-8b")
     assert count == 1 and "line 2" in text and whole.case in text
     assert " ".join(whole.fix.split()) in " ".join(text.split())
+
+
+VIEW = "RuntimeError: shape '[1, 7, 32, 128]' is invalid for input of size 7168"
+K_SHAPE = "ValueError: k shape must be [num_tokens, num_kv_heads, head_dim], got (4, 32, 128)"
+STATE_DICT = (
+    "RuntimeError: Error(s) in loading state_dict for LlamaForCausalLM:\n"
+    "\tsize mismatch for model.layers.0.self_attn.k_proj.weight: copying a param with shape torch.Size([1024, 4096]) "
+    "from checkpoint, the shape in current model is torch.Size([4096, 4096])."
+)
+START = "2026-12-05 10:00:01 INFO     Starting server, model=meta-llama/Meta-Llama-3-8B-Instruct"
+COLON_LOGS = {
+    # asyncio.TaskGroup's ExceptionGroup: an indented "+ Exception Group Traceback (most recent call last):"
+    "exception group": (
+        [
+            START,
+            "  + Exception Group Traceback (most recent call last):",
+            '  |   File "/srv/app/serve.py", line 12, in main',
+            "  | ExceptionGroup: unhandled errors in a TaskGroup (2 sub-exceptions)",
+            "  +-+---------------- 1 ----------------",
+            "    | Traceback (most recent call last):",
+            f"    | {VIEW}",
+            "    +---------------- 2 ----------------",
+            f"    | {K_SHAPE}",
+            "    +------------------------------------",
+        ],
+        [7, 9],
+    ),
+    # a whole log indented (pasted into a quote or a Markdown block)
+    "indented": ([START, *STATE_DICT.splitlines(), "INFO retrying", K_SHAPE, VIEW], [2, 5, 6], "    "),
+    # logging's "Exception while ...:" with the exceptions indented under it
+    "logging": ([START, "2026-12-05 10:00:02 ERROR    Exception while loading:", f"  {VIEW}", f"  {K_SHAPE}"], [3, 4]),
+}
+
+
+@pytest.mark.parametrize("name", COLON_LOGS)
+def test_a_line_ending_in_a_colon_never_hides_the_errors_after_it(name):
+    lines, want, *margin = COLON_LOGS[name]
+    text, count = log_report([(margin[0] if margin else "") + line + "\n" for line in lines])
+    assert count == len(want) and [int(x) for x in re.findall(r"^line (\d+)$", text, re.M)] == want, text

@@ -259,8 +259,10 @@ _MAYBE = re.compile(
 #: A message line whose body follows on the next lines: it ends in ":" (mlx's strict load_weights prints the
 #: names one a line after "Received N parameters not in model:"; PyTorch's load_state_dict, one mismatch a line).
 _OPENS = re.compile(r":\s*$")
-#: A line of such a body: indented, or a bare name ending in "," or ".".
-_BODY = re.compile(r"\s+\S|[\w.]+[,.]?\s*$")
+#: A line of such a body: indented deeper than the message's line, or a bare name ending in "," or ".".
+_NAME_LINE = re.compile(r"[\w.]+[,.]?\s*$")
+#: A line that is a message of its own (``RuntimeError: ...``, ``| ValueError: ...``): it ends a body.
+_RAISED = re.compile(r"\s*[|+]?\s*[\w.]*(?:Error|Exception|Warning)\b:")
 #: The most of a body held: a reader reads 4000 characters after its phrase at the most.
 _BODY_CHARS = 4000
 #: A model named in a log line: a preset's Hugging Face id (``meta-llama/Meta-Llama-3-8B``) or its preset name.
@@ -306,15 +308,28 @@ def log_report(lines, model=None, numbers: dict | None = None, progress: TextIO 
     if model is not None:
         facts = model if isinstance(model, Facts) else facts_of(model, **numbers)
 
-    def explain_message(n: int, text: str) -> None:
+    def explain_message(n: int, text: str) -> bool:
+        """Explain ``text`` (from line ``n``) unless its message was explained before; False if unread."""
         try:
             d = diagnosis_of(text.strip(), facts if facts is not None else Facts())
         except Unreadable:
-            return
-        if d is None or d.line in seen:
-            return
-        seen.add(d.line)
-        out.append(f"line {n}\n" + "\n".join("  " + x for x in report(d, facts or Facts()).splitlines()))
+            return False
+        if d is None:
+            return False
+        if d.line not in seen:
+            seen.add(d.line)
+            out.append(f"line {n}\n" + "\n".join("  " + x for x in report(d, facts or Facts()).splitlines()))
+        return True
+
+    def explain_held() -> None:
+        """The held message with its body; if that reads as nothing, each of its lines as a message."""
+        if not explain_message(held_n, "".join(held)):
+            for k, body_line in enumerate(held[1:], held_n + 1):
+                if not _QUIET.match(body_line) and _MAYBE.search(body_line):
+                    explain_message(k, body_line)
+
+    def indent(line: str) -> int:
+        return len(line) - len(line.lstrip())
 
     read = 0
     held, held_n, held_chars = [], 0, 0  # a message whose body lines are still coming: its line number, size
@@ -328,11 +343,12 @@ def log_report(lines, model=None, numbers: dict | None = None, progress: TextIO 
                 facts = facts_of(named, **numbers)
                 said = f"{named} (named on line {n}: {printable(line.strip(), 80)})"
         if held:
-            if _BODY.match(line) and held_chars + len(line) <= _BODY_CHARS:
+            body = (indent(line) > indent(held[0]) and not _RAISED.match(line)) or _NAME_LINE.match(line)
+            if body and held_chars + len(line) <= _BODY_CHARS:
                 held.append(line)
                 held_chars += len(line)
                 continue
-            explain_message(held_n, "".join(held))
+            explain_held()
             held = []
         if _QUIET.match(line) or not _MAYBE.search(line):
             continue
@@ -341,7 +357,7 @@ def log_report(lines, model=None, numbers: dict | None = None, progress: TextIO 
         else:
             explain_message(n, line)
     if held:
-        explain_message(held_n, "".join(held))
+        explain_held()
     head = [_field("model", said or (facts.describe() if facts is not None and facts.known else "none given or named"))]
     head.append(_field("errors", f"{len(seen)} distinct, in the order they appear"))
     return "\n".join(head + [""] + ["\n\n".join(out)] if out else head), len(seen)
