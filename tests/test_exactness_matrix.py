@@ -64,6 +64,8 @@ def model_of(name: str, weights: str):
 
 #: A value this close to the midpoint between two e4m3 codes (in steps between them) may round either way.
 FP8_NEAR = 2.0**-10
+#: The most such values a request may have for its differences to be searched: a float32 run has 0-14.
+FP8_MOST_NEAR = 32
 
 
 class FP8Cache:
@@ -110,10 +112,14 @@ def forced_logits(model, prompt, tokens, cache) -> np.ndarray:
 
 def explained_by_flips(model, prompt, tokens, got, tolerance) -> list | None:
     """The one or two values near a midpoint that, given their other codes in mlx-lm's FP8 cache, bring
-    mlx-lm's logits within ``tolerance`` of ``got``, as [(layer, call, array, flat index)]; None if none do."""
+    mlx-lm's logits within ``tolerance`` of ``got``, as [(layer, call, array, flat index)]; None if none do,
+    or if more than :data:`FP8_MOST_NEAR` values are near one (float32 activations only: bfloat16 ones land
+    on midpoints exactly, and their tolerance is measured apart)."""
     caches = [FP8Cache(c) for c in make_prompt_cache(model)]
     forced_logits(model, prompt, tokens, caches)
     near = [(layer, *where) for layer, c in enumerate(caches) for where in c.near]
+    if len(near) > FP8_MOST_NEAR:
+        return None
     for flips in itertools.chain(itertools.combinations(near, 1), itertools.combinations(near, 2)):
         flipped = [
             FP8Cache(c, flip=[f[1:] for f in flips if f[0] == layer])
@@ -179,7 +185,7 @@ def test_the_engine_serves_mlx_lm_s_tokens(name, weights, pools):
         for i, (g, (tokens, logits)) in enumerate(zip(got, want)):
             assert g.tokens == tokens, f"request {i}, {setting}"
             g_logits = np.array(g.logits)
-            if pools == "fp8" and not np.allclose(g_logits, logits, **tolerance):
+            if pools == "fp8" and weights != "bfloat16" and not np.allclose(g_logits, logits, **tolerance):
                 assert explained_by_flips(model, PROMPTS[i], tokens, g_logits, tolerance), f"request {i}, {setting}"
                 continue
             np.testing.assert_allclose(g_logits, logits, **tolerance, err_msg=f"request {i}, {setting}")
@@ -201,8 +207,9 @@ def test_mla_s_latent_pool_with_calibrated_scales():
 
 
 def test_an_fp8_difference_is_forgiven_only_when_flips_near_a_midpoint_explain_it():
-    """A value near a midpoint given its other code is found as the one flip; logits of FP8 pools whose
-    scale is off by 1% are explained by no one or two flips."""
+    """A value near a midpoint given its other code is found as the one flip; one value far from a midpoint
+    given its neighbour's code (an encoder's one wrong value), and FP8 pools whose scale is off by 1%, are
+    explained by no one or two flips."""
     model = model_of("qwen3", "float32")
     prompt, (tokens, logits) = PROMPTS[1], mlx_lm_run(model, PROMPTS[1], NEW[1], True)
     caches = [FP8Cache(c) for c in make_prompt_cache(model)]
@@ -215,6 +222,11 @@ def test_an_fp8_difference_is_forgiven_only_when_flips_near_a_midpoint_explain_i
         if not np.allclose(shown, logits, **TOLERANCE):
             break
     assert near and explained_by_flips(model, prompt, tokens, shown, TOLERANCE) == [flip]
+    far = next(i for i in range(64) if (0, 0, 0, i) not in near)  # layer 0, the prefill, k: a value not near
+    wrong = [FP8Cache(c, flip=[(0, 0, far)] if i == 0 else []) for i, c in enumerate(make_prompt_cache(model))]
+    wrong = forced_logits(model, prompt, tokens, wrong)
+    assert not np.allclose(wrong, logits, **TOLERANCE)
+    assert explained_by_flips(model, prompt, tokens, wrong, TOLERANCE) is None
     off = forced_logits(model, prompt, tokens, [FP8Cache(c, scale=1.01) for c in make_prompt_cache(model)])
     assert not np.allclose(off, logits, **TOLERANCE)
     assert explained_by_flips(model, prompt, tokens, off, TOLERANCE) is None
