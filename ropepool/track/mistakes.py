@@ -1,7 +1,8 @@
 """Wrong parts, one mistake each: what the notebooks break on purpose and what the tests prove each checker names.
 
-Each is the reference part (:mod:`.solutions`) with one thing changed; :data:`BY_PART` maps a part to
-``{problem code the checker must name: the wrong part}``.
+Each is the reference part (:mod:`.solutions`) with one thing changed: where that is a line of its
+source, the mistake is a stub under :func:`edit_of`, which names the reference and the edit. :data:`BY_PART`
+maps a part to ``{problem code the checker must name: the wrong part}``.
 """
 
 from __future__ import annotations
