@@ -110,22 +110,32 @@ def forced_logits(model, prompt, tokens, cache) -> np.ndarray:
     return np.array(mx.stack(out).astype(mx.float32))
 
 
+def near_midpoints(model, prompt, tokens) -> list[tuple]:
+    """The values mlx-lm's FP8 cache rounds within :data:`FP8_NEAR` of a midpoint, with ``tokens`` fed back,
+    as (layer, call, array, flat index)."""
+    caches = [FP8Cache(c) for c in make_prompt_cache(model)]
+    forced_logits(model, prompt, tokens, caches)
+    return [(layer, *where) for layer, c in enumerate(caches) for where in c.near]
+
+
+def flipped_logits(model, prompt, tokens, flips) -> np.ndarray:
+    """:func:`forced_logits` through FP8 caches that give each value ``flips`` names (layer, call, array, flat
+    index) the other of its two nearest codes."""
+    caches = make_prompt_cache(model)
+    caches = [FP8Cache(c, flip=[f[1:] for f in flips if f[0] == layer]) for layer, c in enumerate(caches)]
+    return forced_logits(model, prompt, tokens, caches)
+
+
 def explained_by_flips(model, prompt, tokens, got, tolerance) -> list | None:
     """The one or two values near a midpoint that, given their other codes in mlx-lm's FP8 cache, bring
     mlx-lm's logits within ``tolerance`` of ``got``, as [(layer, call, array, flat index)]; None if none do,
     or if more than :data:`FP8_MOST_NEAR` values are near one (float32 activations only: bfloat16 ones land
     on midpoints exactly, and their tolerance is measured apart)."""
-    caches = [FP8Cache(c) for c in make_prompt_cache(model)]
-    forced_logits(model, prompt, tokens, caches)
-    near = [(layer, *where) for layer, c in enumerate(caches) for where in c.near]
+    near = near_midpoints(model, prompt, tokens)
     if len(near) > FP8_MOST_NEAR:
         return None
     for flips in itertools.chain(itertools.combinations(near, 1), itertools.combinations(near, 2)):
-        flipped = [
-            FP8Cache(c, flip=[f[1:] for f in flips if f[0] == layer])
-            for layer, c in enumerate(make_prompt_cache(model))
-        ]
-        if np.allclose(got, forced_logits(model, prompt, tokens, flipped), **tolerance):
+        if np.allclose(got, flipped_logits(model, prompt, tokens, flips), **tolerance):
             return list(flips)
     return None
 
@@ -151,9 +161,7 @@ def bfloat16_tolerance(name: str, want, fp8: bool) -> dict:
         cache = make_prompt_cache(model)
         if fp8:
             cache = [FP8Cache(c) for c in cache]
-        out = [model(mx.array(prompt)[None], cache=cache)[0, -1]]
-        out += [model(mx.array([[t]]), cache=cache)[0, -1] for t in tokens[:-1]]
-        worst = max(worst, float(np.abs(np.array(mx.stack(out)) - logits).max()))
+        worst = max(worst, float(np.abs(forced_logits(model, prompt, tokens, cache) - logits).max()))
     return dict(rtol=0, atol=2 * worst)
 
 
@@ -212,19 +220,15 @@ def test_an_fp8_difference_is_forgiven_only_when_flips_near_a_midpoint_explain_i
     explained by no one or two flips."""
     model = model_of("qwen3", "float32")
     prompt, (tokens, logits) = PROMPTS[1], mlx_lm_run(model, PROMPTS[1], NEW[1], True)
-    caches = [FP8Cache(c) for c in make_prompt_cache(model)]
-    forced_logits(model, prompt, tokens, caches)
-    near = [(layer, *where) for layer, c in enumerate(caches) for where in c.near]
+    near = near_midpoints(model, prompt, tokens)
     shown = None
     for flip in near:
-        flipped = [FP8Cache(c, flip=[flip[1:]] if i == flip[0] else []) for i, c in enumerate(make_prompt_cache(model))]
-        shown = forced_logits(model, prompt, tokens, flipped)
+        shown = flipped_logits(model, prompt, tokens, [flip])
         if not np.allclose(shown, logits, **TOLERANCE):
             break
     assert near and explained_by_flips(model, prompt, tokens, shown, TOLERANCE) == [flip]
     far = next(i for i in range(64) if (0, 0, 0, i) not in near)  # layer 0, the prefill, k: a value not near
-    wrong = [FP8Cache(c, flip=[(0, 0, far)] if i == 0 else []) for i, c in enumerate(make_prompt_cache(model))]
-    wrong = forced_logits(model, prompt, tokens, wrong)
+    wrong = flipped_logits(model, prompt, tokens, [(0, 0, 0, far)])
     assert not np.allclose(wrong, logits, **TOLERANCE)
     assert explained_by_flips(model, prompt, tokens, wrong, TOLERANCE) is None
     off = forced_logits(model, prompt, tokens, [FP8Cache(c, scale=1.01) for c in make_prompt_cache(model)])
