@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import mlx.core as mx
 
-from .. import blas_threads
+from ..blas_threads import for_step as blas_threads_for_step
 from .allocator import MAX_POOL_ROWS, Allocator
 from .arguments import check_int, check_token_ids
 from .errors import EngineArgumentError, WrongThreadError
@@ -61,6 +61,10 @@ class Engine:
         the runner calls in place of its own (the build track's parts); None: the engine's
     group : the ``mx.distributed`` group ``model`` was split over (:func:`.parallel.shard`): this rank's
         pools hold its ``Hkv / N`` heads; every rank must make the same engine and the same calls
+    blas_threads : OpenBLAS's thread count during this engine's steps (an int >= 1: the same float32
+        rounding whatever the machine's load); None: the process's setting (:mod:`ropepool.blas_threads`:
+        as many as the cores other programs leave free, unless ``ROPEPOOL_BLAS_THREADS=N`` or
+        ``OPENBLAS_NUM_THREADS`` says). Either way the count before a step is set back after it
 
     The engine holds only the requests it is serving: a finished request goes out in the step's
     ``Batch.finished`` and is the caller's (:attr:`requests` lists those someone still holds).
@@ -86,6 +90,7 @@ class Engine:
         scheduler: SchedulerFactory = Scheduler,
         parts: RunnerParts | None = None,
         group=None,
+        blas_threads: int | None = None,
     ):
         vocab = model.args.vocab_size
         pool_rows = check_int("pool_rows", pool_rows, 1, MAX_POOL_ROWS)
@@ -104,6 +109,7 @@ class Engine:
                     f"{name} must be a class or factory (see ropepool.engine.protocols), got {factory!r:.60}"
                 )
         max_step_tokens = check_int("max_step_tokens", max_step_tokens, 1)
+        self.blas_threads = None if blas_threads is None else check_int("blas_threads", blas_threads, 1, 1024)
         if not (parts is None or isinstance(parts, RunnerParts)):
             raise EngineArgumentError(f"parts must be a RunnerParts (ropepool.engine.protocols), got {parts!r:.60}")
         # Without a prefix cache, sliding-window layers keep only their window's rows (engine.window)
@@ -214,24 +220,24 @@ class Engine:
         self._settle()
         if self.scheduler.done:
             raise RuntimeError("step: nothing to run (no request waiting or running)")
-        blas_threads.adapt()  # OpenBLAS's threads from the cores free now, between two steps' matmuls
-        self.journal.begin()
-        try:
-            self._snapshot_unjournaled()
-            batch = bookkeeping(self.scheduler.schedule)
-            if not batch.requests:
-                self._stalled()
-            self._save_rows(batch)
-            logits = self.runner.run(batch)  # [len(batch.requests), vocab]
-            mx.eval(logits)  # the lazy pass runs here, inside the try
-            bookkeeping(self.scheduler.postprocess, batch, logits, keep_logits=self.keep_logits)
-            if hasattr(self.runner, "release"):  # rows the runner keeps per request (a sliding window's ring)
-                bookkeeping(self.runner.release, batch.finished)
-            hold = SigintHold().start()  # the step is done: from here to the return a Ctrl-C is held
-        except BaseException:
-            with SigintHold():  # a second Ctrl-C waits for the rollback, then goes to the program's handler
-                self.journal.rollback()
-            raise
+        with blas_threads_for_step(self.blas_threads):  # OpenBLAS's count for this step; the caller's put back
+            self.journal.begin()
+            try:
+                self._snapshot_unjournaled()
+                batch = bookkeeping(self.scheduler.schedule)
+                if not batch.requests:
+                    self._stalled()
+                self._save_rows(batch)
+                logits = self.runner.run(batch)  # [len(batch.requests), vocab]
+                mx.eval(logits)  # the lazy pass runs here, inside the try
+                bookkeeping(self.scheduler.postprocess, batch, logits, keep_logits=self.keep_logits)
+                if hasattr(self.runner, "release"):  # rows the runner keeps per request (a sliding window's ring)
+                    bookkeeping(self.runner.release, batch.finished)
+                hold = SigintHold().start()  # the step is done: from here to the return a Ctrl-C is held
+            except BaseException:
+                with SigintHold():  # a second Ctrl-C waits for the rollback, then goes to the program's handler
+                    self.journal.rollback()
+                raise
         records = self.journal.commit()  # committed: the batch, finished requests included, is returned
         return self._hand_back(hold, batch, records)
 
@@ -346,6 +352,7 @@ def generate(
     kv_dtype: str | None = None,
     kv_scales=None,
     group=None,
+    blas_threads: int | None = None,
 ) -> list:
     """Serve ``prompts`` together on ``model`` and return one :class:`Result` per prompt, in order.
 
@@ -368,6 +375,7 @@ def generate(
         (:func:`ropepool.engine.kv_scales.calibrate`); None: 1.0 everywhere
     group : the ``mx.distributed`` group ``model`` was split over (see :class:`Engine`); every rank calls
         ``generate`` with the same arguments and gets the same results
+    blas_threads : OpenBLAS's thread count during the steps (see :class:`Engine`); None: the process's setting
 
     Returns
     -------
@@ -414,6 +422,7 @@ def generate(
         kv_dtype=kv_dtype,
         kv_scales=kv_scales,
         group=group,
+        blas_threads=blas_threads,
     )
     requests = [engine.add_request(p, n) for p, n in zip(prompts, counts)]  # every refusal before a step
     while not engine.done:
