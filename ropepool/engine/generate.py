@@ -14,7 +14,7 @@ import mlx.core as mx
 from ..blas_threads import for_step as blas_threads_for_step
 from .allocator import MAX_POOL_ROWS, Allocator
 from .arguments import check_int, check_token_ids
-from .errors import EngineArgumentError, WrongThreadError
+from .errors import EngineArgumentError, WatcherError, WrongThreadError
 from .journal import Journal, SigintHold, bookkeeping, deliver
 from .protocols import AllocatorFactory, CacheFactory, RunnerParts, SchedulerFactory
 from .radix import NoCache, RadixCache
@@ -142,7 +142,8 @@ class Engine:
 
     def watch(self, watcher) -> None:
         """Call ``watcher(engine, batch, records)`` after every step that commits, with the step's undo records
-        (``(undo, args)`` oldest first, :mod:`.journal`): what the step changed (:mod:`.recording` keeps it)."""
+        (``(undo, args)`` oldest first, :mod:`.journal`): what the step changed (:mod:`.recording` keeps it).
+        Watchers run outside the engine's Ctrl-C hold, each told whatever the others raise (:meth:`step`)."""
         self.watchers.append(watcher)
 
     @property
@@ -194,12 +195,13 @@ class Engine:
         costs what it changes, not a copy of the pool's books.
 
         Ctrl-C: the engine holds SIGINT only while a change and its undo record are made (schedule,
-        postprocess), while a rollback runs, and from the commit to the return; each hold puts back
-        exactly the handler that was in force and hands a held SIGINT to it (:class:`~.journal.SigintHold`):
-        a handler of the program's is called, ``SIG_IGN`` drops it, ``SIG_DFL`` ends the process. One
-        exception: Python's own handler, after the commit, would raise KeyboardInterrupt and lose this
-        committed batch, so that Ctrl-C is raised by the next :meth:`step` (or by :attr:`done` when
-        nothing is left to run) before anything changes. One landing in the instant between a failure
+        postprocess), while a rollback runs, and from the commit until the watchers are told (they run
+        under the program's handler); each hold puts back exactly the handler that was in force and hands
+        a held SIGINT to it (:class:`~.journal.SigintHold`): a handler of the program's is called,
+        ``SIG_IGN`` drops it, ``SIG_DFL`` ends the process. One exception: Python's own handler, after the
+        commit (a held Ctrl-C, one inside the hold's own exit, one that cuts a watcher short), would raise
+        KeyboardInterrupt and lose this committed batch, so that Ctrl-C is raised by the next :meth:`step`
+        (or by :attr:`done` when nothing is left to run) before anything changes. One landing in the instant between a failure
         and the rollback's hold leaves the undo log behind; the engine finishes that rollback before
         it changes or answers anything.
 
@@ -212,6 +214,8 @@ class Engine:
             wait (the step is undone).
         KeyboardInterrupt
             Held from the end of the last step (nothing has changed).
+        WatcherError
+            A watcher raised; the step committed and every other watcher was told (``.batch``: the step's).
         """
         self._check_thread("step")
         if self.held_interrupts:
@@ -239,23 +243,54 @@ class Engine:
                     self.journal.rollback()
                 raise
         records = self.journal.commit()  # committed: the batch, finished requests included, is returned
-        return self._hand_back(hold, batch, records)
+        try:
+            return self._hand_back(hold, batch, records)
+        except KeyboardInterrupt:  # Python's handler, back in force: raised now, it would lose the committed batch
+            self.held_interrupts += 1
+            return batch
 
     def _hand_back(self, hold: SigintHold, batch: Batch, records: list) -> Batch:
-        """Tell the watchers (inside the hold: a watcher sees every committed step), stop holding Ctrl-C and
-        return ``batch``; a Ctrl-C held since the commit goes to the handler in force, or, where that is
-        Python's own (a KeyboardInterrupt here would lose the batch), waits for the next step. A watcher's
-        error reaches the caller; the step stands."""
+        """Stop holding Ctrl-C, tell the watchers, hand on a Ctrl-C held since the commit, return ``batch``.
+
+        The watchers run under the program's handler (a stuck one can be interrupted). A Ctrl-C held since
+        the commit goes to that handler after them; where it is Python's own (a KeyboardInterrupt here would
+        lose the batch), it waits for the next step, as does one that cuts a watcher short or lands in
+        :meth:`SigintHold.stop` once the handler is back. A watcher that raises does not keep the others from
+        being told; its error reaches the caller as a :class:`WatcherError` holding the batch."""
         try:
-            for watcher in self.watchers:
-                watcher(self, batch, records)
-        finally:
-            if hold.stop():
-                if hold.previous is signal.default_int_handler:
-                    self.held_interrupts += 1
-                else:
-                    deliver()
+            held = hold.stop()
+        except KeyboardInterrupt:  # landed inside stop(), after Python's handler was back
+            held = hold.count + 1
+        raised = self._tell_watchers(batch, records)
+        if any(isinstance(e, KeyboardInterrupt) for _, e in raised):
+            self.held_interrupts += 1
+        if held:
+            if hold.previous is signal.default_int_handler:
+                self.held_interrupts += 1
+            else:
+                deliver()
+        errors = [(w, e) for w, e in raised if not isinstance(e, KeyboardInterrupt)]
+        if errors:
+            watcher, error = errors[0]
+            raise WatcherError(
+                f"step {self.steps} committed, but {len(errors)} watcher(s) raised, the first "
+                f"{getattr(watcher, '__qualname__', type(watcher).__qualname__)}: {type(error).__name__}: {error}"
+                " (the step stands; its Batch is this error's .batch)",
+                batch,
+                errors,
+            ) from error
         return batch
+
+    def _tell_watchers(self, batch: Batch, records: list) -> list:
+        """Call every watcher with the committed step, each whatever the others raise (a KeyboardInterrupt
+        included); return ``(watcher, exception)`` for each that raised."""
+        raised = []
+        for watcher in list(self.watchers):
+            try:
+                watcher(self, batch, records)
+            except (Exception, KeyboardInterrupt) as error:
+                raised.append((watcher, error))
+        return raised
 
     def _stalled(self) -> None:
         s = self.scheduler
