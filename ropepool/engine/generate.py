@@ -42,7 +42,7 @@ class Engine:
     ----------
     model : an mlx-lm model of ``llama`` (Llama, Mistral), ``qwen2``, ``phi3``, ``qwen3``, ``gemma3_text``,
         ``gpt_oss`` (sliding windows: with ``prefix_cache=False`` their sliding layers keep a ring of
-        ``window`` rows per request) or ``deepseek_v3`` (MLA), float or quantized; never changed
+        at most ``window`` rows per request, ``pool_rows`` together) or ``deepseek_v3`` (MLA), float or quantized; never changed
     pool_rows : int, P, the rows of each layer's KV pool, at most ``2**31 - 1`` (slots are int32)
     backend : the ``rope_pool_fused`` backend ("auto", "cpu", "mlx", "metal", "cuda")
     stop : a token id (e.g. a chat model's end-of-turn) that finishes a request as soon as it is
@@ -145,6 +145,12 @@ class Engine:
         (``(undo, args)`` oldest first, :mod:`.journal`): what the step changed (:mod:`.recording` keeps it).
         Watchers run outside the engine's Ctrl-C hold, each told whatever the others raise (:meth:`step`)."""
         self.watchers.append(watcher)
+
+    @property
+    def pool_bytes(self) -> int:
+        """The bytes all the engine's pools hold now: every layer's slot pools and the sliding layers' rings
+        (grown as requests need them, never past ``pool_rows`` rows: :func:`check_pool_memory` counts them)."""
+        return self.runner.pool_bytes
 
     @property
     def stats(self) -> Stats:
@@ -357,17 +363,22 @@ class Engine:
 def check_pool_memory(runner: Runner, pool_rows: int) -> None:
     """Refuse pools larger than this machine's memory, before MLX (or the allocator's lists) try to fill it.
 
-    The pools are ``P`` rows of every layer's pools (k and v ``[Hkv, D]`` each, or MLA's latent); the
-    allocator keeps about 50 bytes of Python objects per row (its free list and reference counts).
+    The pools are every layer's (k and v ``[Hkv, D]`` a row each, or MLA's latent), at the most rows each
+    will hold (:meth:`Runner.most_rows`): ``P`` for the slot pools, and ``P`` for a sliding layer's rings
+    together (a ring holds at most its request's positions). The allocator keeps about 50 bytes of Python
+    objects per row (its free list and reference counts).
     """
-    row = sum(p.size // p.shape[0] * p.dtype.size for layer in runner.pools for p in layer)  # bytes, every layer
-    pools = pool_rows * row
+    pools = sum(
+        rows * (p.size // p.shape[0]) * p.dtype.size
+        for rows, layer in zip(runner.most_rows(), runner.pools)
+        for p in layer
+    )  # bytes, every layer at its most rows, rings included
     need, have = pools + 50 * pool_rows, os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     if need > have:
         raise EngineArgumentError(
-            f"pool_rows = {pool_rows} needs {pools / 2**30:.1f} GiB of KV pools ({pool_rows} rows x {row} bytes, "
-            f"every layer's pools) and {50 * pool_rows / 2**30:.1f} GiB of row bookkeeping: more than this "
-            f"machine's {have / 2**30:.1f} GiB"
+            f"pool_rows = {pool_rows} needs {pools / 2**30:.1f} GiB of KV pools ({pool_rows} rows x "
+            f"{pools // pool_rows} bytes, every layer's pools, sliding-window rings included) and "
+            f"{50 * pool_rows / 2**30:.1f} GiB of row bookkeeping: more than this machine's {have / 2**30:.1f} GiB"
         )
 
 

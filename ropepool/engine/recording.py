@@ -347,8 +347,8 @@ class Recording:
                     evicted += a.rows(cut)
             elif f is Request.rewind:
                 marks.setdefault(owner.rid, (owner, args[0]))
-            elif f in (Rings._give, Rings._restore):
-                rings.add(args[0] if f is Rings._give else args[0].rid)
+            elif f in (Rings._give, Rings._shrink, Rings._restore):
+                rings.add(args[0].rid if f is Rings._restore else args[0])
             elif owner is s.waiting or owner is s.running or f in _SILENT or f is setattr:
                 pass
             elif getattr(undo, "__name__", "") == "__setitem__" and isinstance(owner, list):
