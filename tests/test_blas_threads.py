@@ -118,6 +118,7 @@ def test_the_user_s_setting_wins(monkeypatch, name):
     for other in blas_threads.USER_SETTINGS:
         monkeypatch.delenv(other, raising=False)
     monkeypatch.setenv(name, "2")
+    monkeypatch.setattr(blas_threads, "_POLICY", [])  # as in a process that has not stepped an engine before
     assert blas_threads.adapt() is None
     assert blas_threads.describe() == f"{name}=2 set: yours, kept"
 
