@@ -41,8 +41,9 @@ class Engine:
     Parameters
     ----------
     model : an mlx-lm model of ``llama`` (Llama, Mistral), ``qwen2``, ``phi3``, ``qwen3``, ``gemma3_text``,
-        ``gpt_oss`` (sliding windows: with ``prefix_cache=False`` their sliding layers keep a ring of
-        at most ``window`` rows per request, ``pool_rows`` together) or ``deepseek_v3`` (MLA), float or quantized; never changed
+        ``gpt_oss`` (sliding windows: with ``prefix_cache=False`` their sliding layers keep a ring of at
+        most ``window`` rows per request, ``pool_rows`` together) or ``deepseek_v3`` (MLA), float or
+        quantized; never changed
     pool_rows : int, P, the rows of each layer's KV pool, at most ``2**31 - 1`` (slots are int32)
     backend : the ``rope_pool_fused`` backend ("auto", "cpu", "mlx", "metal", "cuda")
     stop : a token id (e.g. a chat model's end-of-turn) that finishes a request as soon as it is
@@ -207,9 +208,9 @@ class Engine:
         ``SIG_IGN`` drops it, ``SIG_DFL`` ends the process. One exception: Python's own handler, after the
         commit (a held Ctrl-C, one inside the hold's own exit, one that cuts a watcher short), would raise
         KeyboardInterrupt and lose this committed batch, so that Ctrl-C is raised by the next :meth:`step`
-        (or by :attr:`done` when nothing is left to run) before anything changes. One landing in the instant between a failure
-        and the rollback's hold leaves the undo log behind; the engine finishes that rollback before
-        it changes or answers anything.
+        (or by :attr:`done` when nothing is left to run) before anything changes. One landing in the
+        instant between a failure and the rollback's hold leaves the undo log behind; the engine
+        finishes that rollback before it changes or answers anything.
 
         Raises
         ------
