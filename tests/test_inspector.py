@@ -104,6 +104,26 @@ def test_the_page_holds_every_frame_and_fetches_nothing():
     assert f'max="{len(run.recording)}"' in html
 
 
+def test_a_page_from_a_recording_that_missed_a_step_refuses_to_claim_exact_replay():
+    from ropepool.engine import Engine
+    from ropepool.engine.recording import record
+    from ropepool.loaders.tiny import build
+
+    engine = Engine(build("llama-gqa"), pool_rows=16)
+    engine.add_request([1, 2, 3], 3)
+    rec = record(engine)
+    html = {}
+    while not engine.done:
+        if engine.steps == 1:
+            engine.watchers.clear()  # the recorder misses steps 2 and 3
+        engine.step()
+        html.setdefault(engine.steps, page(rec, "run"))
+    replay = re.compile(r'<p id="rp-replay"[^>]*>(.*?)</p>', re.S)
+    assert "replay the run exactly" in replay.search(html[1]).group(1)  # complete so far
+    said = replay.search(page(rec, "run")).group(1)
+    assert "Not an exact replay" in said and "missed step(s) 2, 3" in said and "exactly" not in said
+
+
 def test_the_widget_shows_the_step_its_slider_is_on():
     rec = scenarios.run("preemption", "tiny").recording
     viewer = Inspector(rec, title="preemption")

@@ -137,6 +137,70 @@ def test_a_watcher_that_raises_reaches_the_caller_and_the_step_stands():
     assert signal.getsignal(signal.SIGINT) is handler  # the hold was let go: the handler in force before
 
 
+def test_a_watcher_that_raises_does_not_keep_the_recorder_after_it_from_any_step():
+    """A broken watcher before the recorder: every step is still recorded, and each step's error carries its
+    batch (finished requests included), so the caller loses nothing by stepping on."""
+    from ropepool.engine import WatcherError
+
+    model = build("llama-gqa")
+    prompts, new, kwargs = RUNS["preemption-chunks-eviction"][1:]
+    engine = Engine(model, **kwargs)
+    requests = [engine.add_request(p, new) for p in prompts]
+
+    def broken(engine, batch, records):
+        raise ValueError("a watcher's own bug")
+
+    engine.watch(broken)
+    rec = record(engine)
+    finished = []
+    while not engine.done:
+        with pytest.raises(WatcherError, match="a watcher's own bug") as info:
+            engine.step()
+        finished += info.value.batch.finished
+    assert rec.complete and len(rec) == engine.steps
+    assert sorted(r.rid for r in finished) == [r.rid for r in requests]
+    fresh, fresh_requests, _ = serve(model, prompts, new, kwargs, recorded=False)
+    assert rec.state(len(rec)) == snapshot(fresh, requests=fresh_requests)
+
+
+def test_a_step_the_recorder_missed_is_named_and_the_books_replay_right_again_after_it(monkeypatch):
+    """The recorder itself cut short at step 2: the recording says step 2 is missing (not complete), and
+    records step 3 in full, so that the books it replays from step 3 on are the run's."""
+    model = build("llama-gqa")
+    prompts, new, kwargs = RUNS["preemption-chunks-eviction"][1:]
+    engine = Engine(model, **kwargs)
+    for p in prompts:
+        engine.add_request(p, new)
+    rec = record(engine)
+    engine.step()
+    read = rec._read
+    monkeypatch.setattr(rec, "_read", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt("Ctrl-C in the recorder")))
+    try:
+        batch = engine.step()  # the batch comes back; the Ctrl-C waits for the next step
+    except KeyboardInterrupt:
+        batch = None
+    monkeypatch.setattr(rec, "_read", read)
+    assert batch is not None and batch.requests and engine.held_interrupt, "the committed step's batch was lost"
+    with pytest.raises(KeyboardInterrupt):
+        engine.step()
+    while not engine.done:
+        engine.step()
+    assert rec.missed == [2] and not rec.complete
+    assert [d.step for d in rec.decisions] == [1, *range(3, engine.steps + 1)]
+    assert rec.changes[1].full is not None and all(c.full is None for c in rec.changes[2:])
+    for state in list(rec.states())[2:]:
+        fresh, fresh_requests, _ = serve(model, prompts, new, kwargs, steps=state.step, recorded=False)
+        assert state == snapshot(fresh, requests=fresh_requests), f"step {state.step} replays wrong"
+
+
+def test_steps_after_the_last_one_recorded_are_named_missed():
+    engine, _, rec = serve(build("llama-gqa"), [[1, 2, 3]], 3, dict(pool_rows=16), steps=1)
+    engine.watchers.clear()  # the recorder no longer told
+    while not engine.done:
+        engine.step()
+    assert rec.missed == [2, 3] and not rec.complete
+
+
 def test_state_past_the_end_is_refused():
     _, _, rec = serve(build("llama-gqa"), [[1, 2, 3]], 2, dict(pool_rows=16))
     with pytest.raises(IndexError, match="steps 0 to 2"):

@@ -34,9 +34,20 @@ show(0);
 
 
 def page(recording, title: str, *, about: str = "", decode=None) -> str:
-    """The page's HTML: ``title``, a line ``about`` the run, the slider over every step of ``recording``."""
+    """The page's HTML: ``title``, a line ``about`` the run, whether every step was recorded
+    (:attr:`~ropepool.engine.recording.Recording.missed`), the slider over every step of ``recording``."""
     data = json.dumps(frames(recording, decode)).replace("</", "<\\/")  # no "</script>" inside the script
     last = len(recording)
+    missed = recording.missed
+    replay = (
+        "Every step the engine committed is recorded: the frames replay the run exactly."
+        if not missed
+        else f"Not an exact replay of the run: the recording missed step(s) {', '.join(map(str, missed[:20]))}"
+        f"{' ...' if len(missed) > 20 else ''} (the frame after a gap reads the books in full again)."
+    )
+    replay_style = "font: 14px system-ui, sans-serif; margin: 4px 0" + (
+        "; color: #B00; font-weight: bold" if missed else ""
+    )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -48,6 +59,7 @@ def page(recording, title: str, *, about: str = "", decode=None) -> str:
 <body>
 <h2 style="font: bold 20px system-ui, sans-serif; margin: 0">{escape(title)}</h2>
 <p style="font: 14px system-ui, sans-serif; margin: 4px 0">{escape(about)}</p>
+<p id="rp-replay" style="{replay_style}">{escape(replay)}</p>
 <div class="rp-controls"><button id="rp-back" aria-label="previous step">&#9664;</button>
 <input id="rp-step" type="range" min="0" max="{last}" value="0" aria-label="step">
 <button id="rp-next" aria-label="next step">&#9654;</button><span id="rp-label"></span>

@@ -290,10 +290,11 @@ def frame(state: State, before: State, decision: Decision | None, decode=None, s
         w = settings.window
         cells = ring_cells(state, w)
         parts += [
-            f"<h4>Sliding-window rings: window {w}, {plural(len(state.rings), 'ring')} of {w} rows in use, "
+            f"<h4>Sliding-window rings: window {w}, {plural(len(state.rings), 'ring')} of at most {w} rows in use, "
             f"{state.ring_rows} ring rows</h4>",
-            f'<p class="rp-help">A sliding layer reads only the last {w} positions, so each request keeps {w} rows '
-            f"(its ring): position p goes to ring row p mod {w}, over the position {w} before it. "
+            f'<p class="rp-help">A sliding layer reads only the last {w} positions, so each request keeps at most {w} '
+            f"rows (its ring, a row per position until it has {w}): position p goes to ring row p mod {w}, over the "
+            f"position {w} before it. "
             "Each square shows the position it holds now.</p>",
             _pool(cells, _ring_written(state, decision, w), set(), "ring rows", 16),
         ]
