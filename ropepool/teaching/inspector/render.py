@@ -132,53 +132,72 @@ def sentence(decision: Decision | None, before: State, after: State, settings: S
     return say
 
 
-def _pool(cells: list[tuple], written: set[int], evicted: set[int], label: str, columns: int) -> str:
-    """Squares for ``cells``: (state, owners, text, tooltip) per row."""
-    out = []
-    for row, (state, who, text, tip) in enumerate(cells):
-        cls = " ".join(c for c, on in (("r", state == "reserved"), ("w", row in written), ("e", row in evicted)) if on)
-        tip += ", written this step" if row in written else ""
-        tip += ", evicted this step" if row in evicted else ""
-        out.append(
-            f'<div class="{cls}" data-row="{row}" data-state="{state}" data-owners="{" ".join(map(str, who))}" '
-            f'title="{escape(tip)}" style="background: {_fill(who, state)}">'
-            f"{'&times;' if row in evicted else escape(text)}</div>"
+def _square(row: int, cell: tuple, written: bool, evicted: bool, ring: bool) -> str:
+    """One row's square: ``cell`` is (state, owners, text) as :func:`pool_cells` or :func:`ring_cells` give it."""
+    state, who, text = cell
+    if ring:
+        held = (
+            "free"
+            if state == "free"
+            else f"request {who[0]}, " + (f"position {text}" if text else "nothing written yet")
         )
+        tip = f"ring row {row}: {held}"
+    else:
+        held = {"free": "free", "cached": "kept by the tree only"}.get(state) or f"request {', '.join(map(str, who))}"
+        tip = f"row {row}: {held}{' (reserved, not written yet)' if state == 'reserved' else ''}"
+    cls = " ".join(c for c, on in (("r", state == "reserved"), ("w", written), ("e", evicted)) if on)
+    tip += ", written this step" if written else ""
+    tip += ", evicted this step" if evicted else ""
     return (
-        f'<div class="rp-pool" aria-label="{escape(label)}" style="grid-template-columns: repeat({columns}, 24px)">'
-        + "".join(out)
-        + "</div>"
+        f'<div class="{cls}" data-row="{row}" data-state="{state}" data-owners="{" ".join(map(str, who))}" '
+        f'title="{escape(tip)}" style="background: {_fill(list(who), state)}">'
+        f"{'&times;' if evicted else escape(text)}</div>"
     )
 
 
+class _Squares:
+    """Squares made once for each (row, cell, written, evicted): a step draws anew only the rows it changed."""
+
+    def __init__(self):
+        self.made: dict[tuple, str] = {}
+
+    def __call__(self, cells: list[tuple], written: set[int], evicted: set[int], ring: bool = False) -> list[str]:
+        out = []
+        for row, cell in enumerate(cells):
+            key = (row, cell, row in written, row in evicted, ring)
+            html = self.made.get(key)
+            if html is None:
+                html = self.made[key] = _square(*key)
+            out.append(html)
+        return out
+
+
+def _pool_open(label: str, columns: int) -> str:
+    return f'<div class="rp-pool" aria-label="{escape(label)}" style="grid-template-columns: repeat({columns}, 24px)">'
+
+
 def pool_cells(state: State) -> list[tuple]:
-    """Each pool row's (state, owners, text, tooltip): "used" (k and v written), "reserved" (held for a position
-    not computed yet), "cached" (only the tree keeps it) or "free"."""
+    """Each pool row's (state, owners, text): "used" (k and v written), "reserved" (held for a position not
+    computed yet), "cached" (only the tree keeps it) or "free"."""
     states, owners = state.row_states(), state.row_owners()
     written = set()
     for rid in state.running:
         req = state.requests[rid]
         written.update(req.slot_table[: req.num_cached])
-    cells = []
-    for row, (s, who) in enumerate(zip(states, owners)):
-        if s == "used" and row not in written:
-            s = "reserved"
-        held = {"free": "free", "cached": "kept by the tree only"}.get(s) or f"request {', '.join(map(str, who))}"
-        cells.append((s, who, "", f"row {row}: {held}{' (reserved, not written yet)' if s == 'reserved' else ''}"))
-    return cells
+    return [
+        ("reserved" if s == "used" and row not in written else s, tuple(who), "")
+        for row, (s, who) in enumerate(zip(states, owners))
+    ]
 
 
 def ring_cells(state: State, window: int) -> list[tuple]:
-    """Each ring row's (state, owner, the position it holds, tooltip): "used", "reserved" (nothing written yet), "free"."""
-    cells = [("free", [], "", f"ring row {r}: free") for r in range(state.ring_rows)]
+    """Each ring row's (state, owner, the position it holds): "used", "reserved" (nothing written yet), "free"."""
+    cells = [("free", (), "")] * state.ring_rows
     for rid, rows in state.rings.items():
         done = state.requests[rid].num_cached
         for j, row in enumerate(rows):
             p = done - 1 - (done - 1 - j) % window  # the newest written position p with p % window == j
-            held = p >= 0
-            text = str(p) if held else ""
-            tip = f"ring row {row}: request {rid}, " + (f"position {p}" if held else "nothing written yet")
-            cells[row] = ("used" if held else "reserved", [rid], text, tip)
+            cells[row] = ("used", (rid,), str(p)) if p >= 0 else ("reserved", (rid,), "")
     return cells
 
 
@@ -210,25 +229,43 @@ def _key(state: State, cache: bool) -> str:
     return '<div class="rp-key">' + "".join(chips) + "</div>"
 
 
-def _requests(state: State) -> str:
-    rows = [
-        "<tr><th>request</th><th>status</th><th>prompt</th><th>positions written</th><th>new tokens</th>"
-        "<th>slot table (pool row of each written position)</th></tr>"
-    ]
-    for rid, r in sorted(state.requests.items()):
-        if r.status == "finished":
-            table = "given back"
-        elif r.status == "waiting":
-            table = "none held" + (" (preempted: computes again when admitted)" if r.tokens else "")
-        else:
-            table = row_runs(r.slot_table[: r.num_cached]) or "none written yet"
-        rows.append(
-            f'<tr data-rid="{rid}"><td><span style="background: {colour(rid)}">&nbsp;&nbsp;</span> {rid}</td>'
-            f"<td>{r.status}</td><td>{plural(len(r.prompt), 'token')}</td>"
-            f"<td>{r.num_cached if r.status == 'running' else '&mdash;'}</td>"
-            f"<td>{len(r.tokens)} of {r.max_new_tokens}</td><td>{escape(table)}</td></tr>"
-        )
-    return "<table>" + "".join(rows) + "</table>"
+REQUESTS_HEAD = (
+    "<tr><th>request</th><th>status</th><th>prompt</th><th>positions written</th><th>new tokens</th>"
+    "<th>slot table (pool row of each written position)</th></tr>"
+)
+
+
+def _request_row(rid: int, r) -> str:
+    if r.status == "finished":
+        table = "given back"
+    elif r.status == "waiting":
+        table = "none held" + (" (preempted: computes again when admitted)" if r.tokens else "")
+    else:
+        table = row_runs(r.slot_table[: r.num_cached]) or "none written yet"
+    return (
+        f'<tr data-rid="{rid}"><td><span style="background: {colour(rid)}">&nbsp;&nbsp;</span> {rid}</td>'
+        f"<td>{r.status}</td><td>{plural(len(r.prompt), 'token')}</td>"
+        f"<td>{r.num_cached if r.status == 'running' else '&mdash;'}</td>"
+        f"<td>{len(r.tokens)} of {r.max_new_tokens}</td><td>{escape(table)}</td></tr>"
+    )
+
+
+class _Rows:
+    """The requests' table rows, each made once for what it shows: a step draws anew only the requests it changed."""
+
+    def __init__(self):
+        self.made: dict[tuple, str] = {}
+
+    def __call__(self, state: State) -> list[str]:
+        out = [REQUESTS_HEAD]
+        for rid, r in sorted(state.requests.items()):
+            held = tuple(r.slot_table[: r.num_cached]) if r.status == "running" else bool(r.tokens)
+            key = (rid, r.status, r.num_cached, len(r.prompt), len(r.tokens), r.max_new_tokens, held)
+            html = self.made.get(key)
+            if html is None:
+                html = self.made[key] = _request_row(rid, r)
+            out.append(html)
+        return out
 
 
 def _tree(state: State, before: State, decode) -> str:
@@ -272,51 +309,98 @@ HELP = (
 )
 
 
-def frame(state: State, before: State, decision: Decision | None, decode=None, settings: Settings | None = None) -> str:
-    """The HTML of one step: ``state`` after it, ``before`` it (for what changed), ``decision`` (None: step 0)."""
-    settings = settings or Settings(prefix_cache=True, max_step_tokens=None, window=None)
-    written = set(decision.written) if decision else set()
-    evicted = set(decision.evicted) if decision else set()
-    columns = 32 if state.pool_rows > 256 else 16
-    parts = [
-        f'<div class="rp-frame" data-step="{state.step}">',
-        f'<p class="rp-say">{escape(sentence(decision, before, state, settings))}</p>',
-        f"<h4>The pool: {plural(state.pool_rows, 'row')}, handed out in pages of {plural(state.page_size, 'row')}</h4>",
-        f'<p class="rp-help">{HELP}</p>',
-        _key(state, settings.prefix_cache),
-        _pool(pool_cells(state), written, evicted, "pool rows", columns),
-    ]
-    if state.ring_rows and settings.window:
-        w = settings.window
-        cells = ring_cells(state, w)
-        parts += [
+class _Painter:
+    """Draws frames as their parts, reusing what an earlier frame drew for rows and requests that did not change."""
+
+    def __init__(self, settings: Settings | None, decode=None):
+        self.settings = settings or Settings(prefix_cache=True, max_step_tokens=None, window=None)
+        self.decode, self.squares, self.rows = decode, _Squares(), _Rows()
+
+    def parts(self, state: State, before: State, decision: Decision | None) -> list:
+        """The frame's HTML in order: strings, and lists of strings (each pool's squares, the requests' rows)."""
+        settings, w = self.settings, self.settings.window
+        written = set(decision.written) if decision else set()
+        evicted = set(decision.evicted) if decision else set()
+        ring = bool(state.ring_rows and w)
+        ring_head = (
             f"<h4>Sliding-window rings: window {w}, {plural(len(state.rings), 'ring')} of {w} rows in use, "
-            f"{state.ring_rows} ring rows</h4>",
+            f"{state.ring_rows} ring rows</h4>\n"
             f'<p class="rp-help">A sliding layer reads only the last {w} positions, so each request keeps {w} rows '
             f"(its ring): position p goes to ring row p mod {w}, over the position {w} before it. "
-            "Each square shows the position it holds now.</p>",
-            _pool(cells, _ring_written(state, decision, w), set(), "ring rows", 16),
+            "Each square shows the position it holds now.</p>\n"
+        )
+        tree = (
+            f"<h4>The prefix tree ({plural(len(state.nodes), 'node')}; highlighted: changed this step)</h4>\n"
+            + _tree(state, before, self.decode)
+            + "\n"
+        )
+        return [
+            f'<div class="rp-frame" data-step="{state.step}">\n',
+            f'<p class="rp-say">{escape(sentence(decision, before, state, settings))}</p>\n',
+            f"<h4>The pool: {plural(state.pool_rows, 'row')}, handed out in pages of "
+            f"{plural(state.page_size, 'row')}</h4>\n"
+            f'<p class="rp-help">{HELP}</p>\n' + _key(state, settings.prefix_cache) + "\n",
+            _pool_open("pool rows", 32 if state.pool_rows > 256 else 16),
+            self.squares(pool_cells(state), written, evicted),
+            "</div>\n",
+            ring_head + _pool_open("ring rows", 16) if ring else "",
+            self.squares(ring_cells(state, w), _ring_written(state, decision, w), set(), ring=True) if ring else [],
+            "</div>\n" if ring else "",
+            f"<h4>Queues</h4><p>waiting: {', '.join(map(str, state.waiting)) or '&mdash;'} &middot; running: "
+            f"{', '.join(map(str, state.running)) or '&mdash;'}</p>\n<h4>Requests</h4>\n<table>",
+            self.rows(state),
+            "</table>\n",
+            tree if settings.prefix_cache else "",
+            "</div>",
         ]
-    parts += [
-        f"<h4>Queues</h4><p>waiting: {', '.join(map(str, state.waiting)) or '&mdash;'} &middot; running: "
-        f"{', '.join(map(str, state.running)) or '&mdash;'}</p>",
-        "<h4>Requests</h4>",
-        _requests(state),
-    ]
-    if settings.prefix_cache:
-        parts += [
-            f"<h4>The prefix tree ({plural(len(state.nodes), 'node')}; highlighted: changed this step)</h4>",
-            _tree(state, before, decode),
-        ]
-    parts.append("</div>")
-    return "\n".join(parts)
+
+    def all_parts(self, recording):
+        """Each step's parts, step 0 (before the first) to the last."""
+        before = None
+        for state, decision in zip(recording.states(), [None, *recording.decisions]):
+            yield self.parts(state, before or state, decision)
+            before = state
+
+
+def joined(parts: list) -> str:
+    """A frame's HTML from its parts (:meth:`_Painter.parts`)."""
+    return "".join(p if isinstance(p, str) else "".join(p) for p in parts)
+
+
+def frame(state: State, before: State, decision: Decision | None, decode=None, settings: Settings | None = None) -> str:
+    """The HTML of one step: ``state`` after it, ``before`` it (for what changed), ``decision`` (None: step 0)."""
+    return joined(_Painter(settings, decode).parts(state, before, decision))
 
 
 def frames(recording, decode=None) -> list[str]:
     """Every step's HTML, step 0 (before the first) to the last."""
-    out, before = [], None
-    decisions = [None, *recording.decisions]
-    for state, decision in zip(recording.states(), decisions):
-        out.append(frame(state, before or state, decision, decode, recording.settings))
-        before = state
+    return [joined(parts) for parts in _Painter(recording.settings, decode).all_parts(recording)]
+
+
+def changes(recording, decode=None) -> tuple[list, list[list[dict]]]:
+    """Every step's frame as step 0's parts and, for each later step, what changed in them: a list of
+    ``{"i": part, "s": its new string}``, ``{"i": part, "a": its new list}`` or ``{"i": part, "d": [[item,
+    new string], ...]}`` (the squares and request rows that changed). Its size follows what each step changed,
+    not the pool's size; applied in order to step 0's parts they give :func:`frames`."""
+    first, steps, old = None, [], None
+    for parts in _Painter(recording.settings, decode).all_parts(recording):
+        if old is None:
+            first = parts
+        else:
+            steps.append(_difference(old, parts))
+        old = parts
+    return first, steps
+
+
+def _difference(old: list, new: list) -> list[dict]:
+    out = []
+    for i, (a, b) in enumerate(zip(old, new)):
+        if a is b or a == b:
+            continue
+        if isinstance(b, str):
+            out.append({"i": i, "s": b})
+        elif isinstance(a, list) and len(a) == len(b):
+            out.append({"i": i, "d": [[j, y] for j, (x, y) in enumerate(zip(a, b)) if x is not y and x != y]})
+        else:
+            out.append({"i": i, "a": b})
     return out
