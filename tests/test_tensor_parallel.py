@@ -99,3 +99,35 @@ def test_a_refused_ring_connection_is_named_by_the_command(monkeypatch, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 1 and len(err) == 1
     assert "connection refused" in err[0] and "ports 41000, 41001" in err[0] and "no authentication" in err[0]
+
+
+def test_a_stranger_connecting_to_the_ring_is_named_not_a_bare_mlx_error(monkeypatch):
+    import socket
+    import threading
+
+    first, stop, held = ranks.free_ports(2), threading.Event(), []
+
+    def poke():  # another local user connects to the ranks' ports as soon as they listen
+        while not stop.is_set():
+            for port in (first, first + 1):
+                s = socket.socket()
+                try:
+                    s.connect(("127.0.0.1", port))
+                    held.append(s)
+                except OSError:
+                    s.close()
+            stop.wait(0.001)
+
+    monkeypatch.setattr(ranks, "free_ports", lambda n: first)
+    stranger = threading.Thread(target=poke, daemon=True)
+    stranger.start()
+    stream = io.StringIO()
+    try:
+        said = ranks.summary(ranks.launch(2, "tiny-llama", 2, stream=stream))
+    finally:
+        stop.set()
+        stranger.join()
+        for s in held:
+            s.close()
+    assert "Traceback" not in stream.getvalue() and "Couldn't connect" not in stream.getvalue()
+    assert f"the ring on 127.0.0.1 ports {first}, {first + 1} could not form" in said and "\n" not in said
