@@ -16,7 +16,8 @@ from helpers import drawn_states
 
 from ropepool.teaching.inspector import scenarios
 from ropepool.teaching.inspector.page import page
-from ropepool.teaching.inspector.render import changes, frames, sentence
+from ropepool.teaching.inspector.painter import changes, frame, frames
+from ropepool.teaching.inspector.render import sentence
 from ropepool.teaching.inspector.widget import Inspector
 
 
@@ -93,6 +94,15 @@ def test_the_sentence_says_the_decision():
     assert chunked and "prefilled a chunk" in sentence(
         rec.decisions[chunked[0] - 1], states[chunked[0] - 1], states[chunked[0]]
     )
+
+
+def test_frames_drawn_step_by_step_equal_frames_drawn_whole(run):
+    """Each step's frame, kept up to date from what the step changed, is the frame drawn whole from its books."""
+    rec = run.recording
+    states = list(rec.states())
+    for k, html in enumerate(frames(rec)):
+        before, decision = (states[k - 1], rec.decisions[k - 1]) if k else (states[0], None)
+        assert html == frame(states[k], before, decision, None, rec.settings), f"step {k}"
 
 
 def test_the_page_holds_every_frame_and_fetches_nothing():

@@ -1,6 +1,6 @@
 """A recorded run as one self-contained HTML page: every step's frame and a slider, nothing fetched, nothing to install.
 
-The page holds step 0's frame and what each later step changed in it (:func:`.render.changes`: the squares
+The page holds step 0's frame and what each later step changed in it (:func:`.painter.changes`: the squares
 and request rows that changed, not the whole pool again) as JSON, and a few lines of JavaScript that apply
 them in order: the slider, the buttons and the arrow keys show frame ``k`` (going back replays from step 0).
 Open it from disk, put it on a projector, send it.
@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 from html import escape
 
-from .render import STYLE, changes
+from .painter import changes
+from .render import STYLE
 
 SCRIPT = """
 const run = JSON.parse(document.getElementById('rp-frames').textContent);

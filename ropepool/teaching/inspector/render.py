@@ -6,6 +6,7 @@ prefix tree keeps it; white: free; stripes: rows a shared prefix gives several r
 this step outlined, rows evicted this step crossed; the sliding-window rings where the run has them,
 each ring row labelled with the position it holds; the queues; each request's slot table; the tree.
 Every row square carries ``data-row``, ``data-state`` and ``data-owners``, so a test reads what is drawn.
+This module draws the pieces; :mod:`.painter` puts them together into frames, step after step.
 """
 
 from __future__ import annotations
@@ -95,6 +96,17 @@ def sentence(decision: Decision | None, before: State, after: State, settings: S
     """The step's decision in words (step 0: what waits before the first step)."""
     settings = settings or Settings(prefix_cache=True, max_step_tokens=None, window=None)
     if decision is None:
+        return said(None, after, settings, (0, 0), [])
+    states = before.row_states() if decision.preempted else []
+    now = after.row_states()
+    returned = [r for r in decision.written if now[r] != "used"]
+    return said(decision, after, settings, (states.count("free"), states.count("cached")), returned)
+
+
+def said(decision: Decision | None, after: State, settings: Settings, free_and_kept: tuple, returned: list) -> str:
+    """:func:`sentence` from what it reads of the pool: how many rows were free and kept only by the tree
+    before the step (read when it preempts), and the rows it wrote that went back at once."""
+    if decision is None:
         return (
             f"Before the first step: {plural(len(after.waiting), 'request')} waiting, "
             f"{plural(after.pool_rows, 'pool row')}, all free."
@@ -107,13 +119,12 @@ def sentence(decision: Decision | None, before: State, after: State, settings: S
     if waiting:
         say += _waits(decision, waiting, settings)
     if decision.preempted:
-        states = before.row_states()
-        free, tree = states.count("free"), states.count("cached")
+        free, kept_rows = free_and_kept
         kept = " (its whole pages stay in the tree: it may find them again)" if settings.prefix_cache else ""
         say += (
             f" Preempted {_req(decision.preempted)}, the most recently admitted: the running requests needed rows "
             f"and, before this step, {plural(free, 'row was', 'rows were')} free and the tree kept "
-            f"{plural(tree, 'row')} no request held; its rows go back{kept} and it waits first in line."
+            f"{plural(kept_rows, 'row')} no request held; its rows go back{kept} and it waits first in line."
         )
     if decision.evicted:
         say += (
@@ -122,8 +133,6 @@ def sentence(decision: Decision | None, before: State, after: State, settings: S
     if decision.finished:
         kept = ", whole pages kept in the tree" if settings.prefix_cache else ""
         say += f" {_req(decision.finished).capitalize()} finished: rows given back{kept}."
-    now = after.row_states()
-    returned = [r for r in decision.written if now[r] != "used"]
     if returned and settings.prefix_cache and not decision.finished:
         say += (
             f" {plural(len(returned), 'row')} written this step went back at once: the tree already held those "
@@ -132,7 +141,7 @@ def sentence(decision: Decision | None, before: State, after: State, settings: S
     return say
 
 
-def _square(row: int, cell: tuple, written: bool, evicted: bool, ring: bool) -> str:
+def square(row: int, cell: tuple, written: bool, evicted: bool, ring: bool) -> str:
     """One row's square: ``cell`` is (state, owners, text) as :func:`pool_cells` or :func:`ring_cells` give it."""
     state, who, text = cell
     if ring:
@@ -155,24 +164,7 @@ def _square(row: int, cell: tuple, written: bool, evicted: bool, ring: bool) -> 
     )
 
 
-class _Squares:
-    """Squares made once for each (row, cell, written, evicted): a step draws anew only the rows it changed."""
-
-    def __init__(self):
-        self.made: dict[tuple, str] = {}
-
-    def __call__(self, cells: list[tuple], written: set[int], evicted: set[int], ring: bool = False) -> list[str]:
-        out = []
-        for row, cell in enumerate(cells):
-            key = (row, cell, row in written, row in evicted, ring)
-            html = self.made.get(key)
-            if html is None:
-                html = self.made[key] = _square(*key)
-            out.append(html)
-        return out
-
-
-def _pool_open(label: str, columns: int) -> str:
+def pool_open(label: str, columns: int) -> str:
     return f'<div class="rp-pool" aria-label="{escape(label)}" style="grid-template-columns: repeat({columns}, 24px)">'
 
 
@@ -201,7 +193,7 @@ def ring_cells(state: State, window: int) -> list[tuple]:
     return cells
 
 
-def _ring_written(state: State, decision: Decision | None, window: int) -> set[int]:
+def ring_written(state: State, decision: Decision | None, window: int) -> set[int]:
     if decision is None:
         return set()
     out = set()
@@ -212,7 +204,7 @@ def _ring_written(state: State, decision: Decision | None, window: int) -> set[i
     return out
 
 
-def _key(state: State, cache: bool) -> str:
+def key(state: State, cache: bool) -> str:
     seen = sorted(rid for rid in state.requests if state.requests[rid].status != "finished")
     chips = [f'<span style="background: {colour(r)}">request {r}</span>' for r in seen]
     chips += [
@@ -235,7 +227,7 @@ REQUESTS_HEAD = (
 )
 
 
-def _request_row(rid: int, r) -> str:
+def request_row(rid: int, r) -> str:
     if r.status == "finished":
         table = "given back"
     elif r.status == "waiting":
@@ -250,25 +242,13 @@ def _request_row(rid: int, r) -> str:
     )
 
 
-class _Rows:
-    """The requests' table rows, each made once for what it shows: a step draws anew only the requests it changed."""
-
-    def __init__(self):
-        self.made: dict[tuple, str] = {}
-
-    def __call__(self, state: State) -> list[str]:
-        out = [REQUESTS_HEAD]
-        for rid, r in sorted(state.requests.items()):
-            held = tuple(r.slot_table[: r.num_cached]) if r.status == "running" else bool(r.tokens)
-            key = (rid, r.status, r.num_cached, len(r.prompt), len(r.tokens), r.max_new_tokens, held)
-            html = self.made.get(key)
-            if html is None:
-                html = self.made[key] = _request_row(rid, r)
-            out.append(html)
-        return out
+def changed_nodes(state: State, before: State) -> set[int]:
+    """The prefix-tree nodes new or changed since ``before``."""
+    return {nid for nid, node in state.nodes.items() if nid not in before.nodes or before.nodes[nid] != node}
 
 
-def _tree(state: State, before: State, decode) -> str:
+def tree(state: State, marked: set[int], decode) -> str:
+    """The prefix tree as nested lists, the ``marked`` nodes highlighted; ``decode`` reads a node's tokens."""
     if not state.nodes:
         return "<p>(empty)</p>"
     children: dict[int, list[int]] = {}
@@ -284,7 +264,6 @@ def _tree(state: State, before: State, decode) -> str:
             text = "token ids " + " ".join(map(str, node.tokens[:8])) + (" ..." if len(node.tokens) > 8 else "")
         text = text if len(text) <= 60 else text[:57] + "..."
         holders = max(refs[p] for p in node.pages) - 1 if node.pages else 0
-        new = nid not in before.nodes or before.nodes[nid] != node
         rows = [p * ps + o for p in node.pages for o in range(ps)]
         label = (
             f"{plural(len(node.tokens), 'token')} &ldquo;{escape(text)}&rdquo; &middot; "
@@ -293,7 +272,7 @@ def _tree(state: State, before: State, decode) -> str:
         )
         inner = "".join(item(c) for c in sorted(children.get(nid, [])))
         return (
-            f'<li data-node="{nid}"{" class=new" if new else ""}><span>{label}</span>'
+            f'<li data-node="{nid}"{" class=new" if nid in marked else ""}><span>{label}</span>'
             + (f"<ul>{inner}</ul>" if inner else "")
             + "</li>"
         )
@@ -307,100 +286,3 @@ HELP = (
     "budget), <b>decode</b> one new token a step. The <b>prefix tree</b> keeps written rows by their tokens, so a "
     "prompt that starts the same way reuses them; its clock ticks at every lookup and insert."
 )
-
-
-class _Painter:
-    """Draws frames as their parts, reusing what an earlier frame drew for rows and requests that did not change."""
-
-    def __init__(self, settings: Settings | None, decode=None):
-        self.settings = settings or Settings(prefix_cache=True, max_step_tokens=None, window=None)
-        self.decode, self.squares, self.rows = decode, _Squares(), _Rows()
-
-    def parts(self, state: State, before: State, decision: Decision | None) -> list:
-        """The frame's HTML in order: strings, and lists of strings (each pool's squares, the requests' rows)."""
-        settings, w = self.settings, self.settings.window
-        written = set(decision.written) if decision else set()
-        evicted = set(decision.evicted) if decision else set()
-        ring = bool(state.ring_rows and w)
-        ring_head = (
-            f"<h4>Sliding-window rings: window {w}, {plural(len(state.rings), 'ring')} of {w} rows in use, "
-            f"{state.ring_rows} ring rows</h4>\n"
-            f'<p class="rp-help">A sliding layer reads only the last {w} positions, so each request keeps {w} rows '
-            f"(its ring): position p goes to ring row p mod {w}, over the position {w} before it. "
-            "Each square shows the position it holds now.</p>\n"
-        )
-        tree = (
-            f"<h4>The prefix tree ({plural(len(state.nodes), 'node')}; highlighted: changed this step)</h4>\n"
-            + _tree(state, before, self.decode)
-            + "\n"
-        )
-        return [
-            f'<div class="rp-frame" data-step="{state.step}">\n',
-            f'<p class="rp-say">{escape(sentence(decision, before, state, settings))}</p>\n',
-            f"<h4>The pool: {plural(state.pool_rows, 'row')}, handed out in pages of "
-            f"{plural(state.page_size, 'row')}</h4>\n"
-            f'<p class="rp-help">{HELP}</p>\n' + _key(state, settings.prefix_cache) + "\n",
-            _pool_open("pool rows", 32 if state.pool_rows > 256 else 16),
-            self.squares(pool_cells(state), written, evicted),
-            "</div>\n",
-            ring_head + _pool_open("ring rows", 16) if ring else "",
-            self.squares(ring_cells(state, w), _ring_written(state, decision, w), set(), ring=True) if ring else [],
-            "</div>\n" if ring else "",
-            f"<h4>Queues</h4><p>waiting: {', '.join(map(str, state.waiting)) or '&mdash;'} &middot; running: "
-            f"{', '.join(map(str, state.running)) or '&mdash;'}</p>\n<h4>Requests</h4>\n<table>",
-            self.rows(state),
-            "</table>\n",
-            tree if settings.prefix_cache else "",
-            "</div>",
-        ]
-
-    def all_parts(self, recording):
-        """Each step's parts, step 0 (before the first) to the last."""
-        before = None
-        for state, decision in zip(recording.states(), [None, *recording.decisions]):
-            yield self.parts(state, before or state, decision)
-            before = state
-
-
-def joined(parts: list) -> str:
-    """A frame's HTML from its parts (:meth:`_Painter.parts`)."""
-    return "".join(p if isinstance(p, str) else "".join(p) for p in parts)
-
-
-def frame(state: State, before: State, decision: Decision | None, decode=None, settings: Settings | None = None) -> str:
-    """The HTML of one step: ``state`` after it, ``before`` it (for what changed), ``decision`` (None: step 0)."""
-    return joined(_Painter(settings, decode).parts(state, before, decision))
-
-
-def frames(recording, decode=None) -> list[str]:
-    """Every step's HTML, step 0 (before the first) to the last."""
-    return [joined(parts) for parts in _Painter(recording.settings, decode).all_parts(recording)]
-
-
-def changes(recording, decode=None) -> tuple[list, list[list[dict]]]:
-    """Every step's frame as step 0's parts and, for each later step, what changed in them: a list of
-    ``{"i": part, "s": its new string}``, ``{"i": part, "a": its new list}`` or ``{"i": part, "d": [[item,
-    new string], ...]}`` (the squares and request rows that changed). Its size follows what each step changed,
-    not the pool's size; applied in order to step 0's parts they give :func:`frames`."""
-    first, steps, old = None, [], None
-    for parts in _Painter(recording.settings, decode).all_parts(recording):
-        if old is None:
-            first = parts
-        else:
-            steps.append(_difference(old, parts))
-        old = parts
-    return first, steps
-
-
-def _difference(old: list, new: list) -> list[dict]:
-    out = []
-    for i, (a, b) in enumerate(zip(old, new)):
-        if a is b or a == b:
-            continue
-        if isinstance(b, str):
-            out.append({"i": i, "s": b})
-        elif isinstance(a, list) and len(a) == len(b):
-            out.append({"i": i, "d": [[j, y] for j, (x, y) in enumerate(zip(a, b)) if x is not y and x != y]})
-        else:
-            out.append({"i": i, "a": b})
-    return out
