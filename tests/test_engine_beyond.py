@@ -112,6 +112,17 @@ def test_with_the_prefix_cache_sliding_layers_keep_every_row():
     assert engine.runner.rings is None and engine.runner.pools[0][0].shape[0] == 32
 
 
+@pytest.mark.parametrize("rope_dim", [0, 3])
+def test_a_deepseek_model_with_a_qk_rope_head_dim_of_no_even_size_is_refused_naming_it(rope_dim):
+    from ropepool.engine import UnsupportedModelError
+    from ropepool.loaders.tiny import ARCHS, tiny
+
+    _, module, fields = ARCHS["deepseek-v3"]
+    model = tiny(module, **{**fields, "qk_rope_head_dim": rope_dim})
+    with pytest.raises(UnsupportedModelError, match=f"qk_rope_head_dim .* positive even int, got {rope_dim}$"):
+        Engine(model, pool_rows=16)
+
+
 def test_mla_latent_pool_rows_are_c_kv_then_rotated_k_pe():
     """DeepSeek-V3's layer-0 pool rows of a prompt: the first kv_lora_rank values are kv_a_layernorm's
     latent, the rest the rotated k_pe; the pool is one head of kv_lora_rank + qk_rope_head_dim."""

@@ -398,6 +398,17 @@ class Recording:
             state.step = decision.step
             yield copy.deepcopy(state)
 
+    def replay(self):
+        """``(state, decision, change)`` after step 0 (``None, None``), 1, 2, ...: one :class:`State` changed in
+        place from step to step (nothing copied: read it before asking for the next), for a reader whose work
+        follows what each step changed."""
+        state = copy.deepcopy(self.start)
+        yield state, None, None
+        for decision, change in zip(self.decisions, self.changes):
+            state = _apply(state, change)
+            state.step = decision.step
+            yield state, decision, change
+
     def state(self, k: int) -> State:
         """The books after step ``k`` (0: before the first step)."""
         if not 0 <= k <= len(self):
