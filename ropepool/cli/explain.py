@@ -24,6 +24,7 @@ from contextlib import nullcontext
 from typing import TextIO
 
 from ..diagnosis import CHECKLISTS, FAMILIES, SETUP, Diagnosis, Facts, Unreadable, checklist, diagnose
+from ..diagnosis.sizes import config_lines
 from ..errors import WRAP_WIDTH, wrap
 from ..models import (
     MAX_HEAD_DIM,
@@ -72,6 +73,7 @@ NUMBER_OPTIONS = (
     ("--hidden-size", "hidden_size", 1 << 20, "config.hidden_size"),
     ("--rotary-dim", "rotary_dim", MAX_HEAD_DIM, "dimensions that rotate"),
     ("--passed-kv-heads", "passed_kv_heads", MAX_HEADS, "the num_kv_heads the failing call passed (not the model's)"),
+    ("--tp", "tp", 1 << 16, "the tensor-parallel size the model runs at"),
 )
 
 
@@ -169,18 +171,33 @@ def facts_of(model, **numbers) -> Facts:
         try:
             params = from_config(config)
         except ConfigError:
-            text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
-            raw = dict(
-                name=printable(str(config.get("_name_or_path") or "the config")),
-                num_qo_heads=_int_field(text, "num_attention_heads", "n_head"),
-                num_kv_heads=_int_field(text, "num_key_value_heads", "num_kv_heads"),
-                head_dim=_int_field(text, "head_dim"),
-                kv_lora_rank=_int_field(text, "kv_lora_rank"),  # MLA (DeepSeek-V2/V3): the latent pool's sizes
-                rope_dim=_int_field(text, "qk_rope_head_dim"),
-            )
             given = {k: v for k, v in numbers.items() if v is not None}
-            return Facts.of(None, **{**raw, "hidden_size": hidden, **given})
-    return Facts.of(params, **{"hidden_size": hidden, **{k: v for k, v in numbers.items() if v is not None}})
+            return Facts.of(None, **{**_raw_facts(config, hidden), "hidden_size": hidden, **given})
+    more = {"hidden_size": hidden, "vocab_size": _int_field(config, "vocab_size") if config else None}
+    return Facts.of(params, **{**more, **{k: v for k, v in numbers.items() if v is not None}})
+
+
+def _raw_facts(config: dict, hidden: int | None) -> dict:
+    """A config the loader refuses, read field by field: D = hidden_size / Hq where head_dim is absent,
+    rotary_dim from rotary_dim or partial_rotary_factor."""
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    Hq = _int_field(text, "num_attention_heads", "n_head")
+    D = _int_field(text, "head_dim") or (hidden // Hq if hidden and Hq and hidden % Hq == 0 else None)
+    fraction = text.get("partial_rotary_factor")
+    rotary = _int_field(text, "rotary_dim")
+    if rotary is None and isinstance(fraction, (int, float)) and D and 0 < fraction <= 4:
+        rotary = int(fraction * D) if fraction != 1 else None
+    return dict(
+        name=printable(str(config.get("_name_or_path") or "the config")),
+        num_qo_heads=Hq,
+        num_kv_heads=_int_field(text, "num_key_value_heads", "num_kv_heads"),
+        head_dim=D,
+        rotary_dim=rotary,
+        max_position_embeddings=_int_field(text, "max_position_embeddings"),
+        vocab_size=_int_field(text, "vocab_size"),
+        kv_lora_rank=_int_field(text, "kv_lora_rank"),  # MLA (DeepSeek-V2/V3): the latent pool's sizes
+        rope_dim=_int_field(text, "qk_rope_head_dim"),
+    )
 
 
 def diagnosis_of(text: str, model=None, **numbers) -> Diagnosis | None:
@@ -211,10 +228,11 @@ def explain(text: str, model=None, **numbers) -> str | None:
 def report(d: Diagnosis, f: Facts) -> str:
     """A diagnosis as the command line prints it: one labelled field a paragraph."""
     spec = (CATALOG.get(d.code) or MLA_CATALOG.get(d.code)) if d.code else None
+    lines = [_field("config", line) for line in config_lines(f)]  # the model's own numbers first
     if spec is not None:
-        lines = [_field("check", f"{d.code}, {d.source}")]
+        lines.append(_field("check", f"{d.code}, {d.source}"))
     else:
-        lines = [_field("family", f"{d.family}: {d.source}")]
+        lines.append(_field("family", f"{d.family}: {d.source}"))
     lines.append(_field("message", printable(d.line, 600)))
     if d.read:
         lines.append(_field("read", printable(d.read, 600)))

@@ -39,6 +39,8 @@ class Facts:
     kv_lora_rank : int         MLA's latent width, ``config.kv_lora_rank`` (None: not MLA, or unknown)
     rope_dim : int             MLA's RoPE part of a head, ``config.qk_rope_head_dim``
     max_position_embeddings : int  the positions the config gives (scaled ones included, where it scales)
+    vocab_size : int           ``config.vocab_size``
+    tp : int                   the tensor-parallel size the model runs at (``--tp``)
     """
 
     name: str = "the model"
@@ -46,13 +48,18 @@ class Facts:
     num_kv_heads: int | None = None
     head_dim: int | None = None
     hidden_size: int | None = None
-    rotary_dim: int | None = None
+
+    rotary_dim: int | None = None  # RoPE: its width, base and scaling
     rope_theta: float | None = None
     rope_scaling: dict | None = None
-    passed_kv_heads: int | None = None
+
+    passed_kv_heads: int | None = None  # what the failing call passed, and MLA's latent sizes
     kv_lora_rank: int | None = None
     rope_dim: int | None = None
-    max_position_embeddings: int | None = None
+
+    max_position_embeddings: int | None = None  # the tables (positions, tokens) and the run
+    vocab_size: int | None = None
+    tp: int | None = None
 
     @classmethod
     def of(cls, params, **overrides) -> "Facts":

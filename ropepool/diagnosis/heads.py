@@ -14,6 +14,7 @@ Each returns ``(case, quantity, why, fix)`` from the numbers and the model's :cl
 from __future__ import annotations
 
 from .base import Facts, ambiguous, heads
+from .sizes import read_pair
 
 Verdict = tuple[str, str, str, str]
 
@@ -413,7 +414,7 @@ def broadcast_case(a: int, b: int, dim: int | None, f: Facts, ndim: int | None =
     at = f" at dimension {dim}" if dim is not None else ""
     last_axis = dim is not None and ndim is not None and dim == ndim - 1
     small = min(a, b)
-    if D and rd is None and max(a, b) == D and 0 < small < D and D % small == 0 and last_axis:
+    if D and rd is None and max(a, b) == D and 0 < small < D // 2 and D % small == 0 and last_axis:
         return ambiguous(
             [
                 (
@@ -425,32 +426,7 @@ def broadcast_case(a: int, b: int, dim: int | None, f: Facts, ndim: int | None =
             ],
             "the config's rotary_dim / partial_rotary_factor (or pass --rotary-dim) and cos.shape",
         )
-    if not f.known:
-        big, small = max(a, b), min(a, b)
-        options = []
-        if small and big % small == 0 and (dim is None or dim in (1, 2) or (ndim and dim == ndim - 3)):
-            options.append(
-                ("heads", f"{big} query heads against {small} KV heads{at}: repeat_kv missing (G = {big // small})")
-            )
-        if small and big == 2 * small or (small and big % small == 0 and dim is not None and ndim and dim == ndim - 1):
-            options.append(
-                (
-                    "rotary_dim",
-                    f"the last axis: a head of {big} against cos/sin of {small} (partial RoPE) or another head_dim",
-                )
-            )
-        options.append(("tokens", f"two sequence lengths ({a} and {b}): a mask, positions or cache of another length"))
-        return ambiguous(options, "q.shape, k.shape and cos.shape just before the failing line (or add --model)")
-    sizes = {Hq, Hkv, D, rd} - {None}
-    return (
-        "foreign",
-        "heads" if pair & sizes else "tokens",
-        f"{a} against {b}{at} is none of the model's pairs (Hq = {Hq}, Hkv = {Hkv}, D = {D}"
-        + (f", rotary_dim = {rd}" if rd else "")
-        + "): a mask, positions or a cache of another length?",
-        "Print both operands' shapes just before the failing line; the one that is not [B, H, T, D] of this "
-        "model is the mistake.",
-    )
+    return read_pair(a, b, dim, ndim, f)
 
 
 def einsum_case(a: int, b: int, label: str | None, f: Facts) -> Verdict:

@@ -1,0 +1,248 @@
+"""The one reading of numbers: the model's vocabulary of sizes, and the mistake two numbers on one axis name.
+
+A family's reader only extracts what its message says (two sizes that must agree, the axis, the number
+of axes). :func:`read_pair` names each number by the model's sizes (:func:`vocabulary`, derived where
+the config leaves them out: D = hidden_size / Hq without head_dim, D/2, rotary_dim, G, Hkv x (Hq // Hkv),
+the tensor-parallel shares Hq / tp and Hkv / tp, max_position_embeddings, vocab_size) and the mistake from
+the two roles and the axis:
+
+=======================================  =================================================================
+Hq against Hkv x (Hq // Hkv)             KV heads that do not divide the query heads (repeat_kv falls short)
+D against D/2 (or rotary_dim against     cos/sin of half the head: the frequencies not concatenated, or
+its half), on the last axis              one half of the head against the whole cos/sin
+a head count against a number that is    a layout: [B, T, H, D] against [B, H, T, D] (a transpose missing),
+no size of the model, on a middle axis   or two lengths
+H against H / tp                         a tensor-parallel shard against the full count
+a position at or past a table's length   positions counted past max_position_embeddings (or a vocabulary)
+none of the model's sizes                lengths: a mask, positions or a cache of another length
+=======================================  =================================================================
+
+Where several readings fit, the verdict lists them (``ambiguous``) with what to print to tell them apart.
+:func:`config_lines` checks the model's numbers themselves, one line each, before any message is read.
+"""
+
+from __future__ import annotations
+
+from .base import Facts, ambiguous
+
+Verdict = tuple[str, str, str, str]
+
+
+def head_dim_of(f: Facts) -> int | None:
+    """D: ``head_dim``, or ``hidden_size / Hq`` where the config leaves it out and Hq divides it."""
+    if f.head_dim:
+        return f.head_dim
+    if f.hidden_size and f.num_qo_heads and f.hidden_size % f.num_qo_heads == 0:
+        return f.hidden_size // f.num_qo_heads
+    return None
+
+
+def vocabulary(f: Facts) -> dict[int, list[str]]:
+    """Each size the model gives or implies, by value: ``{128: ['D (head_dim)'], 64: ['D/2'], ...}``."""
+    Hq, Hkv, D, rd, tp = f.num_qo_heads, f.num_kv_heads, head_dim_of(f), f.rotary_dim, f.tp
+    named: list[tuple[int | None, str]] = [
+        (Hq, "Hq (num_attention_heads)"),
+        (Hkv, "Hkv (num_key_value_heads)"),
+        (D, "D (head_dim)" if f.head_dim else "D (hidden_size / Hq)"),
+        (D // 2 if D else None, "D/2 (half a head)"),
+        (rd if rd and rd != D else None, "rotary_dim"),
+        (rd // 2 if rd and rd != D else None, "rotary_dim/2"),
+        (f.naive_head_dim if f.naive_head_dim != D else None, "hidden_size // Hq"),
+        (Hq * D if Hq and D else None, "Hq x D (q_proj's width)"),
+        (Hkv * D if Hkv and D else None, "Hkv x D (k_proj's width)"),
+        (f.hidden_size, "hidden_size"),
+        (f.max_position_embeddings, "max_position_embeddings"),
+        (f.vocab_size, "vocab_size"),
+    ]
+    if Hq and Hkv:
+        if Hq % Hkv == 0:
+            named.append((Hq // Hkv if Hq != Hkv else None, "G = Hq / Hkv"))
+        else:
+            named.append((Hkv * (Hq // Hkv), "Hkv x (Hq // Hkv)"))
+    if tp and tp > 1:
+        for n, what in ((Hq, "Hq"), (Hkv, "Hkv")):
+            if n and n % tp == 0:
+                named.append((n // tp, f"{what} / tp ({n} / {tp})"))
+    out: dict[int, list[str]] = {}
+    for value, name in named:
+        if value:
+            out.setdefault(value, []).append(name)
+    return out
+
+
+def name_of(n: int, f: Facts) -> str:
+    """``32 (Hq (num_attention_heads))``, or ``7 (none of the model's sizes)``."""
+    names = vocabulary(f).get(n)
+    return f"{n} ({' = '.join(names)})" if names else f"{n} (none of the model's sizes)"
+
+
+def config_lines(f: Facts) -> list[str]:
+    """The model's own numbers that cannot all hold, one line each: KV heads that do not divide the query
+    heads, a head_dim apart from hidden_size / Hq, a rotary width past head_dim, a tp that splits neither."""
+    Hq, Hkv, D, rd, tp, hidden = f.num_qo_heads, f.num_kv_heads, f.head_dim, f.rotary_dim, f.tp, f.hidden_size
+    out = []
+    if Hq and Hkv and Hq % Hkv:
+        out.append(
+            f"num_key_value_heads = {Hkv} does not divide num_attention_heads = {Hq}: no group of whole query "
+            f"heads per KV head; repeat_kv by {Hq} // {Hkv} = {Hq // Hkv} gives {Hkv * (Hq // Hkv)} heads, not {Hq}"
+        )
+    if D and hidden and Hq and hidden != Hq * D:
+        out.append(
+            f"head_dim = {D} differs from hidden_size / num_attention_heads = {hidden} / {Hq} = {hidden / Hq:g}: "
+            f"q_proj is {Hq} x {D} = {Hq * D} wide; code that derives head_dim from hidden_size builds it wrong"
+        )
+    elif not D and hidden and Hq and hidden % Hq:
+        out.append(f"hidden_size = {hidden} is not a multiple of num_attention_heads = {Hq} and no head_dim is set")
+    D = head_dim_of(f)
+    if D and rd and rd > D:
+        out.append(f"rotary_dim = {rd} is past head_dim = {D}: a head has only {D} dimensions to rotate")
+    if tp and tp > 1 and Hq and Hkv:
+        splits_q = Hq % tp == 0
+        splits_kv = Hkv % tp == 0 or tp % Hkv == 0
+        if not splits_q and not splits_kv:
+            out.append(f"tp = {tp} splits neither the {Hq} query heads nor the {Hkv} KV heads into whole heads")
+        elif not splits_q:
+            out.append(f"tp = {tp} does not split the {Hq} query heads into whole heads ({Hq} / {tp})")
+        elif not splits_kv:
+            out.append(f"tp = {tp} splits the {Hq} query heads but not the {Hkv} KV heads (nor replicates them)")
+    return out
+
+
+def _half(big: int, small: int, f: Facts, at: str) -> list[tuple[str, str]]:
+    """D (or rotary_dim) against its half on the last axis."""
+    return [
+        (
+            "half_head_dim",
+            f"{big} against {small}{at} is a head of {big} against half of it: cos/sin built from the {small} "
+            f"frequencies without doubling them (emb = torch.cat((freqs, freqs), dim=-1) gives {big} columns)",
+        ),
+        (
+            "half_head_dim",
+            f"or one half of the head (x[..., :{small}], rotate_half's halves, or GPT-J's interleaved pairs read "
+            f"as halves) met the whole {big}-wide cos/sin",
+        ),
+        ("rotary_dim", f"or a partial RoPE of rotary_dim = {small} whose cos/sin met the whole head"),
+    ]
+
+
+def _layout(h: int, t: int, names: str, at: str) -> list[tuple[str, str]]:
+    return [
+        (
+            "layout",
+            f"{h} is {names} and {t} is no size of the model{at}: one operand is [B, T, H, D] and the other "
+            f"[B, H, T, D] (a transpose(1, 2) missing), so its {t} tokens meet the other's {h} heads",
+        ),
+        ("tokens", f"or {h} and {t} are two lengths (a mask, positions or a cache of another length)"),
+    ]
+
+
+def _tp_share(a: int, b: int, f: Facts) -> list[tuple[str, str]]:
+    out = []
+    for n, what in ((f.num_qo_heads, "query"), (f.num_kv_heads, "KV")):
+        if n and {a, b} & {n} and min(a, b) < n and n % min(a, b) == 0 and max(a, b) == n:
+            tp = n // min(a, b)
+            out.append(("tp", f"{min(a, b)} is one rank's share of the {n} {what} heads at tp = {tp}"))
+    return out
+
+
+def readings(a: int, b: int, dim: int | None, ndim: int | None, f: Facts) -> list[tuple[str, str]]:
+    """The mistakes that give sizes ``a`` and ``b`` on axis ``dim`` (of ``ndim``), read by their roles."""
+    sizes = vocabulary(f)
+    Hq, Hkv, D, rd = f.num_qo_heads, f.num_kv_heads, head_dim_of(f), f.rotary_dim
+    at = f" at dimension {dim}" if dim is not None else ""
+    if ndim is not None and dim is not None:
+        last, middle = dim in (-1, ndim - 1), 1 <= dim < ndim - 1
+    else:  # a message without the number of axes: the last axis or a middle one
+        last, middle = dim is None or dim == -1 or dim >= 2, dim is None or dim >= 1
+    big = max(a, b)
+    out: list[tuple[str, str]] = []
+    if Hq and Hkv and Hq % Hkv and {a, b} == {Hq, Hkv * (Hq // Hkv)}:
+        out.append(
+            (
+                "kv_heads_do_not_divide",
+                f"{Hq} query heads against {Hkv} x ({Hq} // {Hkv}) = {Hkv * (Hq // Hkv)}: k and v were repeated "
+                f"to the query heads by {Hq // Hkv}, and {Hkv} KV heads do not divide {Hq}; the config's "
+                "num_key_value_heads is not the checkpoint's (or the model cannot be grouped)",
+            )
+        )
+    for w in (D, rd):
+        if w and {a, b} == {w, w // 2} and last:
+            out += _half(w, w // 2, f, at)
+            break
+    heads = {Hq: "Hq", Hkv: "Hkv"}
+    for h, t in ((a, b), (b, a)):
+        if h in heads and h and t not in sizes and middle:
+            out += _layout(h, t, heads[h], at)
+            break
+    out += _tp_share(a, b, f)
+    P = f.max_position_embeddings
+    if P and P in (a, b) and big > P:
+        out.append(("positions", f"{big} positions against a table of max_position_embeddings = {P}"))
+    if not out and not f.known:
+        out += _without_model(a, b, dim, last, middle, at)
+    return out
+
+
+def _without_model(a: int, b: int, dim, last: bool, middle: bool, at: str) -> list[tuple[str, str]]:
+    """Readings from the relation of the two numbers alone (no model given)."""
+    big, small = max(a, b), min(a, b)
+    out = []
+    if small and big % small == 0 and middle:
+        out.append(("heads", f"{big} query heads against {small} KV heads{at}: repeat_kv missing (G = {big // small})"))
+    if small and big == 2 * small and last:
+        out.append(("half_head_dim", f"a head of {big} against cos/sin (or a half) of {small}{at}"))
+    elif small and big % small == 0 and last:
+        out.append(("rotary_dim", f"the last axis: a head of {big} against cos/sin of {small} (partial RoPE)"))
+    if middle:
+        out.append(
+            ("layout", f"or a [B, T, H, D] operand against a [B, H, T, D] one: {a} and {b} are heads and tokens")
+        )
+    return out
+
+
+#: The fix of a reading that is the only one.
+_FIXES = {
+    "kv_heads_do_not_divide": (
+        "Take num_key_value_heads from the checkpoint's own config.json (k_proj's rows / head_dim): it divides "
+        "num_attention_heads; a KV-head count that does not divide it gives no grouping at all."
+    ),
+    "tp": "View with the per-rank count (the full count / tp), or view(..., -1, head_dim).",
+    "positions": (
+        "Keep positions below max_position_embeddings (a step's positions run cached .. cached + new - 1), or "
+        "scale RoPE to reach the length asked."
+    ),
+}
+
+
+def read_pair(a: int, b: int, dim: int | None, ndim: int | None, f: Facts) -> Verdict:
+    """The verdict for sizes ``a`` and ``b`` that must agree on axis ``dim``: one mistake where the roles
+    name one, several (``ambiguous``) where they fit several, and two lengths where they name none."""
+    found = readings(a, b, dim, ndim, f)
+    check = f"the shapes of both operands just before the failing line (which holds {a}, which {b}, and on which axis)"
+    if len(found) == 1 and found[0][0] != "layout":
+        name, text = found[0]
+        fix = _FIXES.get(name, "Print " + check + ".")
+        return name, name, f"{name_of(a, f)} against {name_of(b, f)}: {text}.", fix
+    if found:
+        case, quantity, why, fix = ambiguous(found, check)
+        return case, quantity, f"{name_of(a, f)} against {name_of(b, f)}; " + why, fix
+    at = f" at dimension {dim}" if dim is not None else ""
+    if not f.known:
+        case, quantity, why, fix = ambiguous(
+            [("tokens", f"two sequence lengths ({a} and {b}){at}: a mask, positions or a cache of another length")],
+            check + " (or add --model)",
+        )
+        return case, quantity, why, fix
+    return (
+        "foreign",
+        "tokens",
+        f"{a} against {b}{at}: neither is a size of the model ({describe_sizes(f)}): a mask, positions or a "
+        "cache of another length.",
+        "Print both operands' shapes just before the failing line; the one that is not [B, H, T, D] of this "
+        "model is the mistake.",
+    )
+
+
+def describe_sizes(f: Facts) -> str:
+    """The model's sizes in one line: ``Hq = 32, Hkv = 8, D = 128, D/2 = 64, G = 4``."""
+    return ", ".join(f"{' = '.join(names)} = {value}" for value, names in sorted(vocabulary(f).items())[:14])

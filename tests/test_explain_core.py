@@ -1,0 +1,46 @@
+"""explain's one reading of numbers (ropepool/diagnosis/sizes.py): two sizes named by the model's vocabulary
+of sizes, the mistake from their roles and the axis; the config's own numbers checked first."""
+
+from ropepool.cli.explain import explain, facts_of
+from ropepool.diagnosis import diagnose
+
+BROADCAST = "The size of tensor a ({}) must match the size of tensor b ({}) at non-singleton dimension {}"
+#: A config whose 6 KV heads do not divide its 32 query heads, and no head_dim (D = 4096 / 32).
+SIX_KV = {"hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 6, "vocab_size": 32000}
+
+
+def flat(text):
+    return " ".join(text.split())
+
+
+def test_the_head_against_its_half_on_the_last_axis_is_read_as_d_against_d_over_two():
+    d = diagnose(BROADCAST.format(128, 64, 3), facts_of("llama-3-8b"))
+    assert d.case == "ambiguous" and "half_head_dim" in d.quantity
+    assert "D/2" in d.why and "torch.cat((freqs, freqs), dim=-1)" in d.why
+
+
+def test_query_heads_against_a_number_no_size_of_the_model_is_a_layout_or_two_lengths():
+    d = diagnose(BROADCAST.format(32, 7, 1), facts_of("llama-3-8b"))
+    assert d.case == "ambiguous" and d.quantity == "layout/tokens"
+    assert "[B, T, H, D]" in d.why and "transpose(1, 2)" in d.why and "32 (Hq" in d.why
+
+
+def test_kv_heads_that_do_not_divide_are_said_by_the_config_and_read_in_the_message():
+    f = facts_of(SIX_KV)
+    assert f.head_dim == 128  # hidden_size / Hq, where the config has no head_dim
+    out = flat(explain(BROADCAST.format(32, 30, 1), f))
+    assert out.startswith("config num_key_value_heads = 6 does not divide num_attention_heads = 32")
+    assert "D = 128" in out and "kv_heads_do_not_divide" in out and "6 x (32 // 6) = 30" in out
+
+
+def test_a_tp_size_that_splits_neither_head_count_is_one_config_line():
+    out = flat(explain(BROADCAST.format(17, 16, 2), facts_of("llama-3-8b", tp=3)))
+    assert "config tp = 3 splits neither the 32 query heads nor the 8 KV heads" in out
+    assert flat(explain(BROADCAST.format(17, 16, 2), facts_of("llama-3-8b", tp=4))).startswith("family")
+
+
+def test_a_rotary_width_past_the_head_and_a_head_dim_apart_from_hidden_size():
+    cfg = {"hidden_size": 2048, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 128, "rotary_dim": 192}
+    out = flat(explain(BROADCAST.format(17, 16, 2), facts_of(cfg)))
+    assert "rotary_dim = 192 is past head_dim = 128" in out
+    assert "head_dim = 128 differs from hidden_size / num_attention_heads = 2048 / 8 = 256" in out
