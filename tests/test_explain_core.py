@@ -44,3 +44,47 @@ def test_a_rotary_width_past_the_head_and_a_head_dim_apart_from_hidden_size():
     out = flat(explain(BROADCAST.format(17, 16, 2), facts_of(cfg)))
     assert "rotary_dim = 192 is past head_dim = 128" in out
     assert "head_dim = 128 differs from hidden_size / num_attention_heads = 2048 / 8 = 256" in out
+
+
+# Messages of frameworks explain has no reader for (their wording made up here, their numbers a model's):
+# read from their numbers by the same core, from the words they name, or said foreign.
+
+
+def test_a_reshape_of_an_unknown_framework_is_read_from_its_numbers():
+    d = diagnose("ValueError: cannot reshape array of size 7168 into shape (1,7,32,128)", facts_of("llama-3-8b"))
+    assert d.family == "unknown" and "read from its numbers" in d.source and d.case == "kv_viewed_with_hq"
+
+
+def test_a_count_that_must_divide_another_is_read_by_the_words_before_each_number():
+    d = diagnose("AssertionError: num_heads (32) must be divisible by num_kv_heads (6)", facts_of(None))
+    assert d.case == "kv_heads_do_not_divide" and "32 / 6 is not whole" in d.why
+    tp = diagnose("AssertionError: heads (28) not divisible by tensor parallel size (8)", facts_of(None))
+    assert tp.case == "tp_does_not_divide_heads"
+
+
+def test_two_shapes_whose_middle_axes_are_swapped_are_a_layout_and_what_is_left():
+    text = "RuntimeError: attention kernel: q has shape (1, 32, 7, 128) but k has shape (1, 7, 8, 128)"
+    d = diagnose(text, facts_of("llama-3-8b"))
+    assert d.case == "layout" and "transpose(1, 2)" in d.why and "repeat_kv" in d.why
+
+
+def test_a_message_without_numbers_naming_rope_gets_the_candidates_and_a_foreign_one_is_said_not_mine():
+    d = diagnose("RuntimeError: rotary kernel failed: unsupported rotary layout", facts_of("llama-3-8b"))
+    assert d.family == "unknown" and d.case == "ambiguous" and "rotary_dim" in d.quantity
+    foreign = diagnose("OSError: Can't load tokenizer for 'org/model'. tokenizer.json not found", facts_of(None))
+    assert foreign.case == "not_mine" and "tokenizer" in foreign.why
+    assert diagnose("ValueError: learning rate must be positive", facts_of(None)) is None
+
+
+def test_the_command_exits_1_on_a_foreign_message_and_says_why(capsys):
+    from ropepool.__main__ import main
+
+    rc = main(["explain", "requests.exceptions.ConnectionError: Max retries exceeded with url: /api/models"])
+    out = capsys.readouterr().out
+    assert rc == 1 and "not_mine" in out and "the network" in out
+
+
+def test_mlx_older_strict_load_wording_without_a_count_is_read():
+    names = "model.layers.0.self_attn.rotary_emb.inv_freq model.layers.1.self_attn.rotary_emb.inv_freq"
+    d = diagnose(f"ValueError: Received parameters not in model: {names}.", facts_of("llama-3-8b"))
+    assert d.family == "mlx" and d.case == "rope_buffers_in_weights" and d.read.startswith("2 names")

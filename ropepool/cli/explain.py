@@ -256,7 +256,7 @@ def report(d: Diagnosis, f: Facts) -> str:
     named = f"{d.case} ({d.quantity})" if d.quantity and d.quantity != d.case else d.case
     lines.append(_field("case", f"{named}: {d.why}"))
     lines.append(_field("fix", d.fix))
-    needs_no_model = d.family in ("transformers", "vllm", "mlx-lm") or d.case == "engine_argument"
+    needs_no_model = d.family in ("transformers", "vllm", "mlx-lm") or d.case in ("engine_argument", "not_mine")
     if not f.known and not d.ambiguous and not needs_no_model:
         lines.append(
             _field(
@@ -462,7 +462,7 @@ def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None
         )
         return 1
     print(result, file=out)
-    return 0
+    return 1 if "\ncase      not_mine" in result else 0
 
 
 def _model_options(args: argparse.Namespace, err: TextIO) -> tuple:

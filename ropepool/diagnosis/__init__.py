@@ -14,7 +14,10 @@ One recogniser per family of messages, each reading its numbers out of the text 
 :mod:`.silent`      checklists for failures with no message (GGUF pairs, long context, FP8 2x)
 ==================  ==============================================================================
 
-:func:`diagnose` runs them all and keeps the message printed last (a traceback's final line).
+:func:`diagnose` runs them all and keeps the message printed last (a traceback's final line). A message
+none of them reads goes to :mod:`.unknown`: read from its numbers by the same core (:mod:`.sizes`), from
+the words it names (heads, RoPE, positions, the KV cache), or said foreign (a tokenizer, the CUDA
+driver, the network).
 
 Example
 -------
@@ -26,7 +29,7 @@ Example
 
 from __future__ import annotations
 
-from . import apple_mlx, engine_args, engines, hf_config, op, pytorch
+from . import apple_mlx, engine_args, engines, hf_config, op, pytorch, unknown
 from .base import Case, Diagnosis, Facts
 from .op import K_CASES, SHAPE_CODES, ReadError, case_of, k_shape_case, read_error
 from .silent import CHECKLISTS, SETUP, checklist
@@ -73,7 +76,7 @@ def diagnose(text: str, facts: Facts | None = None, others_of=None) -> Diagnosis
     """The diagnosis of the last message any family recognises in ``text``, for the model of ``facts``.
 
     ``others_of(heads, head_dim)`` may name other models with that head count (for a foreign k).
-    None if no family recognises the text. Raises :class:`Unreadable` (one line) for numbers no tensor has.
+    None if neither a family nor the reading of numbers and words (:mod:`.unknown`) reads the text. Raises :class:`Unreadable` (one line) for numbers no tensor has.
     Time: linear in ``len(text)``.
     """
     f = facts or Facts()
@@ -87,5 +90,5 @@ def diagnose(text: str, facts: Facts | None = None, others_of=None) -> Diagnosis
         if hit is not None:
             found.append(hit)
     if not found:
-        return None
+        return unknown.diagnose(text, f)
     return max(found, key=lambda hit: hit[0])[1]

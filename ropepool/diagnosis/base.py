@@ -139,7 +139,6 @@ class Diagnosis:
 def ambiguous(options: list[tuple[str, str]], check: str) -> tuple[str, str, str, str]:
     """``(case, quantity, why, fix)`` of numbers that fit several mistakes: ``options`` as (name, text)."""
     texts = [(name, text[3:] if text.startswith("or ") else text) for name, text in options]
-    why = "these numbers fit more than one mistake: " + "; or ".join(
-        f"({chr(65 + i)}) {name}: {text}" for i, (name, text) in enumerate(texts)
-    )
+    lead = "these numbers fit more than one mistake: " if len(texts) > 1 else "the one reading that fits, unconfirmed: "
+    why = lead + "; or ".join(f"({chr(65 + i)}) {name}: {text}" for i, (name, text) in enumerate(texts))
     return "ambiguous", "/".join(dict.fromkeys(name for name, _ in options)), why, f"Check {check} to tell."

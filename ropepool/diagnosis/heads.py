@@ -511,6 +511,18 @@ def index_case(index: int, dim: int, size: int, f: Facts) -> Verdict:
             f"(0..{Hq - 1}): the KV head of query head h is h // G.",
             f"Index the pool with the KV head kv_head = h // {G} (G = Hq / Hkv = {Hq} / {Hkv}), not the query head h.",
         )
+    P, V = f.max_position_embeddings, f.vocab_size
+    if size and size in (P, V):
+        table = "max_position_embeddings" if size == P else "vocab_size"
+        what = "a position" if size == P else "a token id"
+        return (
+            "positions" if size == P else "token_id",
+            "positions" if size == P else "token_id",
+            f"{size} is {f.name}'s {table}: index {index} is {what} at or past the end of that table.",
+            "Keep positions below max_position_embeddings (scale RoPE to reach further)"
+            if size == P
+            else "Resize the embeddings to the tokenizer (resize_token_embeddings) or use the model's own tokenizer.",
+        )
     edge = (
         f"index {index} is one past the last row ({size - 1}): an off-by-one (a slot counted from 1, or <= where "
         "< was meant)"

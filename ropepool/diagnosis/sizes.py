@@ -165,6 +165,15 @@ def readings(a: int, b: int, dim: int | None, ndim: int | None, f: Facts) -> lis
                 "num_key_value_heads is not the checkpoint's (or the model cannot be grouped)",
             )
         )
+    if Hq and Hkv and Hq != Hkv and {a, b} == {Hq, Hkv}:
+        out.append(
+            (
+                "missing_repeat_kv",
+                f"q's {Hq} query heads met k/v's {Hkv} KV heads{at}: attention written for MHA got GQA tensors, "
+                f"repeat_kv not applied (G = {Hq // Hkv})"
+                + ("" if middle else "; or two lengths that happen to be these"),
+            )
+        )
     for w in (D, rd):
         if w and {a, b} == {w, w // 2} and last:
             out += _half(w, w // 2, f, at)
@@ -174,7 +183,8 @@ def readings(a: int, b: int, dim: int | None, ndim: int | None, f: Facts) -> lis
         if h in heads and h and t not in sizes and middle:
             out += _layout(h, t, heads[h], at)
             break
-    out += _tp_share(a, b, f)
+    if {a, b} != {Hq, Hkv}:
+        out += _tp_share(a, b, f)
     P = f.max_position_embeddings
     if P and P in (a, b) and big > P:
         out.append(("positions", f"{big} positions against a table of max_position_embeddings = {P}"))
@@ -205,6 +215,11 @@ _FIXES = {
     "kv_heads_do_not_divide": (
         "Take num_key_value_heads from the checkpoint's own config.json (k_proj's rows / head_dim): it divides "
         "num_attention_heads; a KV-head count that does not divide it gives no grouping at all."
+    ),
+    "missing_repeat_kv": (
+        "Repeat k and v to the query heads before the product (repeat_kv, torch.repeat_interleave(k, G, dim=1), "
+        "mx.repeat(k, G, axis=1)), or call an attention that takes the KV heads as they are "
+        "(scaled_dot_product_attention(..., enable_gqa=True), mx.fast.scaled_dot_product_attention)."
     ),
     "tp": "View with the per-rank count (the full count / tp), or view(..., -1, head_dim).",
     "positions": (
@@ -246,3 +261,87 @@ def read_pair(a: int, b: int, dim: int | None, ndim: int | None, f: Facts) -> Ve
 def describe_sizes(f: Facts) -> str:
     """The model's sizes in one line: ``Hq = 32, Hkv = 8, D = 128, D/2 = 64, G = 4``."""
     return ", ".join(f"{' = '.join(names)} = {value}" for value, names in sorted(vocabulary(f).items())[:14])
+
+
+def _is(n: int, role: str | None, want: str, value: int | None) -> bool:
+    return role == want or (role is None and value is not None and n == value)
+
+
+def divides_case(n: int, n_role: str | None, d: int, d_role: str | None, f: Facts) -> Verdict:
+    """``n`` that must be a multiple of ``d`` and is not; ``*_role`` what the message's words call each
+    (heads, kv_heads, tp, ...; None: unnamed): the count that does not divide, by roles or by value."""
+    Hq, Hkv = f.num_qo_heads, f.num_kv_heads
+    heads_n = _is(n, n_role, "heads", Hq) or (n_role is None and n == Hkv)
+    if heads_n and _is(d, d_role, "kv_heads", Hkv):
+        return (
+            "kv_heads_do_not_divide",
+            "heads",
+            f"{n} query heads are not a multiple of {d} KV heads: each KV head serves a whole group of Hq / Hkv "
+            f"query heads, and {n} / {d} is not whole"
+            + (f"; {f.name} has Hq = {Hq}, Hkv = {Hkv}" if Hq and Hkv else "")
+            + ".",
+            _FIXES["kv_heads_do_not_divide"],
+        )
+    if heads_n and (d_role == "tp" or (d_role is None and f.tp == d)):
+        what = "KV" if n == Hkv and n != Hq else "query"
+        return (
+            "tp_does_not_divide_heads",
+            "tp",
+            f"tensor parallelism over {d} ranks gives each rank {n} / {d} {what} heads, not whole.",
+            f"Pick a tensor-parallel size that divides {n}: {[t for t in range(1, n + 1) if n % t == 0]}.",
+        )
+    if f.hidden_size and n == f.hidden_size and _is(d, d_role, "heads", Hq):
+        return (
+            "heads_do_not_divide_hidden",
+            "head_dim",
+            f"hidden_size = {n} is not a multiple of num_attention_heads = {d}: no whole head_dim exists.",
+            "Set head_dim in the config (or take num_attention_heads from the checkpoint's config).",
+        )
+    return ambiguous(
+        [
+            ("heads", f"{n} query heads against {d} KV heads: the KV heads do not divide the query heads"),
+            ("tp", f"or {n} heads over a tensor-parallel size of {d}"),
+            ("tokens", f"or a length of {n} against a block (page) size of {d}"),
+        ],
+        f"which counts the failing call passed, against the model's ({describe_sizes(f) if f.known else 'add --model'})",
+    )
+
+
+def read_shapes(a: tuple, b: tuple, f: Facts) -> tuple[str, Verdict] | None:
+    """``(read, verdict)`` of two shapes that should agree (aligned at the right, as broadcasting does): the
+    pair on the last axis they differ on, or, where the middle two axes of one are the other's swapped,
+    a layout ([B, T, H, D] against [B, H, T, D]) and what is left; None where they agree."""
+    n = max(len(a), len(b))
+    pa, pb = (1,) * (n - len(a)) + tuple(a), (1,) * (n - len(b)) + tuple(b)
+    bad = [i for i in range(n) if pa[i] != pb[i] and 1 not in (pa[i], pb[i])] or [i for i in range(n) if pa[i] != pb[i]]
+    if not bad:
+        return None
+    read = f"shapes {list(a)} and {list(b)}"
+    if n == 4 and len(bad) >= 2 and (pa[1] == pb[2] or pa[2] == pb[1]):
+        swapped = (pb[0], pb[2], pb[1], pb[3])
+        left = [i for i in range(n) if pa[i] != swapped[i] and 1 not in (pa[i], swapped[i])]
+        if len(left) <= 1:
+            return read + ": axes 1 and 2 swapped between them", _swapped(pa, pb, left, f)
+    dim = bad[-1]
+    return f"{read}: {pa[dim]} against {pb[dim]} on axis {dim}", read_pair(pa[dim], pb[dim], dim, n, f)
+
+
+def _swapped(a: tuple, b: tuple, left: list, f: Facts) -> Verdict:
+    """Shapes whose axes 1 and 2 are each other's: one is [B, T, H, D], the other [B, H, T, D]."""
+    vocab = vocabulary(f)
+    heads_first = a[1] in vocab and a[1] in (f.num_qo_heads, f.num_kv_heads) or a[2] not in vocab
+    which = (
+        "the first [B, H, T, D], the second [B, T, H, D]"
+        if heads_first
+        else "the first [B, T, H, D], the second [B, H, T, D]"
+    )
+    why = f"{list(a)} against {list(b)}: axes 1 and 2 are each other's ({which}): a transpose(1, 2) is missing."
+    fix = "Transpose the [B, T, H, D] one to [B, H, T, D] (x.transpose(1, 2)) before the call."
+    if left:
+        i = left[0]
+        other = (b[0], b[2], b[1], b[3])[i]
+        case, quantity, more, more_fix = read_pair(a[i], other, i, 4, f)
+        why += f" Transposed, {a[i]} still meets {other} on axis {i}: " + more
+        fix += " Then: " + more_fix
+        return "layout", "layout/" + quantity, why, fix
+    return "layout", "layout", why, fix
