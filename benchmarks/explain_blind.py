@@ -5,8 +5,8 @@
     .venv/bin/python benchmarks/explain_blind.py CASES --judge c07 model right "names repeat_kv, G = 4"
 
 ``cases.json`` is a list of ``{id, framework, generated_by, message, args, answer, must_mention, kind}``
-(``kind``: diagnose, ambiguous or decline; ``args``: the command's options, paths relative to the cases'
-folder), and cases with ``log`` (a file in that folder) and ``expected_errors`` (``[{line, about}]``).
+(``kind``: diagnose, ambiguous or decline; ``args``: the command's options; a path whose file name is in the
+cases' folder is read from there), and cases with ``log`` (a file in that folder) and ``expected_errors`` (``[{line, about}]``).
 Each case runs as a subprocess, ``python -m ropepool explain MESSAGE ARGS`` with ``PYTHONPATH`` the
 ``--tree`` (so the same cases score two checkouts), twice: with its args (``model``) and without the
 options that give a model (``bare``; once where it has none). Per case and mode it prints the output's
@@ -65,13 +65,22 @@ def bare(args: list[str]) -> list[str]:
     return out
 
 
+def local(arg: str, folder: Path) -> str:
+    """``arg`` as a file of the cases' folder where a file of its name is there (``/work/blind/x/cfg.json``
+    -> ``cfg.json``): the copy beside the cases, wherever they were written."""
+    if "/" in arg and (folder / Path(arg).name).is_file():
+        return Path(arg).name
+    return arg
+
+
 def run_case(case: dict, args: list[str], tree: Path, folder: Path) -> tuple[int, str]:
     """``(exit status, stdout + stderr)`` of explain on ``case`` with ``args``, run from ``folder``."""
     cmd = [sys.executable, "-m", "ropepool", "explain"]
     if "log" in case:
-        cmd += ["--log", case["log"]]
+        cmd += ["--log", local(case["log"], folder)]
     else:
         cmd.append(case["message"])
+    args = [local(a, folder) for a in args]
     env = dict(os.environ, PYTHONPATH=str(tree.resolve()))
     done = subprocess.run(cmd + args, cwd=folder, env=env, capture_output=True, text=True, timeout=600)
     return done.returncode, done.stdout + ("\n[stderr]\n" + done.stderr if done.stderr.strip() else "")
