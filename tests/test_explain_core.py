@@ -88,3 +88,45 @@ def test_mlx_older_strict_load_wording_without_a_count_is_read():
     names = "model.layers.0.self_attn.rotary_emb.inv_freq model.layers.1.self_attn.rotary_emb.inv_freq"
     d = diagnose(f"ValueError: Received parameters not in model: {names}.", facts_of("llama-3-8b"))
     assert d.family == "mlx" and d.case == "rope_buffers_in_weights" and d.read.startswith("2 names")
+
+
+# Without a model, a reading from the relation of two numbers alone is never the one answer.
+
+
+def test_without_a_model_two_numbers_are_never_a_single_verdict_nor_named_as_the_models():
+    d = diagnose("ValueError: [broadcast_shapes] Shapes (1,28) and (1,4) cannot be broadcast.", facts_of(None))
+    assert d.case == "ambiguous" and "heads" in d.quantity.split("/") and "tokens" in d.quantity
+    assert "model's sizes" not in d.why
+    partial = diagnose(BROADCAST.format(80, 32, 3), facts_of(None))
+    assert partial.case == "ambiguous" and "rotary_dim = 32" in partial.why
+
+
+def test_a_message_whose_shapes_follow_on_the_next_lines_is_read_with_them():
+    text = "ValueError: Shapes of the inputs disagree:\n  q: (1, 6, 32, 128)\n  k: (1, 6, 8, 128)\nsee the docs"
+    d = diagnose(text, facts_of("llama-3-8b"))
+    assert d.family == "unknown" and d.case == "missing_repeat_kv"
+
+
+def test_a_config_without_a_kv_head_count_says_mha_is_built_and_positional_is_no_position():
+    cfg = {"hidden_size": 3584, "num_attention_heads": 28, "model_type": "qwen2"}
+    text = "TypeError: ModelArgs.__init__() missing 1 required positional argument: 'num_key_value_heads'"
+    out = flat(explain(text, facts_of(cfg)))
+    assert out.startswith("config num_key_value_heads is absent: read as MHA, Hkv = Hq = 28")
+    assert "positions" not in out.split(" case ", 1)[1].split(" fix ", 1)[0]
+
+
+def test_an_index_at_a_tables_length_lists_the_position_reading():
+    d = diagnose("IndexError: index 8192 is out of bounds for dimension 0 with size 8192", facts_of("llama-3-8b"))
+    assert d.case == "ambiguous" and "positions" in d.quantity and "cos/sin cache" in d.why
+
+
+def test_the_config_is_checked_even_where_the_message_is_not_read(tmp_path, capsys):
+    import json
+
+    from ropepool.__main__ import main
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(SIX_KV))
+    rc = main(["explain", "ValueError: learning rate must be positive", "--config", str(path)])
+    out, err = capsys.readouterr()
+    assert rc == 1 and "num_key_value_heads = 6 does not divide" in out and "no message explain reads" in err

@@ -174,7 +174,26 @@ def facts_of(model, **numbers) -> Facts:
             given = {k: v for k, v in numbers.items() if v is not None}
             return Facts.of(None, **{**_raw_facts(config, hidden), "hidden_size": hidden, **given})
     more = {"hidden_size": hidden, "vocab_size": _int_field(config, "vocab_size") if config else None}
+    more["notes"] = _config_notes(config, params)
     return Facts.of(params, **{**more, **{k: v for k, v in numbers.items() if v is not None}})
+
+
+#: The names a config may give the KV-head count under (or one KV head, multi_query).
+_KV_KEYS = ("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query", "new_decoder_architecture")
+
+
+def _config_notes(config: dict | None, params) -> tuple:
+    """What a config leaves out that changes the model built from it: no KV-head count (MHA is built)."""
+    if not config or params is None or params.num_kv_heads != params.num_qo_heads:
+        return ()
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    if any(k in text for k in _KV_KEYS) or params.num_qo_heads == 1:
+        return ()
+    Hq, D = params.num_qo_heads, params.head_dim
+    return (
+        f"num_key_value_heads is absent: read as MHA, Hkv = Hq = {Hq} (k_proj {Hq} x {D} = {Hq * D} rows); a GQA "
+        "checkpoint's k_proj has fewer rows, and a loader that requires the field refuses the config",
+    )
 
 
 def _raw_facts(config: dict, hidden: int | None) -> dict:
@@ -454,6 +473,8 @@ def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None
         print(f"{PROG}: {e}", file=err)
         return 1
     if result is None:
+        for line in config_lines(f):  # the model's own numbers, read even where the message is not
+            print(_field("config", line), file=out)
         first = text.strip().splitlines()[0] if text.strip() else "(empty)"
         print(
             f"{PROG}: no message explain reads in {printable(first, 80)!r}; it reads {', '.join(FAMILIES)}: paste "

@@ -41,6 +41,7 @@ class Facts:
     max_position_embeddings : int  the positions the config gives (scaled ones included, where it scales)
     vocab_size : int           ``config.vocab_size``
     tp : int                   the tensor-parallel size the model runs at (``--tp``)
+    notes : tuple of str       what reading the config found, one line each (a field it lacks)
     """
 
     name: str = "the model"
@@ -60,6 +61,8 @@ class Facts:
     max_position_embeddings: int | None = None  # the tables (positions, tokens) and the run
     vocab_size: int | None = None
     tp: int | None = None
+
+    notes: tuple = ()  # what reading the config found, one line each (a field it lacks)
 
     @classmethod
     def of(cls, params, **overrides) -> "Facts":

@@ -543,10 +543,16 @@ def index_case(index: int, dim: int, size: int, f: Facts) -> Verdict:
                 "with another page_size, or a slot of another pool",
             ),
             (
+                "positions",
+                f"or the table is indexed by position: a RoPE cos/sin cache or a position embedding of {size} rows "
+                f"(max_position_embeddings) read at position {index}, the sequence run past the positions it covers",
+            ),
+            (
                 "not_a_pool",
                 f"or the tensor is no pool: a token id past a vocabulary of {size} (an embedding), or another table",
             ),
         ],
         "print(k_pool.shape[0], slots.min(), slots.max(), positions.max()) just before the write, and the "
-        "allocator's num_pages * page_size against k_pool.shape[0]",
+        "allocator's num_pages * page_size against k_pool.shape[0]; the traceback's line names the table "
+        "(cos_cached[positions]: a position)",
     )

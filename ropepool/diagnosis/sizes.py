@@ -71,7 +71,9 @@ def vocabulary(f: Facts) -> dict[int, list[str]]:
 
 
 def name_of(n: int, f: Facts) -> str:
-    """``32 (Hq (num_attention_heads))``, or ``7 (none of the model's sizes)``."""
+    """``32 (Hq (num_attention_heads))``, or ``7 (none of the model's sizes)``; ``32`` where no model is given."""
+    if not f.known:
+        return str(n)
     names = vocabulary(f).get(n)
     return f"{n} ({' = '.join(names)})" if names else f"{n} (none of the model's sizes)"
 
@@ -80,7 +82,7 @@ def config_lines(f: Facts) -> list[str]:
     """The model's own numbers that cannot all hold, one line each: KV heads that do not divide the query
     heads, a head_dim apart from hidden_size / Hq, a rotary width past head_dim, a tp that splits neither."""
     Hq, Hkv, D, rd, tp, hidden = f.num_qo_heads, f.num_kv_heads, f.head_dim, f.rotary_dim, f.tp, f.hidden_size
-    out = []
+    out = list(f.notes)
     if Hq and Hkv and Hq % Hkv:
         out.append(
             f"num_key_value_heads = {Hkv} does not divide num_attention_heads = {Hq}: no group of whole query "
@@ -145,15 +147,25 @@ def _tp_share(a: int, b: int, f: Facts) -> list[tuple[str, str]]:
     return out
 
 
+def _axis(dim: int | None, ndim: int | None) -> tuple[bool, bool]:
+    """``(last, middle)``: whether axis ``dim`` of ``ndim`` may be the last (head_dim) axis, and a middle (heads
+    or tokens) one. Without the number of axes, or with two (a product's operands), the message does not tell:
+    axis 1 is a middle one, 3 and past the last, 2 either."""
+    if dim is None:
+        return True, True
+    if ndim is not None and ndim >= 3:
+        return dim in (-1, ndim - 1), 1 <= dim < ndim - 1
+    if dim == -1:
+        return True, False
+    return dim >= 2 or ndim == 2, 1 <= dim <= 2
+
+
 def readings(a: int, b: int, dim: int | None, ndim: int | None, f: Facts) -> list[tuple[str, str]]:
     """The mistakes that give sizes ``a`` and ``b`` on axis ``dim`` (of ``ndim``), read by their roles."""
     sizes = vocabulary(f)
     Hq, Hkv, D, rd = f.num_qo_heads, f.num_kv_heads, head_dim_of(f), f.rotary_dim
     at = f" at dimension {dim}" if dim is not None else ""
-    if ndim is not None and dim is not None:
-        last, middle = dim in (-1, ndim - 1), 1 <= dim < ndim - 1
-    else:  # a message without the number of axes: the last axis or a middle one
-        last, middle = dim is None or dim == -1 or dim >= 2, dim is None or dim >= 1
+    last, middle = _axis(dim, ndim)
     big = max(a, b)
     out: list[tuple[str, str]] = []
     if Hq and Hkv and Hq % Hkv and {a, b} == {Hq, Hkv * (Hq // Hkv)}:
@@ -190,6 +202,7 @@ def readings(a: int, b: int, dim: int | None, ndim: int | None, f: Facts) -> lis
         out.append(("positions", f"{big} positions against a table of max_position_embeddings = {P}"))
     if not out and not f.known:
         out += _without_model(a, b, dim, last, middle, at)
+        out.append(("tokens", f"or two lengths ({a} and {b}){at}: a mask, positions or a cache of another length"))
     return out
 
 
@@ -201,8 +214,14 @@ def _without_model(a: int, b: int, dim, last: bool, middle: bool, at: str) -> li
         out.append(("heads", f"{big} query heads against {small} KV heads{at}: repeat_kv missing (G = {big // small})"))
     if small and big == 2 * small and last:
         out.append(("half_head_dim", f"a head of {big} against cos/sin (or a half) of {small}{at}"))
-    elif small and big % small == 0 and last:
-        out.append(("rotary_dim", f"the last axis: a head of {big} against cos/sin of {small} (partial RoPE)"))
+    elif small and small % 2 == 0 and last:
+        out.append(
+            (
+                "rotary_dim",
+                f"the last axis: a head of {big} against cos/sin of {small} (partial RoPE, rotary_dim = {small}, "
+                "applied to the whole head) or another head_dim",
+            )
+        )
     if middle:
         out.append(
             ("layout", f"or a [B, T, H, D] operand against a [B, H, T, D] one: {a} and {b} are heads and tokens")
@@ -234,7 +253,7 @@ def read_pair(a: int, b: int, dim: int | None, ndim: int | None, f: Facts) -> Ve
     name one, several (``ambiguous``) where they fit several, and two lengths where they name none."""
     found = readings(a, b, dim, ndim, f)
     check = f"the shapes of both operands just before the failing line (which holds {a}, which {b}, and on which axis)"
-    if len(found) == 1 and found[0][0] != "layout":
+    if len(found) == 1 and found[0][0] != "layout" and f.known:
         name, text = found[0]
         fix = _FIXES.get(name, "Print " + check + ".")
         return name, name, f"{name_of(a, f)} against {name_of(b, f)}: {text}.", fix

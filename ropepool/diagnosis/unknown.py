@@ -81,19 +81,23 @@ _TOPICS = dict(
     kv_heads=re.compile(r"kv[_ ]heads?|num_key_value_heads|n_kv_heads|key_value_heads|\bGQA\b|\bMQA\b", re.I),
     head_dim=re.compile(r"head[_ ]?dim|head size|headdim", re.I),
     rope=re.compile(r"\brope\b|rotary|\bcos\b|\bsin\b|cos_sin|inv_freq|rope_scaling|rope_theta", re.I),
-    positions=re.compile(r"position", re.I),
+    positions=re.compile(r"\bpositions?\b|position_ids|max_position", re.I),
     kv_cache=re.compile(r"kv[_ ]?cache|cache blocks?|kv blocks?|block_table|page_size|slot_mapping", re.I),
     heads=re.compile(r"\bheads?\b|num_attention_heads|n_heads", re.I),
 )
 
 
 def message_line(text: str) -> str:
-    """The last line of ``text`` (its last :data:`WINDOW` * 4 characters) that names an error, else its last line."""
+    """The last line of ``text`` (its last :data:`WINDOW` * 4 characters) that names an error, with the lines
+    after it where it ends in ":" (a message whose body follows); else its last line."""
     tail = text[-WINDOW * 4 :]
     lines = [ln.strip() for ln in tail.splitlines() if ln.strip()]
-    for line in reversed(lines):
-        if _ERROR_LINE.search(line[:WINDOW]):
-            return line[:WINDOW]
+    for k in range(len(lines) - 1, -1, -1):
+        line = lines[k][:WINDOW]
+        if _ERROR_LINE.search(line):
+            if line.endswith(":"):  # its body (the shapes, the names) follows on the next lines
+                line = " ".join([line] + lines[k + 1 : k + 8])[:WINDOW]
+            return line
     return lines[-1][:WINDOW] if lines else ""
 
 
@@ -160,6 +164,7 @@ def _candidates(line: str, f: Facts) -> tuple | None:
     if not topics:
         return None
     Hq, Hkv, D = f.num_qo_heads or "Hq", f.num_kv_heads or "Hkv", f.head_dim or "D"
+    half = f.head_dim // 2 if f.head_dim else "D/2"
     texts = {
         "kv_heads": (
             "heads",
@@ -174,8 +179,10 @@ def _candidates(line: str, f: Facts) -> tuple | None:
         ),
         "rope": (
             "rotary_dim",
-            "cos/sin of another width (partial RoPE, rotary_dim) or length (a table shorter "
-            "than the positions), or a rope_scaling this version does not read",
+            f"cos/sin of another width: a table of the whole head ({D} columns, cat(freqs, freqs)) where the "
+            f"kernel takes half of it ({half} columns, one a frequency, rotary_dim = 2 x cos.shape[-1]), or the "
+            "reverse, or a partial RoPE's rotary_dim; or of another length (a table shorter than the positions); "
+            "or a rope_scaling this version does not read",
         ),
         "positions": (
             "positions",
