@@ -99,10 +99,12 @@ def test_without_a_model_two_numbers_are_never_a_single_verdict_nor_named_as_the
     assert "model's sizes" not in d.why
     partial = diagnose(BROADCAST.format(80, 32, 3), facts_of(None))
     assert partial.case == "ambiguous" and "rotary_dim = 32" in partial.why
+    odd = diagnose(BROADCAST.format(17, 16, 3), facts_of(None))  # no head is 17 wide: lengths only
+    assert odd.case == "ambiguous" and odd.quantity == "tokens"
 
 
 def test_a_message_whose_shapes_follow_on_the_next_lines_is_read_with_them():
-    text = "ValueError: Shapes of the inputs disagree:\n  q: (1, 6, 32, 128)\n  k: (1, 6, 8, 128)\nsee the docs"
+    text = "ValueError: Shapes of the inputs disagree:\n  q: (1, 6, 32, 128)\n  k: (1, 6, 8, 128)\n  v: (1, 6, 8, 128)"
     d = diagnose(text, facts_of("llama-3-8b"))
     assert d.family == "unknown" and d.case == "missing_repeat_kv"
 
@@ -130,3 +132,20 @@ def test_the_config_is_checked_even_where_the_message_is_not_read(tmp_path, caps
     rc = main(["explain", "ValueError: learning rate must be positive", "--config", str(path)])
     out, err = capsys.readouterr()
     assert rc == 1 and "num_key_value_heads = 6 does not divide" in out and "no message explain reads" in err
+
+
+def test_a_message_naming_a_missing_config_field_says_what_the_config_then_builds():
+    text = "TypeError: ModelArgs.__init__() missing 1 required positional argument: 'num_key_value_heads'"
+    d = diagnose(text, facts_of("qwen2.5-7b"))
+    assert d.case == "config_field_missing" and "built as MHA" in d.why and "Qwen/Qwen2.5-7B's: 4" in d.fix
+
+
+def test_weights_whose_input_is_not_the_models_hidden_size_are_read_from_their_own_numbers():
+    text = (
+        "size mismatch for model.layers.0.self_attn.k_proj.weight: copying a param with shape torch.Size([2048, 2048])"
+        " from checkpoint, the shape in current model is torch.Size([512, 2048])."
+    )
+    d = diagnose(text, facts_of("llama-3-8b"))
+    assert (
+        "not meta-llama/Meta-Llama-3-8B's hidden_size 4096" in d.why and "2048 rows where the config says 512" in d.why
+    )

@@ -193,7 +193,8 @@ def _config_notes(config: dict | None, params) -> tuple:
     Hq, D = params.num_qo_heads, params.head_dim
     return (
         f"num_key_value_heads is absent: read as MHA, Hkv = Hq = {Hq} (k_proj {Hq} x {D} = {Hq * D} rows); a GQA "
-        "checkpoint's k_proj has fewer rows, and a loader that requires the field refuses the config",
+        "checkpoint's k_proj has fewer rows, and a loader that requires the field refuses the config: set it to "
+        f"the checkpoint's (k_proj.weight rows / {D})",
     )
 
 

@@ -273,7 +273,15 @@ def weight_case(
     proj: str, have: int, want: int, f: Facts, *, cols: int | None = None, where: str = "the config"
 ) -> Verdict:
     """A projection ``proj`` (q, k, v, o, qkv) whose weights have ``have`` output rows where
-    ``where`` (the config, the GGUF metadata) builds ``want``; ``cols`` its input size (hidden_size)."""
+    ``where`` (the config, the GGUF metadata) builds ``want``; ``cols`` its input size (hidden_size). Weights
+    whose input size is not the model's hidden_size are another model's: read from their own numbers."""
+    if proj != "o" and cols and f.hidden_size and cols != f.hidden_size:
+        case, quantity, why, fix = weight_case(proj, have, want, Facts(hidden_size=cols), cols=cols, where=where)
+        other = (
+            f"these weights take {cols} inputs, not {f.name}'s hidden_size {f.hidden_size}: they belong to another "
+            "model (a draft model, another size), so they are read from their own numbers: "
+        )
+        return case, quantity, other + why, fix
     Hq, Hkv, D = f.num_qo_heads, f.num_kv_heads, f.head_dim
     hidden = f.hidden_size or cols
     if proj in ("k", "v"):

@@ -214,7 +214,7 @@ def _without_model(a: int, b: int, dim, last: bool, middle: bool, at: str) -> li
         out.append(("heads", f"{big} query heads against {small} KV heads{at}: repeat_kv missing (G = {big // small})"))
     if small and big == 2 * small and last:
         out.append(("half_head_dim", f"a head of {big} against cos/sin (or a half) of {small}{at}"))
-    elif small and small % 2 == 0 and last:
+    elif small and small % 2 == 0 == big % 2 and last:  # a head and a rotated width are even (pairs)
         out.append(
             (
                 "rotary_dim",

@@ -132,7 +132,8 @@ def _from_shapes(line: str, f: Facts) -> tuple[str, tuple] | None:
         return f"{n} values into {list(dims)}: " + (f"{width} per row" if width else "not whole rows"), verdict
     if len(found) < 2:
         return None
-    return read_shapes(found[-2], found[-1], f)
+    pairs = [(a, b) for i, a in enumerate(found[:8]) for b in found[i + 1 : 8] if a != b]  # q, k and v: q against k
+    return read_shapes(*pairs[0], f) if pairs else None
 
 
 def _from_numbers(line: str, f: Facts) -> tuple[str, tuple] | None:
@@ -156,6 +157,42 @@ def _from_numbers(line: str, f: Facts) -> tuple[str, tuple] | None:
             said = " and ".join(f"{v}" + (f" ({r})" if r else "") for v, r in ((a, ra), (b, rb)))
             return f"two numbers compared: {said}", read_pair(a, b, dim, None, f)
     return None
+
+
+#: A message saying a config field is missing: (the field).
+_MISSING = re.compile(
+    r"(?:missing|required|KeyError|has no attribute|not found|absent|undefined)\b.{0,80}?\b(num_key_value_heads|"
+    r"num_kv_heads|n_kv_heads|n_head_kv|head_dim|num_attention_heads|n_heads|rope_theta|rotary_dim|"
+    r"partial_rotary_factor|max_position_embeddings|rope_scaling|rope_parameters|hidden_size)\b",
+    re.I,
+)
+#: What a config without the field builds instead.
+_WITHOUT = {
+    "kv": "without it the model is built as MHA (as many KV heads as query heads) and a GQA checkpoint's "
+    "k_proj and v_proj do not fit; code that requires it refuses the config",
+    "head_dim": "without it head_dim is taken as hidden_size // num_attention_heads, wrong for models that "
+    "set it apart (Gemma, Qwen3)",
+    "rope": "without it RoPE falls back to a default (rope_theta 10000, no scaling, the whole head rotated), "
+    "not the checkpoint's",
+}
+
+
+def _missing_field(line: str, f: Facts) -> tuple | None:
+    m = _MISSING.search(line)
+    if not m:
+        return None
+    field = m.group(1)
+    kind = "kv" if "kv" in field or "key_value" in field else "rope" if re.search("rope|rotary|position", field) else ""
+    value = ""
+    if kind == "kv" and f.num_kv_heads and not f.notes and f.num_kv_heads != f.num_qo_heads:
+        value = f" ({f.name}'s: {f.num_kv_heads})"
+    return (
+        "config_field_missing",
+        field,
+        f"the config (or the arguments built from it) has no {field}: {_WITHOUT.get(kind, _WITHOUT['head_dim'])}.",
+        f"Add {field} to the config with the checkpoint's value{value} (its own config.json has it; for the KV "
+        "heads: k_proj.weight rows / head_dim).",
+    )
 
 
 def _candidates(line: str, f: Facts) -> tuple | None:
@@ -215,6 +252,9 @@ def diagnose(text: str, f: Facts) -> Diagnosis | None:
             return Diagnosis(
                 "unknown", "not RoPE, GQA or the KV cache", line[:400], what, "not_mine", "foreign", why, fix
             )
+    missing = _missing_field(line, f)
+    if missing is not None:
+        return Diagnosis("unknown", framework_named(text) + "; read from its words", line[:400], "a field", *missing)
     source = framework_named(text) + "; read from its numbers"
     if not re.search(r"\d", line):
         verdict = _candidates(line, f)
