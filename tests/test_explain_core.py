@@ -149,3 +149,13 @@ def test_weights_whose_input_is_not_the_models_hidden_size_are_read_from_their_o
     assert (
         "not meta-llama/Meta-Llama-3-8B's hidden_size 4096" in d.why and "2048 rows where the config says 512" in d.why
     )
+
+
+def test_a_shape_reshaped_into_another_is_read_as_its_size_into_the_second():
+    text = "TypeError: cannot reshape array of shape (7, 1024) (size 7168) into shape (7, 32, 128) (size 28672)"
+    d = diagnose(text, facts_of("llama-3-8b"))
+    assert (
+        d.family == "unknown"
+        and d.case == "kv_viewed_with_hq"
+        and d.read == "7168 values into [7, 32, 128]: 1024 per row"
+    )

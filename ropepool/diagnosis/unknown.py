@@ -66,6 +66,7 @@ _FRAMEWORK = re.compile(
 _DIVIDES = re.compile(r"divisible by|multiple of|does not divide|not divisible|must divide|evenly divide", re.I)
 _INDEX = re.compile(r"index (-?\d{1,30})\b.{0,80}?(?:size|length|bounds|range|max\w*)\D{0,30}?(\d{1,30})", re.I)
 _NUMEL = re.compile(r"(?:of size|with size|numel|elements?|of) \(?(\d{1,30})\)?(?: elements)?", re.I)
+_RESHAPE = re.compile(r"reshape|\bview\b", re.I)
 _COMPARED = re.compile(r"match|mismatch|expected|got|!=|\bvs\.?\b|equal|differ|incompatible|same|must be", re.I)
 #: Words that name what a number is, read just before it.
 _ROLE_WORDS = (
@@ -121,8 +122,11 @@ def _roles(line: str) -> list[tuple[int, str | None, int]]:
 def _from_shapes(line: str, f: Facts) -> tuple[str, tuple] | None:
     found = [s for s in shapes(line) if len(s) >= 2]
     numel = _NUMEL.search(line)
-    if len(found) == 1 and numel and len(found[0]) >= 3:  # a view or reshape: a size into a shape
-        dims, n = found[0], integer(numel.group(1))
+    n = integer(numel.group(1)) if numel else None
+    if len(found) == 2 and _RESHAPE.search(line) and len(found[1]) >= 3:  # a shape reshaped into another
+        found, n = found[1:], product(found[0])
+    if len(found) == 1 and n and len(found[0]) >= 3:  # a view or reshape: a size into a shape
+        dims = found[0]
         if -1 in dims[:-2] or n == product(dims):
             return None
         rows = product(dims[:-2])
