@@ -159,3 +159,16 @@ def test_a_shape_reshaped_into_another_is_read_as_its_size_into_the_second():
         and d.case == "kv_viewed_with_hq"
         and d.read == "7168 values into [7, 32, 128]: 1024 per row"
     )
+
+
+def test_the_readmes_message_of_a_framework_without_a_reader_reads_as_shown():
+    import re
+    import shlex
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    block = re.search(r"```\n\$ (python -m ropepool explain \"TypeError: cannot reshape[^\n]*)\n(.*?)```", readme, re.S)
+    argv = shlex.split(block.group(1))[3:]
+    out = flat(explain(argv[1], facts_of(argv[argv.index("--model") + 1])))
+    shown = [flat(part) for part in re.split(r"\n\.\.\.\n|\n(?=\w)", block.group(2)) if part.strip()]
+    assert all(part in out for part in shown if part != "..."), (shown, out)
