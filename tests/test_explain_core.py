@@ -172,3 +172,25 @@ def test_the_readmes_message_of_a_framework_without_a_reader_reads_as_shown():
     out = flat(explain(argv[1], facts_of(argv[argv.index("--model") + 1])))
     shown = [flat(part) for part in re.split(r"\n\.\.\.\n|\n(?=\w)", block.group(2)) if part.strip()]
     assert all(part in out for part in shown if part != "..."), (shown, out)
+
+
+def test_what_the_message_says_the_tensors_were_in_picks_the_reading_of_hq_against_hkv():
+    write = "RuntimeError: shape mismatch: value tensor of shape [7, 32, 128] cannot be broadcast to indexing result of shape [7, 8, 128]"
+    assert diagnose(write, facts_of("llama-3-8b")).case == "repeated_kv_written"
+    unsaid = diagnose("ValueError: got (7, 32, 128) and (7, 8, 128)", facts_of("llama-3-8b"))
+    assert unsaid.case == "ambiguous" and unsaid.quantity == "missing_repeat_kv/repeated_kv_written"
+
+
+def test_a_product_of_matrices_printed_as_rows_x_columns_is_read_by_its_inner_sizes():
+    d = diagnose(
+        "RuntimeError: mat1 and mat2 shapes cannot be multiplied (7x4096 and 1024x4096)", facts_of("llama-3-8b")
+    )
+    assert d.case == "kv_width" and "Hkv x D = 1024" in d.why
+
+
+def test_out_of_memory_is_read_as_bytes_against_memory_with_the_kv_bytes_a_token():
+    text = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79 GiB"
+    )
+    d = diagnose(text, facts_of("llama-3-8b"))
+    assert d.quantity == "kv_bytes" and "4096 bytes a token and layer" in d.why and "max_model_len" in d.fix

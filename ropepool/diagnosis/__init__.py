@@ -69,6 +69,8 @@ FAMILIES = (
     "ropepool.engine's argument checks",
 )
 
+#: The phrases the families' readers look for.
+_PHRASES = tuple(phrase for family in (pytorch, hf_config, apple_mlx, engines) for phrase in family._READERS)
 _RECOGNISERS = (pytorch.diagnose, hf_config.diagnose, apple_mlx.diagnose, engines.diagnose, engine_args.diagnose)
 
 
@@ -89,6 +91,6 @@ def diagnose(text: str, facts: Facts | None = None, others_of=None) -> Diagnosis
         hit = recognise(text, f)
         if hit is not None:
             found.append(hit)
-    if not found:
-        return unknown.diagnose(text, f)
+    if not found:  # a family's message it chose not to read (an MLP weight's mismatch) stays unread
+        return None if any(phrase in text for phrase in _PHRASES) else unknown.diagnose(text, f)
     return max(found, key=lambda hit: hit[0])[1]

@@ -160,8 +160,10 @@ def _axis(dim: int | None, ndim: int | None) -> tuple[bool, bool]:
     return dim >= 2 or ndim == 2, 1 <= dim <= 2
 
 
-def readings(a: int, b: int, dim: int | None, ndim: int | None, f: Facts) -> list[tuple[str, str]]:
-    """The mistakes that give sizes ``a`` and ``b`` on axis ``dim`` (of ``ndim``), read by their roles."""
+def readings(a: int, b: int, dim: int | None, ndim: int | None, f: Facts, doing: str | None = None) -> list:
+    """The mistakes that give sizes ``a`` and ``b`` on axis ``dim`` (of ``ndim``), read by their roles, as
+    ``(name, text)``; ``doing`` what the message says the tensors were in: ``write`` (a copy into a cache or
+    a slice), ``attention`` (a product, attention's inputs) or None (it does not say)."""
     sizes = vocabulary(f)
     Hq, Hkv, D, rd = f.num_qo_heads, f.num_kv_heads, head_dim_of(f), f.rotary_dim
     at = f" at dimension {dim}" if dim is not None else ""
@@ -178,12 +180,31 @@ def readings(a: int, b: int, dim: int | None, ndim: int | None, f: Facts) -> lis
             )
         )
     if Hq and Hkv and Hq != Hkv and {a, b} == {Hq, Hkv}:
+        if doing != "write":
+            out.append(
+                (
+                    "missing_repeat_kv",
+                    f"q's {Hq} query heads met k/v's {Hkv} KV heads{at}: attention written for MHA got GQA tensors, "
+                    f"repeat_kv not applied (G = {Hq // Hkv})"
+                    + ("" if middle else "; or two lengths that happen to be these"),
+                )
+            )
+        if doing != "attention":
+            out.append(
+                (
+                    "repeated_kv_written",
+                    f"{'or ' if out else ''}k or v repeated to the {Hq} query heads (or built with them) written "
+                    f"where the cache holds {Hkv} KV heads{at}: write the un-repeated k and v; repeat_kv belongs "
+                    "to attention, after the write",
+                )
+            )
+    if Hq and Hkv and D and {a, b} == {Hq * D, Hkv * D} and Hq != Hkv:
         out.append(
             (
-                "missing_repeat_kv",
-                f"q's {Hq} query heads met k/v's {Hkv} KV heads{at}: attention written for MHA got GQA tensors, "
-                f"repeat_kv not applied (G = {Hq // Hkv})"
-                + ("" if middle else "; or two lengths that happen to be these"),
+                "kv_width",
+                f"q's width Hq x D = {Hq * D} against k/v's Hkv x D = {Hkv * D}{at}: a projection built for one "
+                "fed the other (k_proj or v_proj built with the query heads: a config read without "
+                "num_key_value_heads), or k/v's output where q's is taken (o_proj after attention without repeat_kv)",
             )
         )
     for w in (D, rd):
@@ -240,6 +261,10 @@ _FIXES = {
         "mx.repeat(k, G, axis=1)), or call an attention that takes the KV heads as they are "
         "(scaled_dot_product_attention(..., enable_gqa=True), mx.fast.scaled_dot_product_attention)."
     ),
+    "repeated_kv_written": (
+        "Write the un-repeated k and v of the projections ([T, Hkv, D]) into the cache; repeat_kv belongs to "
+        "attention, after the write."
+    ),
     "tp": "View with the per-rank count (the full count / tp), or view(..., -1, head_dim).",
     "positions": (
         "Keep positions below max_position_embeddings (a step's positions run cached .. cached + new - 1), or "
@@ -248,10 +273,10 @@ _FIXES = {
 }
 
 
-def read_pair(a: int, b: int, dim: int | None, ndim: int | None, f: Facts) -> Verdict:
+def read_pair(a: int, b: int, dim: int | None, ndim: int | None, f: Facts, doing: str | None = None) -> Verdict:
     """The verdict for sizes ``a`` and ``b`` that must agree on axis ``dim``: one mistake where the roles
     name one, several (``ambiguous``) where they fit several, and two lengths where they name none."""
-    found = readings(a, b, dim, ndim, f)
+    found = readings(a, b, dim, ndim, f, doing)
     check = f"the shapes of both operands just before the failing line (which holds {a}, which {b}, and on which axis)"
     if len(found) == 1 and found[0][0] != "layout" and f.known:
         name, text = found[0]
@@ -326,7 +351,7 @@ def divides_case(n: int, n_role: str | None, d: int, d_role: str | None, f: Fact
     )
 
 
-def read_shapes(a: tuple, b: tuple, f: Facts) -> tuple[str, Verdict] | None:
+def read_shapes(a: tuple, b: tuple, f: Facts, doing: str | None = None) -> tuple[str, Verdict] | None:
     """``(read, verdict)`` of two shapes that should agree (aligned at the right, as broadcasting does): the
     pair on the last axis they differ on, or, where the middle two axes of one are the other's swapped,
     a layout ([B, T, H, D] against [B, H, T, D]) and what is left; None where they agree."""
@@ -340,12 +365,12 @@ def read_shapes(a: tuple, b: tuple, f: Facts) -> tuple[str, Verdict] | None:
         swapped = (pb[0], pb[2], pb[1], pb[3])
         left = [i for i in range(n) if pa[i] != swapped[i] and 1 not in (pa[i], swapped[i])]
         if len(left) <= 1:
-            return read + ": axes 1 and 2 swapped between them", _swapped(pa, pb, left, f)
+            return read + ": axes 1 and 2 swapped between them", _swapped(pa, pb, left, f, doing)
     dim = bad[-1]
-    return f"{read}: {pa[dim]} against {pb[dim]} on axis {dim}", read_pair(pa[dim], pb[dim], dim, n, f)
+    return f"{read}: {pa[dim]} against {pb[dim]} on axis {dim}", read_pair(pa[dim], pb[dim], dim, n, f, doing)
 
 
-def _swapped(a: tuple, b: tuple, left: list, f: Facts) -> Verdict:
+def _swapped(a: tuple, b: tuple, left: list, f: Facts, doing: str | None) -> Verdict:
     """Shapes whose axes 1 and 2 are each other's: one is [B, T, H, D], the other [B, H, T, D]."""
     vocab = vocabulary(f)
     heads_first = a[1] in vocab and a[1] in (f.num_qo_heads, f.num_kv_heads) or a[2] not in vocab
@@ -359,7 +384,7 @@ def _swapped(a: tuple, b: tuple, left: list, f: Facts) -> Verdict:
     if left:
         i = left[0]
         other = (b[0], b[2], b[1], b[3])[i]
-        case, quantity, more, more_fix = read_pair(a[i], other, i, 4, f)
+        case, quantity, more, more_fix = read_pair(a[i], other, i, 4, f, doing)
         why += f" Transposed, {a[i]} still meets {other} on axis {i}: " + more
         fix += " Then: " + more_fix
         return "layout", "layout/" + quantity, why, fix

@@ -67,6 +67,11 @@ _DIVIDES = re.compile(r"divisible by|multiple of|does not divide|not divisible|m
 _INDEX = re.compile(r"index (-?\d{1,30})\b.{0,80}?(?:size|length|bounds|range|max\w*)\D{0,30}?(\d{1,30})", re.I)
 _NUMEL = re.compile(r"(?:of size|with size|numel|elements?|of) \(?(\d{1,30})\)?(?: elements)?", re.I)
 _RESHAPE = re.compile(r"reshape|\bview\b", re.I)
+#: What the message says the tensors were in: a write (into a cache, a slice) or attention (a product).
+_WRITE = re.compile(
+    r"\bwrit|\bcop(?:y|ied)|\bassign|setitem|index_put|indexing result|value tensor|\bstore|\bcache", re.I
+)
+_ATTENTION = re.compile(r"attention|\bquery\b|\bq\b|matmul|\bbmm\b|score|sdpa|softmax|einsum", re.I)
 _COMPARED = re.compile(r"match|mismatch|expected|got|!=|\bvs\.?\b|equal|differ|incompatible|same|must be", re.I)
 #: Words that name what a number is, read just before it.
 _ROLE_WORDS = (
@@ -85,6 +90,7 @@ _TOPICS = dict(
     positions=re.compile(r"\bpositions?\b|position_ids|max_position", re.I),
     kv_cache=re.compile(r"kv[_ ]?cache|cache blocks?|kv blocks?|block_table|page_size|slot_mapping", re.I),
     heads=re.compile(r"\bheads?\b|num_attention_heads|n_heads", re.I),
+    memory=re.compile(r"out of memory|\bOOM\b|tried to allocate|not enough memory|insufficient memory", re.I),
 )
 
 
@@ -119,8 +125,15 @@ def _roles(line: str) -> list[tuple[int, str | None, int]]:
     return out
 
 
+_MATRIX = re.compile(r"\b(\d{1,19})x(\d{1,19})\b")
+
+
 def _from_shapes(line: str, f: Facts) -> tuple[str, tuple] | None:
     found = [s for s in shapes(line) if len(s) >= 2]
+    matrices = [(integer(a), integer(b)) for a, b in _MATRIX.findall(line)[:2]]
+    if not found and len(matrices) == 2 and matrices[0][1] != matrices[1][0]:  # a product: (m x k) @ (k x n)
+        (m, k), (k2, n) = matrices
+        return f"a product of {m}x{k} and {k2}x{n}: {k} against {k2}", read_pair(k, k2, None, None, f, "attention")
     numel = _NUMEL.search(line)
     n = integer(numel.group(1)) if numel else None
     if len(found) == 2 and _RESHAPE.search(line) and len(found[1]) >= 3:  # a shape reshaped into another
@@ -137,7 +150,13 @@ def _from_shapes(line: str, f: Facts) -> tuple[str, tuple] | None:
     if len(found) < 2:
         return None
     pairs = [(a, b) for i, a in enumerate(found[:8]) for b in found[i + 1 : 8] if a != b]  # q, k and v: q against k
-    return read_shapes(*pairs[0], f) if pairs else None
+    return read_shapes(*pairs[0], f, doing_of(line)) if pairs else None
+
+
+def doing_of(line: str) -> str | None:
+    """``write``, ``attention`` or None: what the message says its tensors were in, where only one is said."""
+    write, attention = bool(_WRITE.search(line)), bool(_ATTENTION.search(line))
+    return "write" if write and not attention else "attention" if attention and not write else None
 
 
 def _from_numbers(line: str, f: Facts) -> tuple[str, tuple] | None:
@@ -159,7 +178,7 @@ def _from_numbers(line: str, f: Facts) -> tuple[str, tuple] | None:
             (a, ra), (b, rb) = pairs[0]
             dim = -1 if "head_dim" in (ra, rb) or "rotary" in (ra, rb) else (1 if "heads" in (ra, rb) else None)
             said = " and ".join(f"{v}" + (f" ({r})" if r else "") for v, r in ((a, ra), (b, rb)))
-            return f"two numbers compared: {said}", read_pair(a, b, dim, None, f)
+            return f"two numbers compared: {said}", read_pair(a, b, dim, None, f, doing_of(line))
     return None
 
 
@@ -197,6 +216,13 @@ def _missing_field(line: str, f: Facts) -> tuple | None:
         f"Add {field} to the config with the checkpoint's value{value} (its own config.json has it; for the KV "
         "heads: k_proj.weight rows / head_dim).",
     )
+
+
+def _kv_bytes(f: Facts) -> str:
+    Hkv, D = f.num_kv_heads, f.head_dim
+    if not (Hkv and D):
+        return "add --model for the number"
+    return f"{f.name}: 2 x {Hkv} x {D} x 2 bytes (bfloat16) = {4 * Hkv * D} bytes a token and layer"
 
 
 def _candidates(line: str, f: Facts) -> tuple | None:
@@ -237,11 +263,19 @@ def _candidates(line: str, f: Facts) -> tuple | None:
             "a cache of other shapes than the model's ([P, Hkv, D] per layer) or too few "
             "blocks for the tokens (memory for the KV cache)",
         ),
+        "memory": (
+            "kv_bytes",
+            "bytes against memory: the KV cache takes 2 (k and v) x Hkv x D x bytes a value per token and "
+            f"layer ({_kv_bytes(f)}), times the tokens of every sequence (max_model_len x batch); a cache sized with "
+            "Hq (k repeated before the write, or a config read without num_key_value_heads) takes G times that",
+        ),
     }
     options = [texts[t] for t in topics if t in texts]
     check = "q.shape, k.shape, cos.shape and positions.max() just before the failing call, against the model's " + (
         "sizes above" if f.known else "sizes (add --model)"
     )
+    if topics == ["memory"]:
+        check = "the cache's shape and dtype (k_cache.shape[-2] is Hkv, not Hq), max_model_len and the batch"
     return ambiguous(options, check)
 
 
@@ -256,6 +290,9 @@ def diagnose(text: str, f: Facts) -> Diagnosis | None:
             return Diagnosis(
                 "unknown", "not RoPE, GQA or the KV cache", line[:400], what, "not_mine", "foreign", why, fix
             )
+    if _TOPICS["memory"].search(line):  # its numbers are bytes, not sizes: read by its words
+        verdict = _candidates(line, f)
+        return Diagnosis("unknown", framework_named(text) + "; bytes against memory", line[:400], "memory", *verdict)
     missing = _missing_field(line, f)
     if missing is not None:
         return Diagnosis("unknown", framework_named(text) + "; read from its words", line[:400], "a field", *missing)
