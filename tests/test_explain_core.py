@@ -194,3 +194,8 @@ def test_out_of_memory_is_read_as_bytes_against_memory_with_the_kv_bytes_a_token
     )
     d = diagnose(text, facts_of("llama-3-8b"))
     assert d.quantity == "kv_bytes" and "4096 bytes a token and layer" in d.why and "max_model_len" in d.fix
+
+
+def test_kv_heads_over_a_tp_size_named_tp_size_is_a_tp_split():
+    d = diagnose("AssertionError: num_kv_heads (8) should be divisible by tp_size (3)", facts_of(None))
+    assert d.case == "tp_does_not_divide_heads" and "8 / 3 KV heads" in d.why

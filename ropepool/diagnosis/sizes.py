@@ -315,7 +315,7 @@ def divides_case(n: int, n_role: str | None, d: int, d_role: str | None, f: Fact
     """``n`` that must be a multiple of ``d`` and is not; ``*_role`` what the message's words call each
     (heads, kv_heads, tp, ...; None: unnamed): the count that does not divide, by roles or by value."""
     Hq, Hkv = f.num_qo_heads, f.num_kv_heads
-    heads_n = _is(n, n_role, "heads", Hq) or (n_role is None and n == Hkv)
+    heads_n = _is(n, n_role, "heads", Hq) or _is(n, n_role, "kv_heads", Hkv)
     if heads_n and _is(d, d_role, "kv_heads", Hkv):
         return (
             "kv_heads_do_not_divide",
@@ -327,7 +327,7 @@ def divides_case(n: int, n_role: str | None, d: int, d_role: str | None, f: Fact
             _FIXES["kv_heads_do_not_divide"],
         )
     if heads_n and (d_role == "tp" or (d_role is None and f.tp == d)):
-        what = "KV" if n == Hkv and n != Hq else "query"
+        what = "KV" if n_role == "kv_heads" or (n_role is None and n == Hkv and n != Hq) else "query"
         return (
             "tp_does_not_divide_heads",
             "tp",

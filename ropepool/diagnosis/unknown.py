@@ -80,7 +80,7 @@ _ROLE_WORDS = (
     ("heads", re.compile(r"heads?\b|n_head|num_head|nheads", re.I)),
     ("rotary", re.compile(r"rotary|rope|cos|sin|freq", re.I)),
     ("positions", re.compile(r"position|pos\b|max_len|max_position|context|seq_?len|sequence", re.I)),
-    ("tp", re.compile(r"tensor.parallel|tp\b|world.size|ranks?\b", re.I)),
+    ("tp", re.compile(r"tensor.parallel|\btp(?:_size|_degree|_world_size)?\b|world.size|ranks?\b", re.I)),
 )
 #: Topics a message without numbers may name: the candidates each gives.
 _TOPICS = dict(
