@@ -194,7 +194,9 @@ def test_a_small_pool_preempts_and_evicts_and_changes_no_logit(prefix_cache):
     assert first.admitted == reqs
     # 6 rows short: the cache frees whole leaves, oldest first, until 6 are free (SGLang's evict): the decoded
     # token's leaf (1 row), then the prompt's (6 rows)
-    assert first.reclaimed == ([6, 0, 1, 2, 3, 4, 5] if prefix_cache else []), "the cache did not give back its oldest leaves"
+    assert first.reclaimed == ([6, 0, 1, 2, 3, 4, 5] if prefix_cache else []), (
+        "the cache did not give back its oldest leaves"
+    )
     preempted = []
     watch(engine, first)
     while not engine.done:
