@@ -12,14 +12,15 @@ Runs only in a scratch venv that holds SGLang (never the project's venv)::
     /tmp/sglang-venv/bin/pip install -c <(echo torch==2.13.0+cpu) <its imports>   # see below
     /tmp/sglang-venv/bin/python tools/record_sglang.py [--traces 2000] [--alloc-traces 1000]
 
-``<its imports>``: SGLang's runtime dependencies that ``sglang.srt.mem_cache`` and
-``sglang.srt.managers.schedule_policy`` import (numpy, transformers, tokenizers, pydantic, msgspec,
-aiohttp, orjson, pybase64, psutil, setproctitle, requests, tqdm, einops, IPython, triton,
-apache-tvm-ffi, kernels, dill, ...) and five more found by importing: sentencepiece,
-compressed-tensors, gguf, openai, partial-json-parser. torchvision is not installed (its wheel
-wants another torch): the two SGLang modules that import it, ``sglang.srt.multimodal.internvl_utils``
-and ``sglang.srt.configs.deepseek_ocr`` (image preprocessing, never reached here), are replaced in
-``sys.modules`` by empty stand-ins before SGLang is imported.
+``<its imports>``: what importing ``sglang.srt.mem_cache.radix_cache``,
+``sglang.srt.mem_cache.allocator`` and ``sglang.srt.managers.schedule_policy`` reports missing,
+installed one at a time (the PyPI name of ``tvm_ffi`` is ``apache-tvm-ffi``); past the usual ones
+(numpy, transformers, pydantic, msgspec, triton, ...) these were sentencepiece, compressed-tensors,
+gguf, openai and partial-json-parser. ``tools/record_sglang_freeze.txt`` is the whole venv the
+committed files were recorded in. torchvision is not installed (its wheels want another torch): the
+two SGLang modules that import it, ``sglang.srt.multimodal.internvl_utils`` and
+``sglang.srt.configs.deepseek_ocr`` (image preprocessing, never reached here), are replaced in
+``sys.modules`` by stand-ins before SGLang is imported.
 
 ``time.monotonic`` in SGLang's radix module is replaced by a counter, so the last-use times
 (and so the LRU order) are the same on every run. The traces are a function of their seeds
