@@ -127,8 +127,9 @@ class RadixCache:
         """``(pages, cursor)``: the pool pages of the longest cached prefix of ``tokens`` (whole pages),
         marked as just used, and where it ends (:meth:`insert` continues from there).
 
-        As SGLang's ``match_prefix``: a match ending inside an edge splits it there, so the prefix ends
-        at a node (and only it is marked used). O(pages matched).
+        As SGLang's ``match_prefix``: every node walked is marked used, and a match ending inside an
+        edge splits it there (the upper half, new, is marked when made), so the prefix ends at a node.
+        O(pages matched).
         """
         now = self._tick()
         s, node, pages, i = self.page_size, self.root, [], 0
