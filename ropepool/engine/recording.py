@@ -332,19 +332,13 @@ class Recording:
                 touch(args[0], "used")
             elif f is RadixCache._remove_child:
                 touch(args[1], "all")
-            elif f is RadixCache._cut:
-                touch(args[0], args[1])
             elif f is RadixCache._unsplit:
                 touch(args[0], "all")
                 touch(args[1], "all")
             elif f is RadixCache._unevict:
-                removed, trimmed, _ = args
-                for leaf in removed:
+                for leaf in args[0]:
                     touch(leaf, "all")
                     evicted += a.rows(leaf.pages)
-                for leaf, _, cut in trimmed:
-                    touch(leaf, "all")
-                    evicted += a.rows(cut)
             elif f is Request.rewind:
                 marks.setdefault(owner.rid, (owner, args[0]))
             elif f in (Rings._give, Rings._shrink, Rings._restore):
