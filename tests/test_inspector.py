@@ -16,7 +16,7 @@ from helpers import drawn_states
 
 from ropepool.teaching.inspector import scenarios
 from ropepool.teaching.inspector.page import page
-from ropepool.teaching.inspector.painter import changes, frame, frames
+from ropepool.teaching.inspector.painter import TREE, changes, frame, frames
 from ropepool.teaching.inspector.render import sentence
 from ropepool.teaching.inspector.widget import Inspector
 
@@ -271,11 +271,21 @@ def _served(new: int):
     return rec
 
 
+def _without_tree(recording) -> int:
+    """The size of the page's data but for the prefix tree's part."""
+    first, steps = changes(recording)
+    return len(json.dumps([p for i, p in enumerate(first) if i != TREE])) + sum(
+        len(json.dumps(c)) for step in steps for c in step if c["i"] != TREE
+    )
+
+
 def test_the_page_grows_with_what_the_steps_change_not_with_the_pool():
-    """8x the steps (and a pool 4x larger to hold them) make a page less than 8x larger: each step carries
-    the squares and rows it changed, not every square of the pool again (a whole frame a step: 17x)."""
+    """8x the steps (and a pool 4x larger to hold them) make the pool, rings, queues and requests less than 8x
+    larger: each step carries the squares and rows it changed, not every square of the pool again (a whole frame
+    a step: 17x). The tree is drawn whole on a step that changes it: as in SGLang, an insert refreshes the last
+    use of every node on its path, so a decode step changes the path."""
     short, long = _served(8), _served(64)
     assert len(long) == 8 * len(short)
-    assert len(page(long, "x")) < 6 * len(page(short, "x"))
+    assert _without_tree(long) < 6 * _without_tree(short)
     decode_step = changes(long)[1][len(long) // 2]  # four requests each decode one token
     assert sum(len(c["d"]) for c in decode_step if "d" in c) <= 2 * 4 + 4  # rows written, rows unmarked, requests
