@@ -28,7 +28,7 @@ model: venv
 kernels: venv
 	$(PY) -m ropepool build-kernels
 
-# lab: JupyterLab on workspace/, your copy of notebooks/ (git-ignored, made once, kept; see README).
+# lab: JupyterLab on workspace/, your copy of notebooks/ (git-ignored, made once, kept; see docs/setup.md).
 # PORT=8888 by default; a port in use moves to the next free one, and the URL printed is the server's.
 # LAB_FLAGS=--no-browser: print the URL only (a host's machine, a remote shell).
 lab: venv model kernels
