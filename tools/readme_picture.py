@@ -1,6 +1,6 @@
 """The README's picture: the op in one picture, as notebook 00 draws it (``ropepool.teaching.viz.gqa.op_overview``).
 
-    .venv/bin/python tools/readme_picture.py docs/op_overview.png
+.venv/bin/python tools/readme_picture.py docs/op_overview.png
 """
 
 from __future__ import annotations
