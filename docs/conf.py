@@ -12,6 +12,9 @@ from pathlib import Path
 # The build-it notebooks (12-14) run with every part filled in by the reference, as nbmake runs them
 # (notebooks/conftest.py): their stubs would stop Run All at the first checker. Each part says so in its output.
 os.environ.setdefault("ROPEPOOL_TRACK", "solutions")
+# A timing claim prints whether it held this run and asserts nothing, as under `make test` (tests/conftest.py):
+# the machine that builds the site is rarely quiet. In the lab the notebooks assert them.
+os.environ.setdefault("ROPEPOOL_TIMING_CLAIMS", "report")
 
 project = "ropepool"
 author = "ropepool's authors"
