@@ -72,7 +72,12 @@ html_theme = "alabaster"
 html_title = "ropepool"
 html_show_sourcelink = False
 html_copy_source = False
-html_theme_options = {"page_width": "1000px", "sidebar_width": "200px", "fixed_sidebar": False}
+html_theme_options = {
+    "page_width": "1000px",
+    "sidebar_width": "200px",
+    "fixed_sidebar": False,
+    "sidebar_includehidden": False,  # the error pages: reached from their index, not listed in the sidebar
+}
 # The site opens from disk (file://): build/site/index.html leads to the README.
 html_extra_path = ["_site_root"]  # relative to docs/, this file's folder
 html_static_path = ["_static"]

@@ -129,3 +129,22 @@ def test_the_readmes_map_names_every_notebook():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     named = set(re.findall(r"`(\d\d\w*)`", readme))
     assert named == {p.stem for p in (ROOT / "notebooks").glob("*.ipynb")}
+
+
+def test_the_site_checks_link_reader(tmp_path):
+    """tools/check_site.py (`make docs-check`, in Chromium) judges a link from its URL and the built files:
+    a page, a page's anchor, the site's door (a refresh to the README), and what is not the site's."""
+    check = _tool("check_site")
+    site = tmp_path / "site"
+    (site / "docs").mkdir(parents=True)
+    (site / "README.html").write_text('<h1 id="ropepool">ropepool</h1><a name="old">')
+    (site / "index.html").write_text('<meta http-equiv="refresh" content="0; url=README.html">')
+    page = (site / "README.html").as_uri()
+    assert check.broken_link(page, site) is None
+    assert check.broken_link(page + "#ropepool", site) is None and check.broken_link(page + "#old", site) is None
+    assert "no #gone" in check.broken_link(page + "#gone", site)
+    assert "no such page" in check.broken_link((site / "docs" / "x.html").as_uri(), site)
+    assert "outside the site" in check.broken_link((tmp_path / "elsewhere.html").as_uri(), site)
+    assert check.broken_link("https://example.org/page.html", site) is None  # a link out is not loaded
+    assert check.refresh_target(site / "index.html") == "README.html"
+    assert check.refresh_target(site / "README.html") is None
