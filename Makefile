@@ -53,15 +53,15 @@ test: venv-test model kernels lint
 # (docs/conf.py; docs/site.md says why). Its own venv, .venv-docs, with the runtime and the docs extra.
 docs:
 	@PYTHON="$(PYTHON)" sh tools/venv.sh "$(DOCS_VENV)" docs
-	@$(DOCS_PY) -m ropepool fetch-model || echo "(no model: notebooks 08, 09 and 12-14 show why they skip)"
+	@$(DOCS_PY) -m ropepool fetch-model || echo "(no model: the notebooks that serve SmolLM2 are shown without outputs)"
 	$(DOCS_PY) -m ropepool build-kernels
 	$(DOCS_PY) tools/error_pages.py
 	OPENBLAS_NUM_THREADS=1 $(DOCS_PY) -m sphinx -q -b html -c docs . $(SITE)
 
 # docs-check: every page of build/site in Debian's Chromium at 1024x768 (tools/check_site.py): it loads, asks
-# nothing of another machine, fits the width, and every link inside the site resolves. Needs `make docs` and
-# `make venv-test` (Playwright) first.
-docs-check:
+# nothing of another machine, fits the width, and every link inside the site resolves. Needs `make docs` first;
+# the test extra brings Playwright.
+docs-check: venv-test
 	$(PY) tools/check_site.py $(SITE)
 
 doctor: venv
