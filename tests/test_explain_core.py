@@ -161,13 +161,13 @@ def test_a_shape_reshaped_into_another_is_read_as_its_size_into_the_second():
     )
 
 
-def test_the_readmes_message_of_a_framework_without_a_reader_reads_as_shown():
+def test_the_explain_pages_message_of_a_framework_without_a_reader_reads_as_shown():
     import re
     import shlex
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    block = re.search(r"```\n\$ (python -m ropepool explain \"TypeError: cannot reshape[^\n]*)\n(.*?)```", readme, re.S)
+    page = (Path(__file__).resolve().parent.parent / "docs" / "explain.md").read_text()
+    block = re.search(r"```\n\$ (python -m ropepool explain \"TypeError: cannot reshape[^\n]*)\n(.*?)```", page, re.S)
     argv = shlex.split(block.group(1))[3:]
     out = flat(explain(argv[1], facts_of(argv[argv.index("--model") + 1])))
     shown = [flat(part) for part in re.split(r"\n\.\.\.\n|\n(?=\w)", block.group(2)) if part.strip()]

@@ -7,7 +7,7 @@ scratch venv with SGLang; SGLang is not needed here). Each trace is run through
 :class:`ropepool.engine.radix.RadixCache` and :class:`ropepool.engine.allocator.Allocator` and
 every answer compared. SGLang numbers pages from 1 (page 0 is its padding page): its page ``p``
 is the engine's ``p - 1``. Where SGLang's ``alloc`` returns None, the engine raises ValueError
-(the README's table says so).
+(the table in docs/engine.md says so).
 """
 
 from __future__ import annotations

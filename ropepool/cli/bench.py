@@ -467,7 +467,7 @@ def main(
     readme: str | None = None,
 ) -> int:
     """Entry point of ``python -m ropepool bench``; ``quick`` runs small sizes in seconds. Prints the
-    tables; writes ``out_dir``/bench.json and bench.png. The targets and the README's table belong
+    tables; writes ``out_dir``/bench.json and bench.png. The targets and docs/measured.md's table belong
     to the repository's ``benchmarks/op_bench.py``, which runs the same :func:`run`; ``readme``
     hands the whole command to it (``--readme FILE`` pastes the table into FILE).
 
@@ -488,7 +488,7 @@ def main(
         "python -m ropepool bench" + (" --quick" if quick else "") + (f" --repeats {repeats}" if repeats else ""),
     )
     print(report(results))
-    print("\ntargets met or missed, and the README's table: python benchmarks/op_bench.py")
+    print("\ntargets met or missed, and docs/measured.md's table: python benchmarks/op_bench.py")
     return 0
 
 
