@@ -858,6 +858,27 @@ def test_lock_file_symlink_is_not_followed(tmp_path, monkeypatch):
     assert victim.read_text() == "precious"
 
 
+@needs_cxx
+def test_the_same_headers_in_another_folder_load_the_library_built_there_first(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    monkeypatch.setenv("ROPEPOOL_KERNEL_CACHE", str(cache))
+    src = '#include "seven.h"\nextern "C" int ropepool_tiny() { return SEVEN; }\n'
+    for folder in ("a", "b"):  # two checkouts of the same header
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "seven.h").write_text("#define SEVEN 7\n")
+
+    def built(folder):
+        header = tmp_path / folder / "seven.h"
+        return build.shared_library("tiny", src, ["-O0", f"-I{header.parent}"], [header]).ropepool_tiny()
+
+    assert built("a") == 7 and built("b") == 7
+    assert len(list(cache.glob("tiny_*.so"))) == 1  # one build serves both folders
+    (tmp_path / "b" / "seven.h").write_text("#define SEVEN 8\n")
+    assert built("b") == 8  # another header text: another library
+    assert len(list(cache.glob("tiny_*.so"))) == 2
+
+
 # --- background builds: one compiler at a time, a bounded cache, a timeout, the whole message -------
 
 
