@@ -268,6 +268,7 @@ def main(argv=None) -> int:
     ap.add_argument("--threshold", type=float, default=0.10, help="new/old above 1 + this is a slip (default 0.10)")
     ap.add_argument("--quick", action="store_true", help="float32 only, T=64 prefill, a tiny model: seconds")
     ap.add_argument("--no-engine", action="store_true", help="the op's races only")
+    ap.add_argument("--only", default="", metavar="TEXT", help="only the benchmarks whose name holds TEXT")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     if argv is None and sys.argv[1:2] == ["--worker"]:
         return worker()
@@ -290,7 +291,9 @@ def main(argv=None) -> int:
         engine = "SmolLM2"
     else:
         skipped = "engine SmolLM2 step: skipped (the model is not cached; `make model` fetches it)"
-    todo = benches(args.quick, ("float32",) if args.quick else DTYPES, engine)
+    todo = [b for b in benches(args.quick, ("float32",) if args.quick else DTYPES, engine) if args.only in b.name]
+    if not todo:
+        ap.error(f"no benchmark's name holds {args.only!r}")
     here = git("rev-parse", "--short", "HEAD") + (" + uncommitted changes" if git("status", "--porcelain") else "")
     tmp = Path(tempfile.mkdtemp(prefix="ropepool-compare-"))  # 0700, ours alone
     tree = tmp / "tree"
