@@ -148,6 +148,8 @@ _WORD_OF = {0: np.uint64, 4: np.uint32, 2: np.uint16, 6: np.uint16}
 def _host_rows(x) -> np.ndarray:
     """The memory of ``x`` ``[N, Hkv, D]`` (row-contiguous) as ``[N, words]`` of the widest word that divides a row."""
     n = x.shape[0]
+    if n and isinstance(x, np.ndarray) and x.flags.c_contiguous:  # a view of x's rows as they are
+        return x.reshape(n, -1).view(np.uint8).view(_WORD_OF.get(x.nbytes // n % 8, np.uint8))
     mem = host_memory(x, np.uint8)
     row_bytes = mem.size // n if n else 1
     return mem.view(_WORD_OF.get(row_bytes % 8, np.uint8)).reshape(n, -1)
