@@ -80,10 +80,10 @@ def resolve(backend: str, inplace: bool = False) -> tuple[str, Callable]:
     (:data:`ropepool.inplace.INPLACE_BACKENDS`), and naming another one is an error.
     """
     reg = _registry()
-    hit = _RESOLVED.get((backend, inplace)) if type(backend) is str else None
+    key = (backend, inplace) if type(backend) is str and type(inplace) is bool else None
+    hit = _RESOLVED.get(key) if key is not None else None
     if hit is not None and hit[0] is reg:
         return hit[1]
-    asked = backend
     if not isinstance(backend, str):
         raise fail(
             "unknown_backend",
@@ -118,6 +118,6 @@ def resolve(backend: str, inplace: bool = False) -> tuple[str, Callable]:
             hint="The fused GPU kernels produce new rows for a scatter, not host writes: "
             "use backend='auto', or call without inplace=True.",
         )
-    if type(asked) is str:
-        _RESOLVED[(asked, inplace)] = reg, (backend, impl)
+    if key is not None:
+        _RESOLVED[key] = reg, (backend, impl)
     return backend, impl
