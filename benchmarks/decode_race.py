@@ -28,11 +28,19 @@ TARGET_MX = 1.5  # ropepool at least this much faster than the composition, mx i
 TARGET_NUMPY = 1.0  # ropepool on NumPy inputs at least as fast as the NumPy implementation
 MLX_RACE = ("ropepool", "ropepool-inplace", "mx.fast.rope")
 NUMPY_RACE = ("ropepool-inplace-np", "numpy")
+LLAMA3_8B_HEADS = (32, 8, 128)  # Hq, Hkv, D
+
+
+def race(dtype: str, repeats: int, methods=MLX_RACE, *, tokens: int = 1, heads=LLAMA3_8B_HEADS, pool: int = 4096):
+    """One race of ``methods`` (:func:`ropepool.cli.bench.compare`) at ``tokens`` tokens of ``heads``
+    (Hq, Hkv, D) and ``pool`` rows: ``{method: Timing}``, medians of ``repeats`` interleaved calls."""
+    shapes = Shapes(tokens, *heads, pool)
+    return {r.method: r for r in compare(shapes, dtype, repeats, methods=methods)}
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--heads", type=int, nargs=3, default=(32, 8, 128), metavar=("HQ", "HKV", "D"))
+    ap.add_argument("--heads", type=int, nargs=3, default=LLAMA3_8B_HEADS, metavar=("HQ", "HKV", "D"))
     ap.add_argument("--pool", type=int, default=4096, help="pool rows P")
     ap.add_argument("--repeats", type=int, default=150)
     ap.add_argument("--dtypes", nargs="+", default=["float16", "bfloat16", "float32"])
@@ -44,10 +52,9 @@ def main(argv=None) -> int:
     )
     checks = []
     for dtype in args.dtypes:
-        shapes = Shapes(1, Hq, Hkv, D, args.pool)
-        rows = {r.method: r for r in compare(shapes, dtype, args.repeats, methods=MLX_RACE)}
+        rows = race(dtype, args.repeats, heads=args.heads, pool=args.pool)
         if dtype != "bfloat16":  # NumPy has no bfloat16
-            rows.update({r.method: r for r in compare(shapes, dtype, args.repeats, methods=NUMPY_RACE)})
+            rows.update(race(dtype, args.repeats, NUMPY_RACE, heads=args.heads, pool=args.pool))
         print(f"\n{dtype}: " + ", ".join(f"{m} {r.median_ms * 1e3:.0f} us" for m, r in rows.items()))
         comp = rows["mx.fast.rope"].median_ms
         for m in ("ropepool", "ropepool-inplace"):

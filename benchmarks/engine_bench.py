@@ -30,10 +30,14 @@ from mlx_lm.generate import generate_step
 
 import ropepool
 from ropepool.engine import Engine, generate
-from ropepool.loaders.tiny import tiny
 
 
 def build(hidden: int, layers: int, vocab: int):
+    """A seeded random-weight mlx-lm Llama of these sizes (:func:`ropepool.loaders.tiny.tiny`)."""
+    try:
+        from ropepool.loaders.tiny import tiny
+    except ImportError:  # a ropepool from before the loaders package held it (benchmarks/compare.py)
+        from ropepool.engine.tiny_models import tiny
     return tiny(
         "llama",
         hidden_size=hidden,
@@ -51,6 +55,30 @@ def mlx_lm_tokens(model, prompt, new):
 
 def engine_tokens(model, prompt, new, backend):
     return generate(model, [prompt], new, pool_rows=len(prompt) + new, backend=backend)[0].tokens
+
+
+def decode_steps(model, prompt, steps: int, pool_rows: int = 4096) -> list[float]:
+    """Seconds of each of ``steps`` decode steps (one new token) of one request, after its prefill step."""
+    engine = Engine(model, pool_rows=pool_rows)
+    engine.add_request(prompt, steps + 1)
+    engine.step()  # the prompt, and the first new token
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        engine.step()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def smollm2_model(quantized: bool = False):
+    """SmolLM2-135M-Instruct as the engine serves it (GGUF rows, GPT-J pairs; float32 on the CPU unless
+    ``quantized``), its tokenizer and the four chat prompts' token ids."""
+    from ropepool.loaders.smollm2 import QUESTIONS, load_smollm2
+
+    model, tokenizer, _ = load_smollm2(pairs="gptj", **({"dequantize": False} if quantized else {}))
+    mx.eval(model.parameters())
+    prompts = [tokenizer.apply_chat_template([{"role": "user", "content": q}]) for q in (*QUESTIONS, EXTRA_QUESTION)]
+    return model, tokenizer, prompts
 
 
 def median_seconds(run, repeats, warm=True):
@@ -106,12 +134,8 @@ def smollm2(args):
 
     from mlx_lm import batch_generate
 
-    from ropepool.loaders.smollm2 import QUESTIONS, load_smollm2
-
-    model, tokenizer, _ = load_smollm2(pairs="gptj", **({"dequantize": False} if args.quantized else {}))
-    mx.eval(model.parameters())
+    model, tokenizer, prompts = smollm2_model(args.quantized)
     float32 = not hasattr(model.model.layers[0].self_attn.q_proj, "scales")
-    prompts = [tokenizer.apply_chat_template([{"role": "user", "content": q}]) for q in (*QUESTIONS, EXTRA_QUESTION)]
     line = blas_line()
     print(
         f"SmolLM2-135M-Instruct ({'float32' if float32 else 'Q4_1/Q8_0 as shipped'}, GGUF rows, GPT-J pairs); "

@@ -67,6 +67,9 @@ def best_backend() -> str:
     return next(name for name, s in available_backends().items() if s.available)
 
 
+_RESOLVED: dict = {}  # (backend, inplace) -> (the registry it was resolved in, (name, rotate))
+
+
 def resolve(backend: str, inplace: bool = False) -> tuple[str, Callable]:
     """``(name, rotate)`` for ``backend``, or a RopePoolError saying why not.
 
@@ -77,6 +80,10 @@ def resolve(backend: str, inplace: bool = False) -> tuple[str, Callable]:
     (:data:`ropepool.inplace.INPLACE_BACKENDS`), and naming another one is an error.
     """
     reg = _registry()
+    key = (backend, inplace) if type(backend) is str and type(inplace) is bool else None
+    hit = _RESOLVED.get(key) if key is not None else None
+    if hit is not None and hit[0] is reg:
+        return hit[1]
     if not isinstance(backend, str):
         raise fail(
             "unknown_backend",
@@ -111,4 +118,6 @@ def resolve(backend: str, inplace: bool = False) -> tuple[str, Callable]:
             hint="The fused GPU kernels produce new rows for a scatter, not host writes: "
             "use backend='auto', or call without inplace=True.",
         )
+    if key is not None:
+        _RESOLVED[key] = reg, (backend, impl)
     return backend, impl

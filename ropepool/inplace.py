@@ -87,12 +87,18 @@ def _memory(x) -> np.ndarray:
 
 def input_overlapping_pools(inputs: dict, k_pool, v_pool) -> tuple[str, str] | None:
     """``(input name, pool name)`` of the first input sharing memory with a pool, or None."""
-    mx.eval(*(x for x in (k_pool, v_pool, *inputs.values()) if isinstance(x, mx.array)))  # one evaluation
-    pools = {"k_pool": _memory(k_pool), "v_pool": _memory(v_pool)}
     own = _owns_memory(k_pool) and _owns_memory(v_pool)
+    if own and all(x.size == 0 or (x is not k_pool and x is not v_pool and _owns_memory(x)) for x in inputs.values()):
+        return None  # separate allocations, every one (NumPy arrays that own their memory)
+    lazy = [x for x in (k_pool, v_pool, *inputs.values()) if isinstance(x, mx.array)]
+    if lazy:
+        mx.eval(*lazy)  # one evaluation
+    pools = None
     for name, x in inputs.items():
         if x.size == 0 or (own and x is not k_pool and x is not v_pool and _owns_memory(x)):
             continue  # separate allocations cannot overlap
+        if pools is None:
+            pools = {"k_pool": _memory(k_pool), "v_pool": _memory(v_pool)}
         mem = _memory(x)
         for pool_name, pool in pools.items():
             if np.may_share_memory(mem, pool):

@@ -112,8 +112,10 @@ def apply_plan(
     name, rotate = resolve(backend, inplace)
     numpy_out = isinstance(q, np.ndarray)
     # NumPy in, NumPy out on a host backend: the rows go into one copy of each pool (the caller's stay as they were)
-    host_write = inplace or (name in INPLACE_BACKENDS and all(isinstance(x, np.ndarray) for x in (q, k_pool, v_pool)))
-    q, k, v = (native(x) for x in (q, k, v))  # any NumPy layout or byte order
+    host_write = inplace or (
+        name in INPLACE_BACKENDS and numpy_out and isinstance(k_pool, np.ndarray) and isinstance(v_pool, np.ndarray)
+    )
+    q, k, v = native(q), native(k), native(v)  # any NumPy layout or byte order
     if name != "cpu":  # the cpu backend reads NumPy and MLX memory alike
         q, k, v, positions = (to_mx(x) for x in (q, k, v, positions))
     if rope.mrope_section:  # [3, T] positions: one pass per run of pairs (ropepool.mrope)

@@ -59,7 +59,7 @@ def plan(slots: np.ndarray, pool_rows: int, *, checked: bool = False) -> Plan:
     T = slots.size
     if T == 1:  # decode: plain Python comparisons beat NumPy's per-call cost
         s = int(slots[0])
-        return Plan(np.array([s], np.int32), None, s) if 0 <= s < pool_rows else NOTHING
+        return _one_row(s) if 0 <= s < pool_rows else NOTHING
     s = np.asarray(slots, np.int64)
     writes = (s >= 0) if checked else (s >= 0) & (s < pool_rows)
     if T and writes.all():
@@ -75,6 +75,21 @@ def plan(slots: np.ndarray, pool_rows: int, *, checked: bool = False) -> Plan:
         if last.size != tokens.size:
             tokens = np.sort(tokens[::-1][last])
     return Plan(s[tokens].astype(np.int32), tokens.astype(np.int32), None) if tokens.size else NOTHING
+
+
+_ONE_ROW: dict = {}  # row -> the Plan of one token writing it (a decode step's write), made once
+
+
+def _one_row(row: int) -> Plan:
+    """The plan of one token writing pool row ``row`` (its arrays read-only: the plan is shared)."""
+    p = _ONE_ROW.get(row)
+    if p is None:
+        rows = np.array([row], np.int32)
+        rows.setflags(write=False)
+        if len(_ONE_ROW) >= 4096:
+            _ONE_ROW.clear()
+        p = _ONE_ROW[row] = Plan(rows, None, row)
+    return p
 
 
 def row_word(x):
@@ -126,15 +141,18 @@ def _write_block(k_pool, v_pool, k_rows, v_rows, start):
     return _copy_block(k_pool, k_rows, start), _copy_block(v_pool, v_rows, start)
 
 
-_WORDS = (np.uint64, np.uint32, np.uint16, np.uint8)
+#: A row's size in bytes modulo 8 -> the widest unsigned word that divides it.
+_WORD_OF = {0: np.uint64, 4: np.uint32, 2: np.uint16, 6: np.uint16}
 
 
 def _host_rows(x) -> np.ndarray:
     """The memory of ``x`` ``[N, Hkv, D]`` (row-contiguous) as ``[N, words]`` of the widest word that divides a row."""
+    n = x.shape[0]
+    if n and isinstance(x, np.ndarray) and x.flags.c_contiguous:  # a view of x's rows as they are
+        return x.reshape(n, -1).view(np.uint8).view(_WORD_OF.get(x.nbytes // n % 8, np.uint8))
     mem = host_memory(x, np.uint8)
-    row_bytes = mem.size // x.shape[0] if x.shape[0] else 1
-    word = next(w for w in _WORDS if row_bytes % np.dtype(w).itemsize == 0)
-    return mem.view(word).reshape(x.shape[0], -1)
+    row_bytes = mem.size // n if n else 1
+    return mem.view(_WORD_OF.get(row_bytes % 8, np.uint8)).reshape(n, -1)
 
 
 def write_in_place(p: Plan, k_pool, v_pool, k_rows, v_rows) -> None:
@@ -145,11 +163,11 @@ def write_in_place(p: Plan, k_pool, v_pool, k_rows, v_rows) -> None:
     """
     if p.rows.size == 0:
         return
-    sources = [_host_rows(r) for r in (k_rows, v_rows)]  # evaluates mx.array rows
+    k_src, v_src = _host_rows(k_rows), _host_rows(v_rows)  # evaluates mx.array rows
     if isinstance(k_pool, mx.array) or isinstance(v_pool, mx.array):
         mx.synchronize()  # queued MLX work that reads a pool finishes before its rows change
-    for pool, src in zip((k_pool, v_pool), sources):
-        _copy_host_rows(p, pool, src)
+    _copy_host_rows(p, k_pool, k_src)
+    _copy_host_rows(p, v_pool, v_src)
 
 
 def _copy_host_rows(p: Plan, pool, src: np.ndarray) -> None:

@@ -76,6 +76,88 @@ def validate(
     ``rope_scaling`` also takes positions ``[3, T]``.
     """
     named = dict(q=q, k=k, v=v, positions=positions, slots=slots, k_pool=k_pool, v_pool=v_pool)
+    scalars = (head_dim, num_qo_heads, num_kv_heads, rope_base, rotary_dim, is_neox, max_position_embeddings)
+    scalars += (check_values, inplace, norm_eps, k_scale, v_scale)
+    key = None
+    if rope_scaling is None and q_norm_weight is None and k_norm_weight is None:
+        key = _signature(named.values(), scalars)
+    passed = _PASSED.get(key) if key is not None else None
+    if passed is not None:
+        rope, fusion = passed
+    else:
+        rope, fusion = _signature_checks(
+            named,
+            head_dim=head_dim,
+            num_qo_heads=num_qo_heads,
+            num_kv_heads=num_kv_heads,
+            rope_base=rope_base,
+            rotary_dim=rotary_dim,
+            is_neox=is_neox,
+            rope_scaling=rope_scaling,
+            max_position_embeddings=max_position_embeddings,
+            check_values=check_values,
+            inplace=inplace,
+            q_norm_weight=q_norm_weight,
+            k_norm_weight=k_norm_weight,
+            norm_eps=norm_eps,
+            k_scale=k_scale,
+            v_scale=v_scale,
+        )
+        if key is not None:
+            if len(_PASSED) >= _PASSED_MAX:
+                _PASSED.clear()
+            _PASSED[key] = rope, fusion
+    host_slots = index_values(positions, slots, k_pool.shape[0], check_values)
+    if inplace:
+        inplace_pools({"k_pool": k_pool, "v_pool": v_pool}, dict(q=q, k=k, v=v, positions=positions, slots=slots))
+    return Checked(host_slots, rope, fusion)
+
+
+#: ``(rope, fusion)`` per call signature (:func:`_signature`) that :func:`_signature_checks` passed: a
+#: model's layers call with one signature step after step. Only calls without QK-norm weights and
+#: ``rope_scaling`` are kept (their checks read no array's values and no dict).
+_PASSED: dict = {}
+_PASSED_MAX = 256
+
+
+def _signature(arrays, scalars) -> tuple | None:
+    """What :func:`_signature_checks` reads of a call: each array's type, shape and dtype, each other
+    argument's type and value (so ``1`` and ``True``, ``128`` and ``128.0`` differ); None when something
+    in it cannot be a key (not an array, an unhashable argument)."""
+    key = []
+    try:
+        for x in arrays:
+            key += (type(x), x.shape, x.dtype)
+        for a in scalars:
+            key += (type(a), a)
+        key = tuple(key)
+        hash(key)
+    except (AttributeError, TypeError):
+        return None
+    return key
+
+
+def _signature_checks(
+    named: dict,
+    *,
+    head_dim,
+    num_qo_heads,
+    num_kv_heads,
+    rope_base,
+    rotary_dim,
+    is_neox,
+    rope_scaling,
+    max_position_embeddings,
+    check_values,
+    inplace,
+    q_norm_weight,
+    k_norm_weight,
+    norm_eps,
+    k_scale,
+    v_scale,
+) -> tuple[Rope, Fusion]:
+    """:func:`validate`'s checks up to the values: types, ranks, shapes, dtypes, sizes, the rotation,
+    QK-norm and the scales, in the catalog's order; the call's rotation and fusions."""
     arrays(named)
     if q_norm_weight is not None or k_norm_weight is not None:
         arrays(_given(q_norm_weight=q_norm_weight, k_norm_weight=k_norm_weight))
@@ -90,6 +172,7 @@ def validate(
         max_position_embeddings=max_position_embeddings,
     )
     D, Hq, Hkv = head_dim, num_qo_heads, num_kv_heads
+    q, k, v, positions, slots, k_pool, v_pool = named.values()
     _ranks(q, k, v, positions, slots, k_pool, v_pool, position_rows(rope_scaling), D, Hkv)
     _shapes(q, k, v, positions, slots, k_pool, v_pool, D, Hq, Hkv)
     fp8 = _dtypes(named, head_dim)
@@ -105,12 +188,7 @@ def validate(
         v_scale=v_scale,
         norm_inputs=(q, k) if check_values else None,
     )
-    host_slots = index_values(positions, slots, k_pool.shape[0], check_values)
-    if inplace:
-        inplace_pools(
-            {"k_pool": k_pool, "v_pool": v_pool}, {n: named[n] for n in ("q", "k", "v", "positions", "slots")}
-        )
-    return Checked(host_slots, rope, fusion)
+    return rope, fusion
 
 
 def validate_indices(positions, slots, pool_rows: int, *, check_values=True) -> np.ndarray:

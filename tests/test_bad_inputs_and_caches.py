@@ -367,6 +367,38 @@ def test_a_value_refused_alone_is_refused_where_an_equal_number_was_cached(plain
     assert info.value.code == "rope_factor"
 
 
+@pytest.mark.parametrize(
+    "name, plain, other, code",
+    [
+        ("check_values", True, 1, "argument_type"),
+        ("num_kv_heads", 2, 2.0, "argument_type"),
+        ("inplace", False, 0, "argument_type"),
+        ("rope_base", 10000.0, np.float32(np.nan), "rope_base"),
+    ],
+    ids=["1 after True", "2.0 after 2", "0 after False", "NaN after a base"],
+)
+def test_an_argument_refused_alone_is_refused_after_an_equal_one_passed(name, plain, other, code):
+    """The op remembers what passed for a call's shapes, dtypes and arguments: a value equal to one that
+    passed (1 == True, 2.0 == 2) but of another type is still checked, and refused as on a fresh start."""
+    kw = make_inputs(BASE, "float32", slots=[0, 2, 4])
+    for _ in range(2):
+        rope_pool_fused(**{**kw, name: plain})
+    with pytest.raises(RopePoolError) as info:
+        rope_pool_fused(**{**kw, name: other})
+    assert info.value.code == code
+
+
+def test_a_shape_refused_is_refused_after_the_right_one_passed():
+    kw = make_inputs(BASE, "float32", slots=[0, 2, 4])
+    rope_pool_fused(**kw)
+    with pytest.raises(RopePoolError) as info:
+        rope_pool_fused(**{**kw, "v": kw["v"][:, :, :-2]})
+    assert info.value.code == "v_shape"
+    with pytest.raises(RopePoolError) as info:
+        rope_pool_fused(**{**kw, "v_pool": kw["v_pool"].astype(mx.float16)})
+    assert info.value.code == "pool_dtype"
+
+
 # from_config: every bad RoPE field a one-line ConfigError naming its field
 LLAMA_CONFIG = {"num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096, "rope_theta": 500000.0}
 LONGROPE_64 = {
@@ -856,6 +888,27 @@ def test_lock_file_symlink_is_not_followed(tmp_path, monkeypatch):
     reason = build.unavailable(lambda: build.shared_library("tiny", TINY, ["-O0"]), "tiny cannot build")
     assert reason is not None and "lock file" in reason
     assert victim.read_text() == "precious"
+
+
+@needs_cxx
+def test_the_same_headers_in_another_folder_load_the_library_built_there_first(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    monkeypatch.setenv("ROPEPOOL_KERNEL_CACHE", str(cache))
+    src = '#include "seven.h"\nextern "C" int ropepool_tiny() { return SEVEN; }\n'
+    for folder in ("a", "b"):  # two checkouts of the same header
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "seven.h").write_text("#define SEVEN 7\n")
+
+    def built(folder):
+        header = tmp_path / folder / "seven.h"
+        return build.shared_library("tiny", src, ["-O0", f"-I{header.parent}"], [header]).ropepool_tiny()
+
+    assert built("a") == 7 and built("b") == 7
+    assert len(list(cache.glob("tiny_*.so"))) == 1  # one build serves both folders
+    (tmp_path / "b" / "seven.h").write_text("#define SEVEN 8\n")
+    assert built("b") == 8  # another header text: another library
+    assert len(list(cache.glob("tiny_*.so"))) == 2
 
 
 # --- background builds: one compiler at a time, a bounded cache, a timeout, the whole message -------

@@ -113,7 +113,7 @@ def shared_library(
     cxx = compiler()
     if cxx is None:
         raise RuntimeError("no C++ compiler found (set CXX, or install g++)")
-    key = [cxx, *flags, text, *(p.read_text() for p in depends)]
+    key = [cxx, *_key_flags(flags, depends), text, *(p.read_text() for p in depends)]
     if "-march=native" in flags:
         key.append(_cpu_flags())
     digest = hashlib.sha256("\0".join(key).encode()).hexdigest()[:16]
@@ -136,6 +136,14 @@ def shared_library(
         return ctypes.CDLL(str(out))
     except OSError as err:
         raise RuntimeError(f"loading {out.name} failed: {err}") from None
+
+
+def _key_flags(flags: Sequence[str], depends: Sequence[Path]) -> list[str]:
+    """``flags`` as the cache key reads them: an ``-I`` folder holding one of ``depends`` stands for what
+    it holds there (their text is in the key), not for where it is, so a checkout elsewhere (another
+    clone, a worktree) loads the library this one built."""
+    homes = {str(p.parent) for p in depends}
+    return ["-I<depends>" if f.startswith("-I") and f[2:] in homes else f for f in flags]
 
 
 def _sha256(path: Path) -> str:

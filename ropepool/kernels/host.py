@@ -285,12 +285,13 @@ def rope_rows_host(
     codes = (np.empty(k.shape, np.uint8), np.empty(k.shape, np.uint8)) if fusion.fp8 else ()
     if T:
         fn = kernel(shape_key(Hq, Hkv, D, rope)) if allow_fixed else _library().ropepool_rope
-        arrays = [q, k, positions] + ([v] if fusion.fp8 else [])
-        lazy = [x for x in arrays if isinstance(x, mx.array)]
-        if lazy:
-            mx.eval(*lazy)
-        mem = [_buffer(x, np.int32 if n == 2 else storage) for n, x in enumerate(arrays)]  # alive: the call
-        q_rot_at, k_rot_at = (_address(_buffer(x, storage)) for x in (q_rot, k_rot))
+        arrays = (q, k, positions, v) if fusion.fp8 else (q, k, positions)
+        if not isinstance(q, np.ndarray) or not isinstance(k, np.ndarray) or not isinstance(positions, np.ndarray):
+            mx.eval(*(x for x in arrays if isinstance(x, mx.array)))
+        mem = [_buffer(q, storage), _buffer(k, storage), _buffer(positions, np.int32)]  # alive: the call
+        if fusion.fp8:
+            mem.append(_buffer(v, storage))
+        q_rot_at, k_rot_at = _address(_buffer(q_rot, storage)), _address(_buffer(k_rot, storage))
         v_at = _address(mem[3]) if fusion.fp8 else None  # v read for its codes
         pool_args = (0, v_at, None, None, None, 0)  # the driver writes no pool: pool_write does
         norm_args, alive = _norm_args(fusion)
