@@ -166,6 +166,12 @@ def test_without_a_compiler_deterministic_is_refused_with_the_reason(monkeypatch
         check_available()
 
 
+def test_off_the_cpu_deterministic_is_refused_with_the_reason(monkeypatch):
+    monkeypatch.setattr(mx, "default_device", lambda: mx.Device(mx.gpu))
+    with pytest.raises(DeterminismUnavailable, match="kept on the CPU only, and MLX's default device is Device.gpu"):
+        check_available()
+
+
 def test_smollm2_the_same_bits_alone_beside_chunked_and_at_two_thread_counts():
     from ropepool.loaders.fetch import ModelUnavailable
     from ropepool.loaders.smollm2 import QUESTIONS, load_smollm2

@@ -36,11 +36,18 @@ from .errors import EngineArgumentError
 
 
 class DeterminismUnavailable(EngineArgumentError):
-    """``deterministic=True`` cannot be kept here (no C++ compiler for the batch-invariant kernel)."""
+    """``deterministic=True`` cannot be kept here: off the CPU, or no C++ compiler for the kernel."""
 
 
 def check_available() -> None:
-    """Raise :class:`DeterminismUnavailable` with the reason when the kernel cannot be built here."""
+    """Raise :class:`DeterminismUnavailable` with the reason when the promise cannot be kept here: MLX's
+    default device is not the CPU, or the kernel cannot be built."""
+    device = mx.default_device()
+    if device.type != mx.DeviceType.cpu:
+        raise DeterminismUnavailable(
+            f"deterministic=True is kept on the CPU only, and MLX's default device is {device}: on a GPU MLX's "
+            "quantized matmul and attention pick their kernels by the number of rows; mx.set_default_device(mx.cpu)"
+        )
     reason = _kernel_unavailable()
     if reason is not None:
         raise DeterminismUnavailable(f"deterministic=True needs the batch-invariant matmul, and {reason}")
