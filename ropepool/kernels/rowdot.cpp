@@ -3,7 +3,7 @@
 // Every element is summed in one order that depends on K alone: eight lanes, lane l taking
 // k = l, l + 8, l + 16, ... in turn (a multiply, then an add: built with -ffp-contract=off), the
 // lanes added as ((0+1)+(2+3))+((4+5)+(6+7)), then the last K % 8 products one after another.
-// The tiles (2 rows of a by 4 of w, and their edges) and the threads (contiguous ranges of n)
+// The tiles (3 rows of a by 4 of w, and their edges) and the threads (contiguous ranges of n)
 // only choose which elements are computed together, never how one is summed: a row's result
 // does not depend on M, on its place among the rows, on the batch or on the thread count.
 #include <algorithm>
@@ -59,8 +59,8 @@ static void columns(const float* a, const float* w, float* c, int64_t M, int64_t
   for (int64_t n = n0; n < n1; n += 4) {
     const int nb = int(n1 - n < 4 ? n1 - n : 4);
     int64_t m = 0;
-    for (; m + 2 <= M; m += 2) tile_n<2>(nb, a + m * K, w + n * K, c + m * N + n, K, N);
-    if (m < M) tile_n<1>(nb, a + m * K, w + n * K, c + m * N + n, K, N);
+    for (; m + 3 <= M; m += 3) tile_n<3>(nb, a + m * K, w + n * K, c + m * N + n, K, N);
+    for (; m < M; ++m) tile_n<1>(nb, a + m * K, w + n * K, c + m * N + n, K, N);
   }
 }
 
