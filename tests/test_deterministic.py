@@ -134,9 +134,10 @@ def test_the_default_engine_moves_the_bits_the_property_test_holds_still():
     assert np.sum(default != served(model, TARGET, NEW)) > 0
 
 
+@pytest.mark.parametrize("weights", ["float32", "4-bit"])
 @pytest.mark.parametrize("name", ARCHS)
-def test_the_same_tokens_as_mlx_lm(name):
-    model = model_of(name)
+def test_the_same_tokens_as_mlx_lm(name, weights):
+    model = model_of(name, weights)
     prompts = [list(TARGET), [2, 4], [100, 3, 7, 9, 11]]
     ours = generate(model, prompts, 5, pool_rows=64, max_step_tokens=4, deterministic=True)
     theirs = greedy(model, prompts, 5)
