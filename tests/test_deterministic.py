@@ -68,6 +68,15 @@ def test_rowdot_sums_in_the_stated_order(a_shape, w_shape, index):
     np.testing.assert_array_equal(bits(got), bits(rowdot_reference(a, w, index)))
 
 
+def test_the_portable_build_sums_in_the_stated_order_without_fused_adds():
+    rng = np.random.default_rng(2)
+    a, w = rng.standard_normal((1, 5, 37)).astype(np.float32), rng.standard_normal((1, 6, 37)).astype(np.float32)
+    got = np.array(rowdot(mx.array(a), mx.array(w), portable=True))
+    np.testing.assert_array_equal(bits(got), bits(rowdot_reference(a, w, fma=False)))
+    if invariant.fused():  # the two rules are two different sums, each fixed
+        assert np.any(bits(got) != bits(rowdot_reference(a, w, fma=True)))
+
+
 @settings(max_examples=25, deadline=None)
 @given(m=st.integers(1, 40), at=st.integers(0, 39), k=st.integers(1, 80), threads=st.integers(1, 4))
 def test_a_rows_sum_does_not_depend_on_the_rows_beside_it(m, at, k, threads):

@@ -2,7 +2,8 @@
 
 :func:`rowdot` computes ``c[b, m, n] = sum_k a[b, m, k] * w[index[b], n, k]`` in float32 with
 ``rowdot.cpp``, whose every element is summed in an order that depends on K alone (eight lanes over
-k, then a fixed tree, then the last ``K % 8`` products). A row's result is therefore the same bits
+k, then a fixed tree, then the last ``K % 8`` products; each product added with one fused multiply-add
+where the CPU has them, :func:`fused`, else a multiply and an add). A row's result is therefore the same bits
 whatever else is in the call: how many rows (M), its place among them, the batch, the thread count.
 OpenBLAS promises none of that (a row of ``x @ w.T`` changes with M: ``benchmarks/deterministic_cost.py``
 and notebook 15 measure it). :func:`rowdot_reference` is the same sum in NumPy, the same order.
@@ -35,17 +36,28 @@ THREADED_FROM = 1 << 20
 
 
 @lru_cache(maxsize=None)
-def _library() -> ctypes.CDLL:
+def _library(portable: bool = False) -> ctypes.CDLL:
+    """The kernel built for this CPU (``-march=native``), or ``portable`` (the compiler's baseline)."""
     text = SOURCE.read_text()
     announce = "ropepool: compiling the batch-invariant matmul for this CPU (deterministic=True)"
-    try:
-        lib = shared_library("ropepool_rowdot", text, [*_FLAGS, "-march=native"], announce=announce)
-    except CompileError:  # a compiler without -march=native: a portable build
+    lib = None
+    if not portable:
+        try:
+            lib = shared_library("ropepool_rowdot", text, [*_FLAGS, "-march=native"], announce=announce)
+        except CompileError:  # a compiler without -march=native: a portable build
+            lib = None
+    if lib is None:
         lib = shared_library("ropepool_rowdot", text, _FLAGS, announce=announce)
     p, i64 = ctypes.c_void_p, ctypes.c_int64
     lib.ropepool_rowdot.argtypes = [p, p, p, p, i64, i64, i64, i64, i64, ctypes.c_int]
     lib.ropepool_rowdot.restype = ctypes.c_int
+    lib.ropepool_rowdot_fused.restype = ctypes.c_int
     return lib
+
+
+def fused() -> bool:
+    """Whether this machine's build adds each product with a fused multiply-add (one rounding)."""
+    return bool(_library().ropepool_rowdot_fused())
 
 
 def unavailable_reason() -> str | None:
@@ -64,7 +76,7 @@ def _host(x) -> np.ndarray:
     return host_memory(x, np.float32)
 
 
-def rowdot(a, w, index=None, *, n_threads: int | None = None) -> mx.array:
+def rowdot(a, w, index=None, *, n_threads: int | None = None, portable: bool = False) -> mx.array:
     """``c [B, M, N]`` float32, ``c[b, m, n] = sum_k a[b, m, k] * w[index[b], n, k]``, batch-invariant.
 
     Parameters
@@ -73,6 +85,7 @@ def rowdot(a, w, index=None, *, n_threads: int | None = None) -> mx.array:
     w : mx.array or NumPy ``[E, N, K]`` (cast to float32)
     index : int ``[B]`` in ``[0, E)``; None: ``b`` (then E must equal B, or be 1)
     n_threads : the threads to split the columns over; None: :func:`threads` for large calls
+    portable : run the compiler's baseline build (no fused multiply-add) instead of this CPU's
 
     Raises
     ------
@@ -97,7 +110,7 @@ def rowdot(a, w, index=None, *, n_threads: int | None = None) -> mx.array:
     a_host, w_host = _host(a), _host(w)
     if n_threads is None:
         n_threads = threads() if B * M * N * K >= THREADED_FROM else 1
-    status = _library().ropepool_rowdot(
+    status = _library(portable).ropepool_rowdot(
         a_host.ctypes.data, w_host.ctypes.data, index.ctypes.data, out.ctypes.data, B, M, N, K, E, n_threads
     )
     if status != 0:
@@ -105,19 +118,31 @@ def rowdot(a, w, index=None, *, n_threads: int | None = None) -> mx.array:
     return mx.array(out)
 
 
-def rowdot_reference(a, w, index=None) -> np.ndarray:
-    """:func:`rowdot` in NumPy, each element summed in the kernel's order (slow: for tests)."""
+def rowdot_reference(a, w, index=None, *, fma: bool | None = None) -> np.ndarray:
+    """:func:`rowdot` in NumPy, each element summed in the kernel's order (slow: for tests).
+
+    ``fma`` (default: :func:`fused`) adds each product as one fused multiply-add, emulated in float64:
+    the product is exact there, the sum rounded twice (to float64, then float32), which differs from one
+    rounding about once in 2**29 sums."""
+    fma = fused() if fma is None else fma
     a, w = np.asarray(a, np.float32), np.asarray(w, np.float32)
     B, M, K = a.shape
     index = (np.zeros(B, int) if w.shape[0] == 1 else np.arange(B)) if index is None else np.asarray(index)
     K8 = K - K % LANES
-    prod = a[:, :, None, :] * w[index][:, None, :, :]  # [B, M, N, K], each product rounded
+    x, y = a[:, :, None, :], w[index][:, None, :, :]  # [B, M, 1, K], [B, 1, N, K]
+
+    def madd(acc, k):
+        if fma:
+            exact = x[..., k].astype(np.float64) * y[..., k].astype(np.float64)
+            return (acc.astype(np.float64) + exact).astype(np.float32)
+        return acc + x[..., k] * y[..., k]
+
     lanes = np.zeros((B, M, w.shape[1], LANES), np.float32)
     for k in range(0, K8, LANES):
-        lanes = lanes + prod[..., k : k + LANES]
+        lanes = madd(lanes, slice(k, k + LANES))
     s = ((lanes[..., 0] + lanes[..., 1]) + (lanes[..., 2] + lanes[..., 3])) + (
         (lanes[..., 4] + lanes[..., 5]) + (lanes[..., 6] + lanes[..., 7])
     )
     for k in range(K8, K):
-        s = s + prod[..., k]
+        s = madd(s, k)
     return s
