@@ -26,9 +26,10 @@ EXPECTED = [
     "12_build_rotate_and_fp8",
     "13_build_allocator_and_slots",
     "14_build_tree_and_scheduler",
+    "15_same_prompt_different_logits",
 ]
 #: Notebooks after 10, apart from the build-it track: each links 10 first and the suite's map last.
-APART = ("11_beyond_gqa", "11b_the_pool_across_ranks")
+APART = ("11_beyond_gqa", "11b_the_pool_across_ranks", "15_same_prompt_different_logits")
 TRACK = [p for p in NOTEBOOKS if p.stem not in APART]
 
 

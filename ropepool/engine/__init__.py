@@ -9,7 +9,8 @@ step: admission, chunked prefill, preemption), :mod:`.context` (what every layer
 :mod:`.protocols` writes down the interfaces a part of your own must meet to plug into
 ``Engine(allocator=..., prefix_cache=..., scheduler=..., parts=...)``. :mod:`.model_spec` reads
 what the engine needs of a model (RoPE per layer, QK-norm, windows, MLA, the pools' dtype);
-:mod:`.window` keeps sliding layers' rings; :mod:`.kv_scales` measures FP8 scales; :mod:`.parallel`
+:mod:`.window` keeps sliding layers' rings; :mod:`.deterministic` sums every reduction of a step in one
+order per token (``deterministic=True``); :mod:`.kv_scales` measures FP8 scales; :mod:`.parallel`
 splits a model over tensor-parallel ranks; :mod:`.arguments` checks token ids and counts and :mod:`.errors`
 names the engine's refusals; :mod:`.mlx_lm_loop` is mlx-lm's own greedy loop, the reference results are
 checked against; :mod:`.recording` keeps a run's steps, read from their undo logs, to replay and draw. The models

@@ -66,6 +66,10 @@ class Engine:
         rounding whatever the machine's load); None: the process's setting (:mod:`ropepool.blas_threads`:
         as many as the cores other programs leave free, unless ``ROPEPOOL_BLAS_THREADS=N`` or
         ``OPENBLAS_NUM_THREADS`` says). Either way the count before a step is set back after it
+    deterministic : a request's logits bit for bit the same whatever else is served, its place in the
+        batch, chunking, the prefix cache, the page size and the OpenBLAS thread count
+        (:mod:`.deterministic`: each reduction in one order per token). Sliding layers then read their
+        window from the pool (no ring, whose key order follows the chunks)
 
     The engine holds only the requests it is serving: a finished request goes out in the step's
     ``Batch.finished`` and is the caller's (:attr:`requests` lists those someone still holds).
@@ -92,6 +96,7 @@ class Engine:
         parts: RunnerParts | None = None,
         group=None,
         blas_threads: int | None = None,
+        deterministic: bool = False,
     ):
         vocab = model.args.vocab_size
         pool_rows = check_int("pool_rows", pool_rows, 1, MAX_POOL_ROWS)
@@ -99,6 +104,8 @@ class Engine:
             stop = check_int("stop", stop, 0, vocab - 1)
         if not isinstance(keep_logits, bool):
             raise EngineArgumentError(f"keep_logits must be True or False, got {keep_logits!r:.60}")
+        if not isinstance(deterministic, bool):
+            raise EngineArgumentError(f"deterministic must be True or False, got {deterministic!r:.60}")
         if not (isinstance(prefix_cache, bool) or callable(prefix_cache)):
             raise EngineArgumentError(
                 f"prefix_cache must be True or False, got {prefix_cache!r:.60} (or a factory: "
@@ -114,8 +121,17 @@ class Engine:
         if not (parts is None or isinstance(parts, RunnerParts)):
             raise EngineArgumentError(f"parts must be a RunnerParts (ropepool.engine.protocols), got {parts!r:.60}")
         # Without a prefix cache, sliding-window layers keep only their window's rows (engine.window)
+        ring = prefix_cache is False and not deterministic
         self.runner = Runner(
-            model, pool_rows, backend, kv_dtype, kv_scales, ring=prefix_cache is False, parts=parts, group=group
+            model,
+            pool_rows,
+            backend,
+            kv_dtype,
+            kv_scales,
+            ring=ring,
+            parts=parts,
+            group=group,
+            deterministic=deterministic,
         )  # the pools are lazy: nothing allocated yet
         check_pool_memory(self.runner, pool_rows)
         self.allocator = allocator(pool_rows, page_size)
@@ -400,6 +416,7 @@ def generate(
     kv_scales=None,
     group=None,
     blas_threads: int | None = None,
+    deterministic: bool = False,
 ) -> list:
     """Serve ``prompts`` together on ``model`` and return one :class:`Result` per prompt, in order.
 
@@ -423,6 +440,7 @@ def generate(
     group : the ``mx.distributed`` group ``model`` was split over (see :class:`Engine`); every rank calls
         ``generate`` with the same arguments and gets the same results
     blas_threads : OpenBLAS's thread count during the steps (see :class:`Engine`); None: the process's setting
+    deterministic : each request's logits the same bits whatever else is served (see :class:`Engine`)
 
     Returns
     -------
@@ -470,6 +488,7 @@ def generate(
         kv_scales=kv_scales,
         group=group,
         blas_threads=blas_threads,
+        deterministic=deterministic,
     )
     requests = [engine.add_request(p, n) for p, n in zip(prompts, counts)]  # every refusal before a step
     while not engine.done:

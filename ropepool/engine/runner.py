@@ -38,6 +38,7 @@ from ..fusion import KV_SCALE_MAX, KV_SCALE_MIN
 from ..mla import apply_mla_plan
 from ..op import StepPlan, apply_plan, plan_step
 from ..validation import fusion_settings
+from . import deterministic as invariant
 from . import model_spec, parallel
 from .context import StepContext, window_mask
 from .errors import EngineArgumentError, UnsupportedModelError
@@ -102,6 +103,8 @@ class Runner:
     ring : sliding layers keep at most their window's rows per request (no prefix cache), P rows together
     parts : :class:`~.protocols.RunnerParts`, your own rotation, FP8 encoder or slot mapping
     group : an ``mx.distributed`` group the model was split over (:mod:`.parallel`); None: one process
+    deterministic : every reduction in one order per token (:mod:`.deterministic`): a request's logits
+        the same bits whatever else the step holds
 
     Raises
     ------
@@ -122,6 +125,7 @@ class Runner:
         ring: bool = False,
         parts: RunnerParts | None = None,
         group=None,
+        deterministic: bool = False,
     ):
         if not (kv_dtype is None or (isinstance(kv_dtype, str) and kv_dtype == "fp8")):
             raise EngineArgumentError(f"kv_dtype must be None (the activations' dtype) or 'fp8', got {kv_dtype!r:.60}")
@@ -167,8 +171,13 @@ class Runner:
         for i in np.flatnonzero(self.ring_layers):  # the ring group's pools: ring rows, not slots
             self.pools[i] = [mx.zeros((self.rings.capacity, *row), dtype) for _ in range(count)]
         self.journal = None  # the engine's undo log (set by the Engine): ring rows a failed step overwrote
-        self.layers = [layer_view(layer, Attention(self, i, layer.self_attn)) for i, layer in enumerate(layers)]
         self.head = model.lm_head if "lm_head" in model else self.inner.embed_tokens.as_linear
+        self.deterministic = deterministic
+        if deterministic:  # views whose float matmuls sum each row as alone; the model untouched
+            invariant.check_available()
+            layers = [invariant.invariant_view(layer) for layer in layers]
+            self.head = invariant.invariant_head(self.head)
+        self.layers = [layer_view(layer, Attention(self, i, layer.self_attn)) for i, layer in enumerate(layers)]
 
     @property
     def pool_bytes(self) -> int:
@@ -236,7 +245,8 @@ class Runner:
             mask = step.window_mask if self.spec.windows[i] is not None else ctx.mask
         keys, values = self._read(i, "k", keys, q.dtype), self._read(i, "v", values, q.dtype)  # [R, Hkv, L, D]
         scale = attn.scale if hasattr(attn, "scale") else attn.sm_scale
-        o = mx.fast.scaled_dot_product_attention(
+        sdpa = invariant.attention if self.deterministic else mx.fast.scaled_dot_product_attention
+        o = sdpa(
             q.transpose(0, 2, 1, 3), keys, values, scale=scale, mask=mask, sinks=getattr(attn, "sinks", None)
         )  # [R, Hq, N, D]
         o = o.transpose(0, 2, 1, 3).reshape(o.shape[0] * o.shape[2], -1)  # [R * N, Hq*D]
@@ -264,12 +274,14 @@ class Runner:
         pick = (lambda y: y[:, None]) if ctx.queries is None else (lambda y: y[ctx.queries])
         q_nope = pick(q_nope).transpose(0, 2, 1, 3)  # [R_req, Hq, N, nope]
         q_pe = pick(q_pe).transpose(0, 2, 1, 3)  # [R_req, Hq, N, rd]
-        scores = (q_pe * attn.scale) @ k_rot.swapaxes(-1, -2)  # [R_req, Hq, N, L]
+        if self.deterministic:
+            scores = invariant.scores(q_pe * attn.scale, k_rot)  # [R_req, Hq, N, L]
+        else:
+            scores = (q_pe * attn.scale) @ k_rot.swapaxes(-1, -2)  # [R_req, Hq, N, L]
         if ctx.mask is not None:
             scores = mx.where(ctx.mask, scores, mx.array(mx.finfo(scores.dtype).min, scores.dtype))
-        o = mx.fast.scaled_dot_product_attention(
-            attn.embed_q(q_nope), latent, latent, scale=attn.scale, mask=scores
-        )  # [R_req, Hq, N, R]
+        sdpa = invariant.attention if self.deterministic else mx.fast.scaled_dot_product_attention
+        o = sdpa(attn.embed_q(q_nope), latent, latent, scale=attn.scale, mask=scores)  # [R_req, Hq, N, R]
         o = attn.unembed_out(o).transpose(0, 2, 1, 3)  # [R_req, N, Hq, v]
         o = o.reshape(o.shape[0] * o.shape[1], -1)  # [R_req * N, Hq*v]
         return attn.o_proj(o if ctx.outputs is None else o[ctx.outputs])  # [T, hidden]

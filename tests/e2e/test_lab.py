@@ -48,8 +48,9 @@ def _shows_widgets(path: Path) -> bool:
     return any(SHOWS_WIDGETS.search(c.source) for c in nb.cells if c.cell_type == "code")
 
 
-# No widget, but a figure the browser must be seen to show: 10 draws memory-vs-error inside an ``if``.
-ALSO_IN_THE_BROWSER = {"10_what_engines_fuse_today"}
+# No widget, but a figure the browser must be seen to show: 10 draws memory-vs-error inside an ``if``, 15 the
+# gap per layer and the key splits.
+ALSO_IN_THE_BROWSER = {"10_what_engines_fuse_today", "15_same_prompt_different_logits"}
 # The build-it track's stubs raise until a learner fills them in (nbmake runs them with the demo switch,
 # notebooks/conftest.py); the viewer 14 shows is driven in tests/e2e/test_inspector.py.
 STUBS = {"12_build_rotate_and_fp8", "13_build_allocator_and_slots", "14_build_tree_and_scheduler"}

@@ -3,4 +3,4 @@
 One module per topic; each function returns a matplotlib Figure.
 """
 
-from . import beyond, engine, fusions, gqa, kernel, pool, real_model, rotation, scaling, sharing  # noqa: F401
+from . import beyond, determinism, engine, fusions, gqa, kernel, pool, real_model, rotation, scaling, sharing  # noqa: F401
