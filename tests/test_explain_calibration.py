@@ -75,3 +75,4 @@ def test_an_index_without_numbers_lists_a_block_table_and_a_head_count_lists_lay
     assert "block" in diagnose("IndexError: index out of range in self", facts_of(None)).quantity.split("/")
     d = diagnose("RuntimeError: the kv heads of k must divide the heads of q", facts_of("llama-3-8b"))
     assert d.case == "ambiguous" and {"layout", "tp"} <= set(d.quantity.split("/"))
+    assert "these divide, G = 4: the tensors passed are not the model's heads" in d.why

@@ -300,6 +300,18 @@ def _kv_bytes(f: Facts) -> str:
     return f"{f.name}: 2 x {Hkv} x {D} x 2 bytes (bfloat16) = {4 * Hkv * D} bytes a token and layer"
 
 
+def _grouped(line: str, f: Facts) -> str:
+    """Where the message says one head count must divide the other: whether the model's own do."""
+    if not _DIVIDES.search(line):
+        return ""
+    Hq, Hkv = f.num_qo_heads, f.num_kv_heads
+    if not (Hq and Hkv):
+        return " (the KV heads passed do not divide the query heads: a config whose num_key_value_heads does not divide num_attention_heads, or axes that are not the heads)"
+    if Hq % Hkv:
+        return f" ({Hkv} KV heads do not divide {Hq} query heads: the config itself cannot be grouped)"
+    return f" (these divide, G = {Hq // Hkv}: the tensors passed are not the model's heads as built)"
+
+
 def _candidates(line: str, f: Facts) -> tuple | None:
     """A message without numbers naming heads, RoPE, positions or the cache: the mistakes that fit the model."""
     topics = [name for name, words in _TOPICS.items() if words.search(line)]
@@ -313,7 +325,10 @@ def _candidates(line: str, f: Facts) -> tuple | None:
             f"k or v built or viewed with the query head count ({Hq}) where the KV heads ({Hkv}) belong, or "
             "repeat_kv missing before an MHA-only kernel",
         ),
-        "heads": ("heads", f"a head count that is not the model's: q has {Hq} heads, k and v {Hkv}"),
+        "heads": (
+            "heads",
+            f"a head count that is not the model's: q has {Hq} heads, k and v {Hkv}" + _grouped(line, f),
+        ),
         "layout": (
             "layout",
             "or k and v in the other layout than the kernel takes ([B, H, T, D] where [B, T, H, D] is read, or the "
