@@ -76,3 +76,12 @@ def test_an_index_without_numbers_lists_a_block_table_and_a_head_count_lists_lay
     d = diagnose("RuntimeError: the kv heads of k must divide the heads of q", facts_of("llama-3-8b"))
     assert d.case == "ambiguous" and {"layout", "tp"} <= set(d.quantity.split("/"))
     assert "these divide, G = 4: the tensors passed are not the model's heads" in d.why
+
+
+def test_numbers_with_no_relation_of_heads_are_never_one_reading():
+    bare = diagnose(
+        "The size of tensor a (224) must match the size of tensor b (9) at non-singleton dimension 3", facts_of(None)
+    )
+    assert bare.case == "ambiguous" and bare.quantity == "tokens/not_mine" and "not a head, RoPE" in bare.why
+    view = diagnose("RuntimeError: shape '[1, 5, 20, 128]' is invalid for input of size 1920", facts_of("llama-3-8b"))
+    assert view.case == "ambiguous" and {"foreign", "tokens"} <= set(view.quantity.split("/"))

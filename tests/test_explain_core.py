@@ -104,8 +104,8 @@ def test_without_a_model_two_numbers_are_never_a_single_verdict_nor_named_as_the
     assert "model's sizes" not in d.why
     partial = diagnose(BROADCAST.format(80, 32, 3), facts_of(None))
     assert partial.case == "ambiguous" and "rotary_dim = 32" in partial.why
-    odd = diagnose(BROADCAST.format(17, 16, 3), facts_of(None))  # no head is 17 wide: lengths only
-    assert odd.case == "ambiguous" and odd.quantity == "tokens"
+    odd = diagnose(BROADCAST.format(17, 16, 3), facts_of(None))  # no head is 17 wide: lengths, or not attention's
+    assert odd.case == "ambiguous" and odd.quantity == "tokens/not_mine"
 
 
 def test_a_message_whose_shapes_follow_on_the_next_lines_is_read_with_them():

@@ -322,12 +322,23 @@ def _view_whole_heads(have: int, nheads: int, f: Facts) -> Verdict:
             ],
             "whether this runs with tensor parallelism (tp) and which projection produced the tensor",
         )
-    return (
-        "foreign",
-        "heads",
-        f"the tensor holds {heads(have)} of {D} and was viewed with {nheads}; the model has Hq = {Hq}, "
-        f"Hkv = {Hkv}: it comes from another model's projection or config.",
-        f"Build it with this model's projections: q [T, {Hq}, {D}], k and v [T, {Hkv}, {D}].",
+    options = [
+        (
+            "foreign",
+            f"the tensor holds {heads(have)} of {D} and was viewed with {nheads}; the model has Hq = {Hq}, "
+            f"Hkv = {Hkv}: it comes from another model's projection or config",
+        )
+    ]
+    for n, what in ((Hq, "query"), (Hkv, "KV")):
+        if n and have < n and n % have == 0:
+            options.append(("tp", f"or {have} is one rank's share of the {n} {what} heads at tp = {n // have}"))
+    options.append(
+        ("tokens", "or the view's leading axes (batch, tokens) are not the tensor's, so its width a row is not")
+    )
+    return ambiguous(
+        options,
+        f"x.shape just before the view, the projection's out_features (the model's: q {Hq} x {D}, k and v "
+        f"{Hkv} x {D}) and the tp size",
     )
 
 

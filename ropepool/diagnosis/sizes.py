@@ -227,7 +227,17 @@ def readings(a: int, b: int, dim: int | None, ndim: int | None, f: Facts, doing:
     if not out and not f.known:
         out += _without_model(a, b, dim, last, middle, at)
         out.append(("tokens", f"or two lengths ({a} and {b}){at}: a mask, positions or a cache of another length"))
+        if len(out) == 1:  # no relation of heads or halves: the numbers may be no attention tensor's at all
+            out.append(_not_mine(a, b))
     return out
+
+
+def _not_mine(a: int, b: int) -> tuple[str, str]:
+    return (
+        "not_mine",
+        f"or neither {a} nor {b} is the model's head count, head_dim or a cache length: then not a head, RoPE or "
+        "KV-cache error at all",
+    )
 
 
 def _without_model(a: int, b: int, dim, last: bool, middle: bool, at: str) -> list[tuple[str, str]]:
@@ -291,7 +301,10 @@ def read_pair(a: int, b: int, dim: int | None, ndim: int | None, f: Facts, doing
     at = f" at dimension {dim}" if dim is not None else ""
     if not f.known:
         case, quantity, why, fix = ambiguous(
-            [("tokens", f"two sequence lengths ({a} and {b}){at}: a mask, positions or a cache of another length")],
+            [
+                ("tokens", f"two sequence lengths ({a} and {b}){at}: a mask, positions or a cache of another length"),
+                _not_mine(a, b),
+            ],
             check + " (or add --model)",
         )
         return case, quantity, why, fix
@@ -299,7 +312,8 @@ def read_pair(a: int, b: int, dim: int | None, ndim: int | None, f: Facts, doing
         "foreign",
         "tokens",
         f"{a} against {b}{at}: neither is a size of the model ({describe_sizes(f)}): a mask, positions or a "
-        "cache of another length.",
+        "cache of another length, or no tensor of this model's attention (then probably not a head, RoPE or "
+        "KV-cache error).",
         "Print both operands' shapes just before the failing line; the one that is not [B, H, T, D] of this "
         "model is the mistake.",
     )
