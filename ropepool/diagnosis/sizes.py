@@ -14,7 +14,13 @@ a head count against a number that is    a layout: [B, T, H, D] against [B, H, T
 no size of the model, on a middle axis   or two lengths
 H against H / tp                         a tensor-parallel shard against the full count
 a position at or past a table's length   positions counted past max_position_embeddings (or a vocabulary)
-none of the model's sizes                lengths: a mask, positions or a cache of another length
+none of the model's sizes                lengths: a mask, positions or a cache of another length, or no
+                                         tensor of this model's attention (probably not a head error)
+tp that must exceed (or stay below) Hkv  KV heads replicated over ranks, or a per-rank share of 0
+                                         (:func:`order_case`)
+a cat's other axis differing             the cat joined the wrong axis: the sequence is the one that
+                                         differs (:func:`cat_case`)
+a scaling factor below 1                 original / target written for target / original
 =======================================  =================================================================
 
 Where several readings fit, the verdict lists them (``ambiguous``) with what to print to tell them apart.

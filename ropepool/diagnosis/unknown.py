@@ -8,7 +8,12 @@ Only where no recogniser reads the text. Its message line (the last line naming 
 - no numbers, but heads, KV heads, head_dim, RoPE, rotary, cos/sin, positions or the KV cache named: the
   candidates that fit the model, and what to print to tell them apart;
 - a tokenizer's files, the CUDA driver, the network: ``not_mine``, said as such (no RoPE, GQA or KV-cache
-  mistake gives them).
+  mistake gives them);
+- another domain's words (channels, images, batch norm, truncation, the disk, HTTP) with no number the
+  model's, or numbers none of which is a size of the model: ``likely_not_mine``, with what would make it one.
+
+A single reading of such a message is said unconfirmed (``ambiguous`` with one option): its framework is
+not one explain reads. Decimals (0.25, 1e-5) are read whole, never as two integers.
 
 Anything else stays unread (None). Time: linear in the text (one scan for the message line, then a
 bounded window).
