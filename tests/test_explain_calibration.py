@@ -85,3 +85,8 @@ def test_numbers_with_no_relation_of_heads_are_never_one_reading():
     assert bare.case == "ambiguous" and bare.quantity == "tokens/not_mine" and "not a head, RoPE" in bare.why
     view = diagnose("RuntimeError: shape '[1, 5, 20, 128]' is invalid for input of size 1920", facts_of("llama-3-8b"))
     assert view.case == "ambiguous" and {"foreign", "tokens"} <= set(view.quantity.split("/"))
+
+
+def test_numbers_none_of_the_models_sizes_but_named_by_their_words_are_read_by_the_words():
+    d = diagnose("ValueError: position 9000 must be less than max_position_embeddings 8192", facts_of("llama-3-8b"))
+    assert d.case == "ambiguous" and d.quantity == "positions"

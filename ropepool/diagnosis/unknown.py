@@ -220,6 +220,8 @@ def _ordered(line: str, f: Facts) -> tuple[str, tuple] | None:
     before = [x for x in numbered if x[2] < m.start()] or numbered[:1]
     after = [x for x in numbered if x[2] > m.end()] or numbered[-1:]
     (n, n_role, _), (k, k_role, _) = before[-1], after[0]
+    if {n_role, k_role} != {"tp", "kv_heads"}:  # other counts: read as two numbers compared
+        return None
     word = m.group(1).lower()
     relation = "greater" if word in ("greater", "larger", "more", "bigger", "exceed", "at least") else "less"
     when = _WHEN.search(line[m.end() :])
@@ -422,6 +424,9 @@ def diagnose(text: str, f: Facts) -> Diagnosis | None:
         or _from_numbers(line, f)
     )
     if read is None:
+        verdict = _candidates(line, f)
+        return None if verdict is None else Diagnosis("unknown", source, line[:400], "its words", *verdict)
+    if read[1][0] == "foreign" and any(role for _, role, _ in _roles(line)):  # its words name what they are
         verdict = _candidates(line, f)
         return None if verdict is None else Diagnosis("unknown", source, line[:400], "its words", *verdict)
     if read[1][0] == "foreign":  # none of the numbers is a size of the model: probably not a shape of its own
