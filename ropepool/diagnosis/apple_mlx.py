@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 
 from .base import Diagnosis, Facts, ambiguous, heads
-from .heads import broadcast_case, head_dim_from_hidden, merged_view_case, view_case, weight_case
+from .heads import broadcast_case, fused_qkv_case, head_dim_from_hidden, merged_view_case, view_case, weight_case
 from .text import after, ints, last_read, on_line, product, shapes
 from .pytorch import proj_of
 
@@ -56,6 +56,11 @@ def _reshape(line: str, f: Facts) -> Diagnosis | None:
         merged = merged_view_case(dims, numel, f)
         if merged is not None:
             return Diagnosis("mlx", MLX + " reshape", m.group(0), *merged)
+    fused = fused_qkv_case(dims, numel, f)
+    if fused is not None:
+        return Diagnosis(
+            "mlx", MLX + " reshape", m.group(0), f"{numel} values into {tuple(dims)}: a fused qkv split", *fused
+        )
     rows = product(dims[:-2])
     width = numel // rows if rows and numel % rows == 0 else None
     nheads = None if dims[-2] == -1 else dims[-2]

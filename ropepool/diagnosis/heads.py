@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from .base import Facts, ambiguous, heads
 from .sizes import read_pair
+from .text import product
 
 Verdict = tuple[str, str, str, str]
 
@@ -92,6 +93,65 @@ def merged_view_case(dims: list, numel: int, f: Facts) -> tuple | None:
     return read, case, quantity, why, fix
 
 
+def fused_qkv_case(dims: list, numel: int, f: Facts) -> Verdict | None:
+    """A fused qkv output of ``numel`` values split as ``[..., 3, H, D]``: three equal parts of H heads, an MHA
+    split, where a GQA model's row is (Hq + 2 x Hkv) x D. None where ``dims`` has no 3 before its last two
+    axes, or the values do not fit such a row."""
+    if len(dims) < 4 or dims[-3] != 3 or min(dims) < 1:
+        return None
+    H, D, tokens = dims[-2], dims[-1], product(dims[:-3])
+    if numel % tokens or (numel // tokens) % D:
+        return None
+    row = numel // tokens
+    total = row // D  # heads of D in one token's row: Hq + 2 x Hkv
+    if total == 3 * H or total <= H or (total - H) % 2:
+        return None
+    kv = (total - H) // 2
+    Hq, Hkv = f.num_qo_heads, f.num_kv_heads
+    if f.known and (Hq, Hkv) != (H, kv):
+        return None
+    why = (
+        f"{numel} values are {tokens} tokens of {row} = ({H} + 2 x {kv}) x {D}: a fused qkv row of {H} query "
+        f"heads and {kv} KV heads (GQA), split as [3, {H}, {D}], three equal parts of {H} heads (an MHA split, "
+        f"3 x {H} x {D} = {3 * H * D} a token)"
+    )
+    fix = (
+        f"Split the last axis at [{H * D}, {(H + kv) * D}]: q is {H} x {D} = {H * D} wide, k and v {kv} x {D} = "
+        f"{kv * D} each; view q with {H} heads and k, v with {kv}."
+    )
+    if f.known:
+        return "qkv_split_as_mha", "heads", why + f"; {f.name} has Hq = {Hq}, Hkv = {Hkv}.", fix
+    case, quantity, text, check = ambiguous(
+        [
+            ("qkv_split_as_mha", why + f" (if {H} is num_attention_heads, num_key_value_heads is {kv})"),
+            ("tokens", f"or the leading axes ({tokens} tokens) are not the tensor's"),
+        ],
+        f"config.num_key_value_heads (is it {kv}?) and qkv_proj.out_features (is it {row}?)",
+    )
+    return case, quantity, text, check + " If (A): " + fix
+
+
+def zero_heads_case(width: int, dim: int, f: Facts) -> Verdict:
+    """A view with 0 heads: a per-rank head count ``count // tp`` with tp past the count."""
+    have = width // dim if dim and width % dim == 0 else None
+    holds = f"the tensor holds {heads(have)} of {dim} a row" if have else f"the tensor holds {width} values a row"
+    Hkv = f.num_kv_heads
+    kv = (
+        f"{f.name} has {Hkv} KV heads: at any tp > {Hkv} (tp = {2 * Hkv}, say), {Hkv} // tp = 0"
+        if Hkv
+        else "at tp > num_key_value_heads, num_key_value_heads // tp = 0"
+    )
+    return (
+        "tp_over_kv_heads",
+        "tp",
+        f"the view asks for 0 heads: a per-rank count computed as heads // tp with tp larger than the count "
+        f"({kv}), while {holds}: each rank holds a replicated KV head, {Hkv or 'Hkv'} heads over tp ranks.",
+        "Take the per-rank KV heads as max(1, num_key_value_heads // tp) and replicate each KV head over "
+        f"tp / num_key_value_heads ranks (vLLM's and SGLang's rule), i.e. view(..., {have or 1}, {dim}); or run "
+        "at tp <= num_key_value_heads.",
+    )
+
+
 def view_case(
     width: int | None, nheads: int | None, dim: int, f: Facts, *, rows: int | None = None, numel: int | None = None
 ) -> Verdict:
@@ -111,6 +171,8 @@ def view_case(
         )
     if nheads is None:  # view(..., -1, dim)
         return _view_inferred_heads(width, dim, f)
+    if nheads == 0:
+        return zero_heads_case(width, dim, f)
     if not f.known:
         return _view_without_model(width, nheads, dim)
     D = f.head_dim
@@ -260,12 +322,23 @@ def _view_whole_heads(have: int, nheads: int, f: Facts) -> Verdict:
             ],
             "whether this runs with tensor parallelism (tp) and which projection produced the tensor",
         )
-    return (
-        "foreign",
-        "heads",
-        f"the tensor holds {heads(have)} of {D} and was viewed with {nheads}; the model has Hq = {Hq}, "
-        f"Hkv = {Hkv}: it comes from another model's projection or config.",
-        f"Build it with this model's projections: q [T, {Hq}, {D}], k and v [T, {Hkv}, {D}].",
+    options = [
+        (
+            "foreign",
+            f"the tensor holds {heads(have)} of {D} and was viewed with {nheads}; the model has Hq = {Hq}, "
+            f"Hkv = {Hkv}: it comes from another model's projection or config",
+        )
+    ]
+    for n, what in ((Hq, "query"), (Hkv, "KV")):
+        if n and have < n and n % have == 0:
+            options.append(("tp", f"or {have} is one rank's share of the {n} {what} heads at tp = {n // have}"))
+    options.append(
+        ("tokens", "or the view's leading axes (batch, tokens) are not the tensor's, so its width a row is not")
+    )
+    return ambiguous(
+        options,
+        f"x.shape just before the view, the projection's out_features (the model's: q {Hq} x {D}, k and v "
+        f"{Hkv} x {D}) and the tp size",
     )
 
 

@@ -24,7 +24,17 @@ from __future__ import annotations
 import re
 
 from .base import Diagnosis, Facts
-from .heads import broadcast_case, einsum_case, expand_case, index_case, merged_view_case, view_case, weight_case
+from .heads import (
+    broadcast_case,
+    einsum_case,
+    expand_case,
+    fused_qkv_case,
+    index_case,
+    merged_view_case,
+    view_case,
+    weight_case,
+)
+from .sizes import cat_case
 from .text import last_read, line_at, product, shapes
 
 VIEW = "PyTorch's Tensor.view (aten/src/ATen/InferSize.h), as transformers' attention calls it"
@@ -60,7 +70,13 @@ _REMAPPED = re.compile(r"\[([\d, ]{0,120})\]->\[([\d, ]{0,120})\]")
 #: Indexing (PyTorch's dimension, NumPy's axis): (the index, the word, the dimension, its size).
 _INDEX = re.compile(r"index (-?\d{1,19}) is out of bounds for (dimension|axis) (\d{1,3}) with size (\d{1,19})")
 #: load_state_dict: (the parameter), its two shapes after it.
-_SIZE_MISMATCH = re.compile(r"size mismatch for ([\w.]{1,300}): copying a param with shape ")
+#: transformers 5's load report prints a row a parameter: ``name | MISMATCH | ... ckpt: torch.Size([..]) vs model:..``.
+_SIZE_MISMATCH = re.compile(
+    r"size mismatch for ([\w.]{1,300}): copying a param with shape |([\w.]{1,300}) {0,4}\| {0,4}MISMATCH {0,4}\| "
+)
+#: torch.cat: (the dimension joined, the size expected on another, the size got).
+_CAT = re.compile(r"must match except in dimension (-?\d{1,3})\. Expected size (\d{1,19}) but got size (\d{1,19})")
+CAT = "PyTorch's torch.cat (aten/src/ATen/native/TensorShape.cpp)"
 
 
 def proj_of(name: str) -> str | None:
@@ -84,6 +100,9 @@ def _view(text: str, i: int, f: Facts) -> Diagnosis | None:
         merged = merged_view_case(dims, numel, f)
         if merged is not None:
             return Diagnosis("pytorch", VIEW, m.group(0), *merged)
+    fused = fused_qkv_case(dims, numel, f)
+    if fused is not None:
+        return Diagnosis("pytorch", VIEW, m.group(0), f"{numel} values into {dims}: a fused qkv split", *fused)
     lead, nheads, dim = dims[:-2], dims[-2], dims[-1]
     rows = product(lead)
     width = numel // rows if rows and numel % rows == 0 else None
@@ -171,23 +190,36 @@ def _lookup(text: str, i: int, f: Facts) -> Diagnosis:
     names the two tables a model reads by index, and what to print to tell which."""
     rows = f" ({f.max_position_embeddings})" if f.max_position_embeddings else ""
     why = (
-        "the message carries no numbers; two mistakes give it: (A) token_id: a token id past the vocabulary, "
+        "the message carries no numbers; three mistakes give it: (A) token_id: a token id past the vocabulary, "
         "an id >= vocab_size (a tokenizer with added tokens and embed_tokens not resized, or another model's "
         "tokenizer) or a negative one (labels' -100 or a pad id of -1 fed as input_ids); or (B) position: a "
         f"position >= max_position_embeddings{rows} in a table of one row a position, a learned position "
         "embedding (GPT-2's wpe, OPT's embed_positions) or a RoPE cos/sin cache read with index_select "
-        "(vLLM's forward_native), at positions counted past the cache."
+        "(vLLM's forward_native), at positions counted past the cache; or (C) block: a paged KV cache's block "
+        "table holding a block id >= its pool's num_blocks (a table of another pool, an id counted from 1) or a "
+        "-1 pad read as an id."
     )
     fix = (
         "To tell them apart, print(input_ids.min(), input_ids.max(), config.vocab_size) and "
-        "print(position_ids.max(), config.max_position_embeddings) just before the forward (the traceback's last "
+        "print(position_ids.max(), config.max_position_embeddings), and block_table.min(), block_table.max() "
+        "against the pool's num_blocks, just before the forward (the traceback's last "
         "line in the model names the table: embed_tokens or wte, a token; embed_positions, wpe or the cos/sin "
         "cache, a position). A token: resize_token_embeddings(len(tokenizer)), or the model's own tokenizer. A "
         "position: a step's positions run cached .. cached + new - 1, below max_position_embeddings."
     )
     read = "no numbers: an index_select of rows (an embedding lookup) got an index past its table, or a negative one"
     line = line_at(text, i).strip()[:300]
-    return Diagnosis("pytorch", LOOKUP, line, read, "ambiguous", "token_id/position", why, fix)
+    return Diagnosis("pytorch", LOOKUP, line, read, "ambiguous", "token_id/position/block", why, fix)
+
+
+def _cat(text: str, i: int, f: Facts) -> Diagnosis | None:
+    line = line_at(text, i)
+    m = _CAT.search(line)
+    if not m:
+        return None
+    dim, expected, got = (int(g) for g in m.groups())
+    read = f"torch.cat along dim {dim}: another axis differs, {expected} against {got}"
+    return Diagnosis("pytorch", CAT, m.group(0), read, *cat_case(dim, expected, got, f))
 
 
 _RANK = {"k": 0, "v": 1, "q": 2, "qkv": 3, "o": 4}
@@ -200,7 +232,8 @@ def _load(text: str, i: int, f: Facts) -> Diagnosis | None:
     for n, m in enumerate(_SIZE_MISMATCH.finditer(text)):
         if n > 4096:
             break
-        name, proj = m.group(1), proj_of(m.group(1))
+        name = m.group(1) or m.group(2)
+        proj = proj_of(name)
         if proj is None:
             continue
         found = shapes(text[m.end() - 2 : m.end() + 300])
@@ -224,6 +257,8 @@ _READERS = {
     "must match the size of tensor b": _broadcast,
     "must match the existing size": _broadcast,
     "size mismatch for ": _load,
+    "| MISMATCH |": _load,
+    "must match except in dimension": _cat,
     "einsum(): subscript": _einsum,
     "einsum(): operands do not broadcast": _einsum,
     "is out of bounds for dimension": _index,

@@ -14,7 +14,13 @@ a head count against a number that is    a layout: [B, T, H, D] against [B, H, T
 no size of the model, on a middle axis   or two lengths
 H against H / tp                         a tensor-parallel shard against the full count
 a position at or past a table's length   positions counted past max_position_embeddings (or a vocabulary)
-none of the model's sizes                lengths: a mask, positions or a cache of another length
+none of the model's sizes                lengths: a mask, positions or a cache of another length, or no
+                                         tensor of this model's attention (probably not a head error)
+tp that must exceed (or stay below) Hkv  KV heads replicated over ranks, or a per-rank share of 0
+                                         (:func:`order_case`)
+a cat's other axis differing             the cat joined the wrong axis: the sequence is the one that
+                                         differs (:func:`cat_case`)
+a scaling factor below 1                 original / target written for target / original
 =======================================  =================================================================
 
 Where several readings fit, the verdict lists them (``ambiguous``) with what to print to tell them apart.
@@ -98,6 +104,9 @@ def config_lines(f: Facts) -> list[str]:
     D = head_dim_of(f)
     if D and rd and rd > D:
         out.append(f"rotary_dim = {rd} is past head_dim = {D}: a head has only {D} dimensions to rotate")
+    factor = (f.rope_scaling or {}).get("factor")
+    if isinstance(factor, (int, float)) and 0 < factor < 1:
+        out.append(scaling_factor_line(factor, f))
     if tp and tp > 1 and Hq and Hkv:
         splits_q = Hq % tp == 0
         splits_kv = Hkv % tp == 0 or tp % Hkv == 0
@@ -224,7 +233,17 @@ def readings(a: int, b: int, dim: int | None, ndim: int | None, f: Facts, doing:
     if not out and not f.known:
         out += _without_model(a, b, dim, last, middle, at)
         out.append(("tokens", f"or two lengths ({a} and {b}){at}: a mask, positions or a cache of another length"))
+        if len(out) == 1:  # no relation of heads or halves: the numbers may be no attention tensor's at all
+            out.append(_not_mine(a, b))
     return out
+
+
+def _not_mine(a: int, b: int) -> tuple[str, str]:
+    return (
+        "not_mine",
+        f"or neither {a} nor {b} is the model's head count, head_dim or a cache length: then not a head, RoPE or "
+        "KV-cache error at all",
+    )
 
 
 def _without_model(a: int, b: int, dim, last: bool, middle: bool, at: str) -> list[tuple[str, str]]:
@@ -288,7 +307,10 @@ def read_pair(a: int, b: int, dim: int | None, ndim: int | None, f: Facts, doing
     at = f" at dimension {dim}" if dim is not None else ""
     if not f.known:
         case, quantity, why, fix = ambiguous(
-            [("tokens", f"two sequence lengths ({a} and {b}){at}: a mask, positions or a cache of another length")],
+            [
+                ("tokens", f"two sequence lengths ({a} and {b}){at}: a mask, positions or a cache of another length"),
+                _not_mine(a, b),
+            ],
             check + " (or add --model)",
         )
         return case, quantity, why, fix
@@ -296,7 +318,8 @@ def read_pair(a: int, b: int, dim: int | None, ndim: int | None, f: Facts, doing
         "foreign",
         "tokens",
         f"{a} against {b}{at}: neither is a size of the model ({describe_sizes(f)}): a mask, positions or a "
-        "cache of another length.",
+        "cache of another length, or no tensor of this model's attention (then probably not a head, RoPE or "
+        "KV-cache error).",
         "Print both operands' shapes just before the failing line; the one that is not [B, H, T, D] of this "
         "model is the mistake.",
     )
@@ -389,3 +412,90 @@ def _swapped(a: tuple, b: tuple, left: list, f: Facts, doing: str | None) -> Ver
         fix += " Then: " + more_fix
         return "layout", "layout/" + quantity, why, fix
     return "layout", "layout", why, fix
+
+
+def scaling_factor_line(factor: float, f: Facts) -> str:
+    """A RoPE scaling factor below 1: written as original / target where target / original is meant."""
+    inverse = 1 / factor
+    orig = (f.rope_scaling or {}).get("original_max_position_embeddings")
+    reach = (
+        f" ({orig} positions stretched to {orig} x {inverse:g} = {round(orig * inverse)})"
+        if isinstance(orig, int)
+        else ""
+    )
+    return (
+        f"rope_scaling factor = {factor:g} is below 1: a factor is target / original length, and {factor:g} is "
+        f"original / target; the factor meant is 1 / {factor:g} = {inverse:g}{reach}; below 1 it compresses "
+        "positions instead of stretching them"
+    )
+
+
+def order_case(n: int, n_role: str | None, m: int, m_role: str | None, relation: str, when: str, f: Facts) -> Verdict:
+    """``n`` that must be ``relation`` (greater, less) than ``m`` and is not; roles as the message names them;
+    ``when`` the condition the message gives (a feature enabled), or ''."""
+    cond = f" (the message's condition: {when})" if when else ""
+    roles = {n_role, m_role}
+    if roles == {"tp", "kv_heads"}:
+        tp, kv = (n, m) if n_role == "tp" else (m, n)
+        share = f"{kv} // {tp} = {kv // tp}" if tp else "?"
+        if (relation == "greater") == (n_role == "tp"):  # tp must exceed the KV heads
+            why = (
+                f"tensor parallel size {tp} against {kv} KV heads: at tp = {tp} each rank holds {share} distinct "
+                f"KV heads, none replicated; what the message asks for{cond} needs tp > {kv}, each KV head "
+                f"replicated over tp / {kv} ranks (the ranks sharing a KV head split its sequence instead)"
+            )
+            fix = (
+                f"Run without that option at tp = {tp}, or raise tp above {kv} (a multiple of it, {2 * kv}) so each "
+                "KV head is replicated."
+            )
+        else:
+            why = (
+                f"tensor parallel size {tp} past {kv} KV heads: {share} KV heads a rank{cond}; each KV head must "
+                f"be replicated over tp / {kv} ranks, or tp kept at most {kv}"
+            )
+            fix = f"Use tp <= {kv}, or replicate the KV heads: per-rank KV heads = max(1, {kv} // tp)."
+        case, quantity, text, check = ambiguous(
+            [("tp", why)], "the tensor-parallel size and num_key_value_heads the engine was started with"
+        )
+        return case, quantity, text, check + " " + fix
+    said = f"{n} ({n_role or 'unnamed'}) must be {relation} than {m} ({m_role or 'unnamed'}){cond}"
+    return ambiguous(
+        [("order", said + ": a count set past another's limit; which are the model's own sizes decides the fix")],
+        "which option or config field holds each number"
+        + (f", against the model's ({describe_sizes(f)})" if f.known else " (add --model)"),
+    )
+
+
+def cat_case(dim: int, expected: int, got: int, f: Facts) -> Verdict:
+    """torch.cat along ``dim`` of tensors that differ on another axis (``expected`` against ``got``)."""
+    Hq, Hkv = f.num_qo_heads, f.num_kv_heads
+    sizes = vocabulary(f)
+    heads = {Hq, Hkv} - {None}
+    seq = (
+        f"{max(expected, got)} cached tokens against {min(expected, got)} new: a KV-cache append concatenated along "
+        f"dim {dim}"
+        + (" (the heads of a [B, H, T, D] cache)" if dim == 1 else "")
+        + ", so the sequence axis, which differs, is not the one joined: concatenate along the sequence axis (dim=2, "
+        "or -2, for [B, H, T, D]; dim=1 for [B, T, H, D])"
+    )
+    options = []
+    if {expected, got} <= heads and expected != got:
+        options.append(
+            ("heads", f"{expected} against {got} are the model's head counts: k or v repeated (or not) on one side")
+        )
+    options.append(("sequence", seq))
+    if not (f.known and not ({expected, got} & set(sizes))):
+        options.append(
+            (
+                "layout",
+                f"or one tensor is [B, T, H, D] and the other [B, H, T, D]: {expected} and {got} are heads and tokens",
+            )
+        )
+    check = f"both tensors' shapes just before torch.cat (which axis holds {expected}, which {got}), against the cat's dim={dim}"
+    if f.known:
+        check += (
+            f" and the model's sizes ({describe_sizes(f)}: neither {expected} nor {got} is a head count)"
+            if not ({expected, got} & heads)
+            else ""
+        )
+    return ambiguous(options, check)

@@ -8,7 +8,12 @@ Only where no recogniser reads the text. Its message line (the last line naming 
 - no numbers, but heads, KV heads, head_dim, RoPE, rotary, cos/sin, positions or the KV cache named: the
   candidates that fit the model, and what to print to tell them apart;
 - a tokenizer's files, the CUDA driver, the network: ``not_mine``, said as such (no RoPE, GQA or KV-cache
-  mistake gives them).
+  mistake gives them);
+- another domain's words (channels, images, batch norm, truncation, the disk, HTTP) with no number the
+  model's, or numbers none of which is a size of the model: ``likely_not_mine``, with what would make it one.
+
+A single reading of such a message is said unconfirmed (``ambiguous`` with one option): its framework is
+not one explain reads. Decimals (0.25, 1e-5) are read whole, never as two integers.
 
 Anything else stays unread (None). Time: linear in the text (one scan for the message line, then a
 bounded window).
@@ -20,7 +25,7 @@ import re
 
 from .base import Diagnosis, Facts, ambiguous
 from .heads import index_case, view_case
-from .sizes import divides_case, read_pair, read_shapes
+from .sizes import describe_sizes, divides_case, order_case, read_pair, read_shapes, scaling_factor_line, vocabulary
 from .text import WINDOW, integer, product, shapes
 
 #: A line that states an error: ``XError: ...``, ``error: ...``, ``RuntimeError(...)``, ``failed``, ``Assertion``.
@@ -57,6 +62,26 @@ _FOREIGN = (
         "Check the connection, the proxy and the token (HF_TOKEN), or load from a local folder (HF_HUB_OFFLINE=1).",
     ),
 )
+#: A number as written: an integer, or a decimal (0.25, 1e-5) that is read whole, never as two integers.
+_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w.]\d)")
+#: Words of other domains: where one appears and no number is a size of the model, the message is probably
+#: not a head, RoPE or KV-cache error.
+_ELSEWHERE = (
+    ("a convolution's channels (Conv1d/Conv2d)", re.compile(r"\bconv\w*|Given groups=|\bchannels?\b", re.I)),
+    ("an image", re.compile(r"\bimages?\b|\bpixels?\b|\bRGBA?\b", re.I)),
+    ("a batch norm", re.compile(r"batch_?norm|running_(?:mean|var)", re.I)),
+    ("a tokenizer (truncation, padding)", re.compile(r"tokeniz|truncat|\bpadding side", re.I)),
+    ("the CUDA driver", re.compile(r"\bdriver\b", re.I)),
+    ("the network (HTTP)", re.compile(r"\bHTTPS?\b|https?://|\bsocket\b", re.I)),
+    ("the disk", re.compile(r"No space left|disk quota|\bdisk\b", re.I)),
+)
+#: A count that must be larger or smaller than another: (the relation).
+_ORDER = re.compile(
+    r"must (?:be )?(greater|larger|more|bigger|exceed|less|smaller|fewer|at least|at most|not exceed)", re.I
+)
+_WHEN = re.compile(r"\b(?:when|if|with) (.{1,80}?)\s*(?:$|[.;])", re.I)
+#: A scaling factor written as a decimal below 1.
+_FACTOR = re.compile(r"\bfactor\b.{0,80}?(?<![\w.])(0?\.\d+|\d\.?\d*[eE]-\d+)(?![\d.])", re.I)
 #: Frameworks a message may name, for the verdict to say which one it was.
 _FRAMEWORK = re.compile(
     r"flash_attn|flash-attn|flashinfer|xformers|triton|vllm|llama\.cpp|llama_|ggml|gguf|jax|numpy|tensorflow|"
@@ -118,7 +143,9 @@ def framework_named(text: str) -> str:
 def _roles(line: str) -> list[tuple[int, str | None, int]]:
     """Each number of ``line`` with the role the words just before it name (None: unnamed), and its place."""
     out = []
-    for m in re.finditer(r"-?\d+", line):
+    for m in _NUMBER.finditer(line):
+        if not re.fullmatch(r"-?\d+", m.group(0)):  # a decimal (0.25, 1e-5) is no count
+            continue
         before = line[max(0, m.start() - 28) : m.start()]
         role = next((name for name, words in _ROLE_WORDS if words.search(before)), None)
         out.append((integer(m.group(0)), role, m.start()))
@@ -157,6 +184,61 @@ def doing_of(line: str) -> str | None:
     """``write``, ``attention`` or None: what the message says its tensors were in, where only one is said."""
     write, attention = bool(_WRITE.search(line)), bool(_ATTENTION.search(line))
     return "write" if write and not attention else "attention" if attention and not write else None
+
+
+def _elsewhere(line: str, f: Facts) -> tuple | None:
+    """A message that speaks another domain's words (channels, images, a tokenizer) and whose numbers are
+    none of the model's sizes: probably not a head, RoPE or KV-cache error, said so with what would make it one."""
+    found = [what for what, words in _ELSEWHERE if words.search(line)]
+    counts = [n for n, _, _ in _roles(line)]
+    sizes = vocabulary(f)
+    if not found or (f.known and any(n in sizes for n in counts if n > 1)):
+        return None
+    listed = ", ".join(str(n) for n in dict.fromkeys(counts))
+    match = (
+        f"none of them is a size of {f.name} ({describe_sizes(f)})"
+        if f.known
+        else "none is checked against a model (add --model)"
+    )
+    numbers = f"its numbers ({listed}): {match}" if listed else "it carries no numbers"
+    why = (
+        f"probably not a head, RoPE or KV-cache error: it speaks of {', '.join(found)}, and {numbers}. It would be one only if one of its numbers were the model's head count, head_dim, rotary width "
+        "or a cache length."
+    )
+    fix = (
+        "Read it as the error of that part (its own documentation); explain reads attention, RoPE and KV-cache shapes."
+    )
+    return "another domain's words: " + ", ".join(found), ("likely_not_mine", "foreign", why, fix)
+
+
+def _ordered(line: str, f: Facts) -> tuple[str, tuple] | None:
+    """A count that must be greater (or less) than another, each named by the words before it."""
+    m = _ORDER.search(line)
+    numbered = _roles(line)
+    if not m or len(numbered) < 2:
+        return None
+    before = [x for x in numbered if x[2] < m.start()] or numbered[:1]
+    after = [x for x in numbered if x[2] > m.end()] or numbered[-1:]
+    (n, n_role, _), (k, k_role, _) = before[-1], after[0]
+    if {n_role, k_role} != {"tp", "kv_heads"}:  # other counts: read as two numbers compared
+        return None
+    word = m.group(1).lower()
+    relation = "greater" if word in ("greater", "larger", "more", "bigger", "exceed", "at least") else "less"
+    when = _WHEN.search(line[m.end() :])
+    said = f"{n} must be {relation} than {k}"
+    return said, order_case(n, n_role, k, k_role, relation, when.group(1) if when else "", f)
+
+
+def _factor(line: str, f: Facts) -> tuple[str, tuple] | None:
+    """A RoPE scaling factor below 1 where at least 1 is asked."""
+    m = _FACTOR.search(line)
+    if not m or not 0 < float(m.group(1)) < 1:
+        return None
+    value = float(m.group(1))
+    why = scaling_factor_line(value, f) + "."
+    case, quantity, text, check = ambiguous([("scaling", why)], "rope_scaling in config.json")
+    fix = f" Write the factor as target / original length: {1 / value:g}, not {value:g}."
+    return f"a scaling factor of {value:g}", (case, quantity, text, check + fix)
 
 
 def _from_numbers(line: str, f: Facts) -> tuple[str, tuple] | None:
@@ -225,6 +307,18 @@ def _kv_bytes(f: Facts) -> str:
     return f"{f.name}: 2 x {Hkv} x {D} x 2 bytes (bfloat16) = {4 * Hkv * D} bytes a token and layer"
 
 
+def _grouped(line: str, f: Facts) -> str:
+    """Where the message says one head count must divide the other: whether the model's own do."""
+    if not _DIVIDES.search(line):
+        return ""
+    Hq, Hkv = f.num_qo_heads, f.num_kv_heads
+    if not (Hq and Hkv):
+        return " (the KV heads passed do not divide the query heads: a config whose num_key_value_heads does not divide num_attention_heads, or axes that are not the heads)"
+    if Hq % Hkv:
+        return f" ({Hkv} KV heads do not divide {Hq} query heads: the config itself cannot be grouped)"
+    return f" (these divide, G = {Hq // Hkv}: the tensors passed are not the model's heads as built)"
+
+
 def _candidates(line: str, f: Facts) -> tuple | None:
     """A message without numbers naming heads, RoPE, positions or the cache: the mistakes that fit the model."""
     topics = [name for name, words in _TOPICS.items() if words.search(line)]
@@ -238,7 +332,20 @@ def _candidates(line: str, f: Facts) -> tuple | None:
             f"k or v built or viewed with the query head count ({Hq}) where the KV heads ({Hkv}) belong, or "
             "repeat_kv missing before an MHA-only kernel",
         ),
-        "heads": ("heads", f"a head count that is not the model's: q has {Hq} heads, k and v {Hkv}"),
+        "heads": (
+            "heads",
+            f"a head count that is not the model's: q has {Hq} heads, k and v {Hkv}" + _grouped(line, f),
+        ),
+        "layout": (
+            "layout",
+            "or k and v in the other layout than the kernel takes ([B, H, T, D] where [B, T, H, D] is read, or the "
+            "reverse), so their token count is read as the head count",
+        ),
+        "tp": (
+            "tp",
+            f"or a tensor-parallel split that divided q's heads ({Hq} / tp) but not k and v's ({Hkv} / tp), or the "
+            "reverse",
+        ),
         "head_dim": (
             "head_dim",
             f"a head_dim that is not the model's {D} (hidden_size // Hq taken for it), or one "
@@ -270,6 +377,8 @@ def _candidates(line: str, f: Facts) -> tuple | None:
             "Hq (k repeated before the write, or a config read without num_key_value_heads) takes G times that",
         ),
     }
+    if "heads" in topics or "kv_heads" in topics:  # a head count the kernel checks: a layout or a split gives it too
+        topics += ["layout", "tp"]
     options = [texts[t] for t in topics if t in texts]
     check = "q.shape, k.shape, cos.shape and positions.max() just before the failing call, against the model's " + (
         "sizes above" if f.known else "sizes (add --model)"
@@ -296,6 +405,10 @@ def diagnose(text: str, f: Facts) -> Diagnosis | None:
     missing = _missing_field(line, f)
     if missing is not None:
         return Diagnosis("unknown", framework_named(text) + "; read from its words", line[:400], "a field", *missing)
+    for reader in (_elsewhere, _factor):
+        said = reader(line, f)
+        if said is not None:
+            return Diagnosis("unknown", framework_named(text) + "; read from its words", line[:400], *_said(*said))
     source = framework_named(text) + "; read from its numbers"
     if not re.search(r"\d", line):
         verdict = _candidates(line, f)
@@ -305,11 +418,31 @@ def diagnose(text: str, f: Facts) -> Diagnosis | None:
         named = ", ".join(name for name, words in _TOPICS.items() if words.search(line))
         return Diagnosis("unknown", source, line[:400], f"no numbers; it names: {named}", *verdict)
     read = (
-        (_from_numbers(line, f) if _DIVIDES.search(line) else None) or _from_shapes(line, f) or _from_numbers(line, f)
+        _ordered(line, f)
+        or (_from_numbers(line, f) if _DIVIDES.search(line) else None)
+        or _from_shapes(line, f)
+        or _from_numbers(line, f)
     )
     if read is None:
         verdict = _candidates(line, f)
         return None if verdict is None else Diagnosis("unknown", source, line[:400], "its words", *verdict)
-    if read[1][0] == "foreign":  # none of the numbers is a size of the model: nothing the core can name
-        return None
-    return Diagnosis("unknown", source, line[:400], read[0], *read[1])
+    if read[1][0] == "foreign" and any(role for _, role, _ in _roles(line)):  # its words name what they are
+        verdict = _candidates(line, f)
+        return None if verdict is None else Diagnosis("unknown", source, line[:400], "its words", *verdict)
+    if read[1][0] == "foreign":  # none of the numbers is a size of the model: probably not a shape of its own
+        why = (
+            f"probably not a head, RoPE or KV-cache error: its numbers are none of {f.name}'s sizes "
+            f"({describe_sizes(f)}). It would be one if a tensor of this model met one of another."
+        )
+        read = read[0], ("likely_not_mine", "foreign", why, read[1][3])
+    return Diagnosis("unknown", source, line[:400], *_said(*read))
+
+
+def _said(read: str, verdict: tuple) -> tuple:
+    """``(read, case, quantity, why, fix)``: a single reading of a message from a framework explain does not
+    know is stated as unconfirmed, never as the reading."""
+    case, quantity, why, fix = verdict
+    if case not in ("ambiguous", "likely_not_mine"):
+        why = f"the one reading that fits, unconfirmed (a message explain has no reader for): {case}: " + why
+        case = "ambiguous"
+    return read, case, quantity, why, fix
