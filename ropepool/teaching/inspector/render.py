@@ -14,6 +14,7 @@ from __future__ import annotations
 from html import escape
 
 from ...engine.recording import Decision, Settings, State
+from ...engine.scheduler import IN_BATCH_PREFIX, common_prefix
 from ..viz.sharing import row_runs
 
 #: Request colours (Okabe-Ito, then Tableau): distinct for the colour-blind, legible on a projector.
@@ -80,32 +81,104 @@ def _ran(rid: int, n: int, start: int, after: State, admitted: bool) -> str:
     return f"request {rid} {what} {span} of its {prompt}-token prompt{found}"
 
 
-def _waits(decision: Decision, waiting: list[int], settings: Settings) -> str:
+def _matched(tree: dict, tokens: list[int], page_size: int) -> int:
+    """Leading ``tokens`` the prefix tree holds, in whole pages, as the scheduler's lookup finds them; ``tree``:
+    node id -> (parent id, edge tokens)."""
+    children: dict[int, dict[tuple, tuple]] = {}
+    for nid, (parent, edge) in tree.items():
+        children.setdefault(parent, {})[tuple(edge[:page_size])] = (nid, edge)
+    node, i, whole = 0, 0, len(tokens) // page_size * page_size
+    while i < whole:
+        child = children.get(node, {}).get(tuple(tokens[i : i + page_size]))
+        if child is None:
+            break
+        node, edge = child
+        n = 0
+        while n < len(edge) and i + n < whole and edge[n : n + page_size] == tokens[i + n : i + n + page_size]:
+            n += page_size
+        i += n
+        if n < len(edge):
+            break
+    return i
+
+
+def why_waiting(decision: Decision, queue: list[int], tree, after: State, settings: Settings) -> dict[int, tuple]:
+    """Why each request still waiting after the step (not preempted by it) was not admitted, the one reason the
+    scheduler's rules give (:mod:`ropepool.engine.scheduler`): a step that preempts admits nothing; the step's
+    token budget was spent before its turn; a request admitted before it this step computes
+    :data:`~ropepool.engine.scheduler.IN_BATCH_PREFIX` or more tokens of its prompt beyond what the tree holds
+    (it shares them next step); else its rows do not fit. ``queue``: the waiting queue before the step;
+    ``tree()``: the prefix tree before the step, node id -> (parent id, edge tokens). Each reason is
+    ``(said of one request, said of several)``."""
+    waiting = [rid for rid in after.waiting if rid not in decision.preempted]
     if decision.preempted:
-        why = "nothing is admitted in a step that preempts"
-    elif settings.max_step_tokens and sum(decision.lengths) >= settings.max_step_tokens:
-        why = f"the step's budget of {settings.max_step_tokens} tokens is spent"
-    elif settings.prefix_cache:
-        why = "too few free rows, or its prompt starts like one computed this step (it shares those rows next step)"
-    else:
-        why = "too few free rows"
-    return f" {_req(waiting).capitalize()} {'waits' if len(waiting) == 1 else 'wait'}: {why}."
+        return dict.fromkeys(waiting, ("nothing is admitted in a step that preempts",) * 2)
+    budget = settings.max_step_tokens
+    if budget is not None:
+        budget -= sum(n for rid, n in zip(decision.ran, decision.lengths) if rid not in decision.admitted)
+    ran = dict(zip(decision.ran, decision.lengths))
+    later = sorted(rid for rid in [*decision.admitted, *waiting] if rid not in queue)  # added since the last step
+    admitted, why, nodes = [], {}, None
+    for rid in [*queue, *later]:
+        if rid in decision.admitted:
+            admitted.append(rid)
+            budget = None if budget is None else budget - ran.get(rid, 0)
+            continue
+        if rid not in waiting:
+            continue
+        if budget is not None and budget <= 0:
+            why[rid] = (f"the step's budget of {settings.max_step_tokens} tokens is spent",) * 2
+            continue
+        req = after.requests[rid]
+        common = {o: common_prefix(req, after.requests[o]) for o in admitted}
+        if settings.prefix_cache and common and max(common.values()) >= IN_BATCH_PREFIX:
+            nodes = tree() if nodes is None else nodes
+            held = _matched(nodes, (req.prompt + req.tokens)[:-1], after.page_size)
+            sharer = next((o for o, n in common.items() if n >= held + IN_BATCH_PREFIX), None)
+            if sharer is not None:
+                same = f"the same {common[sharer]} tokens as request {sharer}'s, whose rows request {sharer} writes"
+                why[rid] = (
+                    f"its prompt starts with {same} this step (it shares them next step instead of computing them "
+                    "again)",
+                    f"their prompts start with {same} this step (they share them next step instead of computing "
+                    "them again)",
+                )
+                continue
+        why[rid] = ("too few free rows for it", "too few free rows for them")
+    return why
+
+
+def _waits(why: dict[int, tuple]) -> str:
+    """The waiting requests, grouped by their reason (:func:`why_waiting`)."""
+    groups: dict[tuple, list[int]] = {}
+    for rid, reason in sorted(why.items()):
+        groups.setdefault(reason, []).append(rid)
+    return "".join(
+        f" {_req(rids).capitalize()} {'waits' if len(rids) == 1 else 'wait'}: {reason[len(rids) > 1]}."
+        for reason, rids in groups.items()
+    )
 
 
 def sentence(decision: Decision | None, before: State, after: State, settings: Settings | None = None) -> str:
     """The step's decision in words (step 0: what waits before the first step)."""
     settings = settings or Settings(prefix_cache=True, max_step_tokens=None, window=None)
     if decision is None:
-        return said(None, after, settings, (0, 0), [])
+        return said(None, after, settings, (0, 0), [], {})
     states = before.row_states() if decision.preempted else []
     now = after.row_states()
     returned = [r for r in decision.written if now[r] != "used"]
-    return said(decision, after, settings, (states.count("free"), states.count("cached")), returned)
+    why = why_waiting(
+        decision, before.waiting, lambda: {n.id: (n.parent, n.tokens) for n in before.nodes.values()}, after, settings
+    )
+    return said(decision, after, settings, (states.count("free"), states.count("cached")), returned, why)
 
 
-def said(decision: Decision | None, after: State, settings: Settings, free_and_kept: tuple, returned: list) -> str:
+def said(
+    decision: Decision | None, after: State, settings: Settings, free_and_kept: tuple, returned: list, why: dict
+) -> str:
     """:func:`sentence` from what it reads of the pool: how many rows were free and kept only by the tree
-    before the step (read when it preempts), and the rows it wrote that went back at once."""
+    before the step (read when it preempts), the rows it wrote that went back at once, and why each waiting
+    request waits (:func:`why_waiting`)."""
     if decision is None:
         return (
             f"Before the first step: {plural(len(after.waiting), 'request')} waiting, "
@@ -115,9 +188,7 @@ def said(decision: Decision | None, after: State, settings: Settings, free_and_k
     say = f"Step {decision.step}: " + "; ".join(parts) + "."
     if decision.admitted:
         say += f" Admitted {_req(decision.admitted)}."
-    waiting = [rid for rid in after.waiting if rid not in decision.preempted]
-    if waiting:
-        say += _waits(decision, waiting, settings)
+    say += _waits(why)
     if decision.preempted:
         free, kept_rows = free_and_kept
         kept = " (its whole pages stay in the tree: it may find them again)" if settings.prefix_cache else ""
