@@ -137,6 +137,33 @@ def test_the_sentence_names_the_one_reason_each_request_waits():
     assert "Request 2 waits: too few free rows for it." in words and "starts with" not in words, words
 
 
+def _row_bar(html: str) -> list:
+    return [(p, int(n)) for p, n in re.findall(r'data-part="([^"]+)" data-values="(\d+)"', html)]
+
+
+def test_the_mla_page_shows_latent_rows_and_what_a_row_holds():
+    """MLA's pool rows hold the latent c_kv and the rotary k_pe, at the model's widths, said and drawn; a GQA
+    model's rows hold k and v of its KV heads."""
+    from ropepool.loaders.tiny import build
+
+    mla = scenarios.run("mla", "tiny")
+    args = build("deepseek-v3").args
+    shown = page(mla.recording, mla.title, about=mla.about)
+    first = json.loads(re.search(r'id="rp-frames">(.*?)</script>', shown, re.S).group(1))["first"]
+    html = "".join(p if isinstance(p, str) else "".join(p) for p in first)  # the page's step 0
+    rank, rope = args.kv_lora_rank, args.qk_rope_head_dim
+    assert _row_bar(html) == [("c_kv", rank), ("k_pe", rope)]
+    assert f"<b>c_kv</b>, the compressed k and v ({rank} values)" in html
+    assert f"<b>k_pe</b>, the rotary part of k shared by every head ({rope} values" in html
+    assert "latent rows, handed out" in html and "one position's <b>k</b>" not in html
+    gqa = scenarios.run("sharing", "tiny")
+    args = build("llama-gqa").args
+    width = args.num_key_value_heads * args.hidden_size // args.num_attention_heads
+    html = frames(gqa.recording)[0]
+    assert _row_bar(html) == [("k", width), ("v", width)] and "latent" not in html
+    assert f"{args.num_key_value_heads} KV heads of" in html and f"= {width} values" in html
+
+
 def test_frames_drawn_step_by_step_equal_frames_drawn_whole(run):
     """Each step's frame, kept up to date from what the step changed, is the frame drawn whole from its books."""
     rec = run.recording

@@ -24,6 +24,8 @@ from .render import (
     pool_open,
     request_row,
     ring_cells,
+    row_bar,
+    row_said,
     ring_written,
     said,
     sentence,
@@ -77,9 +79,13 @@ def _parts(state: State, settings: Settings, say: str, squares: list, rings: lis
 
 
 def _head(state: State, settings: Settings) -> str:
+    latent = any(name == "c_kv" for name, *_ in settings.row)  # MLA: a row holds the latent
     return (
-        f"<h4>The pool: {plural(state.pool_rows, 'row')}, handed out in pages of {plural(state.page_size, 'row')}"
-        f'</h4>\n<p class="rp-help">{HELP}</p>\n' + key(state, settings.prefix_cache) + "\n"
+        f"<h4>The pool: {plural(state.pool_rows, 'latent row' if latent else 'row')}, handed out in pages of "
+        f'{plural(state.page_size, "row")}</h4>\n<p class="rp-help">{row_said(settings.row)} {HELP}</p>\n'
+        + row_bar(settings.row)
+        + key(state, settings.prefix_cache)
+        + "\n"
     )
 
 

@@ -1,7 +1,7 @@
 """One step of a recorded run (:mod:`ropepool.engine.recording`) drawn as HTML: the lab's viewer and the page show it.
 
 A frame holds: the step's decision in words; the pool, one square per row, coloured by the request
-that holds it (solid: k and v written; pale: reserved for positions not computed yet; grey: only the
+that holds it (solid: written; pale: reserved for positions not computed yet; grey: only the
 prefix tree keeps it; white: free; stripes: rows a shared prefix gives several requests), rows written
 this step outlined, rows evicted this step crossed; the sliding-window rings where the run has them,
 each ring row labelled with the position it holds; the queues; each request's slot table; the tree.
@@ -31,6 +31,9 @@ STYLE = """
 .rp-pool div.r { opacity: 0.45; border-style: dashed; border-color: #333; }
 .rp-pool div.w { border: 3px solid #000; line-height: 18px; opacity: 1; }
 .rp-pool div.e { color: #B00; font-weight: bold; font-size: 20px; text-shadow: 0 0 2px #FFF; }
+.rp-row { display: flex; max-width: 560px; margin: 2px 0 6px; font-size: 12px; }
+.rp-row span { border: 1px solid #555; padding: 1px 6px; background: #E8F1FA; white-space: nowrap; overflow: hidden; }
+.rp-row span + span { background: #FBE9D9; border-left: none; }
 .rp-key span { display: inline-block; padding: 1px 8px; margin: 2px 6px 2px 0; border: 1px solid #BBB; }
 .rp-help { color: #333; font-size: 13px; margin: 2px 0 6px; }
 .rp-frame table { border-collapse: collapse; }
@@ -351,8 +354,41 @@ def tree(state: State, marked: set[int], decode) -> str:
     return '<div class="rp-tree"><ul>' + "".join(item(c) for c in sorted(children.get(0, []))) + "</ul></div>"
 
 
+def row_said(row: tuple) -> str:
+    """What one pool row holds, in words, its parts' widths from the model (:attr:`Settings.row`: ``(name, heads,
+    values per head)`` per part; empty: said without widths)."""
+    parts = {name: (heads, n) for name, heads, n in row}
+    if "c_kv" in parts:
+        (_, r), (_, rd) = parts["c_kv"], parts["k_pe"]
+        return (
+            "A <b>pool row</b> holds one position's <b>latent</b> in every layer (MLA), not each head's k and v: "
+            f"<b>c_kv</b>, the compressed k and v ({plural(r, 'value')}), and <b>k_pe</b>, the rotary part of k "
+            f"shared by every head ({plural(rd, 'value')}, RoPE applied): {r + rd} values in all. Attention expands "
+            "c_kv into each head's k and v as it reads the row."
+        )
+    if row:
+        heads, n = parts["k"]
+        return (
+            "A <b>pool row</b> holds one position's <b>k</b> (RoPE applied) and <b>v</b> in every layer, each "
+            f"{plural(heads, 'KV head')} of {n} values = {heads * n} values."
+        )
+    return "A <b>pool row</b> holds one position's k and v in every layer."
+
+
+def row_bar(row: tuple) -> str:
+    """One pool row of one layer as a bar, a part's width its number of values (nothing when not known)."""
+    if not row:
+        return ""
+    bar = "".join(
+        f'<span data-part="{escape(name)}" data-values="{heads * n}" style="flex: {heads * n} 1 0">'
+        f"{escape(name)}: {plural(heads * n, 'value')}</span>"
+        for name, heads, n in row
+    )
+    return f'<div class="rp-row" aria-label="one pool row in one layer">{bar}</div>\n'
+
+
 HELP = (
-    "A <b>pool row</b> holds one position's k and v in every layer; a <b>slot table</b> says which row holds each "
+    "A <b>slot table</b> says which row holds each "
     "position of a request. <b>Prefill</b> computes a prompt (in <b>chunks</b> when it is longer than the step's "
     "budget), <b>decode</b> one new token a step. The <b>prefix tree</b> keeps written rows by their tokens, so a "
     "prompt that starts the same way reuses them; its clock ticks at every lookup and insert."
