@@ -225,6 +225,21 @@ def test_the_widget_shows_the_step_its_slider_is_on():
         assert squares(viewer.view.value) == squares(frames(rec)[k])
 
 
+def test_the_widget_buttons_are_labelled_and_step_within_the_run():
+    rec = scenarios.run("preemption", "tiny").recording
+    viewer = Inspector(rec)
+    for button in (viewer.back, viewer.playing, viewer.next):
+        assert button.description and button.tooltip and button.layout.display != "none"
+    assert viewer.play.layout.display == "none"  # its icon-only buttons stay hidden: it keeps the time
+    viewer.back.click()
+    assert viewer.slider.value == 0
+    viewer.next.click()
+    assert viewer.slider.value == 1 and 'data-step="1"' in viewer.view.value
+    viewer.show(len(rec) + 5)
+    viewer.next.click()
+    assert viewer.slider.value == len(rec)
+
+
 def test_the_command_writes_the_page(tmp_path):
     out = tmp_path / "run.html"
     done = subprocess.run(

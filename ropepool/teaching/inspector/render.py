@@ -22,7 +22,7 @@ COLOURS = ("#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#C
 CACHED, FREE = "#9E9E9E", "#FFFFFF"
 
 STYLE = """
-.rp-frame { font: 14px/1.4 system-ui, sans-serif; color: #111; max-width: 980px; }
+.rp-frame { font: 14px/1.4 system-ui, sans-serif; color: #111; max-width: 980px; min-width: 0; }
 .rp-frame h4 { font-size: 15px; margin: 10px 0 4px; }
 .rp-say { font-size: 15px; background: #F4F4F4; border-left: 4px solid #0072B2; padding: 6px 10px; }
 .rp-pool { display: grid; gap: 2px; margin: 4px 0; }
@@ -239,7 +239,13 @@ def square(row: int, cell: tuple, written: bool, evicted: bool, ring: bool) -> s
 
 
 def pool_open(label: str, columns: int) -> str:
-    return f'<div class="rp-pool" aria-label="{escape(label)}" style="grid-template-columns: repeat({columns}, 24px)">'
+    """A grid of 24-px squares, ``columns`` a line where there is room, fewer (as many as fit) where there is not:
+    every square stays in view, none clipped at the right."""
+    width = columns * 24 + (columns - 1) * 2  # the squares and the 2-px gaps between them
+    return (
+        f'<div class="rp-pool" aria-label="{escape(label)}" '
+        f'style="grid-template-columns: repeat(auto-fill, 24px); max-width: {width}px">'
+    )
 
 
 def pool_cells(state: State) -> list[tuple]:
