@@ -34,7 +34,8 @@ kernels: venv
 
 # lab: JupyterLab on workspace/, your copy of notebooks/ (git-ignored, made once, kept; see docs/setup.md).
 # PORT=8888 by default; a port in use moves to the next free one, and the URL printed is the server's.
-# LAB_FLAGS=--no-browser: print the URL only (a host's machine, a remote shell).
+# LAB_FLAGS=--no-browser: print the URL only (a host's machine, a remote shell). The URL comes once the server
+# answers; LAB_FLAGS='--wait 300' gives a busy machine longer than the 120 s default.
 lab: venv model kernels
 	$(PY) -m ropepool lab --port $(PORT) $(LAB_FLAGS)
 

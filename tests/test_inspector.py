@@ -96,6 +96,74 @@ def test_the_sentence_says_the_decision():
     )
 
 
+def _first_step_words(prompts, pool_rows, *, page_size=1, served_first=None):
+    """Step 1's sentence (or the step after ``served_first`` is served alone) as :func:`sentence` and as the
+    painter's frame say it, for ``prompts`` queued together."""
+    from ropepool.engine import Engine
+    from ropepool.engine.recording import record
+    from ropepool.loaders.tiny import build
+
+    engine = Engine(build("llama-gqa"), pool_rows=pool_rows, page_size=page_size)
+    rec = record(engine)
+    if served_first:
+        engine.add_request(served_first, 2)
+        while not engine.done:
+            engine.step()
+    for p in prompts:
+        engine.add_request(p, 2)
+    engine.step()
+    states, k = list(rec.states()), len(rec)
+    said = sentence(rec.decisions[-1], states[k - 1], states[k], rec.settings)
+    drawn = unescape(re.search(r'<p class="rp-say">(.*?)</p>', frames(rec)[k]).group(1))
+    assert drawn == said
+    return said
+
+
+def test_the_sentence_names_the_one_reason_each_request_waits():
+    """Each waiting request gets the scheduler's one reason: a longer prefix being computed this step, or too
+    few rows, never both hedged; where the tree already holds the shared prefix, sharing is no reason."""
+    shared = [1, *range(10, 50)]  # 41 tokens
+    # 1 shares 41 tokens with 0 (computed this step), 2 shares nothing and does not fit beside 0
+    words = _first_step_words([shared + [60, 61], shared + [70, 71], list(range(100, 140))], pool_rows=80)
+    assert "Request 1 waits: its prompt starts with the same 41 tokens as request 0's, whose rows request 0" in words
+    assert "Request 2 waits: too few free rows for it." in words
+    assert words.count("wait") == 2 and " or " not in words, words
+    # ample rows: the prefix is the only reason, said once for both
+    words = _first_step_words([shared + [60], shared + [70], shared + [80]], pool_rows=256)
+    assert "Requests 1 and 2 wait: their prompts start with the same 41 tokens as request 0's" in words, words
+    assert "free rows" not in words
+    # the tree holds the 41 shared tokens already (request 0 served them before): 2 waits for rows only
+    words = _first_step_words([shared + list(range(100, 130)), shared + list(range(130, 160))], 90, served_first=shared)
+    assert "Request 2 waits: too few free rows for it." in words and "starts with" not in words, words
+
+
+def _row_bar(html: str) -> list:
+    return [(p, int(n)) for p, n in re.findall(r'data-part="([^"]+)" data-values="(\d+)"', html)]
+
+
+def test_the_mla_page_shows_latent_rows_and_what_a_row_holds():
+    """MLA's pool rows hold the latent c_kv and the rotary k_pe, at the model's widths, said and drawn; a GQA
+    model's rows hold k and v of its KV heads."""
+    from ropepool.loaders.tiny import build
+
+    mla = scenarios.run("mla", "tiny")
+    args = build("deepseek-v3").args
+    shown = page(mla.recording, mla.title, about=mla.about)
+    first = json.loads(re.search(r'id="rp-frames">(.*?)</script>', shown, re.S).group(1))["first"]
+    html = "".join(p if isinstance(p, str) else "".join(p) for p in first)  # the page's step 0
+    rank, rope = args.kv_lora_rank, args.qk_rope_head_dim
+    assert _row_bar(html) == [("c_kv", rank), ("k_pe", rope)]
+    assert f"<b>c_kv</b>, the compressed k and v ({rank} values)" in html
+    assert f"<b>k_pe</b>, the rotary part of k shared by every head ({rope} values" in html
+    assert "latent rows, handed out" in html and "one position's <b>k</b>" not in html
+    gqa = scenarios.run("sharing", "tiny")
+    args = build("llama-gqa").args
+    width = args.num_key_value_heads * args.hidden_size // args.num_attention_heads
+    html = frames(gqa.recording)[0]
+    assert _row_bar(html) == [("k", width), ("v", width)] and "latent" not in html
+    assert f"{args.num_key_value_heads} KV heads of" in html and f"= {width} values" in html
+
+
 def test_frames_drawn_step_by_step_equal_frames_drawn_whole(run):
     """Each step's frame, kept up to date from what the step changed, is the frame drawn whole from its books."""
     rec = run.recording
@@ -155,6 +223,21 @@ def test_the_widget_shows_the_step_its_slider_is_on():
         viewer.show(k)
         assert f'data-step="{k}"' in viewer.view.value and viewer.slider.value == k
         assert squares(viewer.view.value) == squares(frames(rec)[k])
+
+
+def test_the_widget_buttons_are_labelled_and_step_within_the_run():
+    rec = scenarios.run("preemption", "tiny").recording
+    viewer = Inspector(rec)
+    for button in (viewer.back, viewer.playing, viewer.next):
+        assert button.description and button.tooltip and button.layout.display != "none"
+    assert viewer.play.layout.display == "none"  # its icon-only buttons stay hidden: it keeps the time
+    viewer.back.click()
+    assert viewer.slider.value == 0
+    viewer.next.click()
+    assert viewer.slider.value == 1 and 'data-step="1"' in viewer.view.value
+    viewer.show(len(rec) + 5)
+    viewer.next.click()
+    assert viewer.slider.value == len(rec)
 
 
 def test_the_command_writes_the_page(tmp_path):

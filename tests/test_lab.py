@@ -60,9 +60,31 @@ def test_no_token_no_server(token):
         lab.lab_env(token)
 
 
+class _Server:
+    """Stands in for the JupyterLab process: answers at once, ends with status 0 when waited for."""
+
+    returncode = None
+
+    def poll(self):
+        return None
+
+    def wait(self, timeout=None):
+        return 0
+
+    def send_signal(self, signum):
+        pass
+
+
 def _exec_spy(monkeypatch) -> list[dict]:
+    """The servers the lab starts (path, argv, env), none of them run: each answers at once."""
     calls = []
-    monkeypatch.setattr(lab.os, "execve", lambda path, argv, env: calls.append(dict(path=path, argv=argv, env=env)))
+
+    def start(argv, env):
+        calls.append(dict(path=argv[0], argv=argv, env=env))
+        return _Server()
+
+    monkeypatch.setattr(lab.subprocess, "Popen", start)
+    monkeypatch.setattr(lab, "answers", lambda port: True)
     return calls
 
 
@@ -109,10 +131,16 @@ def _status(url: str) -> int:
         return e.code
 
 
+def _children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return [int(p) for p in f.read().split()]
+
+
 def test_real_server_on_a_taken_port_moves_and_takes_the_token_from_the_environment(tmp_path):
     """``python -m ropepool lab``, as ``make lab`` runs it, with its port held by another program: it says so,
-    takes the next free port, and the URL it prints answers: 200 with the token, 403 without it or with
-    another; the token is absent from the server's command line."""
+    takes the next free port, and prints the URL once the server answers: the first visit after it gets 200
+    with the token (no retrying), 403 without it or with another; the token is absent from the server's
+    command line and from the lab's."""
     token = secrets.token_hex(24)
     env = {
         **os.environ,
@@ -138,25 +166,24 @@ def test_real_server_on_a_taken_port_moves_and_takes_the_token_from_the_environm
         )
         try:
             lines = []
-            while not lines or not lines[-1].startswith("ropepool: JupyterLab on"):
+            while not lines or "/lab?token=" not in lines[-1]:
                 lines.append(proc.stdout.readline())
                 assert lines[-1], f"the lab ended before printing its URL: {lines}"
             url = lines[-1].split(" at ", 1)[1].strip()
+            base = url.split("/lab?")[0] + "/api/status"
+            try:
+                first_visit = _status(f"{base}?token={token}")
+            except OSError as err:  # refused: nothing listens yet
+                first_visit = err
+            assert first_visit == 200, f"the URL was printed before the server answered: {first_visit}"
+            assert lines[-1].startswith("ropepool: JupyterLab answers at http://127.0.0.1:")
             moved = int(url.split(":")[2].split("/")[0])
             assert f"ropepool: port {port} is taken (another Jupyter?); this lab takes {moved}\n" in lines
             assert moved != port and url == f"http://127.0.0.1:{moved}/lab?token={token}"
-            base = f"http://127.0.0.1:{moved}/api/status"
-            deadline = time.monotonic() + 90
-            while time.monotonic() < deadline and proc.poll() is None:
-                try:
-                    if _status(f"{base}?token={token}") == 200:
-                        break
-                except OSError:
-                    time.sleep(0.3)
-            assert _status(f"{base}?token={token}") == 200, "the printed URL's server did not answer"
             assert _status(base) == 403 and _status(f"{base}?token={'0' * 48}") == 403
-            with open(f"/proc/{proc.pid}/cmdline", "rb") as f:  # os.execve: the server is this process
-                assert token.encode() not in f.read()
+            for pid in (proc.pid, *_children(proc.pid)):  # the lab and the server it started
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    assert token.encode() not in f.read()
         finally:
             proc.terminate()
             try:
@@ -164,6 +191,56 @@ def test_real_server_on_a_taken_port_moves_and_takes_the_token_from_the_environm
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, 9)
                 proc.wait()
+
+
+def _fake_lab(monkeypatch, code: str) -> None:
+    """The lab starts ``python -c code`` (``{port}`` filled in) instead of JupyterLab."""
+    monkeypatch.setattr(lab, "lab_command", lambda port, *_: [sys.executable, "-c", code.format(port=port)])
+
+
+FAKE_SERVER = """
+import http.server, time
+time.sleep(1)  # starting: a visit now would be refused
+class Answer(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        print("the server answered", self.path, flush=True)  # before the answer leaves
+        self.send_response(200 if self.path == "/api" else 404)
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(("127.0.0.1", {port}), Answer).handle_request()
+"""
+
+
+def test_the_url_comes_once_the_server_answers(monkeypatch, capfd):
+    _fake_lab(monkeypatch, FAKE_SERVER)
+    assert main(["lab", "--no-browser"]) == 0
+    out = capfd.readouterr().out
+    assert out.index("the server answered /api") < out.index("ropepool: JupyterLab answers at http://127.0.0.1:")
+
+
+def test_a_server_that_ends_before_it_answers_is_said_without_a_url(monkeypatch, capfd):
+    _fake_lab(monkeypatch, "import sys; print('no JupyterLab here'); sys.exit(3)")
+    assert main(["lab", "--no-browser"]) == 3
+    out, err = capfd.readouterr()
+    assert "lab?token=" not in out and "no JupyterLab here" in out
+    assert err.startswith("python -m ropepool lab: JupyterLab ended (exit status 3) before it answered on port ")
+
+
+def test_a_server_that_never_answers_is_stopped_after_the_wait(monkeypatch, capfd):
+    _fake_lab(monkeypatch, "import time; time.sleep(120)")
+    start = time.monotonic()
+    assert main(["lab", "--no-browser", "--wait", "1"]) == 1
+    assert time.monotonic() - start < 30, "the lab waited for its server to end instead of stopping it"
+    out, err = capfd.readouterr()
+    assert "lab?token=" not in out and err.count("\n") == 1
+    assert "JupyterLab did not answer on http://127.0.0.1:" in err and "/api within 1 s" in err and "--wait" in err
+
+
+@pytest.mark.parametrize("wait", ["0", "-1", "nan"])
+def test_a_wait_that_is_no_positive_time_is_refused(capsys, wait):
+    assert main(["lab", "--no-browser", "--wait", wait]) == 2
+    assert "--wait must be a positive number of seconds" in capsys.readouterr().err
 
 
 # --- The learner's copy -----------------------------------------------------------------------
@@ -221,14 +298,13 @@ def test_reset_names_one_notebook(source, workspace, name, why):
 
 
 def test_cli_reset_then_start(monkeypatch, capsys, workspace):
-    seen = {}
-    monkeypatch.setattr(lab.os, "execve", lambda path, argv, env: seen.update(argv=argv))
+    calls = _exec_spy(monkeypatch)
     main(["lab", "--no-browser"])
     (workspace / "03_rotation.ipynb").write_text("my edits")
     main(["lab", "--no-browser", "--reset", "03_rotation"])
     assert (workspace / "03_rotation.ipynb").read_bytes() == (lab.NOTEBOOKS / "03_rotation.ipynb").read_bytes()
     assert "back to the original" in capsys.readouterr().out
-    assert _flags(seen["argv"])["ServerApp.root_dir"] == str(workspace)
+    assert _flags(calls[-1]["argv"])["ServerApp.root_dir"] == str(workspace)
 
 
 def test_the_default_copy_is_ignored_by_git(monkeypatch):

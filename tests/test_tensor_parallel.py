@@ -4,6 +4,7 @@ heads is refused on every rank before any collective."""
 
 import io
 import sys
+import time
 from types import SimpleNamespace
 
 import mlx.core as mx
@@ -31,6 +32,32 @@ def test_every_rank_chooses_the_tokens_of_one_process(model, n):
         assert r["tokens"] == one["tokens"], f"rank {r['rank']}"
         assert r["pool_shape"] == [one["pool_shape"][0], hkv // n, one["pool_shape"][2]]
         assert r["pool_bytes"] * n == one["pool_bytes"] and r["bytes_summed_per_step"] > 0
+
+
+class Clocked(io.StringIO):
+    """A stream that notes the wall-clock time each line reached it."""
+
+    def __init__(self):
+        super().__init__()
+        self.arrived: list[tuple[float, str]] = []
+
+    def write(self, text: str) -> int:
+        self.arrived.append((time.time(), text))
+        return super().write(text)
+
+
+def test_each_ranks_lines_stream_as_they_come(monkeypatch):
+    """Each rank says each step as it happens, and its lines reach the caller while the ranks still run: the
+    first arrives before the last rank has finished serving (buffered output would arrive only after)."""
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)  # as a notebook's kernel has it: pipes block-buffered
+    stream = Clocked()
+    results = ranks.launch(3, "tiny-llama", 3, stream=stream)
+    first = stream.arrived[0][0]
+    assert first < max(r["finished_at"] for r in results), "no line reached the caller before the ranks ended"
+    for r in results:
+        steps = [t for _, t in stream.arrived if t.startswith(f"rank {r['rank']} of 3: step ")]
+        assert len(steps) == r["steps"] == 3, stream.getvalue()
+        assert steps[-1].endswith(": 9 of 9 new tokens\n")
 
 
 def test_a_split_that_breaks_heads_is_refused_on_every_rank():

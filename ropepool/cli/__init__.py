@@ -32,6 +32,13 @@ def parser() -> OneLineParser:
     lab.add_argument("--port", type=int, default=8888)
     lab.add_argument("--no-browser", action="store_true")
     lab.add_argument(
+        "--wait",
+        type=float,
+        default=120.0,
+        metavar="SECONDS",
+        help="how long to wait for the server to answer before stopping it (default 120)",
+    )
+    lab.add_argument(
         "--reset",
         metavar="NOTEBOOK",
         default=None,
@@ -114,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "lab":
         from .lab import main as lab_main
 
-        return lab_main(args.port, not args.no_browser, args.reset) or 0
+        return lab_main(args.port, not args.no_browser, args.reset, args.wait) or 0
     elif args.command == "check":
         from .check import main as check_main
 

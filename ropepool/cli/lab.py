@@ -13,7 +13,8 @@ dangling or not, is never written through, and a ``.reset`` that is not a real f
 :func:`lab_env`, so what the test checks is what learners run. Authentication is never turned
 off: the token is ``$JUPYTER_TOKEN`` when set (a host who wants a fixed one exports it), else a
 fresh random one, and is printed in the URL (Jupyter masks a token it was given, so we print the
-URL ourselves). It reaches the server through its environment, never a command line, which every
+URL ourselves) once the server answers (:func:`serve` polls its ``/api``): a first visit is never
+refused. It reaches the server through its environment, never a command line, which every
 local user can read in the process list: ``lab`` has no ``--token`` option for that reason.
 A port already in use (another Jupyter, say) moves the lab to the next free one, and the URL printed
 is that port's: never a URL that reaches a server that is not this one. The first start opens with
@@ -27,10 +28,14 @@ import os
 import secrets
 import shutil
 import socket
+import signal
 import stat
+import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]  # ropepool/cli/lab.py -> the repository
@@ -259,9 +264,82 @@ def lab_env(token: str, base: dict | None = None) -> dict[str, str]:
     return env
 
 
-def main(port: int, open_browser: bool, reset: str | None = None) -> int:
-    """Copy, reset, then start the server on ``port``, or the next free port when it is taken (never
-    returns); 2 with one line on stderr if the workspace cannot be prepared or no port is free."""
+#: Seconds the lab waits for a starting server to answer before it stops it (``--wait``).
+WAIT = 120.0
+
+
+def answers(port: int) -> bool:
+    """True when the server on ``port`` answers ``GET /api`` (Jupyter's version, needing no token) with 200."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api", timeout=2) as r:
+            return r.status == 200
+    except (urllib.error.URLError, OSError, ValueError):  # not listening yet, or not Jupyter
+        return False
+
+
+def serve(server: subprocess.Popen, port: int, url: str, wait: float = WAIT) -> int:
+    """Print ``url`` once ``server`` answers on ``port``, then wait for it to end; its exit status.
+
+    A server that ends first, or that has not answered after ``wait`` seconds (then stopped), is said in one
+    line on stderr, and no URL is printed. While it runs, Ctrl-C reaches it from the terminal (its own
+    question, "Shutdown this Jupyter server?"); a SIGTERM or SIGHUP sent here is passed on to it.
+    """
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, lambda signum, _: server.send_signal(signum))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the terminal sends Ctrl-C to the server too: it decides
+    try:
+        failed = _unanswered(server, port, wait)
+        if failed is not None:
+            return failed
+        print(f"ropepool: JupyterLab answers at {url}", flush=True)
+        return _status(server.wait())
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+
+
+def _unanswered(server: subprocess.Popen, port: int, wait: float) -> int | None:
+    """Poll ``server`` until it answers (None); the lab's exit status, said on stderr, when it ends first (its
+    own, or 1) or has not answered after ``wait`` s (1; then stopped)."""
+    deadline = time.monotonic() + wait
+    while not answers(port):
+        if server.poll() is not None:
+            print(
+                f"python -m ropepool lab: JupyterLab ended (exit status {server.returncode}) before it answered on "
+                f"port {port}: its messages are above",
+                file=sys.stderr,
+            )
+            return _status(server.returncode) or 1
+        if time.monotonic() > deadline:
+            print(
+                f"python -m ropepool lab: JupyterLab did not answer on http://127.0.0.1:{port}/api within {wait:g} s "
+                "(its messages are above); stopped it. A busy machine? make lab LAB_FLAGS='--wait 300'",
+                file=sys.stderr,
+            )
+            server.terminate()
+            try:
+                server.wait(30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+            return 1
+        time.sleep(0.25)
+    return None
+
+
+def _status(code: int) -> int:
+    """A child's exit status as a shell gives it: 128 + N for a process ended by signal N."""
+    return code if code >= 0 else 128 - code
+
+
+def main(port: int, open_browser: bool, reset: str | None = None, wait: float = WAIT) -> int:
+    """Copy, reset, then start the server on ``port``, or the next free port when it is taken; print its URL
+    once it answers and run until it ends (:func:`serve`); 2 with one line on stderr if the workspace cannot
+    be prepared or no port is free."""
+    if not wait > 0:
+        print(f"python -m ropepool lab: --wait must be a positive number of seconds, got {wait}", file=sys.stderr)
+        return 2
     workspace = workspace_dir()
     try:
         copied = sync_workspace(workspace)
@@ -279,5 +357,6 @@ def main(port: int, open_browser: bool, reset: str | None = None) -> int:
         print(f"ropepool: port {port} is taken (another Jupyter?); this lab takes {free}", flush=True)
     token = os.environ.get("JUPYTER_TOKEN") or secrets.token_hex(24)
     argv = lab_command(free, open_browser, workspace)
-    print(f"ropepool: JupyterLab on {workspace} at http://127.0.0.1:{free}/lab?token={token}", flush=True)
-    os.execve(argv[0], argv, lab_env(token))
+    print(f"ropepool: starting JupyterLab on {workspace}, port {free}; its URL follows once it answers", flush=True)
+    server = subprocess.Popen(argv, env=lab_env(token))
+    return serve(server, free, f"http://127.0.0.1:{free}/lab?token={token}", wait)

@@ -2,11 +2,12 @@
 
 The command starts ``mlx.launch -n N --backend ring`` (this venv's) on a launcher script it writes into a
 fresh private folder (so nothing of the working folder is on the ranks' ``sys.path``), streams every
-rank's output as it comes, and prints one summary. Each rank (:func:`rank`) builds the same model,
-splits it over the group (:func:`ropepool.engine.parallel.shard`: Hq/N and Hkv/N heads a rank), serves
-the same prompts with ``generate(..., group=group)`` and prints one JSON line: its pool's shape and bytes,
-the tokens, tok/s, and the bytes its collectives summed per step (counted by wrapping
-``mx.distributed.all_sum``). With ``-n 1`` the same code serves the whole model in one process.
+rank's output line by line as it comes (the ranks' Python unbuffered), and prints one summary. Each rank
+(:func:`rank`) builds the same model, splits it over the group (:func:`ropepool.engine.parallel.shard`:
+Hq/N and Hkv/N heads a rank), serves the same prompts with the engine given the group, saying each step
+in a line ("rank 1 of 3: step 2: ..."), and prints one JSON line: its pool's shape and bytes, the tokens,
+tok/s, the bytes its collectives summed per step (counted by wrapping ``mx.distributed.all_sum``) and
+when it finished. With ``-n 1`` the same code serves the whole model in one process.
 
 Models: ``smollm2`` (9 query, 3 KV heads: 1 or 3 ranks; fetched once), ``tiny-llama`` and ``tiny-qwen3``
 (random weights, 6 query and 3 KV heads, head_dim 16, MLP 96 wide: 1 or 3 ranks), ``tiny-llama-4x2`` (4 and 2 heads:
@@ -84,12 +85,18 @@ def rank() -> None:
         print(json.dumps(dict(rank=me, ring=ring_failure(str(err), me, ring_ports()))), flush=True)
         raise SystemExit(1) from None
     name, new = os.environ["ROPEPOOL_RANKS_MODEL"], int(os.environ["ROPEPOOL_RANKS_NEW"])
+
+    def say(what: str) -> None:  # a line as it happens: the launcher streams it
+        print(f"rank {group.rank()} of {group.size()}: {what}", flush=True)
+
+    say("in the ring" if group.size() > 1 else "alone (no ring)")
     model, prompts = _model(name)
     out = dict(rank=group.rank(), ranks=group.size(), model=name)
     try:
         if group.size() > 1:
             shard(model, group)
         mx.eval(model.parameters())
+        say(f"{name} built{', its share of the heads' if group.size() > 1 else ''}; serving {len(prompts)} prompts")
         summed = [0]
         all_sum = mx.distributed.all_sum
 
@@ -104,6 +111,7 @@ def rank() -> None:
         t0 = time.perf_counter()
         while not engine.done:
             engine.step()
+            say(f"step {engine.steps}: {sum(len(r.tokens) for r in reqs)} of {len(reqs) * new} new tokens")
         seconds = time.perf_counter() - t0
         k = engine.runner.k_pools[0]
         out.update(
@@ -116,6 +124,7 @@ def rank() -> None:
         )
     except (EngineArgumentError, UnsupportedModelError) as err:
         out.update(refused=f"{type(err).__name__}: {err}")
+    out.update(finished_at=time.time())  # the wall clock: a streamed line came before it, a buffered one after
     print(json.dumps(out), flush=True)
 
 
@@ -172,23 +181,27 @@ def free_ports(n: int) -> int:
     raise RuntimeError(f"ranks: no {n} consecutive free ports on 127.0.0.1")
 
 
-def launch(ranks: int, model: str, new: int, stream=sys.stdout) -> list[dict]:
+def launch(ranks: int, model: str, new: int, stream=None) -> list[dict]:
     """Run :func:`rank` on ``ranks`` local ranks (``mlx.launch --backend ring``; one plain process for 1),
-    echo their output to ``stream`` as it comes, and return each rank's JSON line, by rank."""
+    echo their output to ``stream`` (default: ``sys.stdout`` now, a notebook's cell included) line by line as
+    it comes, and return each rank's JSON line, by rank."""
+    stream = sys.stdout if stream is None else stream
     folder = tempfile.mkdtemp(prefix="ropepool-ranks-")  # 0700, ours: the launcher's folder is sys.path[0]
     try:
         script = Path(folder) / "rank.py"
         script.write_text(LAUNCHER)
-        env = {**os.environ, "ROPEPOOL_RANKS_MODEL": model, "ROPEPOOL_RANKS_NEW": str(new)}
+        env = {**os.environ, "ROPEPOOL_RANKS_MODEL": model, "ROPEPOOL_RANKS_NEW": str(new), "PYTHONUNBUFFERED": "1"}
         if ranks == 1:
-            cmd = [sys.executable, str(script)]
+            cmd = [sys.executable, "-u", str(script)]
         else:
             launcher = Path(sys.executable).parent / "mlx.launch"
             cmd = [str(launcher), "-n", str(ranks), "--backend", "ring", "--starting-port", str(free_ports(ranks))]
             cmd += ["--python", sys.executable, str(script)]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=folder)
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, env=env, cwd=folder
+        )
         lines = []
-        for line in proc.stdout:
+        for line in iter(proc.stdout.readline, ""):  # each line as soon as it is whole
             stream.write(line)
             stream.flush()
             if line.startswith("{"):

@@ -104,11 +104,22 @@ class State:
 @dataclass
 class Settings:
     """What the recorded engine was made with: the prefix cache on or off, the step's token budget, the
-    sliding window of its rings (None: no rings)."""
+    sliding window of its rings (None: no rings), and what one pool row holds in each layer: ``row``, its
+    parts as ``(name, heads, values per head)``: k and v ``[Hkv, D]`` each, or MLA's latent c_kv ``[1, R]``
+    and k_pe ``[1, rd]`` (empty: not known)."""
 
     prefix_cache: bool
     max_step_tokens: int | None
     window: int | None
+    row: tuple = ()
+
+
+def row_parts(spec) -> tuple:
+    """What one pool row holds in each layer of the model ``spec`` (:class:`.model_spec.ModelSpec`) describes:
+    ``(name, heads, values per head)`` per part."""
+    if spec.mla is not None:
+        return (("c_kv", 1, spec.mla.kv_lora_rank), ("k_pe", 1, spec.mla.rope_dim))
+    return (("k", spec.kv_heads, spec.head_dim), ("v", spec.kv_heads, spec.head_dim))
 
 
 @dataclass
@@ -236,6 +247,7 @@ class Recording:
             prefix_cache=bool(getattr(engine.scheduler.cache, "enabled", True)),
             max_step_tokens=getattr(engine.scheduler, "max_step_tokens", None),
             window=None if rings is None else rings.window,
+            row=row_parts(engine.runner.spec),
         )
         self._known = set(self.start.requests)
         own = (

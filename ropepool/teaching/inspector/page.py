@@ -2,7 +2,8 @@
 
 The page holds step 0's frame and what each later step changed in it (:func:`.painter.changes`: the squares
 and request rows that changed, not the whole pool again) as JSON, and a few lines of JavaScript that apply
-them in order: the slider, the buttons and the arrow keys show frame ``k`` (going back replays from step 0).
+them in order: the slider, the labelled buttons, the arrow keys and Home/End show frame ``k`` (going back replays
+from step 0).
 Open it from disk, put it on a projector, send it.
 """
 
@@ -42,10 +43,12 @@ function show(k) {
 slider.addEventListener('input', () => show(+slider.value));
 document.getElementById('rp-back').addEventListener('click', () => show(+slider.value - 1));
 document.getElementById('rp-next').addEventListener('click', () => show(+slider.value + 1));
+const keys = {ArrowLeft: () => +slider.value - 1, ArrowRight: () => +slider.value + 1,
+              Home: () => 0, End: () => run.steps.length};
 document.addEventListener('keydown', e => {
-  if (e.target === slider) return;  // the slider moves itself with the arrow keys
-  if (e.key === 'ArrowLeft') show(+slider.value - 1);
-  if (e.key === 'ArrowRight') show(+slider.value + 1);
+  if (e.target === slider || !(e.key in keys) || e.altKey || e.ctrlKey || e.metaKey) return;  // the slider moves itself
+  e.preventDefault();  // Home and End step, not scroll
+  show(keys[e.key]());
 });
 show(0);
 """
@@ -79,10 +82,13 @@ def page(recording, title: str, *, about: str = "", decode=None) -> str:
 <h2 style="font: bold 20px system-ui, sans-serif; margin: 0">{escape(title)}</h2>
 <p style="font: 14px system-ui, sans-serif; margin: 4px 0">{escape(about)}</p>
 <p id="rp-replay" style="{replay_style}">{escape(replay)}</p>
-<div class="rp-controls"><button id="rp-back" aria-label="previous step">&#9664;</button>
-<input id="rp-step" type="range" min="0" max="{last}" value="0" aria-label="step">
-<button id="rp-next" aria-label="next step">&#9654;</button><span id="rp-label"></span>
-<span style="color: #555">(arrow keys: step back and forth)</span></div>
+<div class="rp-controls" role="group" aria-label="steps">
+<button id="rp-back" aria-label="previous step" title="previous step (left arrow)">&#9664; back</button>
+<input id="rp-step" type="range" min="0" max="{last}" value="0" aria-label="step"
+ title="the step shown: drag, or use the arrow keys (Home, End: the first, the last)">
+<button id="rp-next" aria-label="next step" title="next step (right arrow)">next &#9654;</button>
+<span id="rp-label" aria-live="polite"></span>
+<span style="color: #555">(arrow keys: step back and forth; Home, End: the first, the last)</span></div>
 <div id="rp-shown"></div>
 <script type="application/json" id="rp-frames">{data}</script>
 <script>{SCRIPT}</script>

@@ -24,9 +24,12 @@ from .render import (
     pool_open,
     request_row,
     ring_cells,
+    row_bar,
+    row_said,
     ring_written,
     said,
     sentence,
+    why_waiting,
     square,
     tree,
 )
@@ -76,9 +79,13 @@ def _parts(state: State, settings: Settings, say: str, squares: list, rings: lis
 
 
 def _head(state: State, settings: Settings) -> str:
+    latent = any(name == "c_kv" for name, *_ in settings.row)  # MLA: a row holds the latent
     return (
-        f"<h4>The pool: {plural(state.pool_rows, 'row')}, handed out in pages of {plural(state.page_size, 'row')}"
-        f'</h4>\n<p class="rp-help">{HELP}</p>\n' + key(state, settings.prefix_cache) + "\n"
+        f"<h4>The pool: {plural(state.pool_rows, 'latent row' if latent else 'row')}, handed out in pages of "
+        f'{plural(state.page_size, "row")}</h4>\n<p class="rp-help">{row_said(settings.row)} {HELP}</p>\n'
+        + row_bar(settings.row)
+        + key(state, settings.prefix_cache)
+        + "\n"
     )
 
 
@@ -167,6 +174,7 @@ class _Painter:
     def _draw_whole(self, state: State, decision: Decision | None) -> None:
         P, w = state.pool_rows, self.settings.window
         counts = (self.free, self.kept) if hasattr(self, "free") else (0, 0)  # before this step
+        why = self._why(state, decision) if decision else {}
         self.owners = [set() for _ in range(P)]
         self.written_by = [0] * P
         self.held: dict[int, tuple[list[int], int]] = {}
@@ -184,6 +192,7 @@ class _Painter:
         signs = {nid: _sign(node) for nid, node in state.nodes.items()}
         marked = {nid for nid, s in signs.items() if nid not in getattr(self, "signs", signs) or self.signs[nid] != s}
         self.signs, self.marked = signs, marked
+        self.queue = list(state.waiting)
         self.tree_pages = {p for node in state.nodes.values() for p in node.pages}
         written, evicted = (set(decision.written), set(decision.evicted)) if decision else (set(), set())
         ring_marks = ring_written(state, decision, w) if self.ring_cells else set()
@@ -192,7 +201,7 @@ class _Painter:
         self.parts = _parts(
             state,
             self.settings,
-            said(decision, state, self.settings, counts, returned),
+            said(decision, state, self.settings, counts, returned, why),
             [square(r, c, r in written, r in evicted, False) for r, c in enumerate(self.cells)],
             [square(r, c, r in ring_marks, False, True) for r, c in enumerate(self.ring_cells)],
             [REQUESTS_HEAD] + [request_row(rid, r) for rid, r in sorted(state.requests.items())],
@@ -204,6 +213,7 @@ class _Painter:
     def _follow(self, state: State, decision: Decision, change) -> list[dict]:
         ps, P = state.page_size, state.pool_rows
         counts = (self.free, self.kept)  # before this step: what a preemption's sentence says
+        why = self._why(state, decision)
         touched_rids = set(change.requests) | (set(self.order) ^ set(state.running))
         self.order = {rid: i for i, rid in enumerate(state.running)}
         rows = set()
@@ -235,9 +245,10 @@ class _Painter:
         returned = [r for r in written if self.cells[r][0] in ("free", "cached")]
         strings = {
             0: f'<div class="rp-frame" data-step="{state.step}">\n',
-            SAY: f'<p class="rp-say">{escape(said(decision, state, self.settings, counts, returned))}</p>\n',
+            SAY: f'<p class="rp-say">{escape(said(decision, state, self.settings, counts, returned, why))}</p>\n',
             QUEUES: _queues(state),
         }
+        self.queue = list(state.waiting)
         live = {rid for rid in self.live | touched_rids if state.requests[rid].status != "finished"}
         if live != self.live:
             self.live, strings[HEAD] = live, _head(state, self.settings)
@@ -246,6 +257,15 @@ class _Painter:
                 self.parts[i] = html
                 out.append({"i": i, "s": html})
         return out
+
+    def _why(self, state: State, decision: Decision) -> dict[int, tuple]:
+        """Why each waiting request waits (:func:`.render.why_waiting`), from the queue and the tree before the step."""
+        signs = self.signs
+
+        def tree() -> dict:
+            return {nid: (sign[0], list(sign[1])) for nid, sign in signs.items()}
+
+        return why_waiting(decision, self.queue, tree, state, self.settings)
 
     def _hold(self, state: State, rid: int) -> set[int]:
         req = state.requests[rid]

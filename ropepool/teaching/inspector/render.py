@@ -1,7 +1,7 @@
 """One step of a recorded run (:mod:`ropepool.engine.recording`) drawn as HTML: the lab's viewer and the page show it.
 
 A frame holds: the step's decision in words; the pool, one square per row, coloured by the request
-that holds it (solid: k and v written; pale: reserved for positions not computed yet; grey: only the
+that holds it (solid: written; pale: reserved for positions not computed yet; grey: only the
 prefix tree keeps it; white: free; stripes: rows a shared prefix gives several requests), rows written
 this step outlined, rows evicted this step crossed; the sliding-window rings where the run has them,
 each ring row labelled with the position it holds; the queues; each request's slot table; the tree.
@@ -14,6 +14,7 @@ from __future__ import annotations
 from html import escape
 
 from ...engine.recording import Decision, Settings, State
+from ...engine.scheduler import IN_BATCH_PREFIX, common_prefix
 from ..viz.sharing import row_runs
 
 #: Request colours (Okabe-Ito, then Tableau): distinct for the colour-blind, legible on a projector.
@@ -21,7 +22,7 @@ COLOURS = ("#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#C
 CACHED, FREE = "#9E9E9E", "#FFFFFF"
 
 STYLE = """
-.rp-frame { font: 14px/1.4 system-ui, sans-serif; color: #111; max-width: 980px; }
+.rp-frame { font: 14px/1.4 system-ui, sans-serif; color: #111; max-width: 980px; min-width: 0; }
 .rp-frame h4 { font-size: 15px; margin: 10px 0 4px; }
 .rp-say { font-size: 15px; background: #F4F4F4; border-left: 4px solid #0072B2; padding: 6px 10px; }
 .rp-pool { display: grid; gap: 2px; margin: 4px 0; }
@@ -30,6 +31,9 @@ STYLE = """
 .rp-pool div.r { opacity: 0.45; border-style: dashed; border-color: #333; }
 .rp-pool div.w { border: 3px solid #000; line-height: 18px; opacity: 1; }
 .rp-pool div.e { color: #B00; font-weight: bold; font-size: 20px; text-shadow: 0 0 2px #FFF; }
+.rp-row { display: flex; max-width: 560px; margin: 2px 0 6px; font-size: 12px; }
+.rp-row span { border: 1px solid #555; padding: 1px 6px; background: #E8F1FA; white-space: nowrap; overflow: hidden; }
+.rp-row span + span { background: #FBE9D9; border-left: none; }
 .rp-key span { display: inline-block; padding: 1px 8px; margin: 2px 6px 2px 0; border: 1px solid #BBB; }
 .rp-help { color: #333; font-size: 13px; margin: 2px 0 6px; }
 .rp-frame table { border-collapse: collapse; }
@@ -80,32 +84,104 @@ def _ran(rid: int, n: int, start: int, after: State, admitted: bool) -> str:
     return f"request {rid} {what} {span} of its {prompt}-token prompt{found}"
 
 
-def _waits(decision: Decision, waiting: list[int], settings: Settings) -> str:
+def _matched(tree: dict, tokens: list[int], page_size: int) -> int:
+    """Leading ``tokens`` the prefix tree holds, in whole pages, as the scheduler's lookup finds them; ``tree``:
+    node id -> (parent id, edge tokens)."""
+    children: dict[int, dict[tuple, tuple]] = {}
+    for nid, (parent, edge) in tree.items():
+        children.setdefault(parent, {})[tuple(edge[:page_size])] = (nid, edge)
+    node, i, whole = 0, 0, len(tokens) // page_size * page_size
+    while i < whole:
+        child = children.get(node, {}).get(tuple(tokens[i : i + page_size]))
+        if child is None:
+            break
+        node, edge = child
+        n = 0
+        while n < len(edge) and i + n < whole and edge[n : n + page_size] == tokens[i + n : i + n + page_size]:
+            n += page_size
+        i += n
+        if n < len(edge):
+            break
+    return i
+
+
+def why_waiting(decision: Decision, queue: list[int], tree, after: State, settings: Settings) -> dict[int, tuple]:
+    """Why each request still waiting after the step (not preempted by it) was not admitted, the one reason the
+    scheduler's rules give (:mod:`ropepool.engine.scheduler`): a step that preempts admits nothing; the step's
+    token budget was spent before its turn; a request admitted before it this step computes
+    :data:`~ropepool.engine.scheduler.IN_BATCH_PREFIX` or more tokens of its prompt beyond what the tree holds
+    (it shares them next step); else its rows do not fit. ``queue``: the waiting queue before the step;
+    ``tree()``: the prefix tree before the step, node id -> (parent id, edge tokens). Each reason is
+    ``(said of one request, said of several)``."""
+    waiting = [rid for rid in after.waiting if rid not in decision.preempted]
     if decision.preempted:
-        why = "nothing is admitted in a step that preempts"
-    elif settings.max_step_tokens and sum(decision.lengths) >= settings.max_step_tokens:
-        why = f"the step's budget of {settings.max_step_tokens} tokens is spent"
-    elif settings.prefix_cache:
-        why = "too few free rows, or its prompt starts like one computed this step (it shares those rows next step)"
-    else:
-        why = "too few free rows"
-    return f" {_req(waiting).capitalize()} {'waits' if len(waiting) == 1 else 'wait'}: {why}."
+        return dict.fromkeys(waiting, ("nothing is admitted in a step that preempts",) * 2)
+    budget = settings.max_step_tokens
+    if budget is not None:
+        budget -= sum(n for rid, n in zip(decision.ran, decision.lengths) if rid not in decision.admitted)
+    ran = dict(zip(decision.ran, decision.lengths))
+    later = sorted(rid for rid in [*decision.admitted, *waiting] if rid not in queue)  # added since the last step
+    admitted, why, nodes = [], {}, None
+    for rid in [*queue, *later]:
+        if rid in decision.admitted:
+            admitted.append(rid)
+            budget = None if budget is None else budget - ran.get(rid, 0)
+            continue
+        if rid not in waiting:
+            continue
+        if budget is not None and budget <= 0:
+            why[rid] = (f"the step's budget of {settings.max_step_tokens} tokens is spent",) * 2
+            continue
+        req = after.requests[rid]
+        common = {o: common_prefix(req, after.requests[o]) for o in admitted}
+        if settings.prefix_cache and common and max(common.values()) >= IN_BATCH_PREFIX:
+            nodes = tree() if nodes is None else nodes
+            held = _matched(nodes, (req.prompt + req.tokens)[:-1], after.page_size)
+            sharer = next((o for o, n in common.items() if n >= held + IN_BATCH_PREFIX), None)
+            if sharer is not None:
+                same = f"the same {common[sharer]} tokens as request {sharer}'s, whose rows request {sharer} writes"
+                why[rid] = (
+                    f"its prompt starts with {same} this step (it shares them next step instead of computing them "
+                    "again)",
+                    f"their prompts start with {same} this step (they share them next step instead of computing "
+                    "them again)",
+                )
+                continue
+        why[rid] = ("too few free rows for it", "too few free rows for them")
+    return why
+
+
+def _waits(why: dict[int, tuple]) -> str:
+    """The waiting requests, grouped by their reason (:func:`why_waiting`)."""
+    groups: dict[tuple, list[int]] = {}
+    for rid, reason in sorted(why.items()):
+        groups.setdefault(reason, []).append(rid)
+    return "".join(
+        f" {_req(rids).capitalize()} {'waits' if len(rids) == 1 else 'wait'}: {reason[len(rids) > 1]}."
+        for reason, rids in groups.items()
+    )
 
 
 def sentence(decision: Decision | None, before: State, after: State, settings: Settings | None = None) -> str:
     """The step's decision in words (step 0: what waits before the first step)."""
     settings = settings or Settings(prefix_cache=True, max_step_tokens=None, window=None)
     if decision is None:
-        return said(None, after, settings, (0, 0), [])
+        return said(None, after, settings, (0, 0), [], {})
     states = before.row_states() if decision.preempted else []
     now = after.row_states()
     returned = [r for r in decision.written if now[r] != "used"]
-    return said(decision, after, settings, (states.count("free"), states.count("cached")), returned)
+    why = why_waiting(
+        decision, before.waiting, lambda: {n.id: (n.parent, n.tokens) for n in before.nodes.values()}, after, settings
+    )
+    return said(decision, after, settings, (states.count("free"), states.count("cached")), returned, why)
 
 
-def said(decision: Decision | None, after: State, settings: Settings, free_and_kept: tuple, returned: list) -> str:
+def said(
+    decision: Decision | None, after: State, settings: Settings, free_and_kept: tuple, returned: list, why: dict
+) -> str:
     """:func:`sentence` from what it reads of the pool: how many rows were free and kept only by the tree
-    before the step (read when it preempts), and the rows it wrote that went back at once."""
+    before the step (read when it preempts), the rows it wrote that went back at once, and why each waiting
+    request waits (:func:`why_waiting`)."""
     if decision is None:
         return (
             f"Before the first step: {plural(len(after.waiting), 'request')} waiting, "
@@ -115,9 +191,7 @@ def said(decision: Decision | None, after: State, settings: Settings, free_and_k
     say = f"Step {decision.step}: " + "; ".join(parts) + "."
     if decision.admitted:
         say += f" Admitted {_req(decision.admitted)}."
-    waiting = [rid for rid in after.waiting if rid not in decision.preempted]
-    if waiting:
-        say += _waits(decision, waiting, settings)
+    say += _waits(why)
     if decision.preempted:
         free, kept_rows = free_and_kept
         kept = " (its whole pages stay in the tree: it may find them again)" if settings.prefix_cache else ""
@@ -165,7 +239,13 @@ def square(row: int, cell: tuple, written: bool, evicted: bool, ring: bool) -> s
 
 
 def pool_open(label: str, columns: int) -> str:
-    return f'<div class="rp-pool" aria-label="{escape(label)}" style="grid-template-columns: repeat({columns}, 24px)">'
+    """A grid of 24-px squares, ``columns`` a line where there is room, fewer (as many as fit) where there is not:
+    every square stays in view, none clipped at the right."""
+    width = columns * 24 + (columns - 1) * 2  # the squares and the 2-px gaps between them
+    return (
+        f'<div class="rp-pool" aria-label="{escape(label)}" '
+        f'style="grid-template-columns: repeat(auto-fill, 24px); max-width: {width}px">'
+    )
 
 
 def pool_cells(state: State) -> list[tuple]:
@@ -280,8 +360,41 @@ def tree(state: State, marked: set[int], decode) -> str:
     return '<div class="rp-tree"><ul>' + "".join(item(c) for c in sorted(children.get(0, []))) + "</ul></div>"
 
 
+def row_said(row: tuple) -> str:
+    """What one pool row holds, in words, its parts' widths from the model (:attr:`Settings.row`: ``(name, heads,
+    values per head)`` per part; empty: said without widths)."""
+    parts = {name: (heads, n) for name, heads, n in row}
+    if "c_kv" in parts:
+        (_, r), (_, rd) = parts["c_kv"], parts["k_pe"]
+        return (
+            "A <b>pool row</b> holds one position's <b>latent</b> in every layer (MLA), not each head's k and v: "
+            f"<b>c_kv</b>, the compressed k and v ({plural(r, 'value')}), and <b>k_pe</b>, the rotary part of k "
+            f"shared by every head ({plural(rd, 'value')}, RoPE applied): {r + rd} values in all. Attention expands "
+            "c_kv into each head's k and v as it reads the row."
+        )
+    if row:
+        heads, n = parts["k"]
+        return (
+            "A <b>pool row</b> holds one position's <b>k</b> (RoPE applied) and <b>v</b> in every layer, each "
+            f"{plural(heads, 'KV head')} of {n} values = {heads * n} values."
+        )
+    return "A <b>pool row</b> holds one position's k and v in every layer."
+
+
+def row_bar(row: tuple) -> str:
+    """One pool row of one layer as a bar, a part's width its number of values (nothing when not known)."""
+    if not row:
+        return ""
+    bar = "".join(
+        f'<span data-part="{escape(name)}" data-values="{heads * n}" style="flex: {heads * n} 1 0">'
+        f"{escape(name)}: {plural(heads * n, 'value')}</span>"
+        for name, heads, n in row
+    )
+    return f'<div class="rp-row" aria-label="one pool row in one layer">{bar}</div>\n'
+
+
 HELP = (
-    "A <b>pool row</b> holds one position's k and v in every layer; a <b>slot table</b> says which row holds each "
+    "A <b>slot table</b> says which row holds each "
     "position of a request. <b>Prefill</b> computes a prompt (in <b>chunks</b> when it is longer than the step's "
     "budget), <b>decode</b> one new token a step. The <b>prefix tree</b> keeps written rows by their tokens, so a "
     "prompt that starts the same way reuses them; its clock ticks at every lookup and insert."

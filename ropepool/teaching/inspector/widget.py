@@ -1,4 +1,5 @@
-"""The recorded run in JupyterLab: a step slider (and play button) over the frames of :mod:`.render`.
+"""The recorded run in JupyterLab: a step slider, labelled back, play and next buttons, over the frames of
+:mod:`.render`.
 
 Given a second recording of the same requests (``compare_to``: the engine's own parts, say), the viewer
 shows both frames of each step, one above the other, says where they first differ
@@ -14,6 +15,10 @@ import ipywidgets as widgets
 from ...engine.recording import first_difference
 from .painter import frames
 from .render import STYLE
+
+#: The frame's style, and its box allowed to be narrower than its widest line (a flex item is not, by default):
+#: the pool's grid then puts as many squares a line as the output area has room for.
+_STYLE = f"<style>{STYLE} .rp-inspector .widget-html-content {{ min-width: 0; }}</style>"
 
 
 class Inspector(widgets.VBox):
@@ -33,12 +38,35 @@ class Inspector(widgets.VBox):
         last = max(len(self.frames), len(self.other or [])) - 1
         start = self.difference[0] if self.difference else 0
         self.slider = widgets.IntSlider(
-            start, min=0, max=last, description="step", continuous_update=True, layout=widgets.Layout(width="460px")
+            start,
+            min=0,
+            max=last,
+            description="step",
+            continuous_update=True,
+            tooltip="the step shown: drag, or focus and use the arrow keys (Home, End: the first, the last)",
+            layout=widgets.Layout(width="360px"),
         )
-        self.play = widgets.Play(start, min=0, max=last, interval=900, description="play")
+        # labelled buttons; the Play widget (icons only, no labels) stays hidden and only keeps the time
+        self.back = widgets.Button(
+            description="\u25c0 back", tooltip="the previous step", layout=widgets.Layout(width="auto")
+        )
+        self.next = widgets.Button(
+            description="next \u25b6", tooltip="the next step", layout=widgets.Layout(width="auto")
+        )
+        self.playing = widgets.ToggleButton(
+            False,
+            description="play",
+            icon="play",
+            tooltip="play the steps one after another",
+            layout=widgets.Layout(width="auto"),
+        )
+        self.play = widgets.Play(start, min=0, max=last, interval=900, layout=widgets.Layout(display="none"))
         widgets.jslink((self.play, "value"), (self.slider, "value"))
+        widgets.jslink((self.playing, "value"), (self.play, "playing"))
+        self.back.on_click(lambda _: self.show(self.slider.value - 1))
+        self.next.on_click(lambda _: self.show(self.slider.value + 1))
         # one screen at 1024x768 under the slider: the frame scrolls inside, the slider stays in view
-        self.view = widgets.HTML(layout=widgets.Layout(max_height="600px", overflow="auto"))
+        self.view = widgets.HTML(layout=widgets.Layout(max_height="600px", overflow="auto", width="100%"))
         self.slider.observe(lambda change: self._draw(change["new"]), names="value")
         head = f"<b>{escape(title)}</b>" if title else ""
         if compare_to is not None:
@@ -48,7 +76,10 @@ class Inspector(widgets.VBox):
                 else f"{escape(labels[0])} and {escape(labels[1])} agree at every step"
             )
             head += f'<p class="rp-difference" style="font-size: 15px">{said}</p>'
-        super().__init__([widgets.HTML(head), widgets.HBox([self.play, self.slider]), self.view])
+        controls = widgets.HBox(
+            [self.back, self.playing, self.next, self.slider, self.play], layout=widgets.Layout(flex_flow="row wrap")
+        )
+        super().__init__([widgets.HTML(head), controls, self.view])
         self.add_class("rp-inspector")
         self._draw(start)
 
@@ -57,14 +88,16 @@ class Inspector(widgets.VBox):
 
     def _draw(self, k: int) -> None:
         if self.other is None:
-            self.view.value = f"<style>{STYLE}</style>" + self._frame(self.frames, k)
+            self.view.value = _STYLE + self._frame(self.frames, k)
             return
         self.view.value = (
-            f"<style>{STYLE}</style><h3 class='rp-label'>{escape(self.labels[0])}</h3>"
+            _STYLE
+            + f"<h3 class='rp-label'>{escape(self.labels[0])}</h3>"
             + self._frame(self.frames, k)
             + f"<hr><h3 class='rp-label'>{escape(self.labels[1])}</h3>"
             + self._frame(self.other, k)
         )
 
     def show(self, k: int) -> None:
-        self.slider.value = k
+        """Move the slider to step ``k`` (held to the first and the last)."""
+        self.slider.value = max(self.slider.min, min(self.slider.max, k))
