@@ -1,0 +1,49 @@
+"""The build-track checkers against blind set 54a (tests/build_blind_parts_54a/, whose README says how it
+was written: from notebooks 12-14's text only, by a tester who never read the checkers nor ran them).
+
+Every wrong part is rejected and every correct one passes; the score of each feedback, read by a person,
+is kept in ``verdicts.json`` and printed by ``benchmarks/track_blind.py``.
+"""
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from ropepool import track
+
+FOLDER = Path(__file__).parent / "build_blind_parts_54a"
+CASES = json.loads((FOLDER / "cases.json").read_text(encoding="utf-8"))
+
+
+def load(case: dict):
+    """(part number, the part) of one case, loaded by importlib from its file."""
+    n = int(re.search(r"part (\d)", case["part"]).group(1))
+    path = FOLDER / case["file"]
+    spec = importlib.util.spec_from_file_location(f"blind_54a_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return n, getattr(module, track.PARTS[n][1])
+
+
+WRONG = [c for c in CASES if c["kind"] == "wrong"]
+RIGHT = [c for c in CASES if c["kind"] == "correct"]
+
+
+def test_the_set_is_whole():
+    assert sorted(c["file"] for c in CASES) == sorted(f"parts/{p.name}" for p in (FOLDER / "parts").glob("*.py"))
+    assert (len(WRONG), len(RIGHT)) == (14, 5)
+
+
+@pytest.mark.parametrize("case", WRONG, ids=[c["id"] for c in WRONG])
+def test_a_wrong_part_is_rejected(case):
+    verdict = track.feedback(*load(case))
+    assert not verdict.passed, verdict
+
+
+@pytest.mark.parametrize("case", RIGHT, ids=[c["id"] for c in RIGHT])
+def test_a_correct_part_passes(case):
+    verdict = track.feedback(*load(case))
+    assert verdict.passed, verdict
