@@ -47,3 +47,25 @@ def test_a_wrong_part_is_rejected(case):
 def test_a_correct_part_passes(case):
     verdict = track.feedback(*load(case))
     assert verdict.passed, verdict
+
+
+# id -> (problem code, words the hint must hold): the difference the part makes, said with its direction
+NAMED = {
+    "p5_sched_w_victim_spare_not_counted": ("too_many_preempted", ["1 request too many", "spare ones included"]),
+    "p5_sched_w_strict_fit": ("not_admitted", ["left waiting", "exactly enough"]),
+    "p5_sched_w_admits_zero_token": ("zero_tokens", ["admitted for 0 tokens", "budget was spent"]),
+}
+
+
+@pytest.mark.parametrize("cid", sorted(NAMED))
+def test_a_wrong_part_is_told_what_it_did(cid):
+    case = next(c for c in CASES if c["id"] == cid)
+    verdict = track.feedback(*load(case))
+    problem, words = NAMED[cid]
+    assert verdict.problem == problem and all(w in verdict.message for w in words), verdict
+
+
+def test_a_hint_is_never_a_catalogued_mistake_the_part_did_not_make():
+    """Set A's scheduler that skips a request fitting exactly was told it stops at the first misfit."""
+    case = next(c for c in CASES if c["id"] == "p5_sched_w_strict_fit")
+    assert "not a wall" not in track.feedback(*load(case)).message
