@@ -10,7 +10,8 @@ HINTS = {
         "Keep refs = [0] * num_pages and a collections.deque of the free pages; num_free is its length.",
         "allocate: check n <= num_free first, then popleft n pages and set each refs[p] = 1.",
         "release: count each page in the call (collections.Counter) and check refs[p] >= count for all pages "
-        "before changing any; then decrement, and append each page that reaches 0 to the free queue.",
+        "before changing any (a page outside 0 .. num_pages - 1 is refused too); then decrement, and append each "
+        "page that reaches 0 to the free queue.",
     ],
     3: [
         "One request at a time, in order; its tokens this step are positions cached .. cached + new - 1.",
