@@ -376,3 +376,15 @@ def test_an_edited_mistake_is_the_reference_with_its_one_line_changed_and_soluti
         mistakes.edit_of(solutions.schedule_step, ("no such line", "x"))
     with pytest.raises(TypeError, match="is not schedule_step's signature"):
         mistakes.edit_of(solutions.schedule_step)(lambda running, waiting: None)
+
+
+def test_a_rotation_leaving_the_second_half_alone_is_told_which_dims_it_left_untouched():
+    def rotate_first_half_only(x, positions, inv_freq, is_neox):
+        out = np.array(solutions.rotate(x, positions, inv_freq, is_neox), np.float64)
+        D = out.shape[1]
+        second = slice(D // 2, None) if is_neox else slice(1, None, 2)
+        out[:, second] = np.asarray(x, np.float64)[:, second]
+        return out
+
+    verdict = track.feedback(1, rotate_first_half_only)
+    assert verdict.problem == "untouched" and "Left untouched (out = x there): dims " in verdict.message, verdict
