@@ -387,4 +387,4 @@ def test_a_rotation_leaving_the_second_half_alone_is_told_which_dims_it_left_unt
         return out
 
     verdict = track.feedback(1, rotate_first_half_only)
-    assert verdict.problem == "untouched" and "Left untouched (out = x there): dims " in verdict.message, verdict
+    assert verdict.problem == "untouched" and "Left untouched (out = x there): dim 1;" in verdict.message, verdict
