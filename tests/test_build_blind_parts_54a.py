@@ -51,6 +51,7 @@ def test_a_correct_part_passes(case):
 
 # id -> (problem code, words the hint must hold): the difference the part makes, said with its direction
 NAMED = {
+    "p6_e4m3_w_subnormal_bias": ("not_nearest", ["in the subnormal range", "too large, about 2x", "Right: the normal"]),
     "p1_rotate_w_inplace_halves": ("reused_turned_a", ["computed from the first one already turned", "in place"]),
     "p1_rotate_w_gptj_tiled_freqs": ("wrong_frequency", ["GPT-J pairs", "inv_freq[1]'s angle", "np.repeat"]),
     "p5_sched_w_victim_spare_not_counted": ("too_many_preempted", ["1 request too many", "spare ones included"]),

@@ -133,6 +133,52 @@ def _recognise(encode_e4m3: Callable, rows: list[np.ndarray]) -> tuple[str, str]
     return None
 
 
+#: ranges of |x| the difference is told by: (name, lowest |x|, highest |x|)
+RANGES = (
+    ("zero", 0.0, 0.0),
+    ("the subnormal range (0 < |x| < 2**-6 = 0.015625: codes 1-7, steps of 2**-9)", 1e-45, 2.0**-6 * (1 - 2**-24)),
+    ("the normal range (2**-6 <= |x| <= 448)", 2.0**-6, 448.0),
+    ("beyond 448 (saturating to 448)", 448.0 * (1 + 2**-23), np.inf),
+)
+
+
+def _difference(encode_e4m3: Callable, rows: list[np.ndarray]) -> str | None:
+    """Where and which way the learner's codes differ from the reference on every value of ``rows``: the
+    ranges of |x| with wrong codes, too large or too small and by about what factor, and the ranges right."""
+    x = np.concatenate(rows).astype(np.float32)
+    try:
+        got = np.asarray(encode_e4m3(x.copy())).astype(np.int64)
+    except Exception:  # judged already on the row that failed; here only a finer description is sought
+        return None
+    want = reference(x).astype(np.int64)
+    if got.shape != want.shape:
+        return None
+    table = decode_table().astype(np.float64)
+    a = np.abs(x.astype(np.float64))
+    said, right = [], []
+    for name, lo, hi in RANGES:
+        inside = (a >= lo) & (a <= hi) & ~np.isnan(a)
+        wrong = inside & (got != want)
+        if not inside.any():
+            continue
+        if not wrong.any():
+            right.append(name)
+            continue
+        g, w = np.abs(table[got[wrong] & 0xFF]), np.abs(table[want[wrong]])
+        bigger, smaller = int((g > w).sum()), int((g < w).sum())
+        way = "too large" if bigger and not smaller else "too small" if smaller and not bigger else "off both ways"
+        i = int(np.argmin(np.where(w > 0, a[wrong], np.inf))) if (w > 0).any() else int(np.argmin(a[wrong]))
+        ratio = g[i] / w[i] if w[i] else np.inf
+        factor = f", about {ratio:.3g}x" if np.isfinite(ratio) and way != "off both ways" else ""
+        said.append(
+            f"{int(wrong.sum())} of the {int(inside.sum())} values in {name} get codes {way}{factor} "
+            f"(the smallest: |x| = {a[wrong][i]:.7g} gets {g[i]:.7g}, want {w[i]:.7g})"
+        )
+    if not said:
+        return None
+    return "; ".join(said) + (f". Right: {', '.join(right)}." if right else ".")
+
+
 def _hint(x: float, want: int, got: int, bits: int) -> tuple[str, str]:
     """(problem, hint) for the first wrong element; ``bits`` is x's float32 bit pattern."""
     table = decode_table()
@@ -241,6 +287,8 @@ def check(encode_e4m3: Callable) -> object:
                 problem, hint = _hint(float(row[i]), int(want[i]), int(got[i]), bits)
                 if problem not in ("nan_sign", "nan_lost", "sign"):
                     problem, hint = _recognise(encode_e4m3, [r for _, r in rows] + [row]) or (problem, hint)
+                if problem == "not_nearest":
+                    hint = _difference(encode_e4m3, [r for _, r in rows] + [row]) or hint
                 shown = f"{float(row[i])!r}" + (
                     f" (bits 0x{bits:08X}, sign bit {bits >> 31})" if np.isnan(row[i]) else ""
                 )
