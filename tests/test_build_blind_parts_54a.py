@@ -51,6 +51,7 @@ def test_a_correct_part_passes(case):
 
 # id -> (problem code, words the hint must hold): the difference the part makes, said with its direction
 NAMED = {
+    "p3_slots_w_contiguous_rows": ("wrong_rows", ["run on one row at a time", "crossing a page boundary"]),
     "p6_e4m3_w_subnormal_bias": ("not_nearest", ["in the subnormal range", "too large, about 2x", "Right: the normal"]),
     "p1_rotate_w_inplace_halves": ("reused_turned_a", ["computed from the first one already turned", "in place"]),
     "p1_rotate_w_gptj_tiled_freqs": ("wrong_frequency", ["GPT-J pairs", "inv_freq[1]'s angle", "np.repeat"]),
