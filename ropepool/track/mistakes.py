@@ -204,6 +204,19 @@ class TreeMatchesWholeEdges(S.PrefixTree):
     def match(self, keys): ...
 
 
+class TreePartialMatchKeepsClock(S.PrefixTree):
+    """match marks the edges it walks whole as used, but not the last one when it ends inside it."""
+
+    @edit_of(
+        S.PrefixTree.match,
+        (
+            "node.last_used = self.clock",
+            "node.last_used = self.clock if _common(node.keys, keys[i:]) == len(node.keys) else node.last_used",
+        ),
+    )
+    def match(self, keys): ...
+
+
 # --- Part 5: the scheduler's step --------------------------------------------------------------------
 
 
@@ -348,6 +361,7 @@ BY_PART = {
         "refcount": TreeRetainsAgain,
         "match": TreeNoPartialMatch,
         "match_reference": TreeMatchSharesList,
+        "partial_match_clock": TreePartialMatchKeepsClock,
     },
     5: {
         "wrong_victim": plan_preempts_oldest,

@@ -395,6 +395,36 @@ def _match_keeps_clock(make: Callable) -> bool:
     return True
 
 
+def _partial_match_keeps_clock(make: Callable) -> bool:
+    """True when a match marks the edges it walks whole but not one it ends inside: of two leaves inserted
+    in turn, after a match walking the first leaf's whole edge evict takes the other leaf, after a match
+    ending inside it evict still takes the first. False if it cannot tell."""
+
+    def evicted_after(touch: list[int]) -> list[int]:
+        a = EngineAllocator(8)
+        tree = make(a)
+        for keys in ([1, 2, 3], [4, 5, 6]):
+            pages = a.allocate(len(keys))
+            tree.insert(keys, list(pages))
+            a.release(pages)  # the request finishes: only the tree holds them
+        tree.match(touch)
+        return sorted(int(p) for p in tree.evict(3))
+
+    try:
+        return evicted_after([1, 2, 3]) == [3, 4, 5] and evicted_after([1, 2]) == [0, 1, 2]
+    except Exception:  # judged already on the case that failed; here only a better hint is sought
+        return False
+
+
+MATCH_PARTIAL_CLOCK = (
+    "with two leaves [1, 2, 3] and [4, 5, 6] inserted in turn, then match([1, 2]), your evict(3) took the "
+    "leaf that match ended inside: your match marks the edges it walks whole (last_used = the clock) but not "
+    "the last one, matched only in part (a match of [1, 2, 3] does mark it). Every node a match enters "
+    "is used, an edge only partly matched included. In the engine the prefix a request just shared would be "
+    "evicted first, and recomputed by the next request that asks."
+)
+
+
 MATCH_CLOCK = (
     "evict took a leaf a match had just walked: match must mark every node it walks as used (last_used = the "
     "clock, ticked once per match), as insert does; a match is a use. In the engine the prefix a request just "
@@ -430,6 +460,8 @@ def check(make: Callable) -> object:
                         problem, hint = "match_reference", MATCH_REFERENCE
                     if problem == "eviction_order" and _match_keeps_clock(make):
                         problem, hint = "match_clock", MATCH_CLOCK
+                    elif problem == "eviction_order" and _partial_match_keeps_clock(make):
+                        problem, hint = "partial_match_clock", MATCH_PARTIAL_CLOCK
                     before = "; ".join(done[-5:]) or "an empty tree"
                     given = f"a pool of {pages} pages; {before}{' (and before)' if len(done) > 5 else ''}"
                     raise wrong_case(
