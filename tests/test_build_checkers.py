@@ -388,3 +388,47 @@ def test_a_rotation_leaving_the_second_half_alone_is_told_which_dims_it_left_unt
 
     verdict = track.feedback(1, rotate_first_half_only)
     assert verdict.problem == "untouched" and "Left untouched (out = x there): dim 1;" in verdict.message, verdict
+
+
+class _AllocateTakesBeforeRefusing(solutions.Allocator):
+    """Takes the free pages one by one and refuses only when the queue runs dry: the refused call took pages."""
+
+    def allocate(self, n):
+        pages = []
+        for _ in range(n):
+            if not self.free:
+                raise ValueError(f"allocate({n}): too few free pages")
+            pages.append(self.free.popleft())
+            self.refs[pages[-1]] = 1
+        return pages
+
+
+def test_a_refused_allocate_that_changed_counts_is_told_about_allocate_not_release():
+    verdict = track.feedback(2, _AllocateTakesBeforeRefusing)
+    assert verdict.problem == "partial_release" and "right to refuse allocate(" in verdict.message, verdict
+    assert "refused release" not in verdict.message, verdict
+
+
+class _GrowsWithoutRetain(solutions.PrefixTree):
+    """Grows a leaf's edge without retaining its new pages (a new node still retains them)."""
+
+    def insert(self, keys, pages):
+        retain = self.allocator.retain
+        self.allocator.retain = lambda new: None if self._grows(keys) else retain(new)
+        try:
+            return super().insert(keys, pages)
+        finally:
+            self.allocator.retain = retain
+
+    def _grows(self, keys):
+        node, i = self.root, 0
+        while i < len(keys) and keys[i] in node.children:
+            node = node.children[keys[i]]
+            i += len(node.keys)
+        return node is not self.root and not node.children and i < len(keys)
+
+
+def test_an_insert_retaining_too_seldom_is_told_too_seldom():
+    verdict = track.feedback(4, _GrowsWithoutRetain)
+    assert verdict.problem == "refcount" and "counted too seldom" in verdict.message, verdict
+    assert "too often" not in verdict.message, verdict

@@ -245,8 +245,11 @@ def _released_in_another_order(num_pages: int, ops: list, seed: int, k: int, got
 
 def _hint(what: str, want, got, want_free, got_free, want_refs, got_refs) -> tuple[str, str]:
     if want == "ValueError" == got and want_refs != got_refs:
+        op = what.split("(")[0]
         return "partial_release", (
-            "right to refuse it, but the refused call changed some counts first: check every page, then change any. In the engine a refused release would leave counts half changed: pages freed while held, or never freed."
+            f"right to refuse {what}, but the refused call changed some counts first: check every page, then "
+            f"change any. In the engine a refused {op} would leave counts half changed: pages freed while "
+            "held, or never freed."
         )
     if want == "ValueError" and got != "ValueError":
         if what.startswith("release"):

@@ -340,11 +340,7 @@ def _hint(what: str, want, got, w_refs, g_refs, w_free, g_free, w_ev, g_ev) -> t
             "parent may become a leaf. In the engine the cache would keep what is least likely to be asked again: prompts recomputed."
         )
     if g_refs != w_refs:
-        return "refcount", (
-            "insert retains (allocator.retain) only the pages the tree newly keeps, once each; where "
-            "it already holds the keys it returns its own page and retains nothing. In the engine a page "
-            "counted too often is never freed; too seldom, it is freed while the tree still hands it out."
-        )
+        return "refcount", _refs_difference(w_refs, g_refs)
     if g_ev != w_ev:
         return "num_evictable", (
             "num_evictable counts the pages in the tree that only the tree holds (refs[p] == 1). In the engine "
@@ -356,6 +352,31 @@ def _hint(what: str, want, got, w_refs, g_refs, w_free, g_free, w_ev, g_ev) -> t
             "(split an edge where the keys diverge inside it), the page given where it is new."
         )
     return "wrong_answer", "compare with the rules in the stub's docstring."
+
+
+def _refs_difference(w_refs: list[int], g_refs: list[int]) -> str:
+    """Which pages' counts differ, which way, and what that means of insert's retains."""
+    high = [p for p, (w, g) in enumerate(zip(w_refs, g_refs)) if g > w]
+    low = [p for p, (w, g) in enumerate(zip(w_refs, g_refs)) if g < w]
+    said = []
+    if high:
+        said.append(
+            f"page{'s' if len(high) > 1 else ''} {', '.join(map(str, high))} counted too often (refs "
+            f"{', '.join(str(g_refs[p]) for p in high)}, want {', '.join(str(w_refs[p]) for p in high)}): where the "
+            "tree already holds the keys, insert returns its own page and retains nothing"
+        )
+    if low:
+        said.append(
+            f"page{'s' if len(low) > 1 else ''} {', '.join(map(str, low))} counted too seldom (refs "
+            f"{', '.join(str(g_refs[p]) for p in low)}, want {', '.join(str(w_refs[p]) for p in low)}): insert "
+            "retains (allocator.retain) each page the tree newly keeps, once, a leaf's edge grown included"
+        )
+    engine = []
+    if high:
+        engine.append("a page counted too often is never freed")
+    if low:
+        engine.append("a page counted too seldom is freed while the tree still hands it out")
+    return "; ".join(said) + f". In the engine {' and '.join(engine)}."
 
 
 def _match_changes_tree(make: Callable) -> bool:
