@@ -217,6 +217,13 @@ class TreePartialMatchKeepsClock(S.PrefixTree):
     def match(self, keys): ...
 
 
+class TreeEvictsOneLeaf(S.PrefixTree):
+    """evict(n) frees the pages of one leaf at most, however many n asks for."""
+
+    @edit_of(S.PrefixTree.evict, ("while len(freed) < n:", "for _once in range(1):"))
+    def evict(self, n): ...
+
+
 # --- Part 5: the scheduler's step --------------------------------------------------------------------
 
 
@@ -362,6 +369,7 @@ BY_PART = {
         "match": TreeNoPartialMatch,
         "match_reference": TreeMatchSharesList,
         "partial_match_clock": TreePartialMatchKeepsClock,
+        "evict_one_leaf": TreeEvictsOneLeaf,
     },
     5: {
         "wrong_victim": plan_preempts_oldest,

@@ -416,6 +416,33 @@ def _match_keeps_clock(make: Callable) -> bool:
     return True
 
 
+def _evict_stops_after_one_leaf(make: Callable) -> bool:
+    """True when evict frees one leaf per call: with [1, 2, 3] and [1, 2, 4] cached (an edge [1, 2] and two
+    leaves), three calls of evict(3) free one leaf's pages each (1, 1, then the 2 of [1, 2], which became a
+    leaf: an emptied leaf is removed). False if it cannot tell."""
+    try:
+        a = EngineAllocator(8)
+        tree = make(a)
+        for keys in ([1, 2, 3], [1, 2, 4]):
+            found = [int(p) for p in tree.match(keys)]
+            a.retain(found)
+            pages = found + a.allocate(len(keys) - len(found))
+            tree.insert(keys, list(pages))
+            a.release(pages)  # the request finishes: only the tree holds them
+        freed = [sorted(int(p) for p in tree.evict(3)) for _ in range(3)]
+    except Exception:  # judged already on the case that failed; here only a better hint is sought
+        return False
+    return [len(f) for f in freed] == [1, 1, 2] and sorted(sum(freed, [])) == [0, 1, 2, 3]
+
+
+EVICT_ONE_LEAF = (
+    "evict(n) stopped after one leaf: with [1, 2, 3] and [1, 2, 4] cached and nobody else holding them, each "
+    "evict(3) of yours freed one leaf's pages (1, then 1, then the 2 of [1, 2]). Keep taking the least "
+    "recently used leaf (an emptied leaf's parent may be next) until n pages are freed or no leaf can give "
+    "any. In the engine a request would be refused for room the cache could have given back."
+)
+
+
 def _partial_match_keeps_clock(make: Callable) -> bool:
     """True when a match marks the edges it walks whole but not one it ends inside: of two leaves inserted
     in turn, after a match walking the first leaf's whole edge evict takes the other leaf, after a match
@@ -481,6 +508,8 @@ def check(make: Callable) -> object:
                         problem, hint = "match_reference", MATCH_REFERENCE
                     if problem == "eviction_order" and _match_keeps_clock(make):
                         problem, hint = "match_clock", MATCH_CLOCK
+                    elif problem == "empty_leaf_kept" and _evict_stops_after_one_leaf(make):
+                        problem, hint = "evict_one_leaf", EVICT_ONE_LEAF
                     elif problem == "eviction_order" and _partial_match_keeps_clock(make):
                         problem, hint = "partial_match_clock", MATCH_PARTIAL_CLOCK
                     before = "; ".join(done[-5:]) or "an empty tree"
