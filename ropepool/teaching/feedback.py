@@ -40,6 +40,11 @@ class ExerciseFailed(AssertionError):
         self.exercise, self.problem, self.noun = exercise, problem, noun
         super().__init__(f"{noun} {exercise} [{problem}]: {message}")
 
+    def _render_traceback_(self) -> list[str]:
+        """What IPython (a notebook) shows for this failure: the message alone, line by line, none of the
+        checker's code (the case, input, expected, got and hint are all the learner needs)."""
+        return f"{type(self).__name__}: {self}".splitlines()
+
 
 @dataclass(frozen=True)
 class Verdict:

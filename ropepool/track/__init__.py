@@ -79,7 +79,10 @@ def check(n: int, part, keep: bool = False) -> Verdict:
 
     ``keep=True``: a part that passes is saved for notebook 14 (:mod:`.workspace`), and a line says where."""
     __tracebackhide__ = True  # a failing check shows the learner's frames, not the checker's
-    verdict = _part(n)[0](part)
+    try:
+        verdict = _part(n)[0](part)
+    except ExerciseFailed as err:  # its message says it all: a traceback keeps the learner's line, and this one
+        raise err.with_traceback(None) from None
     if keep:
         _keep(n, part)
     return verdict
