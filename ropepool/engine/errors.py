@@ -13,5 +13,10 @@ class EngineArgumentError(ValueError):
     """A bad argument to the engine (a token id that is no int, a count out of range); the message names it."""
 
 
+class ContractError(ValueError):
+    """A scheduler's or a plugged part's answer the engine will not carry out (a request run for 0 tokens, a
+    page evicted that is still held); the message names who answered, the call and the answer."""
+
+
 class WrongThreadError(RuntimeError):
     """An engine stepped from another thread than the one that made it (MLX's streams are per thread)."""

@@ -22,6 +22,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..engine import Allocator as EngineAllocator
+from ..engine.errors import ContractError
 from ..engine.allocator import PageRows
 from .feedback import ExerciseFailed, call, int_list, is_int, passed, rejected, showing, wrong_case
 
@@ -61,7 +62,13 @@ class Paged(PageRows):
         return self.inner.num_free
 
     def allocate(self, n: int) -> list[int]:
-        return [int(p) for p in self.inner.allocate(n)]
+        pages = [int(p) for p in self.inner.allocate(n)]
+        if len(pages) != n or len(set(pages)) != n or not all(0 <= p < self.num_pages for p in pages):
+            raise ContractError(
+                f"your allocator's allocate({n}) returned {len(pages)} pages {pages!r:.80}: {n} distinct pages "
+                f"of 0 .. {self.num_pages - 1}"
+            )
+        return pages
 
     def retain(self, pages) -> None:
         pages = list(pages)

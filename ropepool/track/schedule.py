@@ -19,6 +19,7 @@ import numpy as np
 
 from ..engine import Allocator as EngineAllocator
 from ..engine import Request, Scheduler, Status
+from ..engine.errors import ContractError
 from ..engine.radix import NoCache
 from ..engine.scheduler import Batch
 from .feedback import call, int_list, passed, rejected, showing, wrong_case
@@ -71,6 +72,7 @@ class Planned(Scheduler):
         strange = [rid for rid in [*preempted, *(rid for rid, _ in run)] if rid not in by_rid]
         if strange:
             raise ValueError(f"schedule_step planned request {strange[0]}, which is neither running nor waiting")
+        self._judge(run, preempted, by_rid)
         for rid in preempted:
             self.preempt(by_rid[rid], batch)
         for rid, n in run:
@@ -82,9 +84,30 @@ class Planned(Scheduler):
                 if self.cache.enabled:
                     continue  # held back to share a prefix computed this step
                 raise ValueError(f"schedule_step admitted request {rid}, whose {req.seq_len} rows are not free")
-            batch.add(req, min(int(n), req.num_uncached))
+            batch.add(req, min(int(n), req.num_uncached))  # admitted on a cached prefix: only the rest runs
         self.stats.peak_rows = max(self.stats.peak_rows, self.allocator.rows_in_use)
         return batch
+
+    def _judge(self, run, preempted, by_rid) -> None:
+        """Refuse a plan the engine cannot carry out, naming the request and the answer (ContractError)."""
+        said = f"your scheduler (schedule_step) planned run {list(run)!r:.120}, preempted {list(preempted)!r:.60}"
+        total = 0
+        for rid, n in run:
+            req = by_rid[rid]
+            verb = "ran" if req.status is Status.RUNNING else "admitted"
+            if rid in preempted:
+                raise ContractError(f"your scheduler preempted request {rid} and {verb} it in the same step ({said})")
+            most = req.num_uncached if req.status is Status.RUNNING else req.seq_len  # the tokens it was shown
+            if not 1 <= n <= most:
+                raise ContractError(
+                    f"your scheduler {verb} request {rid} for {n} tokens: a request runs 1 to its "
+                    f"{most} tokens not computed yet ({said})"
+                )
+            total += n
+        if total > self.max_step_tokens:
+            raise ContractError(
+                f"your scheduler's step runs {total} tokens, more than max_step_tokens = {self.max_step_tokens} ({said})"
+            )
 
 
 # A case: (name, pool rows, max_step_tokens, [(prompt length, max_new_tokens)]); every request arrives at once.

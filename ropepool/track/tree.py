@@ -17,6 +17,7 @@ import numpy as np
 
 from ..engine import Allocator as EngineAllocator
 from ..engine import RadixCache
+from ..engine.errors import ContractError
 from .feedback import call, int_list, is_int, passed, rejected, showing, wrong_case
 
 PART = 4
@@ -54,19 +55,45 @@ class Cached:
     def match(self, tokens):
         keys = self.key(tokens)
         pages = [int(p) for p in self.inner.match(keys)]
+        held = [p for p in pages if (self._refs(p) or 0) < 1]
+        if len(pages) > len(keys) or held:
+            raise ContractError(
+                f"your tree's match of {len(keys)} keys returned {len(pages)} pages {pages!r:.80}"
+                + (f": page {held[0]} is not held by anyone" if held else ": more pages than keys")
+            )
         return pages, (keys[: len(pages)], pages)
 
     def insert(self, tokens, pages, cursor):
         before_keys, before_pages = cursor if cursor is not None else ([], [])
         keys = before_keys + self.key(tokens)
         theirs = [int(p) for p in self.inner.insert(keys, before_pages + list(pages))]
+        if len(theirs) != len(keys):
+            raise ContractError(
+                f"your tree's insert of {len(keys)} keys returned {len(theirs)} pages: one page per key"
+            )
         return theirs[len(before_keys) :], (keys, theirs)
 
     def num_evictable(self) -> int:
         return int(self.inner.num_evictable())
 
+    def _refs(self, page: int) -> int | None:
+        """The allocator's count of ``page``; None for a page outside the pool."""
+        if not 0 <= page < self.allocator.num_pages:
+            return None
+        refs = self.allocator.refs
+        return int(refs.get(page, 0) if hasattr(refs, "get") else refs[page])
+
     def evict(self, n: int) -> list[int]:
-        return [int(p) for p in self.inner.evict(n)]
+        freed = [int(p) for p in self.inner.evict(n)]
+        held = [p for p in freed if self._refs(p) != 0]
+        if len(freed) > n or len(set(freed)) < len(freed) or held:
+            if held:
+                count = self._refs(held[0])
+                why = f"page {held[0]} " + ("is not in the pool" if count is None else f"is still held (refs {count})")
+            else:
+                why = "more pages than asked for" if len(freed) > n else "a page twice"
+            raise ContractError(f"your tree's evict({n}) freed {len(freed)} pages {freed!r:.80}: {why}")
+        return freed
 
 
 class _Engine:
