@@ -231,6 +231,8 @@ REACH = [
     (3, "pages_as_rows", _slots_pages_as_rows),
     (3, "off_by_one", _slots_next_row),
     (4, "insert", _InsertGivesPagesBack),
+    (4, "partial_match_clock", mistakes.TreePartialMatchKeepsClock),
+    (4, "evict_one_leaf", mistakes.TreeEvictsOneLeaf),
     (5, "too_few_preempted", _plan_never_preempts),
     (5, "admitted_without_rows", _plan_admits_by_chunk_rows),
 ]
