@@ -190,3 +190,17 @@ def test_the_engine_names_a_plugged_tree_whose_evict_frees_a_held_page():
     a.release(pages[2:])  # a request still holds pages 0 and 1, the tree all four
     with pytest.raises(ContractError, match=r"your tree's evict\(4\) freed 4 pages .*page \d is still held \(refs 1\)"):
         cache.evict(4)
+
+
+def test_a_recording_of_a_plugged_tree_shows_its_nodes_as_the_engine_s_own_tree_would(model_and_reference):
+    from ropepool.engine.recording import record
+
+    def last_tree(prefix_cache):
+        eng = serve.engine(model_and_reference[0], prefix_cache=prefix_cache, pool_rows=40)
+        rec = record(eng)
+        serve.run(eng, PROMPTS, NEW, progress=False)
+        state = rec.state(len(rec))  # after the last step
+        return sorted((n.tokens, n.pages) for n in state.nodes.values())
+
+    plugged = last_tree(Cached.factory(S.PrefixTree))
+    assert plugged and plugged == last_tree(True)

@@ -76,6 +76,34 @@ class Cached:
     def num_evictable(self) -> int:
         return int(self.inner.num_evictable())
 
+    def node_views(self) -> dict:
+        """The learner's tree as the engine's viewer draws it (``{id: NodeView}``), read from its nodes laid out
+        as the reference's are (``root``; each node's ``children`` mapping, ``keys``, ``pages``,
+        ``last_used``); empty where the tree is laid out otherwise."""
+        from ..engine.recording import NodeView
+
+        ids = self.__dict__.setdefault("_ids", {})  # id(node) -> (node, its number in the views)
+
+        def number(node) -> int:
+            if ids.get(id(node), (None,))[0] is not node:
+                ids[id(node)] = (node, len(ids) + 1)
+            return ids[id(node)][1]
+
+        views, root = {}, getattr(self.inner, "root", None)
+        try:
+            stack = [(child, 0) for child in root.children.values()]
+            while stack:
+                node, parent = stack.pop()
+                keys = [t for k in node.keys for t in (k if isinstance(k, tuple) else (k,))]
+                nid = number(node)
+                views[nid] = NodeView(
+                    nid, parent, keys, [int(p) for p in node.pages], int(getattr(node, "last_used", 0))
+                )
+                stack += [(child, nid) for child in node.children.values()]
+        except (AttributeError, TypeError, ValueError):  # a tree of another layout: nothing to draw
+            return {}
+        return views
+
     def _refs(self, page: int) -> int | None:
         """The allocator's count of ``page``; None for a page outside the pool."""
         if not 0 <= page < self.allocator.num_pages:
