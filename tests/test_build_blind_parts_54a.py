@@ -74,3 +74,9 @@ def test_a_hint_is_never_a_catalogued_mistake_the_part_did_not_make():
     """Set A's scheduler that skips a request fitting exactly was told it stops at the first misfit."""
     case = next(c for c in CASES if c["id"] == "p5_sched_w_strict_fit")
     assert "not a wall" not in track.feedback(*load(case)).message
+
+
+def test_the_checker_counts_steps_as_the_engine_and_the_viewer_do():
+    """Step 1 is the first step everywhere: the engine's batch history, the viewer and the checker."""
+    case = next(c for c in CASES if c["id"] == "p5_sched_w_admits_zero_token")
+    assert "'the budget spent by decodes: the waiting prompt waits, step 1'" in track.feedback(*load(case)).message

@@ -382,8 +382,8 @@ def _drive(name, P, budget, reqs, schedule_step, history: list):
     s = Scheduler(allocator, NoCache(allocator), max_step_tokens=budget)
     for rid, (prompt, new) in enumerate(reqs):
         s.add(Request(rid, [1 + (rid + j) % 7 for j in range(prompt)], new))
-    step = 0
-    while not s.done and step < 200:
+    step = 1  # the engine's numbering: its first step is step 1
+    while not s.done and step <= 200:
         running, waiting = views(s)
         free = s.allocator.num_free
         with showing(lambda: _describe(running, waiting, budget, free)):
