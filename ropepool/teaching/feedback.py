@@ -82,6 +82,11 @@ def markdown_escape(text: str) -> str:
     return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
 
 
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``n`` and the word, plural but for one: "1 page", "3 pages" (``many``: an irregular plural)."""
+    return f"{n} {word if n == 1 else many or word + 's'}"
+
+
 def case_message(case: str, given: str, expected, got, hint: str) -> str:
     """One wrong case in four plain lines: the input, what was expected, what came back, a hint."""
     return f"case '{case}'\n  input:    {given}\n  expected: {expected}\n  got:      {got}\n  hint:     {hint}"

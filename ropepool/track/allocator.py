@@ -23,6 +23,7 @@ import numpy as np
 
 from ..engine import Allocator as EngineAllocator
 from ..engine.errors import ContractError
+from ..teaching.feedback import plural
 from ..engine.allocator import PageRows
 from .feedback import ExerciseFailed, call, int_list, is_int, passed, rejected, showing, wrong_case
 
@@ -65,7 +66,7 @@ class Paged(PageRows):
         pages = [int(p) for p in self.inner.allocate(n)]
         if len(pages) != n or len(set(pages)) != n or not all(0 <= p < self.num_pages for p in pages):
             raise ContractError(
-                f"your allocator's allocate({n}) returned {len(pages)} pages {pages!r:.80}: {n} distinct pages "
+                f"your allocator's allocate({n}) returned {plural(len(pages), 'page')} {pages!r:.80}: {n} distinct pages "
                 f"of 0 .. {self.num_pages - 1}"
             )
         return pages

@@ -22,6 +22,7 @@ from ..engine import Request, Scheduler, Status
 from ..engine.errors import ContractError
 from ..engine.radix import NoCache
 from ..engine.scheduler import Batch
+from ..teaching.feedback import plural
 from .feedback import call, int_list, passed, rejected, showing, wrong_case
 from .solutions import schedule_step as reference_plan
 
@@ -100,7 +101,7 @@ class Planned(Scheduler):
             most = req.num_uncached if req.status is Status.RUNNING else req.seq_len  # the tokens it was shown
             if not 1 <= n <= most:
                 raise ContractError(
-                    f"your scheduler {verb} request {rid} for {n} tokens: a request runs 1 to its "
+                    f"your scheduler {verb} request {rid} for {plural(n, 'token')}: a request runs 1 to its "
                     f"{most} tokens not computed yet ({said})"
                 )
             total += n
@@ -140,7 +141,7 @@ def workload(n: int = 30, seed: int = 0) -> list[tuple[str, int, int, list]]:
 
 def _describe(running, waiting, budget, free) -> str:
     run = ", ".join(f"{r['rid']}: uncached {r['uncached']}, spare {r['spare']}, held {r['held']}" for r in running)
-    wait = ", ".join(f"{r['rid']}: {r['tokens']} tokens" for r in waiting)
+    wait = ", ".join(f"{r['rid']}: {plural(r['tokens'], 'token')}" for r in waiting)
     return f"running [{run}]; waiting [{wait}]; max_step_tokens {budget}; free_rows {free}"
 
 
@@ -279,8 +280,8 @@ def _difference(running, waiting, budget, free, want, got) -> tuple[str, str]:
             if rid in tokens:
                 fit = "exactly enough" if tokens[rid] == left_rows else "enough"
                 return "not_admitted", (
-                    f"request {rid} ({tokens[rid]} tokens) was left waiting, but when its turn came {left_rows} "
-                    f"rows were free ({fit}: tokens <= free rows admits it) and {left_budget} tokens of the budget "
+                    f"request {rid} ({plural(tokens[rid], 'token')}) was left waiting, but when its turn came {left_rows} "
+                    f"rows were free ({fit}: tokens <= free rows admits it) and {plural(left_budget, 'token')} of the budget "
                     "were left. In the engine it would wait while its rows sit free."
                 )
             return "not_run", f"running request {rid} does not run in your plan; want {n} tokens of it."
@@ -288,7 +289,7 @@ def _difference(running, waiting, budget, free, want, got) -> tuple[str, str]:
             way = "too many" if got_n[rid] > n else "too few"
             u = by_rid[rid]["uncached"] if rid in by_rid else tokens[rid]
             return "tokens", (
-                f"request {rid} runs {got_n[rid]} tokens, want {n} ({way}): min(its {u} tokens to compute, the "
+                f"request {rid} runs {plural(got_n[rid], 'token')}, want {n} ({way}): min(its {u} tokens to compute, the "
                 f"{left_budget} left of the budget)."
             )
         left_rows -= tokens[rid] if rid in tokens else max(0, n - by_rid[rid]["spare"])
@@ -309,10 +310,10 @@ def _difference(running, waiting, budget, free, want, got) -> tuple[str, str]:
             )
         if rid in tokens and tokens[rid] > left_rows:
             return "admitted_without_rows", (
-                f"request {rid} was admitted with {tokens[rid]} tokens while {left_rows} rows were free: too few. "
+                f"request {rid} was admitted with {plural(tokens[rid], 'token')} while {plural(left_rows, 'row')} were free: too few. "
                 "In the engine a request admitted without its rows runs out of them in the middle of its prompt."
             )
-        return "admitted", f"request {rid} runs {n} tokens in your plan; the engine's step leaves it out."
+        return "admitted", f"request {rid} runs {plural(n, 'token')} in your plan; the engine's step leaves it out."
     return "order", f"the same requests in another order: {[x for x, _ in g_run]}, want {[x for x, _ in w_run]}."
 
 

@@ -18,6 +18,7 @@ import numpy as np
 from ..engine import Allocator as EngineAllocator
 from ..engine import RadixCache
 from ..engine.errors import ContractError
+from ..teaching.feedback import plural
 from .feedback import call, int_list, is_int, passed, rejected, showing, wrong_case
 
 PART = 4
@@ -58,7 +59,7 @@ class Cached:
         held = [p for p in pages if (self._refs(p) or 0) < 1]
         if len(pages) > len(keys) or held:
             raise ContractError(
-                f"your tree's match of {len(keys)} keys returned {len(pages)} pages {pages!r:.80}"
+                f"your tree's match of {len(keys)} keys returned {plural(len(pages), 'page')} {pages!r:.80}"
                 + (f": page {held[0]} is not held by anyone" if held else ": more pages than keys")
             )
         return pages, (keys[: len(pages)], pages)
@@ -69,7 +70,7 @@ class Cached:
         theirs = [int(p) for p in self.inner.insert(keys, before_pages + list(pages))]
         if len(theirs) != len(keys):
             raise ContractError(
-                f"your tree's insert of {len(keys)} keys returned {len(theirs)} pages: one page per key"
+                f"your tree's insert of {len(keys)} keys returned {plural(len(theirs), 'page')}: one page per key"
             )
         return theirs[len(before_keys) :], (keys, theirs)
 
@@ -120,7 +121,7 @@ class Cached:
                 why = f"page {held[0]} " + ("is not in the pool" if count is None else f"is still held (refs {count})")
             else:
                 why = "more pages than asked for" if len(freed) > n else "a page twice"
-            raise ContractError(f"your tree's evict({n}) freed {len(freed)} pages {freed!r:.80}: {why}")
+            raise ContractError(f"your tree's evict({n}) freed {plural(len(freed), 'page')} {freed!r:.80}: {why}")
         return freed
 
 
@@ -383,7 +384,7 @@ def _hint(what: str, want, got, w_refs, g_refs, w_free, g_free, w_ev, g_ev) -> t
             and all(g_refs[p] == 1 for p in set(want) - set(got))
         ):
             return "empty_leaf_kept", (
-                f"evict freed {len(got)} pages while your tree still counts {g_ev} it could free, and the pages "
+                f"evict freed {plural(len(got), 'page')} while your tree still counts {g_ev} it could free, and the pages "
                 "above the leaves it emptied stay: a leaf left with no pages must be removed from its parent, so "
                 "the parent may become a leaf and be evicted next. In the engine the cache would keep pages it "
                 "could give back, and requests be refused for room the pool has."
