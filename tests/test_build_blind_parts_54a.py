@@ -86,3 +86,15 @@ def test_a_count_of_one_is_singular():
     case = next(c for c in CASES if c["id"] == "p5_sched_w_admits_zero_token")
     message = track.feedback(*load(case)).message
     assert "waiting [0: 1 token, 1: 1 token, 2: 4 tokens]" in message, message
+
+
+def test_the_scorer_has_a_reading_of_every_feedback_the_checkers_give_now(capsys):
+    """benchmarks/track_blind.py: every case's feedback was read (verdicts.json) as it is now, and scores
+    every wrong part named, none asserting something false, no correct part rejected."""
+    spec = importlib.util.spec_from_file_location("track_blind", FOLDER.parent.parent / "benchmarks" / "track_blind.py")
+    scorer = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(scorer)
+    scorer.main([str(FOLDER), "--label", "track", "--quiet"])
+    out = capsys.readouterr().out
+    assert "named 14 (100%)" in out and "asserts-false 0" in out and "rejected 0" in out, out
+    assert "unread (no verdict for this feedback): 0" in out, out
