@@ -30,3 +30,17 @@ def test_in_plain_python_the_traceback_is_the_learners_line_and_one_more():
     frames = [line for line in run.stderr.splitlines() if line.startswith("  File ")]
     assert len(frames) == 2 and '"<string>"' in frames[0], run.stderr
     assert "hint:" in run.stderr and "e4m3.py" not in run.stderr, run.stderr
+
+
+def test_in_a_notebook_the_engine_s_refusal_of_a_plugged_part_shows_its_message_alone():
+    nb = nbformat.v4.new_notebook()
+    cell = (
+        "from ropepool.engine import Request\nfrom ropepool.engine.scheduler import Batch\n"
+        "Batch().add(Request(7, [1, 2, 3], 2), 0)"
+    )
+    nb.cells = [nbformat.v4.new_code_cell(cell)]
+    nbclient.NotebookClient(nb, timeout=120, allow_errors=True, resources={"metadata": {"path": str(ROOT)}}).execute()
+    error = next(o for o in nb.cells[0].outputs if o.output_type == "error")
+    assert error.traceback == [
+        "ContractError: request 7 put in the batch for 0 tokens: a request runs 1 to its 3 tokens not computed yet"
+    ]
