@@ -184,7 +184,9 @@ def test_the_engine_names_a_plugged_tree_whose_evict_frees_a_held_page():
     pages = a.allocate(4)
     cache.insert([1, 2, 3, 4], pages, None)
     a.release(pages[2:])  # a request still holds pages 0 and 1, the tree all four
-    with pytest.raises(ContractError, match=r"your tree's evict\(4\) freed 3 pages .*page \d is still held \(refs \d\)"):
+    with pytest.raises(
+        ContractError, match=r"your tree's evict\(4\) freed 3 pages .*page \d is still held \(refs \d\)"
+    ):
         cache.evict(4)
 
 
