@@ -7,7 +7,11 @@ LAB_FLAGS ?=
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: setup venv venv-test model kernels lab test lint doctor clean
+DOCS_VENV := .venv-docs
+DOCS_PY := $(DOCS_VENV)/bin/python
+SITE   := build/site
+
+.PHONY: setup venv venv-test model kernels lab test lint doctor clean docs docs-check
 
 setup: venv model
 
@@ -28,7 +32,7 @@ model: venv
 kernels: venv
 	$(PY) -m ropepool build-kernels
 
-# lab: JupyterLab on workspace/, your copy of notebooks/ (git-ignored, made once, kept; see README).
+# lab: JupyterLab on workspace/, your copy of notebooks/ (git-ignored, made once, kept; see docs/setup.md).
 # PORT=8888 by default; a port in use moves to the next free one, and the URL printed is the server's.
 # LAB_FLAGS=--no-browser: print the URL only (a host's machine, a remote shell).
 lab: venv model kernels
@@ -44,8 +48,24 @@ lint: venv-test
 test: venv-test model kernels lint
 	OPENBLAS_NUM_THREADS=1 $(PY) -m pytest -n 2 --dist loadgroup -rs --nbmake tests notebooks
 
+# docs: the suite as a site in build/site (open build/site/index.html from disk): the README, docs/*.md, the
+# error pages (tools/error_pages.py, written first) and every notebook executed, by Sphinx with MyST-NB
+# (docs/conf.py; docs/site.md says why). Its own venv, .venv-docs, with the runtime and the docs extra.
+docs:
+	@PYTHON="$(PYTHON)" sh tools/venv.sh "$(DOCS_VENV)" docs
+	@$(DOCS_PY) -m ropepool fetch-model || echo "(no model: the notebooks that serve SmolLM2 are shown without outputs)"
+	$(DOCS_PY) -m ropepool build-kernels
+	$(DOCS_PY) tools/error_pages.py
+	OPENBLAS_NUM_THREADS=1 $(DOCS_PY) -m sphinx -q -b html -c docs . $(SITE)
+
+# docs-check: every page of build/site in Debian's Chromium at 1024x768 (tools/check_site.py): it loads, asks
+# nothing of another machine, fits the width, and every link inside the site resolves. Needs `make docs` first;
+# the test extra brings Playwright.
+docs-check: venv-test
+	$(PY) tools/check_site.py $(SITE)
+
 doctor: venv
 	$(PY) -m ropepool doctor
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis artifacts build *.egg-info
+	rm -rf $(VENV) $(DOCS_VENV) .pytest_cache .hypothesis artifacts build *.egg-info

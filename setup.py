@@ -2,7 +2,7 @@
 
 Python runs the ``import`` line of every ``.pth`` file in site-packages at start-up; this one puts a
 small import watcher in ``sys.meta_path`` that calls ``_ropepool_blas.load()`` when MLX is first
-imported, so that OpenBLAS is loaded before MLX in every process of the venv (see ``_ropepool_blas.py`` and the README). A wheel carries the file at its root; an
+imported, so that OpenBLAS is loaded before MLX in every process of the venv (see ``_ropepool_blas.py`` and docs/blas.md). A wheel carries the file at its root; an
 editable install (``pip install -e``) gets it in its wheel's root as well.
 """
 

@@ -1,7 +1,7 @@
 """The op's benchmark with its targets, and the README's table: ``python -m ropepool bench`` plus goals.
 
     .venv/bin/python benchmarks/op_bench.py --quick                  # seconds; prints met or MISS
-    .venv/bin/python benchmarks/op_bench.py --readme README.md       # the full run, pasted into the README
+    .venv/bin/python benchmarks/op_bench.py --readme docs/measured.md  # the full run, pasted into that page
 
 Runs :func:`ropepool.cli.bench.run` (every method interleaved in one process; see that module),
 prints its tables, then every target met or MISS; writes ``OUT/bench.md`` (the table and the

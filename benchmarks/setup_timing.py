@@ -2,7 +2,7 @@
 
     python3 benchmarks/setup_timing.py --lab                     # fresh clone -> make lab's URL answers
     python3 benchmarks/setup_timing.py --test                    # fresh clone -> make test passes
-    python3 benchmarks/setup_timing.py --lab --readme README.md  # and write the lines into README.md
+    python3 benchmarks/setup_timing.py --lab --readme docs/setup.md  # and write the lines into docs/setup.md
 
 Each part clones this repository's committed HEAD into a new temporary folder and runs the README's
 command there, with new, empty kernel and model caches (``ROPEPOOL_KERNEL_CACHE``,

@@ -3,7 +3,7 @@
 For each tiny sliding-window model (Gemma-3: 1 of 2 layers slides, GPT-OSS: sinks too; window 4),
 four requests generate 4 x window tokens each, prefilled in chunks of 5, on a pool small enough to
 preempt. Prints the most rows the full layers held (the engine's slot tables: every position) and
-the most the sliding layer group held (rings of ``window`` rows per running request), beside the
+the most the sliding layer group held (rings of at most ``window`` rows per running request), beside the
 bound ``(window + one page) x requests running at once``, and the largest logit difference from
 mlx-lm's own forward (its RotatingKVCache).
 

@@ -7,13 +7,24 @@ folder above it, links resolved, is owned by this user or root and writable by n
 except a sticky folder such as ``/tmp``, where nobody can rename what another user made.
 Otherwise another user could swap the folder, or one above it, between the check and the load.
 Anything else is refused with the reason, and the path returned has its links resolved.
+
+A file written for a user (a page, a kept part, a benchmark's results) follows the same rules for its
+folder (:func:`writable_file`: no foreign link on the way, no folder others can swap entries of), and
+the file itself, if there, must be a regular file of this user's: never a symbolic link, a FIFO, a
+device or another user's file. :func:`write_file` checks again, writes a temporary file in the same
+folder and moves it into place with ``os.replace``, which never writes through what is at the name.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+import tempfile
 from pathlib import Path
+
+
+class UnsafeFile(PermissionError):
+    """A file ropepool was asked to write is refused; ``str(err)`` is one line saying why."""
 
 
 def private_dir(path: Path, what: str, error: type[Exception] = RuntimeError) -> Path:
@@ -86,3 +97,77 @@ def _unsafe_ancestor(folder: Path) -> str | None:
     if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
         return f"can be written by others (mode {stat.S_IMODE(st.st_mode):o}, not sticky)"
     return None
+
+
+def writable_file(path: Path | str, what: str) -> Path:
+    """Where ``path`` can be written safely (its folder's links resolved), checked without opening it.
+
+    ``what`` names the file in messages ("--out", "kept part 3").
+
+    Raises
+    ------
+    UnsafeFile
+        The folder is missing, not writable, reached through another user's link or swappable by
+        others (:func:`private_dir`'s rules for the folders above a cache), or the file there is a
+        symbolic link, not a regular file (a FIFO, a device, a folder) or another user's.
+    """
+    path = Path(os.path.abspath(path))
+    link = foreign_link(path.parent)
+    if link is not None:
+        raise UnsafeFile(f"{what} {path}: {link} on the way is a symbolic link another user made: refused")
+    folder = Path(os.path.realpath(path.parent))
+    if not folder.is_dir():
+        raise UnsafeFile(f"{what} {path}: {path.parent} is not an existing folder")
+    for above in (folder, *folder.parents):
+        reason = _unsafe_ancestor(above)
+        if reason:
+            raise UnsafeFile(
+                f"{what} {path}: the folder {above} {reason}, so another user could swap the file: refused"
+            )
+    target = folder / path.name
+    try:
+        st = os.lstat(target)
+    except FileNotFoundError:
+        st = None
+    except OSError as err:
+        raise UnsafeFile(f"{what} {path}: cannot be checked ({err.strerror})") from None
+    if st is not None:
+        if stat.S_ISLNK(st.st_mode):
+            raise UnsafeFile(f"{what} {path} is a symbolic link: never written through; remove it or name a file")
+        if not stat.S_ISREG(st.st_mode):
+            raise UnsafeFile(f"{what} {path} is not a regular file (a folder, a FIFO, a device): refused")
+        if st.st_uid != os.geteuid():
+            raise UnsafeFile(f"{what} {path} belongs to uid {st.st_uid}, not this user: refused")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UnsafeFile(f"{what} {path}: the folder {folder} is not writable by this user")
+    return target
+
+
+def write_file(path: Path | str, data: bytes | str, what: str) -> Path:
+    """Write ``data`` (text as UTF-8) to ``path`` whole or not at all, as :func:`writable_file` allows;
+    return the path written. A file replaced keeps its mode; a new one gets 0666 less the umask.
+
+    Raises :class:`UnsafeFile` (what is at ``path`` is refused, checked again just before the move),
+    or OSError (the disk is full, say); the temporary file is removed either way."""
+    target = writable_file(path, what)
+    try:
+        mode = stat.S_IMODE(os.lstat(target).st_mode)
+    except FileNotFoundError:
+        mode = 0o666 & ~_umask()
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            os.fchmod(f.fileno(), mode)
+        writable_file(target, what)  # a link or FIFO planted meanwhile is refused, not replaced
+        os.replace(tmp, target)  # replaces the name: never writes through what is there
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+    return target
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

@@ -340,8 +340,18 @@ class TreeFromScratch:
             found = found + node.pages[:n]
             i += n
             if n < len(node.keys):
+                self._cut(node.parent, node, n)
                 break
         return found
+
+    def _cut(self, parent, kid, n):
+        """Split ``kid``'s edge after ``n`` keys; the upper half, a new node, is returned."""
+        self.count += 1
+        top = _Node(kid.keys[:n], kid.pages[:n], parent, kid.stamp, self.count)
+        parent.kids[kid.keys[0]] = top
+        kid.keys, kid.pages, kid.parent = kid.keys[n:], kid.pages[n:], top
+        top.kids[kid.keys[0]] = kid
+        return top
 
     def _retain_new(self, pages):
         self.allocator.retain(pages)
@@ -354,22 +364,13 @@ class TreeFromScratch:
             if kid is None:
                 new = list(pages[i:])
                 self._retain_new(new)
-                if node is not self.root and not node.kids:
-                    node.keys += keys[i:]
-                    node.pages += new
-                else:
-                    self.count += 1
-                    node.kids[keys[i]] = _Node(keys[i:], new, node, self.clock, self.count)
+                self.count += 1
+                node.kids[keys[i]] = _Node(keys[i:], new, node, self.clock, self.count)
                 return out + new
             kid.stamp = self.clock
             n = self._agree(kid.keys, keys[i:])
-            if n < len(kid.keys) and i + n < len(keys):
-                self.count += 1
-                top = _Node(kid.keys[:n], kid.pages[:n], node, kid.stamp, self.count)
-                node.kids[keys[i]] = top
-                kid.keys, kid.pages, kid.parent = kid.keys[n:], kid.pages[n:], top
-                top.kids[kid.keys[0]] = kid
-                kid = top
+            if n < len(kid.keys):
+                kid = self._cut(node, kid, n)
             out += kid.pages[:n]
             self._seen(kid.pages[:n])
             i += n
@@ -400,11 +401,8 @@ class TreeFromScratch:
             if not leaves:
                 break
             leaf = self._leaf_to_evict(leaves)
-            while leaf.pages and len(freed) < n and refs[leaf.pages[-1]] == 1:
-                leaf.keys.pop()
-                freed += self.allocator.release([leaf.pages.pop()])
-            if not leaf.keys:
-                del leaf.parent.kids[next(k for k, v in leaf.parent.kids.items() if v is leaf)]
+            del leaf.parent.kids[next(k for k, v in leaf.parent.kids.items() if v is leaf)]
+            freed += self.allocator.release(leaf.pages[::-1])  # whole, from its end
         return freed
 
 

@@ -1119,7 +1119,7 @@ THREADS = textwrap.dedent("""
 
 def test_threads_get_correct_results():
     """Four threads per backend at once, each checked against the reference. The process may still
-    abort at exit (MLX's, with plain mx.compile too: see the README); that is not asserted on."""
+    abort at exit (MLX's, with plain mx.compile too: see docs/op.md); that is not asserted on."""
     out = _python(THREADS, {})
     line = next((line for line in out.stdout.splitlines() if line.startswith("correct")), out.stderr[-2000:])
     n = line.split()

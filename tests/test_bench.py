@@ -228,8 +228,8 @@ def test_paste_into_refuses_a_file_without_one_ordered_pair_of_markers(tmp_path,
     assert readme.read_text() == text
 
 
-def test_readme_table_is_the_bench_commands_output():
-    text = (ROOT / "README.md").read_text()
+def test_measured_page_table_is_the_bench_commands_output():
+    text = (ROOT / "docs" / "measured.md").read_text()
     block = text[text.index(README_START) + len(README_START) : text.index(README_END)]
     assert block.lstrip().startswith(("`python benchmarks/op_bench.py", "`python -m ropepool bench"))
     assert "| dtype | T | ropepool | speed-up | in place | speed-up | copy floor | ropepool / floor |" in block

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ropepool.engine import Engine
-from ropepool.loaders.tiny import build
+from ropepool.loaders.tiny import ARCHS, build, tiny
 from ropepool.tolerance import ENGINE_LOGITS_FLOAT32
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -65,9 +65,62 @@ def test_an_interrupted_ring_step_is_undone():
         np.testing.assert_array_equal(np.array(mx.stack(r.logits)), np.array(mx.stack(w.logits)))
 
 
+def gemma3_window(window: int):
+    _, module, fields = ARCHS["gemma3"]
+    return tiny(module, **{**fields, "sliding_window": window})
+
+
+def test_rings_of_short_requests_stay_inside_the_pool_rows_promised():
+    """64 one-token prompts at window 64 on 128 pool rows: each ring holds its request's positions (1, then
+    2), not a whole window, so the rings' pools never pass the 128 rows that every layer's pool was
+    promised (and check_pool_memory checked), where whole windows would take 64 x 64 = 4096."""
+    model = gemma3_window(64)
+    a = model.args
+    engine = Engine(model, pool_rows=128, prefix_cache=False)
+    promised = 128 * a.num_hidden_layers * 2 * a.num_key_value_heads * a.head_dim * 4  # float32 k and v rows
+    reqs = [engine.add_request([1 + i], 2) for i in range(64)]
+    running = 0
+    while not engine.done:
+        running = max(running, len(engine.step().requests))
+        assert engine.runner.rings.capacity <= 128, f"{engine.runner.rings.capacity} ring rows"
+        assert engine.pool_bytes <= promised
+    assert running == 64 and engine.runner.rings.peak == 128  # 64 rings of 2 positions at the decode step
+    assert all(len(r.tokens) == 2 for r in reqs) and engine.runner.rings.rows_in_use == 0
+
+
+def test_pool_bytes_are_what_the_pools_hold_now_rings_included():
+    engine = Engine(gemma3_window(8), pool_rows=64, prefix_cache=False)
+
+    def held():
+        return sum(np.array(p).nbytes for layer in engine.runner.pools for p in layer)
+
+    first = engine.pool_bytes
+    assert first == held()
+    for i in range(4):
+        engine.add_request(list(range(1, 12)), 4)
+    while not engine.done:
+        engine.step()
+        assert engine.pool_bytes == held()
+    assert engine.pool_bytes > first  # the rings grew with the requests
+    a = engine.runner.model.args
+    kept = Engine(build("gemma3"), pool_rows=64)  # the prefix cache on: no rings, P rows a layer
+    assert kept.pool_bytes == 64 * a.num_hidden_layers * 2 * a.num_key_value_heads * a.head_dim * 4
+
+
 def test_with_the_prefix_cache_sliding_layers_keep_every_row():
     engine = Engine(build("gemma3"), pool_rows=32)
     assert engine.runner.rings is None and engine.runner.pools[0][0].shape[0] == 32
+
+
+@pytest.mark.parametrize("rope_dim", [0, 3])
+def test_a_deepseek_model_with_a_qk_rope_head_dim_of_no_even_size_is_refused_naming_it(rope_dim):
+    from ropepool.engine import UnsupportedModelError
+    from ropepool.loaders.tiny import ARCHS, tiny
+
+    _, module, fields = ARCHS["deepseek-v3"]
+    model = tiny(module, **{**fields, "qk_rope_head_dim": rope_dim})
+    with pytest.raises(UnsupportedModelError, match=f"qk_rope_head_dim .* positive even int, got {rope_dim}$"):
+        Engine(model, pool_rows=16)
 
 
 def test_mla_latent_pool_rows_are_c_kv_then_rotated_k_pe():

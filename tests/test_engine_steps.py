@@ -387,7 +387,8 @@ def test_a_ctrl_c_during_bookkeeping_that_fails_is_raised_with_the_error():
 def step_lines_after_the_commit():
     lines, first = inspect.getsourcelines(Engine.step)
     start = next(i for i, line in enumerate(lines) if "self.journal.commit()" in line)
-    code = [i for i in range(start, len(lines)) if lines[i].strip() and not lines[i].strip().startswith("#")]
+    end = next((i for i in range(start, len(lines)) if lines[i].strip().startswith("except")), len(lines))
+    code = [i for i in range(start, end) if lines[i].strip() and not lines[i].strip().startswith("#")]
     return [first + i for i in code if lines[i].strip() != "finally:"]
 
 
@@ -438,6 +439,138 @@ def test_an_interrupt_after_the_commit_does_not_lose_the_step(line, python_s_han
     assert [r.tokens for r in finished] == [want.tokens], "a committed step's finished request was lost"
     assert steps == engine.steps == 4 and interrupts == 4 and not engine.held_interrupt
     assert engine.allocator.num_free + engine.scheduler.cache.num_evictable() == engine.allocator.num_pages
+
+
+def serve_with_sigint_at(points, first_only=False):
+    """Serve one request (4 steps), Python's handler in force, a SIGINT raised at each ``(code, line)`` of
+    ``points`` whenever it runs (Engine.step's code: after the commit; SigintHold.stop: the commit hold's
+    own, called from Engine._hand_back); a recorder watches. Returns the finished requests, the steps that
+    returned, the KeyboardInterrupts caught, the engine, the recording and the wanted tokens."""
+    from ropepool.engine.journal import SigintHold
+    from ropepool.engine.recording import record
+
+    m = model()
+    (want,) = generate(m, [[1, 2, 3]], 4, pool_rows=8)
+    engine = Engine(m, pool_rows=8)
+    engine.add_request([1, 2, 3], 4)
+    rec = record(engine)
+    codes, stop = {code for code, _ in points}, SigintHold.stop.__code__
+
+    def tracer(frame, event, arg):
+        code = frame.f_code
+        if code not in codes or (code is stop and frame.f_back.f_code is not Engine._hand_back.__code__):
+            return None
+
+        def local(fr, ev, a):
+            if ev == "line" and (fr.f_code, fr.f_lineno) in points:
+                signal.raise_signal(signal.SIGINT)
+            return local
+
+        return local
+
+    finished, interrupts, steps = [], 0, 0
+    try:
+        while True:
+            sys.settrace(tracer)  # again: a trace function that raises (here, Python's handler) is unset
+            try:
+                if engine.done:
+                    break
+                batch = engine.step()
+            except KeyboardInterrupt:
+                interrupts += 1
+                continue
+            steps += 1
+            finished += batch.finished
+    finally:
+        sys.settrace(None)
+    return finished, steps, interrupts, engine, rec, want
+
+
+def lines_run_after_the_commit():
+    """Every ``(code, line)`` a usual step runs from its commit to its return: the rest of Engine.step, the
+    hand-back, the watcher calls, the commit hold's stop() and the recorder's call."""
+    from ropepool.engine.journal import SigintHold
+    from ropepool.engine.recording import Recording, record
+
+    after = min(step_lines_after_the_commit())
+    codes = {Engine._hand_back.__code__, Engine._tell_watchers.__code__, Recording.__call__.__code__}
+    stop, seen = SigintHold.stop.__code__, []
+    engine = Engine(model(), pool_rows=8)
+    engine.add_request([1, 2, 3], 4)
+    record(engine)
+
+    def tracer(frame, event, arg):
+        code = frame.f_code
+        watched = code in codes or code is Engine.step.__code__
+        if not watched and not (code is stop and frame.f_back.f_code is Engine._hand_back.__code__):
+            return None
+
+        def local(fr, ev, a):
+            if ev == "line" and (fr.f_code is not Engine.step.__code__ or fr.f_lineno >= after):
+                seen.append((fr.f_code, fr.f_lineno))
+            return local
+
+        return local
+
+    sys.settrace(tracer)
+    try:
+        engine.step()
+    finally:
+        sys.settrace(None)
+    return list(dict.fromkeys(seen))
+
+
+def test_a_ctrl_c_anywhere_after_the_commit_loses_no_batch_and_no_recorded_step_silently(python_s_handler):
+    """A Ctrl-C at each line from the commit to the return (the hold's own stop() after Python's handler is
+    back, the watchers' calls, the recorder's own lines): every committed batch comes back, each Ctrl-C is
+    raised by the next step (or done), and every step is either recorded or named as missed."""
+    points = lines_run_after_the_commit()
+    names = {p[0].co_name for p in points}
+    assert {"step", "_hand_back", "stop", "_tell_watchers", "__call__"} <= names, names
+    for point in points:
+        where = f"{point[0].co_name} line {point[1]}"
+        finished, steps, interrupts, engine, rec, want = serve_with_sigint_at({point})
+        assert [r.tokens for r in finished] == [want.tokens], f"{where}: a committed step's batch was lost"
+        assert steps == engine.steps == 4 and interrupts == 4 and not engine.held_interrupt, where
+        recorded = [d.step for d in rec.decisions]
+        assert sorted(recorded + rec.missed) == [1, 2, 3, 4], f"{where}: recorded {recorded}, missed {rec.missed}"
+        assert rec.complete == (not rec.missed), where
+
+
+def test_a_ctrl_c_inside_the_commit_hold_s_own_stop_is_held_for_the_next_step(python_s_handler):
+    """The landing the issue counted (5 of 300 on a sweep): SIGINT after stop() has put Python's handler back."""
+    from ropepool.engine.journal import SigintHold
+
+    lines, first = inspect.getsourcelines(SigintHold.stop)
+    body = [first + i for i, line in enumerate(lines) if line.strip().startswith(("self._installed = False", "return"))]
+    finished, steps, interrupts, engine, rec, want = serve_with_sigint_at({(SigintHold.stop.__code__, n) for n in body})
+    assert [r.tokens for r in finished] == [want.tokens], "a committed step's finished request was lost"
+    assert steps == engine.steps == 4 and interrupts == 4 and rec.complete
+
+
+def test_a_stuck_watcher_can_be_interrupted_and_the_batch_still_comes_back(python_s_handler):
+    """A watcher that spins: a Ctrl-C stops it (it runs under the program's handler, not the engine's hold);
+    the step's batch is returned, the watchers after it are told, the next step raises the Ctrl-C."""
+    from ropepool.engine.recording import record
+
+    engine = Engine(model(), pool_rows=8)
+    engine.add_request([1, 2, 3], 1)
+    spun = []
+
+    def stuck(engine, batch, records):
+        for i in range(100_000):
+            if i == 1000:
+                signal.raise_signal(signal.SIGINT)  # the user's Ctrl-C while it spins
+        spun.append(i)  # reached only if the Ctrl-C did not stop it
+
+    engine.watch(stuck)
+    rec = record(engine)
+    batch = engine.step()
+    assert spun == [], "the Ctrl-C did not reach the stuck watcher"
+    assert [r.rid for r in batch.finished] == [0] and len(rec) == 1 and rec.complete
+    assert engine.held_interrupt and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with pytest.raises(KeyboardInterrupt, match="held"):
+        engine.done
 
 
 def test_the_cache_books_hold_through_failed_steps():

@@ -267,14 +267,14 @@ def test_check_suggests_the_preset_without_its_suffix(capsys):
 
 
 def test_readme_headline_is_notebook_01s_classic_bug():
-    """The README's headline error is the one 01 reproduces (Llama-3-8B, T = 4, num_kv_heads=32), and
+    """explain's headline error (docs/explain.md) is the one 01 reproduces (Llama-3-8B, T = 4, num_kv_heads=32), and
     explain names it as the classic bug."""
     import json
     import re
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
-    headline = re.search(r"```\n(k shape must be .*)\n```", (root / "README.md").read_text()).group(1)
+    headline = re.search(r"```\n(k shape must be .*)\n```", (root / "docs" / "explain.md").read_text()).group(1)
     nb = json.loads((root / "notebooks" / "01_gqa_shapes.ipynb").read_text())
     assert any(f'sglang_message = "{headline}"' in "".join(c["source"]) for c in nb["cells"])
     p, kw = model_call("llama-3-8b", T=4)

@@ -52,7 +52,7 @@ def test_every_distinct_error_once_in_order_with_its_line_and_the_model_from_the
     code, out, _ = run(log=str(path))
     assert code == 0
     assert "llama-3-8b (named on line 1:" in " ".join(out.split())
-    assert [line for line in out.splitlines() if line.startswith("line ")] == ["line 8", "line 15"]
+    assert [line for line in out.splitlines() if line.startswith("line ")] == ["line 8 (again on line 13)", "line 15"]
     assert "kv_viewed_with_hq" in out  # the view, read against Llama-3-8B's 8 KV heads
     assert out.count("shape '[1, 7, 32, 128]'") == 1  # the retried traceback: once
 
@@ -146,3 +146,39 @@ def test_a_line_ending_in_a_colon_never_hides_the_errors_after_it(name):
     lines, want, *margin = COLON_LOGS[name]
     text, count = log_report([(margin[0] if margin else "") + line + "\n" for line in lines])
     assert count == len(want) and [int(x) for x in re.findall(r"^line (\d+)$", text, re.M)] == want, text
+
+
+def test_an_error_no_reader_reads_is_listed_as_not_read_and_never_dropped():
+    log = [START, "Traceback (most recent call last):", '  File "x.py", line 3, in f',
+           "\x1b[31mRuntimeError: the frobnicator is out of sprockets\x1b[0m", VIEW]  # fmt: skip
+    text, count = log_report([line + "\n" for line in log])
+    assert count == 1 and "line 4: not read: RuntimeError: the frobnicator is out of sprockets" in text
+    assert "\x1b" not in text and "1 distinct, 1 not read" in text
+    assert text.index("line 4: not read") < text.index("line 5\n")
+    alone, count = log_report(["INFO up\n", "RuntimeError: the frobnicator is out of sprockets\n"])
+    assert count == 0 and "errors    0 distinct, 1 not read" in alone and "line 2: not read" in alone
+
+
+def test_a_json_line_is_read_field_by_field():
+    import json
+
+    record = {"ts": "2026-12-06T09:14:21Z", "level": "ERROR", "msg": "draft model failed", "exc": STATE_DICT}
+    quiet = {"level": "INFO", "msg": "loaded model, 12 expected tokens/s"}
+    text, count = log_report([json.dumps(quiet) + "\n", json.dumps(record) + "\n"], model="llama-3-8b")
+    assert count == 1 and "line 2" in text and "config_without_kv_heads" in text
+    assert "\\n" not in text and '"exc"' not in text  # the traceback's own lines, not the escaped record
+    unread = {"level": "ERROR", "msg": "worker died", "exc": "KeyError: 'sprocket'"}
+    text, _ = log_report([json.dumps(unread) + "\n"])
+    assert "line 1: not read: KeyError: 'sprocket'" in text
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "INFO loading /models/Meta-Llama-3-8B-Instruct/config.json",
+        "INFO cache at /root/.cache/huggingface/hub/models--meta-llama--Meta-Llama-3-8B/snapshots/abc/config.json",
+    ],
+)
+def test_a_model_named_only_by_a_path_is_found(line):
+    text, count = log_report([line + "\n", VIEW + "\n"])
+    assert "llama-3-8b (named on line 1" in text and "kv_viewed_with_hq" in text

@@ -128,17 +128,17 @@ def test_cli_prints_the_checklist(capsys, symptom, alias):
         assert check.code in out
 
 
-def test_readme_shows_explain_on_a_transformers_error_as_it_prints(capsys):
-    """The README's first screen: the families explain reads, and its transformers example with the output
-    it really prints."""
+def test_explain_page_shows_explain_on_a_transformers_error_as_it_prints(capsys):
+    """explain's page (docs/explain.md), its first screen: the families explain reads, and its transformers
+    example with the output it really prints."""
     import re
     import shlex
     from pathlib import Path
 
     from ropepool.diagnosis import FAMILIES
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    first_screen = readme[: readme.index("## ")]
+    page = (Path(__file__).resolve().parent.parent / "docs" / "explain.md").read_text()
+    first_screen = page[: page.index("\nIt also reads")]
     for family in ("SGLang", "transformers", "PyTorch", "MLX", "mlx-lm", "vLLM", "llama.cpp", "TensorRT-LLM"):
         assert family in first_screen and any(family in f for f in FAMILIES)
     command, printed = re.search(

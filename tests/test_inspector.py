@@ -16,7 +16,8 @@ from helpers import drawn_states
 
 from ropepool.teaching.inspector import scenarios
 from ropepool.teaching.inspector.page import page
-from ropepool.teaching.inspector.render import frames, sentence
+from ropepool.teaching.inspector.painter import TREE, changes, frame, frames
+from ropepool.teaching.inspector.render import sentence
 from ropepool.teaching.inspector.widget import Inspector
 
 
@@ -95,13 +96,56 @@ def test_the_sentence_says_the_decision():
     )
 
 
+def test_frames_drawn_step_by_step_equal_frames_drawn_whole(run):
+    """Each step's frame, kept up to date from what the step changed, is the frame drawn whole from its books."""
+    rec = run.recording
+    states = list(rec.states())
+    for k, html in enumerate(frames(rec)):
+        before, decision = (states[k - 1], rec.decisions[k - 1]) if k else (states[0], None)
+        assert html == frame(states[k], before, decision, None, rec.settings), f"step {k}"
+
+
 def test_the_page_holds_every_frame_and_fetches_nothing():
     run = scenarios.run("sharing", "tiny")
     html = page(run.recording, run.title, about=run.about)
     assert not re.search(r"https?://|\bsrc=|<link|@import|url\(", html)
     data = re.search(r'<script type="application/json" id="rp-frames">(.*?)</script>', html, re.S).group(1)
-    assert json.loads(data) == frames(run.recording)
+    assert replayed(json.loads(data)) == frames(run.recording)
     assert f'max="{len(run.recording)}"' in html
+
+
+def test_a_page_from_a_recording_that_missed_a_step_refuses_to_claim_exact_replay():
+    from ropepool.engine import Engine
+    from ropepool.engine.recording import record
+    from ropepool.loaders.tiny import build
+
+    engine = Engine(build("llama-gqa"), pool_rows=16)
+    engine.add_request([1, 2, 3], 3)
+    rec = record(engine)
+    html = {}
+    while not engine.done:
+        if engine.steps == 1:
+            engine.watchers.clear()  # the recorder misses steps 2 and 3
+        engine.step()
+        html.setdefault(engine.steps, page(rec, "run"))
+    replay = re.compile(r'<p id="rp-replay"[^>]*>(.*?)</p>', re.S)
+    assert "replay the run exactly" in replay.search(html[1]).group(1)  # complete so far
+    said = replay.search(page(rec, "run")).group(1)
+    assert "Not an exact replay" in said and "missed step(s) 2, 3" in said and "exactly" not in said
+
+
+def replayed(run: dict) -> list[str]:
+    """Every frame from the page's data, as its script builds them: step 0's parts, each step's changes applied."""
+    parts, out = [list(p) if isinstance(p, list) else p for p in run["first"]], []
+    for changed in [[], *run["steps"]]:
+        for c in changed:
+            if "d" in c:
+                for j, html in c["d"]:
+                    parts[c["i"]][j] = html
+            else:
+                parts[c["i"]] = list(c["a"]) if "a" in c else c["s"]
+        out.append("".join(p if isinstance(p, str) else "".join(p) for p in parts))
+    return out
 
 
 def test_the_widget_shows_the_step_its_slider_is_on():
@@ -211,3 +255,37 @@ def test_each_ring_row_is_labelled_with_the_position_it_holds():
             done = state.requests[rid].num_cached
             want = {p % window: str(p) for p in range(max(0, done - window), done)}
             assert {j: label[row] for j, row in enumerate(rows) if label[row]} == want, (state.step, rid)
+
+
+def _served(new: int):
+    from ropepool.engine import Engine
+    from ropepool.engine.recording import record
+    from ropepool.loaders.tiny import build
+
+    engine = Engine(build("llama-gqa"), pool_rows=-(-(4 * (24 + new)) // 16) * 16)
+    for prompt in scenarios.tiny_prompts(4, 20, 4):
+        engine.add_request(prompt, new)
+    rec = record(engine)
+    while not engine.done:
+        engine.step()
+    return rec
+
+
+def _without_tree(recording) -> int:
+    """The size of the page's data but for the prefix tree's part."""
+    first, steps = changes(recording)
+    return len(json.dumps([p for i, p in enumerate(first) if i != TREE])) + sum(
+        len(json.dumps(c)) for step in steps for c in step if c["i"] != TREE
+    )
+
+
+def test_the_page_grows_with_what_the_steps_change_not_with_the_pool():
+    """8x the steps (and a pool 4x larger to hold them) make the pool, rings, queues and requests less than 8x
+    larger: each step carries the squares and rows it changed, not every square of the pool again (a whole frame
+    a step: 17x). The tree is drawn whole on a step that changes it: as in SGLang, an insert refreshes the last
+    use of every node on its path, so a decode step changes the path."""
+    short, long = _served(8), _served(64)
+    assert len(long) == 8 * len(short)
+    assert _without_tree(long) < 6 * _without_tree(short)
+    decode_step = changes(long)[1][len(long) // 2]  # four requests each decode one token
+    assert sum(len(c["d"]) for c in decode_step if "d" in c) <= 2 * 4 + 4  # rows written, rows unmarked, requests

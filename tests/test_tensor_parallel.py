@@ -71,3 +71,63 @@ def test_the_command_prints_the_pools_and_the_verdict(capsys):
     out = capsys.readouterr().out
     assert code == 0 and "pool [P, Hkv, D] = [" in out and "every rank chose the same tokens: True" in out
     assert sys.executable
+
+
+def test_a_ring_whose_port_is_taken_says_so_in_one_line(monkeypatch):
+    import socket
+
+    first = ranks.free_ports(2)
+    with socket.socket() as squatter:  # another program on rank 1's port, loopback only
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        squatter.bind(("127.0.0.1", first + 1))
+        squatter.listen()
+        monkeypatch.setattr(ranks, "free_ports", lambda n: first)
+        stream = io.StringIO()
+        results = ranks.launch(2, "tiny-llama", 2, stream=stream)
+    said = ranks.summary(results)
+    assert "Traceback" not in stream.getvalue() and "\n" not in said
+    assert f"rank 1 could not listen on port {first + 1}: it is taken" in said
+    assert f"ports {first}, {first + 1}" in said and "another program on these ports?" in said
+
+
+def test_a_refused_ring_connection_is_named_by_the_command(monkeypatch, capsys):
+    mlx_said = "[ring] Couldn't connect (error: 111)"  # what MLX raises on a rank when a stranger took its place
+    monkeypatch.setattr(
+        ranks, "launch", lambda *a: [dict(rank=0, ring=ranks.ring_failure(mlx_said, 0, [41000, 41001]))]
+    )
+    code = ranks.main(SimpleNamespace(ranks=2, model="tiny-llama", new=3))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and len(err) == 1
+    assert "connection refused" in err[0] and "ports 41000, 41001" in err[0] and "no authentication" in err[0]
+
+
+def test_a_stranger_connecting_to_the_ring_is_named_not_a_bare_mlx_error(monkeypatch):
+    import socket
+    import threading
+
+    first, stop, held = ranks.free_ports(2), threading.Event(), []
+
+    def poke():  # another local user connects to the ranks' ports as soon as they listen
+        while not stop.is_set():
+            for port in (first, first + 1):
+                s = socket.socket()
+                try:
+                    s.connect(("127.0.0.1", port))
+                    held.append(s)
+                except OSError:
+                    s.close()
+            stop.wait(0.001)
+
+    monkeypatch.setattr(ranks, "free_ports", lambda n: first)
+    stranger = threading.Thread(target=poke, daemon=True)
+    stranger.start()
+    stream = io.StringIO()
+    try:
+        said = ranks.summary(ranks.launch(2, "tiny-llama", 2, stream=stream))
+    finally:
+        stop.set()
+        stranger.join()
+        for s in held:
+            s.close()
+    assert "Traceback" not in stream.getvalue() and "Couldn't connect" not in stream.getvalue()
+    assert f"the ring on 127.0.0.1 ports {first}, {first + 1} could not form" in said and "\n" not in said

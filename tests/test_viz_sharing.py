@@ -29,10 +29,11 @@ def test_the_tree_has_one_branch_per_divergence():
     assert spans[tuple(SYSTEM)] == (0, 10, 1, 3)  # the shared prefix: over both leaves below it
     assert sorted((stop - start, bottom - top) for start, stop, top, bottom in spans.values()) == [
         (1, 1),
-        (3, 1),
+        (1, 1),
+        (2, 1),
         (3, 1),
         (10, 2),
-    ]  # b's [50]; a's [40, 41] and its first token
+    ]  # b's [50]; a's first token, a leaf of its own below a's [40, 41] (an insert adds a leaf, as SGLang's)
     text = V.tree_text(engine.scheduler.cache)
     assert text.splitlines()[0].startswith("   3 tokens, rows 0-2:") and "  10 tokens, rows" in text
     assert V.row_runs([0, 1, 2, 7, 9, 10]) == "0-2, 7, 9-10"
@@ -43,13 +44,13 @@ def test_plot_radix_tree_colours_what_running_requests_hold():
     fig = V.plot_radix_tree(engine.scheduler.cache, decode=lambda ids: "-".join(map(str, ids)))
     layout = V.tree_layout(engine.scheduler.cache)[1:]
     bars = {p.get_gid(): p for p in fig.axes[0].patches if (p.get_gid() or "").startswith("node")}
-    assert len(bars) == len(engine.scheduler.cache.nodes()) == 4
+    assert len(bars) == len(engine.scheduler.cache.nodes()) == 5
     orange = {
         tuple(V._tokens(layout[int(g.split()[1])][0]))
         for g, p in bars.items()
         if np.allclose(p.get_facecolor()[:3], [1.0, 127 / 255, 14 / 255])
     }
-    assert orange == {tuple(SYSTEM), (50,), (40, 41, a.tokens[0])}  # old's sequence: only cached
+    assert orange == {tuple(SYSTEM), (50,), (40, 41), (a.tokens[0],)}  # old's sequence: only cached
     for g, p in bars.items():
         node, _, start, stop, top, bottom = layout[int(g.split()[1])]
         assert (p.get_x(), p.get_width(), p.get_y(), p.get_height()) == (start, stop - start, top, bottom - top)

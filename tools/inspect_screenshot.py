@@ -1,4 +1,4 @@
-"""The README's picture of ``python -m ropepool inspect``: the preemption scenario on SmolLM2, at its preemption.
+"""docs/engine.md's picture of ``python -m ropepool inspect``: the preemption scenario on SmolLM2, at its preemption.
 
     .venv/bin/python tools/inspect_screenshot.py docs/inspect.png
 

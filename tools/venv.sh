@@ -3,6 +3,7 @@
 #
 #   sh tools/venv.sh VENV lab     the runtime (`make lab`): the op, the notebooks, the engine, mlx-lm
 #   sh tools/venv.sh VENV test    the runtime plus the test extra (`make test`)
+#   sh tools/venv.sh VENV docs    the runtime plus the docs extra (`make docs`, into a venv of its own)
 #
 # The interpreter: $PYTHON if set (refused, with one line saying why, when older than 3.10), else the first
 # of python3, python3.13, python3.12, python3.11, python3.10 that is 3.10 or newer. VENV is made anew when it
@@ -14,7 +15,7 @@
 # Only shell built-ins run before the venv is made, so that a PATH without any Python is handled too.
 set -eu
 
-venv=${1:?usage: sh tools/venv.sh VENV lab|test}
+venv=${1:?usage: sh tools/venv.sh VENV lab|test|docs}
 set_=${2:-lab}
 case "$0" in */*) cd "${0%/*}/.." ;; *) cd .. ;; esac  # the repository root, where make runs
 
@@ -108,7 +109,8 @@ esac
 case "$set_" in
     lab) spec="." stamp="$venv/.ropepool-installed" ;;
     test) spec=".[test]" stamp="$venv/.ropepool-test-installed" ;;
-    *) fail "tools/venv.sh: unknown set '$set_' (lab or test)" ;;
+    docs) spec=".[docs]" stamp="$venv/.ropepool-docs-installed" ;;
+    *) fail "tools/venv.sh: unknown set '$set_' (lab, test or docs)" ;;
 esac
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
         || [ ropepool-blas.pth -nt "$stamp" ]; then
@@ -120,5 +122,5 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stam
     [ "$set_" = lab ] || compile=--compile
     "$venv/bin/python" -m pip install --quiet "$compile" -e "$spec"
     touch "$stamp"
-    [ "$set_" = lab ] || touch "$venv/.ropepool-installed"  # the test set holds the runtime
+    [ "$set_" = lab ] || touch "$venv/.ropepool-installed"  # the test and docs sets hold the runtime
 fi

@@ -51,6 +51,7 @@ For a short run from a notebook::
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import sys
@@ -61,6 +62,7 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 
+from ..cache import UnsafeFile, writable_file, write_file
 from ..inputs import make_inputs
 from ..op import rope_pool_fused
 from ..reference import inverse_frequencies
@@ -339,7 +341,7 @@ def run(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     data = {k: ([asdict(r) for r in v] if isinstance(v, list) else v) for k, v in results.items()}
-    (out_dir / "bench.json").write_text(json.dumps(data, indent=1))
+    write_file(out_dir / "bench.json", json.dumps(data, indent=1), "bench --out")
     if plot:
         results["plot"] = str(plot_results(results, out_dir / "bench.png"))
     return results
@@ -430,10 +432,10 @@ def plot_results(results: dict, path: str | Path) -> Path:
     ax2.set_ylabel("median ms per call (log)")
     ax2.legend(fontsize=7)
     fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=110)
+    image = io.BytesIO()
+    fig.savefig(image, format="png", dpi=110)
     plt.close(fig)
-    return path
+    return write_file(path, image.getvalue(), "bench --out")
 
 
 def bad_arguments(repeats: int | None, out_dir: str | Path) -> str | None:
@@ -449,8 +451,11 @@ def bad_arguments(repeats: int | None, out_dir: str | Path) -> str | None:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         return f"--out {out_dir}: cannot create it ({e.strerror or e})"
-    if not os.access(out, os.W_OK | os.X_OK):
-        return f"--out {out_dir}: cannot write in it"
+    try:
+        for name in ("bench.json", "bench.png"):
+            writable_file(out / name, "--out")
+    except UnsafeFile as e:
+        return str(e)
     return None
 
 
@@ -462,7 +467,7 @@ def main(
     readme: str | None = None,
 ) -> int:
     """Entry point of ``python -m ropepool bench``; ``quick`` runs small sizes in seconds. Prints the
-    tables; writes ``out_dir``/bench.json and bench.png. The targets and the README's table belong
+    tables; writes ``out_dir``/bench.json and bench.png. The targets and docs/measured.md's table belong
     to the repository's ``benchmarks/op_bench.py``, which runs the same :func:`run`; ``readme``
     hands the whole command to it (``--readme FILE`` pastes the table into FILE).
 
@@ -483,7 +488,7 @@ def main(
         "python -m ropepool bench" + (" --quick" if quick else "") + (f" --repeats {repeats}" if repeats else ""),
     )
     print(report(results))
-    print("\ntargets met or missed, and the README's table: python benchmarks/op_bench.py")
+    print("\ntargets met or missed, and docs/measured.md's table: python benchmarks/op_bench.py")
     return 0
 
 

@@ -17,13 +17,15 @@ Exit status: 0 explained; 1 the text holds no message explain reads (or numbers 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import re
 import sys
 from contextlib import nullcontext
 from typing import TextIO
 
-from ..diagnosis import CHECKLISTS, FAMILIES, SETUP, Diagnosis, Facts, Unreadable, checklist, diagnose
+from ..diagnosis import CHECKLISTS, FAMILIES, SETUP, Diagnosis, Facts, Unreadable, checklist, clean, diagnose
+from ..diagnosis.sizes import config_lines
 from ..errors import WRAP_WIDTH, wrap
 from ..models import (
     MAX_HEAD_DIM,
@@ -72,6 +74,7 @@ NUMBER_OPTIONS = (
     ("--hidden-size", "hidden_size", 1 << 20, "config.hidden_size"),
     ("--rotary-dim", "rotary_dim", MAX_HEAD_DIM, "dimensions that rotate"),
     ("--passed-kv-heads", "passed_kv_heads", MAX_HEADS, "the num_kv_heads the failing call passed (not the model's)"),
+    ("--tp", "tp", 1 << 16, "the tensor-parallel size the model runs at"),
 )
 
 
@@ -169,18 +172,53 @@ def facts_of(model, **numbers) -> Facts:
         try:
             params = from_config(config)
         except ConfigError:
-            text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
-            raw = dict(
-                name=printable(str(config.get("_name_or_path") or "the config")),
-                num_qo_heads=_int_field(text, "num_attention_heads", "n_head"),
-                num_kv_heads=_int_field(text, "num_key_value_heads", "num_kv_heads"),
-                head_dim=_int_field(text, "head_dim"),
-                kv_lora_rank=_int_field(text, "kv_lora_rank"),  # MLA (DeepSeek-V2/V3): the latent pool's sizes
-                rope_dim=_int_field(text, "qk_rope_head_dim"),
-            )
             given = {k: v for k, v in numbers.items() if v is not None}
-            return Facts.of(None, **{**raw, "hidden_size": hidden, **given})
-    return Facts.of(params, **{"hidden_size": hidden, **{k: v for k, v in numbers.items() if v is not None}})
+            return Facts.of(None, **{**_raw_facts(config, hidden), "hidden_size": hidden, **given})
+    more = {"hidden_size": hidden, "vocab_size": _int_field(config, "vocab_size") if config else None}
+    more["notes"] = _config_notes(config, params)
+    return Facts.of(params, **{**more, **{k: v for k, v in numbers.items() if v is not None}})
+
+
+#: The names a config may give the KV-head count under (or one KV head, multi_query).
+_KV_KEYS = ("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query", "new_decoder_architecture")
+
+
+def _config_notes(config: dict | None, params) -> tuple:
+    """What a config leaves out that changes the model built from it: no KV-head count (MHA is built)."""
+    if not config or params is None or params.num_kv_heads != params.num_qo_heads:
+        return ()
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    if any(k in text for k in _KV_KEYS) or params.num_qo_heads == 1:
+        return ()
+    Hq, D = params.num_qo_heads, params.head_dim
+    return (
+        f"num_key_value_heads is absent: read as MHA, Hkv = Hq = {Hq} (k_proj {Hq} x {D} = {Hq * D} rows); a GQA "
+        "checkpoint's k_proj has fewer rows, and a loader that requires the field refuses the config: set it to "
+        f"the checkpoint's (k_proj.weight rows / {D})",
+    )
+
+
+def _raw_facts(config: dict, hidden: int | None) -> dict:
+    """A config the loader refuses, read field by field: D = hidden_size / Hq where head_dim is absent,
+    rotary_dim from rotary_dim or partial_rotary_factor."""
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    Hq = _int_field(text, "num_attention_heads", "n_head")
+    D = _int_field(text, "head_dim") or (hidden // Hq if hidden and Hq and hidden % Hq == 0 else None)
+    fraction = text.get("partial_rotary_factor")
+    rotary = _int_field(text, "rotary_dim")
+    if rotary is None and isinstance(fraction, (int, float)) and D and 0 < fraction <= 4:
+        rotary = int(fraction * D) if fraction != 1 else None
+    return dict(
+        name=printable(str(config.get("_name_or_path") or "the config")),
+        num_qo_heads=Hq,
+        num_kv_heads=_int_field(text, "num_key_value_heads", "num_kv_heads"),
+        head_dim=D,
+        rotary_dim=rotary,
+        max_position_embeddings=_int_field(text, "max_position_embeddings"),
+        vocab_size=_int_field(text, "vocab_size"),
+        kv_lora_rank=_int_field(text, "kv_lora_rank"),  # MLA (DeepSeek-V2/V3): the latent pool's sizes
+        rope_dim=_int_field(text, "qk_rope_head_dim"),
+    )
 
 
 def diagnosis_of(text: str, model=None, **numbers) -> Diagnosis | None:
@@ -211,10 +249,11 @@ def explain(text: str, model=None, **numbers) -> str | None:
 def report(d: Diagnosis, f: Facts) -> str:
     """A diagnosis as the command line prints it: one labelled field a paragraph."""
     spec = (CATALOG.get(d.code) or MLA_CATALOG.get(d.code)) if d.code else None
+    lines = [_field("config", line) for line in config_lines(f)]  # the model's own numbers first
     if spec is not None:
-        lines = [_field("check", f"{d.code}, {d.source}")]
+        lines.append(_field("check", f"{d.code}, {d.source}"))
     else:
-        lines = [_field("family", f"{d.family}: {d.source}")]
+        lines.append(_field("family", f"{d.family}: {d.source}"))
     lines.append(_field("message", printable(d.line, 600)))
     if d.read:
         lines.append(_field("read", printable(d.read, 600)))
@@ -238,7 +277,7 @@ def report(d: Diagnosis, f: Facts) -> str:
     named = f"{d.case} ({d.quantity})" if d.quantity and d.quantity != d.case else d.case
     lines.append(_field("case", f"{named}: {d.why}"))
     lines.append(_field("fix", d.fix))
-    needs_no_model = d.family in ("transformers", "vllm", "mlx-lm") or d.case == "engine_argument"
+    needs_no_model = d.family in ("transformers", "vllm", "mlx-lm") or d.case in ("engine_argument", "not_mine")
     if not f.known and not d.ambiguous and not needs_no_model:
         lines.append(
             _field(
@@ -269,98 +308,190 @@ _BODY_CHARS = 4000
 _LOG_PROGRESS_BYTES = 16 << 20
 
 
-_NAMES: dict = {}  # lower-case preset name or Hugging Face id -> preset name, made on first use
+_NAMES: dict = {}  # lower-case preset name, Hugging Face id or id's last part -> preset name, made on first use
+_STEMS: list = []  # the words a preset's name starts with (llama, mistral, qwen, ...)
 
 
 def _model_in(line: str) -> str | None:
-    """The preset a log line names (its Hugging Face id, a fine-tuned variant of it, or its preset name)."""
+    """The preset a log line names: its Hugging Face id, a fine-tuned variant of it, its preset name, or a
+    path holding one as a folder (``/models/Meta-Llama-3-8B-Instruct/config.json``, a Hugging Face cache's
+    ``models--meta-llama--Meta-Llama-3-8B-Instruct``)."""
     if not _NAMES:
         for name in preset_names():
-            _NAMES[name] = _NAMES[preset(name).name.lower()] = name
-    for token in _TOKEN.findall(line):
+            hub = preset(name).name.lower()
+            _NAMES[name] = _NAMES[hub] = _NAMES.setdefault(hub.rsplit("/", 1)[-1], name)
+        stems = {re.match(r"[a-z]*", key.rsplit("/", 1)[-1]).group(0) for key in _NAMES} - {""}
+        _STEMS.extend(sorted(stems))
+    low = line.lower()
+    if not any(stem in low for stem in _STEMS):  # no preset's name starts anywhere in it: most lines
+        return None
+    for token in _TOKEN.findall(line.replace("--", "/")):
         low = token.lower()
         if low in _NAMES:
             return _NAMES[low]
-        if "/" in low:
-            for hub, name in _NAMES.items():  # a fine-tuned variant: Meta-Llama-3-8B-Instruct
-                if "/" in hub and low.startswith(hub + "-"):
-                    if all(p in VARIANT_SUFFIXES for p in low[len(hub) + 1 :].split("-")):
-                        return name
-            base = variant_of_preset(token)
-            if base is not None:
-                return base
+        parts = low.split("/")[:64]
+        for part in [*parts, *(f"{x}/{y}" for x, y in zip(parts, parts[1:]))] if "/" in low else [low]:
+            found = _NAMES.get(part) or _variant_in(part)
+            if found is not None:
+                return found
     return None
 
 
-_TOKEN = re.compile(r"[\w.-]+/[\w.-]+|[\w.-]+")
+def _variant_in(name: str) -> str | None:
+    """The preset ``name`` is a fine-tuned variant of (``meta-llama/meta-llama-3-8b-instruct``, or its last part)."""
+    for hub, preset_name in _NAMES.items():
+        tail = name[len(hub) + 1 :].split("-") if name.startswith(hub + "-") else None
+        if tail and all(p in VARIANT_SUFFIXES for p in tail):
+            return preset_name
+    return variant_of_preset(name) if "/" in name else None
+
+
+_TOKEN = re.compile(r"[\w.-]+(?:/[\w.-]+)*")
+#: A line an exception ends a traceback with (``RuntimeError: ...``, ``| ValueError: ...``), not a warning.
+_EXCEPTION = re.compile(r"\s*[|+]?\s*(?:[\w]+\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b:")
+#: A JSON record's fields that hold its message, its traceback and its level.
+_JSON_MESSAGE, _JSON_TRACE = ("msg", "message", "event"), ("exc", "exc_info", "exception", "traceback", "stack_trace")
+_JSON_LEVEL = ("level", "levelname", "severity")
+
+
+def _json_record(line: str) -> tuple[str, str, bool] | None:
+    """``(text to read, the message, whether it is an error)`` of a JSON log line, field by field; None for
+    a line that is not a JSON object."""
+    body = line.strip()
+    if not (body.startswith("{") and body.endswith("}")) or len(body) > 1 << 20:
+        return None
+    try:
+        record = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(record, dict):
+        return None
+    pick = lambda keys: next((record[k] for k in keys if isinstance(record.get(k), str) and record[k]), "")  # noqa: E731
+    message, trace, level = pick(_JSON_MESSAGE), pick(_JSON_TRACE), pick(_JSON_LEVEL).upper()
+    names = " ".join(str(v) for v in record.values() if isinstance(v, str) and len(v) < 2000)
+    return (trace or message) + "\n" + names, message, bool(trace) or level in ("ERROR", "CRITICAL", "FATAL")
+
+
+class _LogReader:
+    """The state of :func:`log_report`: the model, the errors explained, those not read, the held message."""
+
+    def __init__(self, facts, numbers: dict):
+        self.facts, self.numbers, self.said = facts, numbers, None
+        self.seen: dict = {}  # a message explained -> its index in ``out``
+        self.out: list = []  # [header, body] per error
+        self.unread = 0
+        self.held, self.held_n, self.held_chars = [], 0, 0
+
+    def name_model(self, n: int, line: str) -> None:
+        named = _model_in(line) if self.facts is None and len(line) < 2000 else None
+        if named is not None:
+            self.facts = facts_of(named, **self.numbers)
+            self.said = f"{named} (named on line {n}: {printable(line.strip(), 80)})"
+
+    def explain(self, n: int, text: str) -> bool:
+        """Explain ``text`` (from line ``n``) unless its message was explained before (then the line is
+        added to that one's); False if nothing in it is read."""
+        try:
+            d = diagnosis_of(text.strip(), self.facts if self.facts is not None else Facts())
+        except Unreadable:
+            return False
+        if d is None or d.case == "not_mine" and not _EXCEPTION.match(text):
+            return False
+        if d.line in self.seen:
+            self.out[self.seen[d.line]][0].append(n)
+            return True
+        self.seen[d.line] = len(self.out)
+        body = "\n".join("  " + x for x in report(d, self.facts or Facts()).splitlines())
+        self.out.append([[n], body])
+        return True
+
+    def not_read(self, n: int, text: str) -> None:
+        """An error no reader reads: listed as such, with its message (one line, no terminal codes)."""
+        self.unread += 1
+        first = next((x for x in clean(text).splitlines() if x.strip()), "")
+        self.out.append([[n], f"  not read: {printable(first.strip(), 300)}"])
+
+    def message(self, n: int, text: str, error: bool) -> None:
+        """``text`` from line ``n``: explained, or listed as not read where it is an error."""
+        if not self.explain(n, text) and error:
+            self.not_read(n, text)
+
+    def flush(self) -> None:
+        """The held message with its body; if that reads as nothing, each of its lines as a message."""
+        if not self.held:
+            return
+        held, n = self.held, self.held_n
+        self.held = []
+        if self.explain(n, "".join(held)):
+            return
+        found = False
+        for k, line in enumerate(held[1:], n + 1):
+            if not _QUIET.match(line) and _MAYBE.search(line):
+                found = self.explain(k, line) or found
+                if not found and _EXCEPTION.match(line):
+                    self.not_read(k, line)
+                    found = True
+        if not found and _EXCEPTION.match(held[0]):
+            self.not_read(n, "".join(held))
+
+    def line(self, n: int, line: str) -> None:
+        """Read one line (without terminal codes): held as a message's body, explained, or skipped."""
+        if self.held:
+            indent = len(self.held[0]) - len(self.held[0].lstrip())
+            deeper = len(line) - len(line.lstrip()) > indent and not _RAISED.match(line)
+            if (deeper or _NAME_LINE.match(line)) and self.held_chars + len(line) <= _BODY_CHARS:
+                self.held.append(line)
+                self.held_chars += len(line)
+                return
+            self.flush()
+        record = _json_record(line) if line.lstrip().startswith("{") else None
+        if record is not None:
+            text, message, error = record
+            if error or not _QUIET.match(message):
+                self.message(n, text, error)
+            return
+        if _QUIET.match(line) or not _MAYBE.search(line):
+            return
+        if _OPENS.search(line) and len(line) < _BODY_CHARS:
+            self.held, self.held_n, self.held_chars = [line], n, len(line)
+        else:
+            self.message(n, line, bool(_EXCEPTION.match(line)))
+
+    def text(self) -> str:
+        model = self.said or (self.facts.describe() if self.facts is not None and self.facts.known else None)
+        head = [_field("model", model or "none given or named")]
+        unread = f", {self.unread} not read" if self.unread else ""
+        head.append(_field("errors", f"{len(self.seen)} distinct{unread}, in the order they appear"))
+        blocks = []
+        for lines, body in self.out:
+            again = f" (again on line{'s' if len(lines) > 2 else ''} {', '.join(map(str, lines[1:]))})"
+            header = f"line {lines[0]}" + (again if len(lines) > 1 else "")
+            blocks.append(header + (": " + body.strip() if body.startswith("  not read") else "\n" + body))
+        return "\n".join(head + ["", "\n\n".join(blocks)] if blocks else head)
 
 
 def log_report(lines, model=None, numbers: dict | None = None, progress: TextIO | None = None) -> tuple[str, int]:
     """``(report, errors explained)`` of a whole log, read once, line by line (linear in its size).
 
-    Each distinct error message (the same message in a retried or repeated traceback counts once) is
-    explained where it first appears, as ``line N``, in order. The model is ``model`` (a preset, a config, a
-    :class:`Facts`) or, if None, the first preset a log line names (said so). ``progress`` (stderr) gets a
-    line every 16 MiB read. A message line ending in ":" is read with the body lines after it (indented, or
-    one name a line), up to 4000 characters."""
+    Each distinct error message is explained where it first appears, as ``line N``, in order (the same message
+    again, in a retried or repeated traceback, adds its line: ``line 21 (again on line 42)``); an exception
+    no reader reads is listed as ``line N: not read`` with its message. The model is ``model`` (a preset, a
+    config, a :class:`Facts`) or, if None, the first preset a log line names (its id, or a path holding it;
+    said so). A JSON line is read field by field (its traceback, else its message). ``progress`` (stderr)
+    gets a line every 16 MiB read. A message line ending in ":" is read with the body lines after it
+    (indented, or one name a line), up to 4000 characters."""
     numbers = numbers or {}
-    facts, said, seen, out = None, None, set(), []
-    if model is not None:
-        facts = model if isinstance(model, Facts) else facts_of(model, **numbers)
-
-    def explain_message(n: int, text: str) -> bool:
-        """Explain ``text`` (from line ``n``) unless its message was explained before; False if unread."""
-        try:
-            d = diagnosis_of(text.strip(), facts if facts is not None else Facts())
-        except Unreadable:
-            return False
-        if d is None:
-            return False
-        if d.line not in seen:
-            seen.add(d.line)
-            out.append(f"line {n}\n" + "\n".join("  " + x for x in report(d, facts or Facts()).splitlines()))
-        return True
-
-    def explain_held() -> None:
-        """The held message with its body; if that reads as nothing, each of its lines as a message."""
-        if not explain_message(held_n, "".join(held)):
-            for k, body_line in enumerate(held[1:], held_n + 1):
-                if not _QUIET.match(body_line) and _MAYBE.search(body_line):
-                    explain_message(k, body_line)
-
-    def indent(line: str) -> int:
-        return len(line) - len(line.lstrip())
-
-    read = 0
-    held, held_n, held_chars = [], 0, 0  # a message whose body lines are still coming: its line number, size
+    facts = None if model is None else model if isinstance(model, Facts) else facts_of(model, **numbers)
+    reader, read = _LogReader(facts, numbers), 0
     for n, line in enumerate(lines, 1):
         read += len(line)
         if progress is not None and read // _LOG_PROGRESS_BYTES != (read - len(line)) // _LOG_PROGRESS_BYTES:
-            print(f"{PROG}: {read >> 20} MiB of the log read, {len(seen)} distinct errors so far", file=progress)
-        if facts is None:
-            named = _model_in(line) if len(line) < 2000 else None
-            if named is not None:
-                facts = facts_of(named, **numbers)
-                said = f"{named} (named on line {n}: {printable(line.strip(), 80)})"
-        if held:
-            body = (indent(line) > indent(held[0]) and not _RAISED.match(line)) or _NAME_LINE.match(line)
-            if body and held_chars + len(line) <= _BODY_CHARS:
-                held.append(line)
-                held_chars += len(line)
-                continue
-            explain_held()
-            held = []
-        if _QUIET.match(line) or not _MAYBE.search(line):
-            continue
-        if _OPENS.search(line) and len(line) < _BODY_CHARS:
-            held, held_n, held_chars = [line], n, len(line)
-        else:
-            explain_message(n, line)
-    if held:
-        explain_held()
-    head = [_field("model", said or (facts.describe() if facts is not None and facts.known else "none given or named"))]
-    head.append(_field("errors", f"{len(seen)} distinct, in the order they appear"))
-    return "\n".join(head + [""] + ["\n\n".join(out)] if out else head), len(seen)
+            print(f"{PROG}: {read >> 20} MiB of the log read, {len(reader.seen)} distinct errors so far", file=progress)
+        line = clean(line)
+        reader.name_model(n, line)
+        reader.line(n, line)
+    reader.flush()
+    return reader.text(), len(reader.seen)
 
 
 def _overrides(source, numbers: dict) -> list[str]:
@@ -436,6 +567,8 @@ def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None
         print(f"{PROG}: {e}", file=err)
         return 1
     if result is None:
+        for line in config_lines(f):  # the model's own numbers, read even where the message is not
+            print(_field("config", line), file=out)
         first = text.strip().splitlines()[0] if text.strip() else "(empty)"
         print(
             f"{PROG}: no message explain reads in {printable(first, 80)!r}; it reads {', '.join(FAMILIES)}: paste "
@@ -444,7 +577,7 @@ def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None
         )
         return 1
     print(result, file=out)
-    return 0
+    return 1 if "\ncase      not_mine" in result else 0
 
 
 def _model_options(args: argparse.Namespace, err: TextIO) -> tuple:

@@ -4,11 +4,12 @@ Serves a scenario (:mod:`ropepool.teaching.inspector.scenarios`: sharing, preemp
 each step recorded (:mod:`ropepool.engine.recording`) and writes the self-contained page of
 :mod:`ropepool.teaching.inspector.page`: a slider over the steps, the pool, the queues, the slot tables,
 the prefix tree. Progress goes to stderr; the page's path and the run's one-line summary to stdout.
+The page is written as :func:`ropepool.cache.write_file` writes (never through a link, never onto a
+FIFO or another user's file), and the path is checked before the run, so a refused one fails at once.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -27,6 +28,7 @@ def add_arguments(parser) -> None:
 
 
 def main(args) -> int:
+    from ..cache import UnsafeFile, writable_file, write_file
     from ..teaching.inspector.page import page
     from ..teaching.inspector.scenarios import run
 
@@ -34,15 +36,17 @@ def main(args) -> int:
     if out.suffix.lower() not in (".html", ".htm"):
         print(f"inspect: --out {args.out}: the page is HTML: name it FILE.html", file=sys.stderr)
         return 2
-    if out.is_dir() or not out.parent.is_dir():
-        print(f"inspect: --out {args.out}: not a file in an existing folder", file=sys.stderr)
-        return 2
-    if not os.access(out.parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
-        print(f"inspect: --out {args.out}: not writable here", file=sys.stderr)
+    try:
+        writable_file(out, "inspect: --out")  # before the run: a refused path fails at once
+    except UnsafeFile as err:
+        print(err, file=sys.stderr)
         return 2
     done = run(args.scenario, args.model, progress=sys.stderr)
     try:
-        out.write_text(page(done.recording, done.title, about=done.about, decode=done.decode), encoding="utf-8")
+        write_file(out, page(done.recording, done.title, about=done.about, decode=done.decode), "inspect: --out")
+    except UnsafeFile as err:
+        print(err, file=sys.stderr)
+        return 2
     except OSError as err:
         print(f"inspect: --out {args.out}: {err.strerror or err}", file=sys.stderr)
         return 1

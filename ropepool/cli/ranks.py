@@ -11,6 +11,10 @@ the tokens, tok/s, and the bytes its collectives summed per step (counted by wra
 Models: ``smollm2`` (9 query, 3 KV heads: 1 or 3 ranks; fetched once), ``tiny-llama`` and ``tiny-qwen3``
 (random weights, 6 query and 3 KV heads, head_dim 16, MLP 96 wide: 1 or 3 ranks), ``tiny-llama-4x2`` (4 and 2 heads:
 1 or 2 ranks; 3 ranks are refused, on every rank).
+
+MLX's ring has no authentication: any local user can reach its loopback ports (the launcher's command line
+shows them). A ring that cannot form (a port taken, a connection refused) is said in one line naming the
+rank and the ports (:func:`ring_failure`), not with MLX's bare ``[ring] Couldn't connect (error: 111)``.
 """
 
 from __future__ import annotations
@@ -73,7 +77,12 @@ def rank() -> None:
     from ..engine import Engine, EngineArgumentError, UnsupportedModelError
     from ..engine.parallel import shard
 
-    group = mx.distributed.init()
+    try:
+        group = mx.distributed.init()
+    except RuntimeError as err:  # the ring could not form: one line saying why, not MLX's bare error
+        me = int(os.environ.get("MLX_RANK", "0"))
+        print(json.dumps(dict(rank=me, ring=ring_failure(str(err), me, ring_ports()))), flush=True)
+        raise SystemExit(1) from None
     name, new = os.environ["ROPEPOOL_RANKS_MODEL"], int(os.environ["ROPEPOOL_RANKS_NEW"])
     model, prompts = _model(name)
     out = dict(rank=group.rank(), ranks=group.size(), model=name)
@@ -108,6 +117,33 @@ def rank() -> None:
     except (EngineArgumentError, UnsupportedModelError) as err:
         out.update(refused=f"{type(err).__name__}: {err}")
     print(json.dumps(out), flush=True)
+
+
+def ring_ports() -> list[int]:
+    """Each rank's port, by rank, from the host file ``mlx.launch`` hands every rank (``$MLX_HOSTFILE``:
+    ``[["127.0.0.1:PORT"], ...]``); [] when there is none or it does not read so."""
+    try:
+        with open(os.environ["MLX_HOSTFILE"], encoding="utf-8") as f:
+            return [int(node[0].rsplit(":", 1)[1]) for node in json.load(f)]
+    except (KeyError, OSError, ValueError, TypeError, IndexError):
+        return []
+
+
+def ring_failure(error: str, rank: int, ports: list[int]) -> str:
+    """One line for an MLX ring that could not form: what failed on ``rank`` (``error`` is MLX's message,
+    e.g. ``[ring] Couldn't bind socket (error: 98)``), on which of ``ports``, and what to suspect."""
+    own = f"port {ports[rank]}" if 0 <= rank < len(ports) else "its port"
+    where = f"127.0.0.1 ports {', '.join(map(str, ports))}" if ports else "its loopback ports"
+    if "error: 98" in error or "bind" in error.lower():
+        what = f"rank {rank} could not listen on {own}: it is taken (address in use)"
+    elif "error: 111" in error or "connect" in error.lower():
+        what = f"rank {rank} was refused a connection to another rank (connection refused)"
+    else:
+        what = f"rank {rank}: {error.strip().splitlines()[0] if error.strip() else 'no reason given'}"
+    return (
+        f"the ring on {where} could not form: {what}; another program on these ports? MLX's ring has no "
+        "authentication: any local user can reach them; run again (new ports are picked) on a single-user machine"
+    )
 
 
 def free_ports(n: int) -> int:
@@ -167,6 +203,9 @@ def summary(results: list[dict]) -> str:
     """A few lines: each rank's pool, and whether every rank chose the same tokens."""
     if not results:
         return "no rank answered"
+    ring = [r["ring"] for r in results if "ring" in r]
+    if ring:
+        return min(ring, key=lambda line: "taken" not in line)  # one line: a port taken says the most
     if any("refused" in r for r in results):
         return "\n".join(f"rank {r['rank']}: {r['refused']}" for r in results)
     lines = [
@@ -185,5 +224,8 @@ def main(args) -> int:
         print("ranks: -n must be at least 1", file=sys.stderr)
         return 2
     results = launch(args.ranks, args.model, args.new)
+    if any("ring" in r for r in results):
+        print(f"ranks: {summary(results)}", file=sys.stderr)
+        return 1
     print(summary(results))
     return 0 if results and not any("refused" in r for r in results) else 1

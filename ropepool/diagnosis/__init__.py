@@ -14,7 +14,10 @@ One recogniser per family of messages, each reading its numbers out of the text 
 :mod:`.silent`      checklists for failures with no message (GGUF pairs, long context, FP8 2x)
 ==================  ==============================================================================
 
-:func:`diagnose` runs them all and keeps the message printed last (a traceback's final line).
+:func:`diagnose` runs them all and keeps the message printed last (a traceback's final line). A message
+none of them reads goes to :mod:`.unknown`: read from its numbers by the same core (:mod:`.sizes`), from
+the words it names (heads, RoPE, positions, the KV cache), or said foreign (a tokenizer, the CUDA
+driver, the network).
 
 Example
 -------
@@ -26,7 +29,7 @@ Example
 
 from __future__ import annotations
 
-from . import apple_mlx, engine_args, engines, hf_config, op, pytorch
+from . import apple_mlx, engine_args, engines, hf_config, op, pytorch, unknown
 from .base import Case, Diagnosis, Facts
 from .op import K_CASES, SHAPE_CODES, ReadError, case_of, k_shape_case, read_error
 from .silent import CHECKLISTS, SETUP, checklist
@@ -66,6 +69,8 @@ FAMILIES = (
     "ropepool.engine's argument checks",
 )
 
+#: The phrases the families' readers look for.
+_PHRASES = tuple(phrase for family in (pytorch, hf_config, apple_mlx, engines) for phrase in family._READERS)
 _RECOGNISERS = (pytorch.diagnose, hf_config.diagnose, apple_mlx.diagnose, engines.diagnose, engine_args.diagnose)
 
 
@@ -73,7 +78,7 @@ def diagnose(text: str, facts: Facts | None = None, others_of=None) -> Diagnosis
     """The diagnosis of the last message any family recognises in ``text``, for the model of ``facts``.
 
     ``others_of(heads, head_dim)`` may name other models with that head count (for a foreign k).
-    None if no family recognises the text. Raises :class:`Unreadable` (one line) for numbers no tensor has.
+    None if neither a family nor the reading of numbers and words (:mod:`.unknown`) reads the text. Raises :class:`Unreadable` (one line) for numbers no tensor has.
     Time: linear in ``len(text)``.
     """
     f = facts or Facts()
@@ -86,6 +91,6 @@ def diagnose(text: str, facts: Facts | None = None, others_of=None) -> Diagnosis
         hit = recognise(text, f)
         if hit is not None:
             found.append(hit)
-    if not found:
-        return None
+    if not found:  # a family's message it chose not to read (an MLP weight's mismatch) stays unread
+        return None if any(phrase in text for phrase in _PHRASES) else unknown.diagnose(text, f)
     return max(found, key=lambda hit: hit[0])[1]

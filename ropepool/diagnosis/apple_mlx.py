@@ -37,8 +37,9 @@ _LOAD_SHAPE = re.compile(
     r"Expected shape \(([\d, ]{1,100})\) but received shape \(([\d, ]{1,100})\) for parameter ([\w.]{1,300})"
 )
 #: Strict load_weights' extra names, one a line, the last ending in ".": (their count, the names).
+#: The older wording has no count and separates the names by spaces: "Received parameters not in model: a b."
 _STRICT_EXTRAS = re.compile(
-    r"Received (\d{1,9}) parameters not in model: ?((?:[\w.]{1,300}, ?){0,400}[\w.]{1,300}?)\.(?: |$)"
+    r"Received (?:(\d{1,9}) )?parameters not in model: ?((?:[\w.]{1,300}(?:, ?| )){0,400}[\w.]{1,300}?)\.(?: |$)"
 )
 #: mlx-lm's initialize_rope: (the rope_type).
 _UNSUPPORTED_ROPE = re.compile(r"Unsupported RoPE type (\w{1,40})")
@@ -123,7 +124,7 @@ def _strict_load(text: str, i: int, f: Facts) -> Diagnosis | None:
     m = _STRICT_EXTRAS.search(window)
     if not m:
         return None
-    names = [n.strip() for n in m.group(2).split(",") if n.strip()]
+    names = [n for n in m.group(2).replace(",", " ").split() if n]
     rope = [n for n in names if n.rsplit(".", 1)[-1] in _BUFFERS]
     if not rope:
         return None
@@ -152,7 +153,7 @@ def _strict_load(text: str, i: int, f: Facts) -> Diagnosis | None:
         "mlx",
         "mlx.nn.Module.load_weights, strict (python/mlx/nn/layers/base.py)",
         m.group(0)[:300],
-        f"{m.group(1)} names the model lacks, {len(rope)} of those shown RoPE buffers",
+        f"{m.group(1) or len(names)} names the model lacks, {len(rope)} of those shown RoPE buffers",
         "rope_buffers_in_weights",
         "layout",
         why,

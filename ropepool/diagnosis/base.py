@@ -39,6 +39,9 @@ class Facts:
     kv_lora_rank : int         MLA's latent width, ``config.kv_lora_rank`` (None: not MLA, or unknown)
     rope_dim : int             MLA's RoPE part of a head, ``config.qk_rope_head_dim``
     max_position_embeddings : int  the positions the config gives (scaled ones included, where it scales)
+    vocab_size : int           ``config.vocab_size``
+    tp : int                   the tensor-parallel size the model runs at (``--tp``)
+    notes : tuple of str       what reading the config found, one line each (a field it lacks)
     """
 
     name: str = "the model"
@@ -46,13 +49,20 @@ class Facts:
     num_kv_heads: int | None = None
     head_dim: int | None = None
     hidden_size: int | None = None
-    rotary_dim: int | None = None
+
+    rotary_dim: int | None = None  # RoPE: its width, base and scaling
     rope_theta: float | None = None
     rope_scaling: dict | None = None
-    passed_kv_heads: int | None = None
+
+    passed_kv_heads: int | None = None  # what the failing call passed, and MLA's latent sizes
     kv_lora_rank: int | None = None
     rope_dim: int | None = None
-    max_position_embeddings: int | None = None
+
+    max_position_embeddings: int | None = None  # the tables (positions, tokens) and the run
+    vocab_size: int | None = None
+    tp: int | None = None
+
+    notes: tuple = ()  # what reading the config found, one line each (a field it lacks)
 
     @classmethod
     def of(cls, params, **overrides) -> "Facts":
@@ -132,7 +142,6 @@ class Diagnosis:
 def ambiguous(options: list[tuple[str, str]], check: str) -> tuple[str, str, str, str]:
     """``(case, quantity, why, fix)`` of numbers that fit several mistakes: ``options`` as (name, text)."""
     texts = [(name, text[3:] if text.startswith("or ") else text) for name, text in options]
-    why = "these numbers fit more than one mistake: " + "; or ".join(
-        f"({chr(65 + i)}) {name}: {text}" for i, (name, text) in enumerate(texts)
-    )
+    lead = "these numbers fit more than one mistake: " if len(texts) > 1 else "the one reading that fits, unconfirmed: "
+    why = lead + "; or ".join(f"({chr(65 + i)}) {name}: {text}" for i, (name, text) in enumerate(texts))
     return "ambiguous", "/".join(dict.fromkeys(name for name, _ in options)), why, f"Check {check} to tell."

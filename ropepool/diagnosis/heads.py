@@ -14,6 +14,7 @@ Each returns ``(case, quantity, why, fix)`` from the numbers and the model's :cl
 from __future__ import annotations
 
 from .base import Facts, ambiguous, heads
+from .sizes import read_pair
 
 Verdict = tuple[str, str, str, str]
 
@@ -272,7 +273,15 @@ def weight_case(
     proj: str, have: int, want: int, f: Facts, *, cols: int | None = None, where: str = "the config"
 ) -> Verdict:
     """A projection ``proj`` (q, k, v, o, qkv) whose weights have ``have`` output rows where
-    ``where`` (the config, the GGUF metadata) builds ``want``; ``cols`` its input size (hidden_size)."""
+    ``where`` (the config, the GGUF metadata) builds ``want``; ``cols`` its input size (hidden_size). Weights
+    whose input size is not the model's hidden_size are another model's: read from their own numbers."""
+    if proj != "o" and cols and f.hidden_size and cols != f.hidden_size:
+        case, quantity, why, fix = weight_case(proj, have, want, Facts(hidden_size=cols), cols=cols, where=where)
+        other = (
+            f"these weights take {cols} inputs, not {f.name}'s hidden_size {f.hidden_size}: they belong to another "
+            "model (a draft model, another size), so they are read from their own numbers: "
+        )
+        return case, quantity, other + why, fix
     Hq, Hkv, D = f.num_qo_heads, f.num_kv_heads, f.head_dim
     hidden = f.hidden_size or cols
     if proj in ("k", "v"):
@@ -413,7 +422,7 @@ def broadcast_case(a: int, b: int, dim: int | None, f: Facts, ndim: int | None =
     at = f" at dimension {dim}" if dim is not None else ""
     last_axis = dim is not None and ndim is not None and dim == ndim - 1
     small = min(a, b)
-    if D and rd is None and max(a, b) == D and 0 < small < D and D % small == 0 and last_axis:
+    if D and rd is None and max(a, b) == D and 0 < small < D // 2 and D % small == 0 and last_axis:
         return ambiguous(
             [
                 (
@@ -425,32 +434,7 @@ def broadcast_case(a: int, b: int, dim: int | None, f: Facts, ndim: int | None =
             ],
             "the config's rotary_dim / partial_rotary_factor (or pass --rotary-dim) and cos.shape",
         )
-    if not f.known:
-        big, small = max(a, b), min(a, b)
-        options = []
-        if small and big % small == 0 and (dim is None or dim in (1, 2) or (ndim and dim == ndim - 3)):
-            options.append(
-                ("heads", f"{big} query heads against {small} KV heads{at}: repeat_kv missing (G = {big // small})")
-            )
-        if small and big == 2 * small or (small and big % small == 0 and dim is not None and ndim and dim == ndim - 1):
-            options.append(
-                (
-                    "rotary_dim",
-                    f"the last axis: a head of {big} against cos/sin of {small} (partial RoPE) or another head_dim",
-                )
-            )
-        options.append(("tokens", f"two sequence lengths ({a} and {b}): a mask, positions or cache of another length"))
-        return ambiguous(options, "q.shape, k.shape and cos.shape just before the failing line (or add --model)")
-    sizes = {Hq, Hkv, D, rd} - {None}
-    return (
-        "foreign",
-        "heads" if pair & sizes else "tokens",
-        f"{a} against {b}{at} is none of the model's pairs (Hq = {Hq}, Hkv = {Hkv}, D = {D}"
-        + (f", rotary_dim = {rd}" if rd else "")
-        + "): a mask, positions or a cache of another length?",
-        "Print both operands' shapes just before the failing line; the one that is not [B, H, T, D] of this "
-        "model is the mistake.",
-    )
+    return read_pair(a, b, dim, ndim, f)
 
 
 def einsum_case(a: int, b: int, label: str | None, f: Facts) -> Verdict:
@@ -535,6 +519,18 @@ def index_case(index: int, dim: int, size: int, f: Facts) -> Verdict:
             f"(0..{Hq - 1}): the KV head of query head h is h // G.",
             f"Index the pool with the KV head kv_head = h // {G} (G = Hq / Hkv = {Hq} / {Hkv}), not the query head h.",
         )
+    P, V = f.max_position_embeddings, f.vocab_size
+    if size and size in (P, V):
+        table = "max_position_embeddings" if size == P else "vocab_size"
+        what = "a position" if size == P else "a token id"
+        return (
+            "positions" if size == P else "token_id",
+            "positions" if size == P else "token_id",
+            f"{size} is {f.name}'s {table}: index {index} is {what} at or past the end of that table.",
+            "Keep positions below max_position_embeddings (scale RoPE to reach further)"
+            if size == P
+            else "Resize the embeddings to the tokenizer (resize_token_embeddings) or use the model's own tokenizer.",
+        )
     edge = (
         f"index {index} is one past the last row ({size - 1}): an off-by-one (a slot counted from 1, or <= where "
         "< was meant)"
@@ -555,10 +551,16 @@ def index_case(index: int, dim: int, size: int, f: Facts) -> Verdict:
                 "with another page_size, or a slot of another pool",
             ),
             (
+                "positions",
+                f"or the table is indexed by position: a RoPE cos/sin cache or a position embedding of {size} rows "
+                f"(max_position_embeddings) read at position {index}, the sequence run past the positions it covers",
+            ),
+            (
                 "not_a_pool",
                 f"or the tensor is no pool: a token id past a vocabulary of {size} (an embedding), or another table",
             ),
         ],
         "print(k_pool.shape[0], slots.min(), slots.max(), positions.max()) just before the write, and the "
-        "allocator's num_pages * page_size against k_pool.shape[0]",
+        "allocator's num_pages * page_size against k_pool.shape[0]; the traceback's line names the table "
+        "(cos_cached[positions]: a position)",
     )

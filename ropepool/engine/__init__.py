@@ -18,7 +18,7 @@ it serves come from :mod:`ropepool.loaders` (SmolLM2, and the tiny random-weight
 """
 
 from .allocator import Allocator
-from .errors import EngineArgumentError, PoolTooSmallError, UnsupportedModelError, WrongThreadError
+from .errors import EngineArgumentError, PoolTooSmallError, UnsupportedModelError, WatcherError, WrongThreadError
 from .generate import Engine, Result, generate
 from .model_spec import SUPPORTED, rope_kwargs
 from .radix import RadixCache
@@ -39,6 +39,7 @@ __all__ = [
     "Stats",
     "Status",
     "UnsupportedModelError",
+    "WatcherError",
     "WrongThreadError",
     "generate",
     "rope_kwargs",

@@ -51,8 +51,17 @@ class PageRows:
 class Allocator(PageRows):
     """Hands out pages of pool rows and takes them back when no one holds them.
 
-    Pages are handed out lowest first and return to the end of the free list, so a freed page is
-    reused once the pages never used have run out.
+    Pages are handed out from the front of the free list, lowest first at the start; a page freed
+    goes back as SGLang's allocators put it: to the end of the free list at page size 1 (its
+    ``TokenToKVPoolAllocator.free``), to the front at larger page sizes, the pages of one release
+    in the order given (its ``PagedTokenToKVPoolAllocator.free_segment``), so a freed page of 16
+    rows is the next one handed out. SGLang keeps index 0 (page 0) for the rows padded tokens write
+    to and numbers the rest from 1; this engine numbers from 0 and writes padded tokens nowhere
+    (slot -1, which the op skips): SGLang's page ``p`` is this engine's page ``p - 1``.
+
+    Where SGLang's ``alloc`` returns None (too few pages free), :meth:`allocate` raises; where a
+    page given back twice would be on SGLang's free list twice, :meth:`release` raises. SGLang's
+    ``need_sort`` mode (freed pages held apart, merged sorted when the list runs short) is not here.
 
     Parameters
     ----------
@@ -69,8 +78,8 @@ class Allocator(PageRows):
     >>> a.retain([1])                   # a second holder for page 1
     >>> a.release([0, 1])               # page 0 is free again, page 1 still held once
     [0]
-    >>> a.release([1]), a.allocate(2)
-    ([1], [3, 0])
+    >>> a.release([1]), a.allocate(2)   # freed pages first: page size 2 > 1
+    ([1], [1, 0])
     """
 
     def __init__(self, pool_rows: int, page_size: int = 1):
@@ -147,15 +156,19 @@ class Allocator(PageRows):
             self.refs[p] -= 1
             if self.refs[p] == 0:
                 freed.append(p)
-        self.free_pages.extend(freed)
+        if self.page_size == 1:
+            self.free_pages.extend(freed)
+        else:
+            self.free_pages.extendleft(reversed(freed))
         self.journal.record(self._unrelease, pages, len(freed))
         for listener in self.listeners:
             listener(pages, -1)
         return freed
 
     def _unrelease(self, pages: list[int], freed: int) -> None:
+        take = self.free_pages.pop if self.page_size == 1 else self.free_pages.popleft
         for _ in range(freed):
-            self.free_pages.pop()
+            take()
         self._add(pages, 1)
 
     def _check_held(self, pages, what: str) -> None:

@@ -24,3 +24,13 @@ class ContractError(ValueError):
 
 class WrongThreadError(RuntimeError):
     """An engine stepped from another thread than the one that made it (MLX's streams are per thread)."""
+
+
+class WatcherError(RuntimeError):
+    """A watcher (:meth:`Engine.watch`) raised after a step committed: the step stands, every other watcher
+    was told of it. ``batch`` is the step's Batch (finished requests included); ``errors`` what each raised."""
+
+    def __init__(self, message: str, batch, errors: list):
+        super().__init__(message)
+        self.batch = batch
+        self.errors = errors

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 import mlx.core as mx
 
-from .. import blas_threads
+from ..blas_threads import for_step as blas_threads_for_step
 from .allocator import MAX_POOL_ROWS, Allocator
 from .arguments import check_int, check_token_ids
-from .errors import EngineArgumentError, WrongThreadError
+from .errors import EngineArgumentError, WatcherError, WrongThreadError
 from .journal import Journal, SigintHold, bookkeeping, deliver
 from .protocols import AllocatorFactory, CacheFactory, RunnerParts, SchedulerFactory
 from .radix import NoCache, RadixCache
@@ -41,8 +41,9 @@ class Engine:
     Parameters
     ----------
     model : an mlx-lm model of ``llama`` (Llama, Mistral), ``qwen2``, ``phi3``, ``qwen3``, ``gemma3_text``,
-        ``gpt_oss`` (sliding windows: with ``prefix_cache=False`` their sliding layers keep a ring of
-        ``window`` rows per request) or ``deepseek_v3`` (MLA), float or quantized; never changed
+        ``gpt_oss`` (sliding windows: with ``prefix_cache=False`` their sliding layers keep a ring of at
+        most ``window`` rows per request, ``pool_rows`` together) or ``deepseek_v3`` (MLA), float or
+        quantized; never changed
     pool_rows : int, P, the rows of each layer's KV pool, at most ``2**31 - 1`` (slots are int32)
     backend : the ``rope_pool_fused`` backend ("auto", "cpu", "mlx", "metal", "cuda")
     stop : a token id (e.g. a chat model's end-of-turn) that finishes a request as soon as it is
@@ -61,6 +62,10 @@ class Engine:
         the runner calls in place of its own (the build track's parts); None: the engine's
     group : the ``mx.distributed`` group ``model`` was split over (:func:`.parallel.shard`): this rank's
         pools hold its ``Hkv / N`` heads; every rank must make the same engine and the same calls
+    blas_threads : OpenBLAS's thread count during this engine's steps (an int >= 1: the same float32
+        rounding whatever the machine's load); None: the process's setting (:mod:`ropepool.blas_threads`:
+        as many as the cores other programs leave free, unless ``ROPEPOOL_BLAS_THREADS=N`` or
+        ``OPENBLAS_NUM_THREADS`` says). Either way the count before a step is set back after it
 
     The engine holds only the requests it is serving: a finished request goes out in the step's
     ``Batch.finished`` and is the caller's (:attr:`requests` lists those someone still holds).
@@ -86,6 +91,7 @@ class Engine:
         scheduler: SchedulerFactory = Scheduler,
         parts: RunnerParts | None = None,
         group=None,
+        blas_threads: int | None = None,
     ):
         vocab = model.args.vocab_size
         pool_rows = check_int("pool_rows", pool_rows, 1, MAX_POOL_ROWS)
@@ -104,6 +110,7 @@ class Engine:
                     f"{name} must be a class or factory (see ropepool.engine.protocols), got {factory!r:.60}"
                 )
         max_step_tokens = check_int("max_step_tokens", max_step_tokens, 1)
+        self.blas_threads = None if blas_threads is None else check_int("blas_threads", blas_threads, 1, 1024)
         if not (parts is None or isinstance(parts, RunnerParts)):
             raise EngineArgumentError(f"parts must be a RunnerParts (ropepool.engine.protocols), got {parts!r:.60}")
         # Without a prefix cache, sliding-window layers keep only their window's rows (engine.window)
@@ -136,8 +143,15 @@ class Engine:
 
     def watch(self, watcher) -> None:
         """Call ``watcher(engine, batch, records)`` after every step that commits, with the step's undo records
-        (``(undo, args)`` oldest first, :mod:`.journal`): what the step changed (:mod:`.recording` keeps it)."""
+        (``(undo, args)`` oldest first, :mod:`.journal`): what the step changed (:mod:`.recording` keeps it).
+        Watchers run outside the engine's Ctrl-C hold, each told whatever the others raise (:meth:`step`)."""
         self.watchers.append(watcher)
+
+    @property
+    def pool_bytes(self) -> int:
+        """The bytes all the engine's pools hold now: every layer's slot pools and the sliding layers' rings
+        (grown as requests need them, never past ``pool_rows`` rows: :func:`check_pool_memory` counts them)."""
+        return self.runner.pool_bytes
 
     @property
     def stats(self) -> Stats:
@@ -188,14 +202,15 @@ class Engine:
         costs what it changes, not a copy of the pool's books.
 
         Ctrl-C: the engine holds SIGINT only while a change and its undo record are made (schedule,
-        postprocess), while a rollback runs, and from the commit to the return; each hold puts back
-        exactly the handler that was in force and hands a held SIGINT to it (:class:`~.journal.SigintHold`):
-        a handler of the program's is called, ``SIG_IGN`` drops it, ``SIG_DFL`` ends the process. One
-        exception: Python's own handler, after the commit, would raise KeyboardInterrupt and lose this
-        committed batch, so that Ctrl-C is raised by the next :meth:`step` (or by :attr:`done` when
-        nothing is left to run) before anything changes. One landing in the instant between a failure
-        and the rollback's hold leaves the undo log behind; the engine finishes that rollback before
-        it changes or answers anything.
+        postprocess), while a rollback runs, and from the commit until the watchers are told (they run
+        under the program's handler); each hold puts back exactly the handler that was in force and hands
+        a held SIGINT to it (:class:`~.journal.SigintHold`): a handler of the program's is called,
+        ``SIG_IGN`` drops it, ``SIG_DFL`` ends the process. One exception: Python's own handler, after the
+        commit (a held Ctrl-C, one inside the hold's own exit, one that cuts a watcher short), would raise
+        KeyboardInterrupt and lose this committed batch, so that Ctrl-C is raised by the next :meth:`step`
+        (or by :attr:`done` when nothing is left to run) before anything changes. One landing in the
+        instant between a failure and the rollback's hold leaves the undo log behind; the engine
+        finishes that rollback before it changes or answers anything.
 
         Raises
         ------
@@ -206,6 +221,8 @@ class Engine:
             wait (the step is undone).
         KeyboardInterrupt
             Held from the end of the last step (nothing has changed).
+        WatcherError
+            A watcher raised; the step committed and every other watcher was told (``.batch``: the step's).
         """
         self._check_thread("step")
         if self.held_interrupts:
@@ -214,42 +231,73 @@ class Engine:
         self._settle()
         if self.scheduler.done:
             raise RuntimeError("step: nothing to run (no request waiting or running)")
-        blas_threads.adapt()  # OpenBLAS's threads from the cores free now, between two steps' matmuls
-        self.journal.begin()
-        try:
-            self._snapshot_unjournaled()
-            batch = bookkeeping(self.scheduler.schedule)
-            if not batch.requests:
-                self._stalled()
-            self._save_rows(batch)
-            logits = self.runner.run(batch)  # [len(batch.requests), vocab]
-            mx.eval(logits)  # the lazy pass runs here, inside the try
-            bookkeeping(self.scheduler.postprocess, batch, logits, keep_logits=self.keep_logits)
-            if hasattr(self.runner, "release"):  # rows the runner keeps per request (a sliding window's ring)
-                bookkeeping(self.runner.release, batch.finished)
-            hold = SigintHold().start()  # the step is done: from here to the return a Ctrl-C is held
-        except BaseException:
-            with SigintHold():  # a second Ctrl-C waits for the rollback, then goes to the program's handler
-                self.journal.rollback()
-            raise
+        with blas_threads_for_step(self.blas_threads):  # OpenBLAS's count for this step; the caller's put back
+            self.journal.begin()
+            try:
+                self._snapshot_unjournaled()
+                batch = bookkeeping(self.scheduler.schedule)
+                if not batch.requests:
+                    self._stalled()
+                self._save_rows(batch)
+                logits = self.runner.run(batch)  # [len(batch.requests), vocab]
+                mx.eval(logits)  # the lazy pass runs here, inside the try
+                bookkeeping(self.scheduler.postprocess, batch, logits, keep_logits=self.keep_logits)
+                if hasattr(self.runner, "release"):  # rows the runner keeps per request (a sliding window's ring)
+                    bookkeeping(self.runner.release, batch.finished)
+                hold = SigintHold().start()  # the step is done: from here to the return a Ctrl-C is held
+            except BaseException:
+                with SigintHold():  # a second Ctrl-C waits for the rollback, then goes to the program's handler
+                    self.journal.rollback()
+                raise
         records = self.journal.commit()  # committed: the batch, finished requests included, is returned
-        return self._hand_back(hold, batch, records)
+        try:
+            return self._hand_back(hold, batch, records)
+        except KeyboardInterrupt:  # Python's handler, back in force: raised now, it would lose the committed batch
+            self.held_interrupts += 1
+            return batch
 
     def _hand_back(self, hold: SigintHold, batch: Batch, records: list) -> Batch:
-        """Tell the watchers (inside the hold: a watcher sees every committed step), stop holding Ctrl-C and
-        return ``batch``; a Ctrl-C held since the commit goes to the handler in force, or, where that is
-        Python's own (a KeyboardInterrupt here would lose the batch), waits for the next step. A watcher's
-        error reaches the caller; the step stands."""
+        """Stop holding Ctrl-C, tell the watchers, hand on a Ctrl-C held since the commit, return ``batch``.
+
+        The watchers run under the program's handler (a stuck one can be interrupted). A Ctrl-C held since
+        the commit goes to that handler after them; where it is Python's own (a KeyboardInterrupt here would
+        lose the batch), it waits for the next step, as does one that cuts a watcher short or lands in
+        :meth:`SigintHold.stop` once the handler is back. A watcher that raises does not keep the others from
+        being told; its error reaches the caller as a :class:`WatcherError` holding the batch."""
         try:
-            for watcher in self.watchers:
-                watcher(self, batch, records)
-        finally:
-            if hold.stop():
-                if hold.previous is signal.default_int_handler:
-                    self.held_interrupts += 1
-                else:
-                    deliver()
+            held = hold.stop()
+        except KeyboardInterrupt:  # landed inside stop(), after Python's handler was back
+            held = hold.count + 1
+        raised = self._tell_watchers(batch, records)
+        if any(isinstance(e, KeyboardInterrupt) for _, e in raised):
+            self.held_interrupts += 1
+        if held:
+            if hold.previous is signal.default_int_handler:
+                self.held_interrupts += 1
+            else:
+                deliver()
+        errors = [(w, e) for w, e in raised if not isinstance(e, KeyboardInterrupt)]
+        if errors:
+            watcher, error = errors[0]
+            raise WatcherError(
+                f"step {self.steps} committed, but {len(errors)} watcher(s) raised, the first "
+                f"{getattr(watcher, '__qualname__', type(watcher).__qualname__)}: {type(error).__name__}: {error}"
+                " (the step stands; its Batch is this error's .batch)",
+                batch,
+                errors,
+            ) from error
         return batch
+
+    def _tell_watchers(self, batch: Batch, records: list) -> list:
+        """Call every watcher with the committed step, each whatever the others raise (a KeyboardInterrupt
+        included); return ``(watcher, exception)`` for each that raised."""
+        raised = []
+        for watcher in list(self.watchers):
+            try:
+                watcher(self, batch, records)
+            except (Exception, KeyboardInterrupt) as error:
+                raised.append((watcher, error))
+        return raised
 
     def _stalled(self) -> None:
         s = self.scheduler
@@ -316,17 +364,22 @@ class Engine:
 def check_pool_memory(runner: Runner, pool_rows: int) -> None:
     """Refuse pools larger than this machine's memory, before MLX (or the allocator's lists) try to fill it.
 
-    The pools are ``P`` rows of every layer's pools (k and v ``[Hkv, D]`` each, or MLA's latent); the
-    allocator keeps about 50 bytes of Python objects per row (its free list and reference counts).
+    The pools are every layer's (k and v ``[Hkv, D]`` a row each, or MLA's latent), at the most rows each
+    will hold (:meth:`Runner.most_rows`): ``P`` for the slot pools, and ``P`` for a sliding layer's rings
+    together (a ring holds at most its request's positions). The allocator keeps about 50 bytes of Python
+    objects per row (its free list and reference counts).
     """
-    row = sum(p.size // p.shape[0] * p.dtype.size for layer in runner.pools for p in layer)  # bytes, every layer
-    pools = pool_rows * row
+    pools = sum(
+        rows * (p.size // p.shape[0]) * p.dtype.size
+        for rows, layer in zip(runner.most_rows(), runner.pools)
+        for p in layer
+    )  # bytes, every layer at its most rows, rings included
     need, have = pools + 50 * pool_rows, os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     if need > have:
         raise EngineArgumentError(
-            f"pool_rows = {pool_rows} needs {pools / 2**30:.1f} GiB of KV pools ({pool_rows} rows x {row} bytes, "
-            f"every layer's pools) and {50 * pool_rows / 2**30:.1f} GiB of row bookkeeping: more than this "
-            f"machine's {have / 2**30:.1f} GiB"
+            f"pool_rows = {pool_rows} needs {pools / 2**30:.1f} GiB of KV pools ({pool_rows} rows x "
+            f"{pools // pool_rows} bytes, every layer's pools, sliding-window rings included) and "
+            f"{50 * pool_rows / 2**30:.1f} GiB of row bookkeeping: more than this machine's {have / 2**30:.1f} GiB"
         )
 
 
@@ -346,6 +399,7 @@ def generate(
     kv_dtype: str | None = None,
     kv_scales=None,
     group=None,
+    blas_threads: int | None = None,
 ) -> list:
     """Serve ``prompts`` together on ``model`` and return one :class:`Result` per prompt, in order.
 
@@ -368,6 +422,7 @@ def generate(
         (:func:`ropepool.engine.kv_scales.calibrate`); None: 1.0 everywhere
     group : the ``mx.distributed`` group ``model`` was split over (see :class:`Engine`); every rank calls
         ``generate`` with the same arguments and gets the same results
+    blas_threads : OpenBLAS's thread count during the steps (see :class:`Engine`); None: the process's setting
 
     Returns
     -------
@@ -414,6 +469,7 @@ def generate(
         kv_dtype=kv_dtype,
         kv_scales=kv_scales,
         group=group,
+        blas_threads=blas_threads,
     )
     requests = [engine.add_request(p, n) for p, n in zip(prompts, counts)]  # every refusal before a step
     while not engine.done:

@@ -128,10 +128,16 @@ def rope_kwargs(model, sliding: bool = False) -> dict:
     Raises
     ------
     UnsupportedModelError
-        The model's config does not fit the op (e.g. dynamic or multimodal RoPE scaling).
+        The model's config does not fit the op (e.g. dynamic or multimodal RoPE scaling, a DeepSeek
+        ``qk_rope_head_dim`` that is no positive even int: named with its value).
     """
     arch, a = architecture(model), model.args
     if arch == "deepseek_v3":  # mlx-lm: traditional=True, over qk_rope_head_dim
+        rd = a.qk_rope_head_dim
+        if not isinstance(rd, int) or isinstance(rd, bool) or rd <= 0 or rd % 2:
+            raise UnsupportedModelError(
+                f"{arch} model: qk_rope_head_dim (the RoPE part of each head) must be a positive even int, got {rd!r}"
+            )
         kw = dict(head_dim=a.qk_rope_head_dim, rope_base=float(a.rope_theta), is_neox=False)
         if a.rope_scaling:
             kw.update(rope_scaling=a.rope_scaling, max_position_embeddings=a.max_position_embeddings)

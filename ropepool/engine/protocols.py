@@ -141,8 +141,10 @@ class PrefixCache(Protocol):
         """Pages only the cache holds: :meth:`evict` can free this many. O(1)."""
 
     def evict(self, n: int) -> list[int]:
-        """Free up to ``n`` evictable pages, least recently used first; return them (released to
-        the allocator), in any order. O(pages freed x log(leaves)). The engine asks for ``n >= 1`` only."""
+        """Free evictable pages, least recently used first, until ``n`` are freed or none is left; return
+        them (released to the allocator), in any order. The radix cache frees whole leaves, as SGLang's
+        does, so it may free more than ``n``. O(leaves freed x log(leaves)). The engine asks for
+        ``n >= 1`` only."""
 
 
 @runtime_checkable

@@ -1,21 +1,32 @@
 """The prefix cache: a radix tree over token ids whose edges hold the pool pages of those tokens.
 
-SGLang's RadixAttention, at its granularity when ``page_size`` is 1: one row per token. A path
-from the root spells a token sequence whose k and v some request wrote; each of its pages
-(``page_size`` tokens) names the pool page that holds them. A new request looks up its prompt
-(:meth:`RadixCache.match`), points its slot table at the pages found, and computes only the
-tokens after them. The cache holds one reference to every page in the tree (see
-:mod:`.allocator`), so a page stays in the pool after its last request has gone, until
-:meth:`RadixCache.evict` gives back the least recently used pages no request holds.
+SGLang's ``RadixCache`` (``sglang/srt/mem_cache/radix_cache.py``), checked against it op for op
+(``tests/test_sglang_replay.py`` replays what SGLang 0.5.23 answered; the README's table "Where
+this engine is SGLang's and where it is not" says where it differs). A path from the root spells a
+token sequence whose k and v some request wrote; each of its pages (``page_size`` tokens) names
+the pool page that holds them. A new request looks up its prompt (:meth:`RadixCache.match`),
+points its slot table at the pages found, and computes only the tokens after them. The cache
+holds one reference to every page in the tree (see :mod:`.allocator`), so a page stays in the
+pool after its last request has gone, until :meth:`RadixCache.evict` gives back the least
+recently used leaves no request holds.
+
+As in SGLang: a match or insert that ends inside an edge splits it there; every node a match or
+insert walks is marked used at the cache's clock, and a new node (a new leaf, or the upper half of
+a split) is marked when it is made; an insert adds its new pages as a new leaf; eviction frees
+whole leaves, oldest first, until at least the pages asked for are freed. SGLang's ``lock_ref``
+is here the reference count of the allocator: a request holds every page of its path, so a node
+SGLang counts as locked is one whose pages a request holds, and the protected and evictable sizes
+are the same.
 
 What each operation costs, as in SGLang, whatever the size of the tree or the pool:
 
 - :meth:`~RadixCache.insert` caches only the pages a step added, continuing from the *cursor*
-  where the sequence's last match or insert ended (a node and a depth): O(new pages).
+  where the sequence's last match or insert ended (a node and a depth): O(new pages). (SGLang
+  inserts from the root, once a chunk or a request ends, and so marks the whole path used.)
 - The cache counts its evictable pages (those only it holds) and keeps the set of evictable
   leaves, updated on every change of a page's reference count (the allocator tells it:
   :meth:`~.allocator.Allocator.watch`): :meth:`~RadixCache.num_evictable` is O(1).
-- :meth:`~RadixCache.evict` pops leaves from a heap ordered by last use: O(pages freed x log(leaves)).
+- :meth:`~RadixCache.evict` pops leaves from a heap ordered by last use: O(leaves freed x log(leaves)).
 - Nothing recurses: a tree 100,000 levels deep is walked with loops.
 
 Only whole pages are cached: a request's partly filled last page stays its own. The model and
@@ -58,6 +69,9 @@ class Node:
     def end(self) -> int:
         return self.start + len(self.key)
 
+    def __lt__(self, other: Node) -> bool:  # the evict heap's entries for one node, pushed twice, compare
+        return self.id < other.id
+
 
 def _common(a: list, i: int, b: list, j: int) -> int:
     """How many entries ``a[i:]`` and ``b[j:]`` have in common at their start (no slices copied)."""
@@ -77,14 +91,14 @@ class RadixCache:
     >>> pages = a.allocate(4)                       # a request wrote tokens 5 6 7 8 into pages 0-3
     >>> cache.insert([5, 6, 7, 8], pages, None)[0]
     [0, 1, 2, 3]
-    >>> cache.match([5, 6, 9])[0]                   # a new prompt shares tokens 5 6
+    >>> cache.match([5, 6, 9])[0]                   # a new prompt shares tokens 5 6: the edge splits there
     [0, 1]
     >>> a.release(pages)                            # the request ends: nothing freed, the cache keeps them
     []
     >>> a.num_free, cache.num_evictable()
     (4, 4)
-    >>> cache.evict(3), cache.match([5, 6, 7, 8])[0]   # least recently used first: the tail 6 7 8 goes
-    ([1, 2, 3], [0])
+    >>> cache.evict(1), cache.match([5, 6, 7, 8])[0]   # a whole leaf goes: 7 8, the least recently used
+    ([2, 3], [0, 1])
     """
 
     enabled = True
@@ -113,23 +127,27 @@ class RadixCache:
         """``(pages, cursor)``: the pool pages of the longest cached prefix of ``tokens`` (whole pages),
         marked as just used, and where it ends (:meth:`insert` continues from there).
 
-        O(pages matched): the pages of ``tokens`` are made into keys only as far as they match.
+        As SGLang's ``match_prefix``: every node walked is marked used, and a match ending inside an
+        edge splits it there (the upper half, new, is marked when made), so the prefix ends at a node.
+        O(pages matched).
         """
-        self._tick()
+        now = self._tick()
         s, node, pages, i = self.page_size, self.root, [], 0
         whole = len(tokens) // s
         while i < whole:
             child = node.children.get(tuple(tokens[i * s : (i + 1) * s]))
             if child is None:
                 break
-            node, n = child, 1
-            while n < len(node.key) and i + n < whole and node.key[n] == tuple(tokens[(i + n) * s : (i + n + 1) * s]):
+            n = 1
+            while n < len(child.key) and i + n < whole and child.key[n] == tuple(tokens[(i + n) * s : (i + n + 1) * s]):
                 n += 1
-            self._use(node)
-            pages += node.pages[:n]
+            self._use(child, now)
+            pages += child.pages[:n]
             i += n
-            if n < len(node.key):
+            if n < len(child.key):
+                node = self._split(child, n)
                 break
+            node = child
         return pages, (node, i)
 
     def insert(self, tokens, pages, cursor) -> tuple[list[int], tuple[Node, int]]:
@@ -138,38 +156,30 @@ class RadixCache:
 
         Where the tree already holds a page for the same tokens, that page is returned, not the one
         given (the caller's is then a duplicate it may give back). Each page newly kept gets one
-        reference, the cache's. O(pages given), plus a split's copy where the sequence leaves an edge.
+        reference, the cache's. As SGLang's ``insert``: every node walked is marked used, an insert
+        ending inside an edge splits it, and the new pages are a new leaf (a leaf is never grown in
+        place). O(pages given), plus a split's copy.
         """
-        self._tick()
+        now = self._tick()
         key = self.key(tokens)
         node, depth = self._resolve(cursor)
+        if depth < node.end:  # a cursor inside an edge: the sequence continues from a node boundary
+            node = self._split(node, depth - node.start)
         out, i = [], 0
         while i < len(key):
-            if depth < node.end:  # inside node's edge: follow it while the tokens agree
-                off = depth - node.start
-                n = _common(node.key, off, key, i)
-                if n == 0:
-                    node = self._split(node, off)  # the sequence leaves the edge here
-                    continue
-                self._use(node)
-                out += node.pages[off : off + n]
-                i, depth = i + n, depth + n
-                continue
             child = node.children.get(key[i])
-            if child is not None:
-                node = child
-                continue
-            new = list(pages[i : len(key)])
-            self.allocator.retain(new)
-            if node is not self.root and not node.children:  # grow the leaf, not a chain of one-page nodes
-                self._extend(node, key[i:], new)
-            else:
+            if child is None:
+                new = list(pages[i : len(key)])
+                self.allocator.retain(new)
                 node = self._add_child(node, key[i:], new)
-            self._use(node)
-            out += new
-            depth = node.end
-            break
-        return out, (node, depth)
+                out += new
+                break
+            n = _common(child.key, 0, key, i)
+            self._use(child, now)
+            out += child.pages[:n]
+            i += n
+            node = child if n == len(child.key) else self._split(child, n)
+        return out, (node, node.end)
 
     def _resolve(self, cursor) -> tuple[Node, int]:
         """The cursor's node, brought up to date: a split since made moved the depth into a new parent."""
@@ -195,80 +205,84 @@ class RadixCache:
         """Pages only the cache holds: :meth:`evict` can free this many. O(1): a count kept up to date."""
         return self.evictable
 
-    def evict(self, n: int) -> list[int]:
-        """Free up to ``n`` pages no request holds, least recently used first; return them.
+    def num_cached(self) -> int:
+        """Pages the tree holds (SGLang's ``total_size``, in pages). O(pool pages), at C speed."""
+        return sum(self.in_tree)
 
-        A request holding a page holds every page before it on its path, so the pages only the
-        cache holds are the tails of paths: eviction cuts leaves from their end. The pages go back
-        to the allocator in one release, the undo log gets one record for the whole eviction.
+    def num_protected(self) -> int:
+        """Pages in the tree that a request holds too (SGLang's ``protected_size``, in pages)."""
+        return self.num_cached() - self.evictable
+
+    def evict(self, n: int) -> list[int]:
+        """Free whole leaves no request holds, least recently used first, until at least ``n`` pages are
+        freed or none is left; return the pages freed, leaf after leaf.
+
+        As SGLang's ``evict``: a leaf goes whole (``evict(1)`` frees a leaf of 5 pages), and a parent
+        left without children and held by no request is a leaf now, in the same heap. The pages go back
+        to the allocator in one release, in the order SGLang's frees leave its free list in (see
+        :class:`~.allocator.Allocator`); the undo log gets one record for the whole eviction.
         """
         refs, tails, leaves, heap, root = self.allocator.refs, self.tails, self.leaves, self.heap, self.root
-        drop, removed, trimmed, added = [], [], [], []
-        while len(drop) < n:
+        groups, removed, added, freed = [], [], [], 0
+        while freed < n:
             while heap and not (heap[0][2] in leaves and heap[0][2].last_used == heap[0][0]):
                 heapq.heappop(heap)  # stale: no longer an evictable leaf, or used since
             if not heap:
                 break
             leaf = heap[0][2]
-            pages = leaf.pages
-            if len(pages) <= n - len(drop) and refs[pages[0]] == 1:  # the whole leaf goes
-                drop += pages
-                removed.append(leaf)
-                leaves.discard(leaf)
-                del tails[pages[-1]]
-                parent = leaf.parent
-                del parent.children[leaf.key[0]]
-                if parent is not root and not parent.children and refs[parent.pages[-1]] == 1:
-                    self._set_leaf(parent, True)
-                    added.append(parent)
-                continue
-            k, most = 0, min(len(pages), n - len(drop))  # its tail goes: a request holds the rest, or enough
-            while k < most and refs[pages[-1 - k]] == 1:
-                k += 1
-            cut = len(pages) - k
-            trimmed.append((leaf, leaf.key[cut:], pages[cut:]))
-            drop += pages[cut:]
-            del tails[pages[-1]]
-            del leaf.key[cut:], pages[cut:]
-            tails[pages[-1]] = leaf
-            if refs[pages[-1]] != 1:
-                leaves.discard(leaf)
-        if not drop:
+            held = len(leaf.pages)  # a request holds a head of the leaf (never in SGLang): its tail goes
+            while held and refs[leaf.pages[held - 1]] == 1:
+                held -= 1
+            if held:
+                self._split(leaf, held)
+            groups.append(leaf.pages)
+            freed += len(leaf.pages)
+            removed.append(leaf)
+            leaves.discard(leaf)
+            del tails[leaf.pages[-1]]
+            parent = leaf.parent
+            del parent.children[leaf.key[0]]
+            if parent is not root and not parent.children and refs[parent.pages[-1]] == 1:
+                self._set_leaf(parent, True)
+                added.append(parent)
+        if not groups:
             return []
+        drop = [p for g in groups for p in g]
         for p in drop:
             self.in_tree[p] = 0
         self.evictable -= len(drop)
-        self.journal.record(self._unevict, removed, trimmed, added)
-        return self.allocator.release(drop)
+        self.journal.record(self._unevict, removed, added)
+        if self.page_size > 1:  # freed pages go to the front of the free list: the last leaf's first
+            self.allocator.release([p for g in reversed(groups) for p in g])
+        else:
+            self.allocator.release(drop)
+        return drop
 
-    def _unevict(self, removed: list[Node], trimmed: list, added: list[Node]) -> None:
-        """Undo of :meth:`evict`: every leaf it popped back in the leaves, then those it made leaves out."""
-        for leaf, key, pages in reversed(trimmed):
-            del self.tails[leaf.pages[-1]]
-            leaf.key += key
-            leaf.pages += pages
-            self.tails[leaf.pages[-1]] = leaf
-            self._set_leaf(leaf, True)
+    def _unevict(self, removed: list[Node], added: list[Node]) -> None:
+        """Undo of :meth:`evict`: every leaf it popped back in the tree, then those it made leaves out."""
         for leaf in reversed(removed):  # detached whole, lists untouched
             leaf.parent.children[leaf.key[0]] = leaf
             self.tails[leaf.pages[-1]] = leaf
             self._set_leaf(leaf, True)
-        for p in [p for leaf in removed for p in leaf.pages] + [p for _, _, pages in trimmed for p in pages]:
-            self.in_tree[p] = 1
-        self.evictable += sum(len(leaf.pages) for leaf in removed) + sum(len(pages) for _, _, pages in trimmed)
+        for leaf in removed:
+            for p in leaf.pages:
+                self.in_tree[p] = 1
+            self.evictable += len(leaf.pages)
         for node in added:
             self.leaves.discard(node)
 
     # --- Changes, each recorded in the undo log -------------------------------------------------------
 
-    def _tick(self) -> None:
+    def _tick(self) -> int:
+        """The clock's next value (SGLang's ``time.monotonic()``: each lookup, insert and new node reads it)."""
         self.journal.record(setattr, self, "clock", self.clock)
         self.clock += 1
+        return self.clock
 
-    def _use(self, node: Node) -> None:
-        if node.last_used != self.clock:
+    def _use(self, node: Node, now: int) -> None:
+        if node.last_used != now:
             self.journal.record(self._set_last_used, node, node.last_used)
-            self._set_last_used(node, self.clock)
+            self._set_last_used(node, now)
 
     def _set_last_used(self, node: Node, value: int) -> None:
         node.last_used = value
@@ -282,8 +296,9 @@ class RadixCache:
         heapq.heappush(self.heap, (node.last_used, node.id, node))
 
     def _new_node(self, key, pages, parent: Node, start: int) -> Node:
+        now = self._tick()  # a new node's last use is when it was made, as SGLang's TreeNode()
         self.journal.record(setattr, self, "next_id", self.next_id)
-        node = Node(key, pages, parent, self.clock, start, self.next_id)
+        node = Node(key, pages, parent, now, start, self.next_id)
         self.next_id += 1
         return node
 
@@ -302,26 +317,11 @@ class RadixCache:
         del parent.children[child.key[0]]
         del self.tails[child.pages[-1]]
 
-    def _extend(self, node: Node, key: list, pages: list[int]) -> None:
-        old = len(node.key)
-        del self.tails[node.pages[-1]]
-        node.key += key
-        node.pages += pages
-        self.tails[node.pages[-1]] = node
-        self.journal.record(self._cut, node, old)
-        self._own(pages)
-        self._check_leaf(node)
-
-    def _cut(self, node: Node, length: int) -> None:
-        """Undo of :meth:`_extend`: the edge back to its first ``length`` pages."""
-        del self.tails[node.pages[-1]]
-        del node.key[length:], node.pages[length:]
-        self.tails[node.pages[-1]] = node
-
     def _split(self, node: Node, n: int) -> Node:
-        """Cut ``node``'s edge after ``n`` key pages; return the new upper node (``node`` keeps the rest)."""
+        """Cut ``node``'s edge after ``n`` key pages; return the new upper node (``node`` keeps the rest).
+
+        The upper node is new: its last use is now, as SGLang's ``_split_node`` makes it."""
         top = self._new_node(node.key[:n], node.pages[:n], node.parent, node.start)
-        top.last_used = node.last_used
         node.parent.children[top.key[0]] = top
         del node.key[:n], node.pages[:n]
         node.parent, node.start = top, node.start + n

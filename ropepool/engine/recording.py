@@ -12,6 +12,12 @@ costs what the step changed and the queues' length, not the pool's size. A faile
 Where a part keeps no undo log, or logs changes of its own kind (a part of your own,
 :mod:`.protocols`), the record is a full :func:`snapshot` instead, marked as such.
 
+A step the recording missed (the recorder cut short by a Ctrl-C or an error of its own) is never
+skipped silently: :attr:`Recording.missed` names it, as it names steps the engine committed after the
+last one recorded, and the next step recorded is a full :func:`snapshot`, so that the books replay
+right again from there. A recording with a step missed is no exact replay of the run
+(:attr:`Recording.complete`).
+
 :meth:`Recording.states` replays the records: the engine's books after step 0 (before the first), 1,
 2, ...; the state after step ``k`` equals :func:`snapshot` of a fresh engine given the same requests
 and stopped after ``k`` steps (tests/test_recording.py).
@@ -20,6 +26,7 @@ and stopped after ``k`` steps (tests/test_recording.py).
 from __future__ import annotations
 
 import copy
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -240,16 +247,43 @@ class Recording:
             and type(engine.scheduler.cache) in (RadixCache, NoCache)
         )
         self.journaled = own  # False: every step is recorded as a full snapshot
+        self._engine = weakref.ref(engine)
+        self._seen = self.start.step  # the latest step this recording was called for
 
     def __len__(self) -> int:
         return len(self.decisions)
 
+    @property
+    def missed(self) -> list[int]:
+        """The steps the engine committed that this recording does not hold (those after the last one recorded
+        too, while the engine lives)."""
+        engine = self._engine()
+        last = max(self._seen, engine.steps if engine is not None else 0)
+        recorded = {d.step for d in self.decisions}
+        return [k for k in range(self.start.step + 1, last + 1) if k not in recorded]
+
+    @property
+    def complete(self) -> bool:
+        """True when every step committed since recording began is recorded: the replay is the run's."""
+        return not self.missed
+
     def __call__(self, engine, batch, records) -> None:
-        """The engine's watcher: keep the step just committed."""
+        """The engine's watcher: keep the step just committed (in full after a step missed)."""
+        step, kept = engine.steps, len(self.decisions)
+        self._seen = max(self._seen, step)
+        try:
+            self._keep(engine, batch, records)
+        except BaseException:  # cut short: no half record (the step shows in missed)
+            del self.decisions[kept:], self.changes[kept:]
+            raise
+
+    def _keep(self, engine, batch, records) -> None:
         evicted: list[int] = []
-        change = self._read(engine, batch, records, evicted) if self.journaled else None
+        previous = self.decisions[-1].step if self.decisions else self.start.step
+        follows = previous == engine.steps - 1  # else a step was missed: its changes are not in these records
+        change = self._read(engine, batch, records, evicted) if self.journaled and follows else None
         if change is None:
-            before = self.changes[-1].full if self.changes and self.changes[-1].full else self.start
+            before = self._before()
             change = Change(full=snapshot(engine, requests=self._requests(engine, batch)))
             for rid, view in before.requests.items():  # finished before, let go by the caller: kept as they ended
                 change.full.requests.setdefault(rid, copy.deepcopy(view))
@@ -260,6 +294,14 @@ class Recording:
             self._known |= set(change.full.requests)
         self.decisions.append(_decision(engine, batch, evicted))
         self.changes.append(change)
+
+    def _before(self) -> State:
+        """The books after the last step recorded: its full snapshot, or else the replay."""
+        if not self.changes:
+            return self.start
+        if self.changes[-1].full is not None:
+            return self.changes[-1].full
+        return self.state(len(self))
 
     def _requests(self, engine, batch) -> list:
         """Every request this recording has seen that the engine or the step still names."""
@@ -293,23 +335,17 @@ class Recording:
                 touch(args[0], "used")
             elif f is RadixCache._remove_child:
                 touch(args[1], "all")
-            elif f is RadixCache._cut:
-                touch(args[0], args[1])
             elif f is RadixCache._unsplit:
                 touch(args[0], "all")
                 touch(args[1], "all")
             elif f is RadixCache._unevict:
-                removed, trimmed, _ = args
-                for leaf in removed:
+                for leaf in args[0]:
                     touch(leaf, "all")
                     evicted += a.rows(leaf.pages)
-                for leaf, _, cut in trimmed:
-                    touch(leaf, "all")
-                    evicted += a.rows(cut)
             elif f is Request.rewind:
                 marks.setdefault(owner.rid, (owner, args[0]))
-            elif f in (Rings._give, Rings._restore):
-                rings.add(args[0] if f is Rings._give else args[0].rid)
+            elif f in (Rings._give, Rings._shrink, Rings._restore):
+                rings.add(args[0].rid if f is Rings._restore else args[0])
             elif owner is s.waiting or owner is s.running or f in _SILENT or f is setattr:
                 pass
             elif getattr(undo, "__name__", "") == "__setitem__" and isinstance(owner, list):
@@ -358,6 +394,17 @@ class Recording:
             state = _apply(state, change)
             state.step = decision.step
             yield copy.deepcopy(state)
+
+    def replay(self):
+        """``(state, decision, change)`` after step 0 (``None, None``), 1, 2, ...: one :class:`State` changed in
+        place from step to step (nothing copied: read it before asking for the next), for a reader whose work
+        follows what each step changed."""
+        state = copy.deepcopy(self.start)
+        yield state, None, None
+        for decision, change in zip(self.decisions, self.changes):
+            state = _apply(state, change)
+            state.step = decision.step
+            yield state, decision, change
 
     def state(self, k: int) -> State:
         """The books after step ``k`` (0: before the first step)."""

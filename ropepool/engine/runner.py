@@ -20,7 +20,7 @@ the model as it was. The step's :class:`Step` reaches the attention as the layer
 Pools: ``[P, Hkv, D]`` k and v per layer (MLA: one latent ``[P, 1, R + rd]``), in the activations' dtype
 or, with ``kv_dtype="fp8"``, uint8 e4m3 codes read back dequantised. Sliding layers (Gemma-3, GPT-OSS)
 see the last ``window`` positions; with ``ring=True`` (the engine's ``prefix_cache=False``) they keep
-only that many rows per request, as a ring (:mod:`.window`).
+at most that many rows per request, as a ring (:mod:`.window`), never more than ``P`` rows together.
 """
 
 from __future__ import annotations
@@ -94,12 +94,12 @@ class Runner:
     Parameters
     ----------
     model : an mlx-lm model of :data:`.model_spec.SUPPORTED`, float or quantized (``mlx.nn.quantize``)
-    pool_rows : P, the rows of each layer's pool (a sliding layer's ring: at most P rows per request)
+    pool_rows : P, the rows of each layer's pool (a sliding layer's rings: at most P rows together)
     backend : the op's backend; "auto" serves the CPU with "mlx" (one lazy graph a step)
     kv_dtype : None (pools in the activations' dtype) or "fp8" (uint8 pools of e4m3 codes)
     kv_scales : with FP8, one ``(k_scale, v_scale)`` per layer (MLA: one scale, k_scale == v_scale);
         None: 1.0
-    ring : sliding layers keep only their window's rows per request (no prefix cache)
+    ring : sliding layers keep at most their window's rows per request (no prefix cache), P rows together
     parts : :class:`~.protocols.RunnerParts`, your own rotation, FP8 encoder or slot mapping
     group : an ``mx.distributed`` group the model was split over (:mod:`.parallel`); None: one process
 
@@ -160,14 +160,24 @@ class Runner:
         self.pool_rows = pool_rows
         self.pools = [[mx.zeros((pool_rows, *row), dtype) for _ in range(count)] for _ in layers]  # lazy
         window = spec.window
-        # A request never holds more than P positions, so a ring of min(window, P) rows sees all a window would.
-        self.rings = Rings(min(window, pool_rows), min(pool_rows, 4 * window)) if (ring and window) else None
+        # A request never holds more than P positions, so a ring of min(window, P) rows sees all a window would;
+        # a ring holds at most its request's positions, so the rings together never need more than P rows.
+        self.rings = Rings(min(window, pool_rows), pool_rows) if (ring and window) else None
         self.ring_layers = [w is not None and self.rings is not None for w in spec.windows]
         for i in np.flatnonzero(self.ring_layers):  # the ring group's pools: ring rows, not slots
             self.pools[i] = [mx.zeros((self.rings.capacity, *row), dtype) for _ in range(count)]
         self.journal = None  # the engine's undo log (set by the Engine): ring rows a failed step overwrote
         self.layers = [layer_view(layer, Attention(self, i, layer.self_attn)) for i, layer in enumerate(layers)]
         self.head = model.lm_head if "lm_head" in model else self.inner.embed_tokens.as_linear
+
+    @property
+    def pool_bytes(self) -> int:
+        """The bytes every layer's pools hold now (the slot pools, and the sliding layers' rings as grown)."""
+        return sum(p.nbytes for layer in self.pools for p in layer)
+
+    def most_rows(self) -> list[int]:
+        """Per layer, the most rows its pools will ever hold: ``P``, or the rings' limit (also ``P``)."""
+        return [self.rings.limit if ring else self.pool_rows for ring in self.ring_layers]
 
     @property
     def k_pools(self) -> list:

@@ -1,19 +1,21 @@
-"""Sliding-window layers on a ring of rows: each request keeps ``window`` rows per sliding layer group.
+"""Sliding-window layers on a ring of rows: each request keeps at most ``window`` rows per sliding layer group.
 
 A sliding layer's query at position ``p`` sees positions ``p - window + 1 .. p``. So position ``p``
 can be written into the row position ``p - window`` held: a request's ``window`` rows, used as a ring
-(row ``ring[p % window]``), serve a sequence of any length. All sliding layers of a model share the
-ring's row numbers (one *group*), each in its own pool ``[rows, Hkv, D]``; the full layers keep the
-engine's slot table.
+(row ``ring[p % window]``), serve a sequence of any length. A ring holds only the positions its request
+has: it grows by a row per new position (position ``p < window`` is ``ring[p]``) until it has
+``window``. So the rings never hold more rows than the running requests' positions, which the
+engine's ``pool_rows`` bounds. All sliding layers of a model share the ring's row numbers (one
+*group*), each in its own pool ``[rows, Hkv, D]``; the full layers keep the engine's slot table.
 
 A step writes new tokens ``c .. c + n - 1`` of a request that has ``c`` cached. Only the last
 ``window`` of them are written (slot -1 for the others: a later one of the same step would take their
 row). Attention reads the ring *before* this step's write for the old positions ``c - window + 1 ..
 c - 1`` and this step's own k and v for the new ones, so no row still needed is overwritten first.
 
-:class:`Rings` hands the rows out (a free list over a pool that doubles when it runs out), frees a
-request's ring when it finishes or is preempted (a preempted request is recomputed from position 0),
-and counts the peak. Every change is recorded in the engine's undo log, when it has one.
+:class:`Rings` hands the rows out (a free list over a pool that doubles when it runs out, up to
+``limit`` rows), frees a request's ring when it finishes or is preempted (a preempted request is
+recomputed from position 0), and counts the peak. Every change is recorded in the engine's undo log, when it has one.
 
 A ring cannot serve a prefix shared from the radix cache: the cached prefix's last ``window`` rows of
 the sliding layers are in another request's ring, perhaps overwritten. So rings are used only with
@@ -48,13 +50,15 @@ class WindowStep:
 
 
 class Rings:
-    """Ring rows of the sliding layer group: ``window`` rows per running request, out of ``capacity``."""
+    """Ring rows of the sliding layer group: at most ``window`` rows per running request (as many as its
+    positions), out of a pool of ``capacity`` rows that grows, doubling, up to ``limit``."""
 
-    def __init__(self, window: int, capacity: int):
+    def __init__(self, window: int, limit: int):
         self.window = window
-        self.capacity = capacity
-        self.free = list(range(capacity - 1, -1, -1))  # pop() gives the lowest row first
-        self.rings: dict[int, tuple] = {}  # rid -> (request, rows [W])
+        self.limit = limit
+        self.capacity = min(window, limit)
+        self.free = list(range(self.capacity - 1, -1, -1))  # pop() gives the lowest row first
+        self.rings: dict[int, tuple] = {}  # rid -> (request, rows [at most W])
         self.peak = 0
         self.journal = None
 
@@ -62,16 +66,36 @@ class Rings:
     def rows_in_use(self) -> int:
         return self.capacity - len(self.free)
 
-    def _take(self, req) -> None:
-        if len(self.free) < self.window:
-            grown = self.capacity + self.window  # one more ring: never more rows than the rings running need
-            self.free = list(range(grown - 1, self.capacity - 1, -1)) + self.free
-            self.capacity = grown
-        rows = np.array([self.free.pop() for _ in range(self.window)], np.int32)
-        self.rings[req.rid] = (req, rows)
+    def _grow(self, n: int) -> None:
+        """At least ``n`` rows free: the pool doubles (or grows by what is missing), at most to ``limit``."""
+        short = n - len(self.free)
+        if short <= 0:
+            return
+        grown = min(self.limit, max(2 * self.capacity, self.capacity + short))
+        if grown - self.capacity < short:
+            raise RuntimeError(
+                f"the sliding-window rings need {self.rows_in_use + n} rows, more than the {self.limit} "
+                "pool rows (a ring holds at most its request's positions: the running requests hold more "
+                "positions than pool_rows?)"
+            )
+        self.free = list(range(grown - 1, self.capacity - 1, -1)) + self.free
+        self.capacity = grown
+
+    def _take(self, req, n: int) -> None:
+        """``n`` more rows at the end of ``req``'s ring (a new ring when it has none)."""
+        self._grow(n)
+        rows = np.array([self.free.pop() for _ in range(n)], np.int32)
+        held = self.rings.get(req.rid)
+        self.rings[req.rid] = (req, rows if held is None else np.concatenate([held[1], rows]))
         self.peak = max(self.peak, self.rows_in_use)
         if self.journal is not None:
-            self.journal.record(self._give, req.rid)
+            self.journal.record(*((self._give, req.rid) if held is None else (self._shrink, req.rid, n)))
+
+    def _shrink(self, rid: int, n: int) -> None:
+        """Give back the last ``n`` rows of ring ``rid`` (undoes a :meth:`_take` that grew it)."""
+        req, rows = self.rings[rid]
+        self.rings[rid] = (req, rows[:-n])
+        self.free.extend(rows[-n:][::-1].tolist())
 
     def _give(self, rid: int) -> None:
         req, rows = self.rings.pop(rid)
@@ -91,8 +115,8 @@ class Rings:
                 self._give(req.rid)
 
     def plan(self, batch: Batch) -> WindowStep:
-        """Free the rings of requests that stopped or restarted, give the step's newcomers one, and say
-        which rows this step writes and reads."""
+        """Free the rings of requests that stopped or restarted, grow each ring to the positions its request
+        will have (at most ``window``), and say which rows this step writes and reads."""
         admitted = {id(r) for r in batch.admitted}
         for rid, (req, _) in list(self.rings.items()):
             if req.status is not Status.RUNNING or id(req) in admitted:
@@ -107,14 +131,15 @@ class Rings:
         start = 0
         for r, (req, k) in enumerate(zip(batch.requests, n)):
             c = req.num_cached
-            if req.rid not in self.rings:
-                if c:
-                    raise RuntimeError(
-                        f"request {req.rid} starts with {c} cached positions, whose sliding-window "
-                        "rows no ring holds: rings need prefix_cache=False"
-                    )
-                self._take(req)
-            ring = self.rings[req.rid][1]
+            if req.rid not in self.rings and c:
+                raise RuntimeError(
+                    f"request {req.rid} starts with {c} cached positions, whose sliding-window "
+                    "rows no ring holds: rings need prefix_cache=False"
+                )
+            have = len(self.rings[req.rid][1]) if req.rid in self.rings else 0
+            if min(W, c + k) > have:  # a row for each new position, up to W
+                self._take(req, min(W, c + k) - have)
+            ring = self.rings[req.rid][1]  # [min(W, c + k)]: position p in ring[p % W]
             p = c + np.arange(k)  # the new positions
             slots[start : start + k] = np.where(p >= c + k - W, ring[p % W], -1)
             q = c - W + 1 + np.arange(W - 1)  # the old positions a window can still reach

@@ -29,7 +29,7 @@ Files
 
 Where it has run
 ----------------
-Which compiler checked the body, and on what it ran, is the README's "What ran where" (NVIDIA's
+Which compiler checked the body, and on what it ran, is "What ran where" in docs/backends.md (NVIDIA's
 NVRTC checks the CUDA text from ``benchmarks/nvrtc.py``). On a machine with Metal or CUDA the
 backend first runs a self-check against the reference (:func:`self_check`) and reports itself
 unavailable, with the reason, if the kernel fails to build or disagrees; each other variant (dtype,

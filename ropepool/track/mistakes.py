@@ -154,9 +154,9 @@ def slots_offset_in_chunk(requests, page_size):
 
 
 class TreeEvictsNewest(S.PrefixTree):
-    """Evicts the most recently used leaf first, a page at a time."""
+    """Evicts the most recently used leaf first."""
 
-    @edit_of(S.PrefixTree.evict, ("leaf = min(", "leaf = max("), ("while k < len(leaf.pages) and", "while k < 1 and"))
+    @edit_of(S.PrefixTree.evict, ("leaf = min(", "leaf = max("))
     def evict(self, n): ...
 
 

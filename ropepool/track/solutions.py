@@ -132,6 +132,7 @@ class PrefixTree:
             pages += node.pages[:n]
             i += n
             if n < len(node.keys):
+                self._split(node, n)
                 break
         return pages
 
@@ -143,15 +144,11 @@ class PrefixTree:
             if child is None:
                 new = list(pages[i : len(keys)])
                 self.allocator.retain(new)
-                if node is not self.root and not node.children:
-                    node.keys += keys[i:]
-                    node.pages += new
-                else:
-                    node.children[keys[i]] = self._new(keys[i:], new, node, self.clock)
+                node.children[keys[i]] = self._new(keys[i:], new, node, self.clock)
                 return out + new
             child.last_used = self.clock
             n = _common(child.keys, keys[i:])
-            if n < len(child.keys) and i + n < len(keys):
+            if n < len(child.keys):
                 child = self._split(child, n)
             out += child.pages[:n]
             i += n
@@ -182,14 +179,8 @@ class PrefixTree:
             if not leaves:
                 break
             leaf = min(leaves, key=lambda x: (x.last_used, x.order))
-            k = 0
-            while k < len(leaf.pages) and len(freed) + k < n and refs[leaf.pages[-1 - k]] == 1:
-                k += 1
-            first, drop = leaf.keys[0], leaf.pages[len(leaf.pages) - k :]
-            del leaf.keys[len(leaf.keys) - k :], leaf.pages[len(leaf.pages) - k :]
-            if not leaf.keys:
-                del leaf.parent.children[first]
-            freed += self.allocator.release(drop)
+            del leaf.parent.children[leaf.keys[0]]  # the whole leaf goes, as in SGLang
+            freed += self.allocator.release(leaf.pages)
         return freed
 
 

@@ -60,18 +60,17 @@ class Allocator:
 class PrefixTree:
     """A radix tree over keys (token ids); each key's k and v sit in one pool page.
 
-    Rules (the engine's):
+    Rules (the engine's, which are SGLang's RadixCache's):
     - Each node holds an edge: a list of keys and their pages; its children are found by their first key.
-      Where a new sequence leaves an edge in its middle, split the edge there (a sequence that merely
-      ends inside an edge splits nothing). Below a leaf (not the root), insert grows the leaf's edge.
+      Where a match or an insert stops inside an edge (the keys differ there, or run out), split the edge
+      there: the upper half is a new node. Insert puts the keys the tree lacks in a new leaf.
     - A clock ticks once per match and per insert; every node a call enters (an edge only partly
-      matched included, a new node too) gets last_used = the clock; the upper half of a split keeps
-      the node's last_used.
+      matched included, a new node too) gets last_used = the clock; the upper half of a split too.
     - The tree holds one reference to each page it keeps: insert retains (allocator.retain) each page
       it newly keeps; where it already holds those keys it returns its own page instead.
-    - evict(n): until n pages are freed or none can be: take the leaf whose last page only the tree
-      holds (allocator.refs[page] == 1) with the smallest last_used (a tie: the older node), drop pages
-      from its end while only the tree holds them, release them; a leaf left empty is removed.
+    - evict(n): until at least n pages are freed or none can be: take the leaf whose last page only the
+      tree holds (allocator.refs[page] == 1) with the smallest last_used (a tie: the older node), remove
+      it whole and release its pages; its parent may now be a leaf.
     """
 
     def __init__(self, allocator):
@@ -90,7 +89,8 @@ class PrefixTree:
         raise NotImplementedError("part 4: PrefixTree.num_evictable")
 
     def evict(self, n):
-        """Free up to n pages only the tree holds, least recently used first; return them (in any order)."""
+        """Free whole leaves only the tree holds, least recently used first, until at least n pages are
+        freed; return the pages (in any order)."""
         raise NotImplementedError("part 4: PrefixTree.evict")
 
 

@@ -15,7 +15,7 @@ import os
 import re
 from pathlib import Path
 
-from ..cache import private_dir
+from ..cache import private_dir, write_file
 
 #: What a part's file starts with: the imports the notebooks' parts use.
 HEADER = '''"""Your part {n} ({name}), saved by its notebook's check cell: notebook 14 loads it."""
@@ -28,10 +28,16 @@ import numpy as np
 '''
 
 
+class WorkspaceRefused(PermissionError):
+    """The track's folder is not private to this user (a link, another user's, open to others)."""
+
+
 def directory() -> Path:
-    """The folder the parts are saved in (created, private to the user)."""
+    """The folder the parts are saved in (created, private to the user).
+
+    Raises :class:`WorkspaceRefused` (an OSError) when :func:`ropepool.cache.private_dir` refuses it."""
     default = Path.home() / ".cache" / "ropepool" / "track"
-    return private_dir(Path(os.environ.get("ROPEPOOL_TRACK_DIR", default)), "track workspace")
+    return private_dir(Path(os.environ.get("ROPEPOOL_TRACK_DIR", default)), "track workspace", WorkspaceRefused)
 
 
 def _first_code(part):
@@ -64,11 +70,11 @@ def _path(n: int) -> Path:
 
 
 def save(n: int, part) -> Path:
-    """Write part ``n``'s source to its file; return the file's path."""
+    """Write part ``n``'s source to its file (:func:`ropepool.cache.write_file`: never through a link);
+    return the file's path. Raises OSError when the folder or the file there is refused."""
     name = getattr(part, "__name__", "part")
-    path = _path(n)
-    path.write_text(HEADER.format(n=n, name=name) + source(part) + f"\n\nPART = {name}\n")
-    return path
+    text = HEADER.format(n=n, name=name) + source(part) + f"\n\nPART = {name}\n"
+    return write_file(_path(n), text, f"kept part {n}")
 
 
 def load(n: int) -> tuple[object | None, str]:

@@ -7,18 +7,17 @@
 class PrefixTree:
     """A radix tree over keys (token ids); each key's k and v sit in one pool page.
 
-    Rules (the engine's):
+    Rules (the engine's, which are SGLang's RadixCache's):
     - Each node holds an edge: a list of keys and their pages; its children are found by their first key.
-      Where a new sequence leaves an edge in its middle, split the edge there (a sequence that merely
-      ends inside an edge splits nothing). Below a leaf (not the root), insert grows the leaf's edge.
+      Where a match or an insert stops inside an edge (the keys differ there, or run out), split the edge
+      there: the upper half is a new node. Insert puts the keys the tree lacks in a new leaf.
     - A clock ticks once per match and per insert; every node a call enters (an edge only partly
-      matched included, a new node too) gets last_used = the clock; the upper half of a split keeps
-      the node's last_used.
+      matched included, a new node too) gets last_used = the clock; the upper half of a split too.
     - The tree holds one reference to each page it keeps: insert retains (allocator.retain) each page
       it newly keeps; where it already holds those keys it returns its own page instead.
-    - evict(n): until n pages are freed or none can be: take the leaf whose last page only the tree
-      holds (allocator.refs[page] == 1) with the smallest last_used (a tie: the older node), drop pages
-      from its end while only the tree holds them, release them; a leaf left empty is removed.
+    - evict(n): until at least n pages are freed or none can be: take the leaf whose last page only the
+      tree holds (allocator.refs[page] == 1) with the smallest last_used (a tie: the older node), remove
+      it whole and release its pages; its parent may now be a leaf.
     """
 
     class Node:
@@ -66,7 +65,9 @@ class PrefixTree:
         child.last_used = self.clock
         m = self._agree(child.keys, keys)
         if m < len(child.keys):
-            return list(child.pages[:m])
+            found = list(child.pages[:m])
+            self._split(child, m)
+            return found
         return list(child.pages) + self._match(child, keys[m:])
 
     # insert, recursively
@@ -81,16 +82,10 @@ class PrefixTree:
         child = node.children.get(keys[0])
         if child is None:
             self.allocator.retain(list(pages))
-            if node is not self.root and not node.children:  # below a leaf: grow its edge
-                node.keys, node.pages = node.keys + keys, node.pages + pages
-                node.last_used = self.clock
-            else:
-                node.children[keys[0]] = self._node(keys, pages, node)
+            node.children[keys[0]] = self._node(keys, pages, node)
             return list(pages)
         child.last_used = self.clock
         m = self._agree(child.keys, keys)
-        if m == len(keys):  # the sequence ends inside (or at the end of) this edge
-            return list(child.pages[:m])
         if m < len(child.keys):
             child = self._split(child, m)
         return list(child.pages) + self._insert(child, keys[m:], pages[m:])
@@ -108,7 +103,8 @@ class PrefixTree:
         return int(self._count(self.root, self.allocator.refs))
 
     def evict(self, n):
-        """Free up to n pages only the tree holds, least recently used first; return them (in any order)."""
+        """Free whole leaves only the tree holds, least recently used first, until at least n pages are
+        freed; return the pages (in any order)."""
         freed = []
         while len(freed) < n:
             refs = self.allocator.refs
@@ -116,13 +112,7 @@ class PrefixTree:
             if not candidates:
                 break
             leaf = min(candidates, key=lambda leaf: (leaf.last_used, leaf.order))
-            first_key = leaf.keys[0]
-            dropped = []  # from the end of the edge backwards
-            while leaf.pages and len(freed) + len(dropped) < n and refs[leaf.pages[-1]] == 1:
-                dropped.append(leaf.pages[-1])
-                leaf.keys, leaf.pages = leaf.keys[:-1], leaf.pages[:-1]
-            self.allocator.release(dropped[::-1])  # released in the edge's order
-            freed.extend(dropped)  # returned end first: the docstring allows any order
-            if not leaf.pages:
-                del leaf.parent.children[first_key]
+            del leaf.parent.children[leaf.keys[0]]
+            self.allocator.release(list(leaf.pages))  # released in the edge's order
+            freed.extend(leaf.pages[::-1])  # returned end first: the docstring allows any order
         return freed

@@ -1,6 +1,6 @@
 # part: 4
 # verdict: wrong
-# mistake: evict checks only the leaf's last page, then drops pages from the end without checking that only the tree holds each one
+# mistake: evict takes the least recently used leaf without checking that only the tree holds its pages
 # expect: "refs", "only the tree holds", "held", "== 1"
 
 
@@ -17,18 +17,17 @@ class _Node:
 class PrefixTree:
     """A radix tree over keys (token ids); each key's k and v sit in one pool page.
 
-    Rules (the engine's):
+    Rules (the engine's, which are SGLang's RadixCache's):
     - Each node holds an edge: a list of keys and their pages; its children are found by their first key.
-      Where a new sequence leaves an edge in its middle, split the edge there (a sequence that merely
-      ends inside an edge splits nothing). Below a leaf (not the root), insert grows the leaf's edge.
+      Where a match or an insert stops inside an edge (the keys differ there, or run out), split the edge
+      there: the upper half is a new node. Insert puts the keys the tree lacks in a new leaf.
     - A clock ticks once per match and per insert; every node a call enters (an edge only partly
-      matched included, a new node too) gets last_used = the clock; the upper half of a split keeps
-      the node's last_used.
+      matched included, a new node too) gets last_used = the clock; the upper half of a split too.
     - The tree holds one reference to each page it keeps: insert retains (allocator.retain) each page
       it newly keeps; where it already holds those keys it returns its own page instead.
-    - evict(n): until n pages are freed or none can be: take the leaf whose last page only the tree
-      holds (allocator.refs[page] == 1) with the smallest last_used (a tie: the older node), drop pages
-      from its end while only the tree holds them, release them; a leaf left empty is removed.
+    - evict(n): until at least n pages are freed or none can be: take the leaf whose last page only the
+      tree holds (allocator.refs[page] == 1) with the smallest last_used (a tie: the older node), remove
+      it whole and release its pages; its parent may now be a leaf.
     """
 
     def __init__(self, allocator):
@@ -78,6 +77,7 @@ class PrefixTree:
             found.extend(child.pages[:m])
             i += m
             if m < len(child.keys):
+                self._split(child, m)
                 break
             node = child
         return found
@@ -95,19 +95,12 @@ class PrefixTree:
             out.extend(child.pages[:m])
             i += m
             if m < len(child.keys):
-                if i == len(keys):
-                    return out  # ends inside the edge: nothing to split
                 child = self._split(child, m)
             node = child
         if i < len(keys):
             new_keys, new_pages = keys[i:], pages[i:]
             self.allocator.retain(new_pages)
-            if node is not self.root and not node.children:
-                node.keys.extend(new_keys)
-                node.pages.extend(new_pages)
-                node.last_used = self.clock
-            else:
-                node.children[new_keys[0]] = self._new_node(new_keys, new_pages, node)
+            node.children[new_keys[0]] = self._new_node(new_keys, new_pages, node)
             out.extend(new_pages)
         return out
 
@@ -117,26 +110,15 @@ class PrefixTree:
         return sum(1 for node in self._nodes() for p in node.pages if refs[p] == 1)
 
     def evict(self, n):
-        """Free up to n pages only the tree holds, least recently used first; return them (in any order)."""
+        """Free whole leaves only the tree holds, least recently used first, until at least n pages are
+        freed; return the pages (in any order)."""
         freed = []
         while len(freed) < n:
-            refs = self.allocator.refs
-            leaves = [
-                node
-                for node in self._nodes()
-                if node is not self.root and not node.children and node.pages and refs[node.pages[-1]] == 1
-            ]
+            leaves = [node for node in self._nodes() if node is not self.root and not node.children and node.pages]
             if not leaves:
                 break
             leaf = min(leaves, key=lambda node: (node.last_used, node.born))
-            first_key = leaf.keys[0]
-            k = len(leaf.pages)
-            while k > 0 and len(freed) + len(leaf.pages) - k < n:
-                k -= 1
-            drop = leaf.pages[k:]
-            leaf.keys, leaf.pages = leaf.keys[:k], leaf.pages[:k]
-            self.allocator.release(drop)
-            freed.extend(drop)
-            if not leaf.pages:
-                del leaf.parent.children[first_key]
+            del leaf.parent.children[leaf.keys[0]]
+            self.allocator.release(leaf.pages)
+            freed.extend(leaf.pages)
         return freed

@@ -6,6 +6,7 @@ prefix tree keeps it; white: free; stripes: rows a shared prefix gives several r
 this step outlined, rows evicted this step crossed; the sliding-window rings where the run has them,
 each ring row labelled with the position it holds; the queues; each request's slot table; the tree.
 Every row square carries ``data-row``, ``data-state`` and ``data-owners``, so a test reads what is drawn.
+This module draws the pieces; :mod:`.painter` puts them together into frames, step after step.
 """
 
 from __future__ import annotations
@@ -92,6 +93,17 @@ def sentence(decision: Decision | None, before: State, after: State, settings: S
     """The step's decision in words (step 0: what waits before the first step)."""
     settings = settings or Settings(prefix_cache=True, max_step_tokens=None, window=None)
     if decision is None:
+        return said(None, after, settings, (0, 0), [])
+    states = before.row_states() if decision.preempted else []
+    now = after.row_states()
+    returned = [r for r in decision.written if now[r] != "used"]
+    return said(decision, after, settings, (states.count("free"), states.count("cached")), returned)
+
+
+def said(decision: Decision | None, after: State, settings: Settings, free_and_kept: tuple, returned: list) -> str:
+    """:func:`sentence` from what it reads of the pool: how many rows were free and kept only by the tree
+    before the step (read when it preempts), and the rows it wrote that went back at once."""
+    if decision is None:
         return (
             f"Before the first step: {plural(len(after.waiting), 'request')} waiting, "
             f"{plural(after.pool_rows, 'pool row')}, all free."
@@ -104,13 +116,12 @@ def sentence(decision: Decision | None, before: State, after: State, settings: S
     if waiting:
         say += _waits(decision, waiting, settings)
     if decision.preempted:
-        states = before.row_states()
-        free, tree = states.count("free"), states.count("cached")
+        free, kept_rows = free_and_kept
         kept = " (its whole pages stay in the tree: it may find them again)" if settings.prefix_cache else ""
         say += (
             f" Preempted {_req(decision.preempted)}, the most recently admitted: the running requests needed rows "
             f"and, before this step, {plural(free, 'row was', 'rows were')} free and the tree kept "
-            f"{plural(tree, 'row')} no request held; its rows go back{kept} and it waits first in line."
+            f"{plural(kept_rows, 'row')} no request held; its rows go back{kept} and it waits first in line."
         )
     if decision.evicted:
         say += (
@@ -119,8 +130,6 @@ def sentence(decision: Decision | None, before: State, after: State, settings: S
     if decision.finished:
         kept = ", whole pages kept in the tree" if settings.prefix_cache else ""
         say += f" {_req(decision.finished).capitalize()} finished: rows given back{kept}."
-    now = after.row_states()
-    returned = [r for r in decision.written if now[r] != "used"]
     if returned and settings.prefix_cache and not decision.finished:
         say += (
             f" {plural(len(returned), 'row')} written this step went back at once: the tree already held those "
@@ -129,57 +138,59 @@ def sentence(decision: Decision | None, before: State, after: State, settings: S
     return say
 
 
-def _pool(cells: list[tuple], written: set[int], evicted: set[int], label: str, columns: int) -> str:
-    """Squares for ``cells``: (state, owners, text, tooltip) per row."""
-    out = []
-    for row, (state, who, text, tip) in enumerate(cells):
-        cls = " ".join(c for c, on in (("r", state == "reserved"), ("w", row in written), ("e", row in evicted)) if on)
-        tip += ", written this step" if row in written else ""
-        tip += ", evicted this step" if row in evicted else ""
-        out.append(
-            f'<div class="{cls}" data-row="{row}" data-state="{state}" data-owners="{" ".join(map(str, who))}" '
-            f'title="{escape(tip)}" style="background: {_fill(who, state)}">'
-            f"{'&times;' if row in evicted else escape(text)}</div>"
+def square(row: int, cell: tuple, written: bool, evicted: bool, ring: bool) -> str:
+    """One row's square: ``cell`` is (state, owners, text) as :func:`pool_cells` or :func:`ring_cells` give it."""
+    state, who, text = cell
+    if ring:
+        held = (
+            "free"
+            if state == "free"
+            else f"request {who[0]}, " + (f"position {text}" if text else "nothing written yet")
         )
+        tip = f"ring row {row}: {held}"
+    else:
+        held = {"free": "free", "cached": "kept by the tree only"}.get(state) or f"request {', '.join(map(str, who))}"
+        tip = f"row {row}: {held}{' (reserved, not written yet)' if state == 'reserved' else ''}"
+    cls = " ".join(c for c, on in (("r", state == "reserved"), ("w", written), ("e", evicted)) if on)
+    tip += ", written this step" if written else ""
+    tip += ", evicted this step" if evicted else ""
     return (
-        f'<div class="rp-pool" aria-label="{escape(label)}" style="grid-template-columns: repeat({columns}, 24px)">'
-        + "".join(out)
-        + "</div>"
+        f'<div class="{cls}" data-row="{row}" data-state="{state}" data-owners="{" ".join(map(str, who))}" '
+        f'title="{escape(tip)}" style="background: {_fill(list(who), state)}">'
+        f"{'&times;' if evicted else escape(text)}</div>"
     )
 
 
+def pool_open(label: str, columns: int) -> str:
+    return f'<div class="rp-pool" aria-label="{escape(label)}" style="grid-template-columns: repeat({columns}, 24px)">'
+
+
 def pool_cells(state: State) -> list[tuple]:
-    """Each pool row's (state, owners, text, tooltip): "used" (k and v written), "reserved" (held for a position
-    not computed yet), "cached" (only the tree keeps it) or "free"."""
+    """Each pool row's (state, owners, text): "used" (k and v written), "reserved" (held for a position not
+    computed yet), "cached" (only the tree keeps it) or "free"."""
     states, owners = state.row_states(), state.row_owners()
     written = set()
     for rid in state.running:
         req = state.requests[rid]
         written.update(req.slot_table[: req.num_cached])
-    cells = []
-    for row, (s, who) in enumerate(zip(states, owners)):
-        if s == "used" and row not in written:
-            s = "reserved"
-        held = {"free": "free", "cached": "kept by the tree only"}.get(s) or f"request {', '.join(map(str, who))}"
-        cells.append((s, who, "", f"row {row}: {held}{' (reserved, not written yet)' if s == 'reserved' else ''}"))
-    return cells
+    return [
+        ("reserved" if s == "used" and row not in written else s, tuple(who), "")
+        for row, (s, who) in enumerate(zip(states, owners))
+    ]
 
 
 def ring_cells(state: State, window: int) -> list[tuple]:
-    """Each ring row's (state, owner, the position it holds, tooltip): "used", "reserved" (nothing written yet), "free"."""
-    cells = [("free", [], "", f"ring row {r}: free") for r in range(state.ring_rows)]
+    """Each ring row's (state, owner, the position it holds): "used", "reserved" (nothing written yet), "free"."""
+    cells = [("free", (), "")] * state.ring_rows
     for rid, rows in state.rings.items():
         done = state.requests[rid].num_cached
         for j, row in enumerate(rows):
             p = done - 1 - (done - 1 - j) % window  # the newest written position p with p % window == j
-            held = p >= 0
-            text = str(p) if held else ""
-            tip = f"ring row {row}: request {rid}, " + (f"position {p}" if held else "nothing written yet")
-            cells[row] = ("used" if held else "reserved", [rid], text, tip)
+            cells[row] = ("used", (rid,), str(p)) if p >= 0 else ("reserved", (rid,), "")
     return cells
 
 
-def _ring_written(state: State, decision: Decision | None, window: int) -> set[int]:
+def ring_written(state: State, decision: Decision | None, window: int) -> set[int]:
     if decision is None:
         return set()
     out = set()
@@ -190,7 +201,7 @@ def _ring_written(state: State, decision: Decision | None, window: int) -> set[i
     return out
 
 
-def _key(state: State, cache: bool) -> str:
+def key(state: State, cache: bool) -> str:
     seen = sorted(rid for rid in state.requests if state.requests[rid].status != "finished")
     chips = [f'<span style="background: {colour(r)}">request {r}</span>' for r in seen]
     chips += [
@@ -207,28 +218,34 @@ def _key(state: State, cache: bool) -> str:
     return '<div class="rp-key">' + "".join(chips) + "</div>"
 
 
-def _requests(state: State) -> str:
-    rows = [
-        "<tr><th>request</th><th>status</th><th>prompt</th><th>positions written</th><th>new tokens</th>"
-        "<th>slot table (pool row of each written position)</th></tr>"
-    ]
-    for rid, r in sorted(state.requests.items()):
-        if r.status == "finished":
-            table = "given back"
-        elif r.status == "waiting":
-            table = "none held" + (" (preempted: computes again when admitted)" if r.tokens else "")
-        else:
-            table = row_runs(r.slot_table[: r.num_cached]) or "none written yet"
-        rows.append(
-            f'<tr data-rid="{rid}"><td><span style="background: {colour(rid)}">&nbsp;&nbsp;</span> {rid}</td>'
-            f"<td>{r.status}</td><td>{plural(len(r.prompt), 'token')}</td>"
-            f"<td>{r.num_cached if r.status == 'running' else '&mdash;'}</td>"
-            f"<td>{len(r.tokens)} of {r.max_new_tokens}</td><td>{escape(table)}</td></tr>"
-        )
-    return "<table>" + "".join(rows) + "</table>"
+REQUESTS_HEAD = (
+    "<tr><th>request</th><th>status</th><th>prompt</th><th>positions written</th><th>new tokens</th>"
+    "<th>slot table (pool row of each written position)</th></tr>"
+)
 
 
-def _tree(state: State, before: State, decode) -> str:
+def request_row(rid: int, r) -> str:
+    if r.status == "finished":
+        table = "given back"
+    elif r.status == "waiting":
+        table = "none held" + (" (preempted: computes again when admitted)" if r.tokens else "")
+    else:
+        table = row_runs(r.slot_table[: r.num_cached]) or "none written yet"
+    return (
+        f'<tr data-rid="{rid}"><td><span style="background: {colour(rid)}">&nbsp;&nbsp;</span> {rid}</td>'
+        f"<td>{r.status}</td><td>{plural(len(r.prompt), 'token')}</td>"
+        f"<td>{r.num_cached if r.status == 'running' else '&mdash;'}</td>"
+        f"<td>{len(r.tokens)} of {r.max_new_tokens}</td><td>{escape(table)}</td></tr>"
+    )
+
+
+def changed_nodes(state: State, before: State) -> set[int]:
+    """The prefix-tree nodes new or changed since ``before``."""
+    return {nid for nid, node in state.nodes.items() if nid not in before.nodes or before.nodes[nid] != node}
+
+
+def tree(state: State, marked: set[int], decode) -> str:
+    """The prefix tree as nested lists, the ``marked`` nodes highlighted; ``decode`` reads a node's tokens."""
     if not state.nodes:
         return "<p>(empty)</p>"
     children: dict[int, list[int]] = {}
@@ -244,7 +261,6 @@ def _tree(state: State, before: State, decode) -> str:
             text = "token ids " + " ".join(map(str, node.tokens[:8])) + (" ..." if len(node.tokens) > 8 else "")
         text = text if len(text) <= 60 else text[:57] + "..."
         holders = max(refs[p] for p in node.pages) - 1 if node.pages else 0
-        new = nid not in before.nodes or before.nodes[nid] != node
         rows = [p * ps + o for p in node.pages for o in range(ps)]
         label = (
             f"{plural(len(node.tokens), 'token')} &ldquo;{escape(text)}&rdquo; &middot; "
@@ -253,7 +269,7 @@ def _tree(state: State, before: State, decode) -> str:
         )
         inner = "".join(item(c) for c in sorted(children.get(nid, [])))
         return (
-            f'<li data-node="{nid}"{" class=new" if new else ""}><span>{label}</span>'
+            f'<li data-node="{nid}"{" class=new" if nid in marked else ""}><span>{label}</span>'
             + (f"<ul>{inner}</ul>" if inner else "")
             + "</li>"
         )
@@ -267,53 +283,3 @@ HELP = (
     "budget), <b>decode</b> one new token a step. The <b>prefix tree</b> keeps written rows by their tokens, so a "
     "prompt that starts the same way reuses them; its clock ticks at every lookup and insert."
 )
-
-
-def frame(state: State, before: State, decision: Decision | None, decode=None, settings: Settings | None = None) -> str:
-    """The HTML of one step: ``state`` after it, ``before`` it (for what changed), ``decision`` (None: step 0)."""
-    settings = settings or Settings(prefix_cache=True, max_step_tokens=None, window=None)
-    written = set(decision.written) if decision else set()
-    evicted = set(decision.evicted) if decision else set()
-    columns = 32 if state.pool_rows > 256 else 16
-    parts = [
-        f'<div class="rp-frame" data-step="{state.step}">',
-        f'<p class="rp-say">{escape(sentence(decision, before, state, settings))}</p>',
-        f"<h4>The pool: {plural(state.pool_rows, 'row')}, handed out in pages of {plural(state.page_size, 'row')}</h4>",
-        f'<p class="rp-help">{HELP}</p>',
-        _key(state, settings.prefix_cache),
-        _pool(pool_cells(state), written, evicted, "pool rows", columns),
-    ]
-    if state.ring_rows and settings.window:
-        w = settings.window
-        cells = ring_cells(state, w)
-        parts += [
-            f"<h4>Sliding-window rings: window {w}, {plural(len(state.rings), 'ring')} of {w} rows in use, "
-            f"{state.ring_rows} ring rows</h4>",
-            f'<p class="rp-help">A sliding layer reads only the last {w} positions, so each request keeps {w} rows '
-            f"(its ring): position p goes to ring row p mod {w}, over the position {w} before it. "
-            "Each square shows the position it holds now.</p>",
-            _pool(cells, _ring_written(state, decision, w), set(), "ring rows", 16),
-        ]
-    parts += [
-        f"<h4>Queues</h4><p>waiting: {', '.join(map(str, state.waiting)) or '&mdash;'} &middot; running: "
-        f"{', '.join(map(str, state.running)) or '&mdash;'}</p>",
-        "<h4>Requests</h4>",
-        _requests(state),
-    ]
-    if settings.prefix_cache:
-        parts += [
-            f"<h4>The prefix tree ({plural(len(state.nodes), 'node')}; highlighted: changed this step)</h4>",
-            _tree(state, before, decode),
-        ]
-    parts.append("</div>")
-    return "\n".join(parts)
-
-
-def frames(recording, decode=None) -> list[str]:
-    """Every step's HTML, step 0 (before the first) to the last."""
-    out, before = [], None
-    decisions = [None, *recording.decisions]
-    for state, decision in zip(recording.states(), decisions):
-        out.append(frame(state, before or state, decision, decode, recording.settings))
-        before = state
-    return out

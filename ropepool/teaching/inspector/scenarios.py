@@ -8,7 +8,7 @@ Each scenario makes an :class:`~ropepool.engine.Engine`, adds its prompts, recor
 - ``preemption``: three prompts in a pool too small for all, chunks of 16 tokens: chunked prefill,
   preemption, the tree giving rows back;
 - ``window``: a tiny Gemma-3 (a sliding window of 4 on one layer of two) without the prefix cache: each
-  request's ring of window rows beside the full layers' pool;
+  request's ring (at most window rows) beside the full layers' pool;
 - ``mla``: a tiny DeepSeek-V3 (MLA): the pool rows hold the latent; sharing as in ``sharing``.
 
 ``model="smollm2"`` serves SmolLM2-135M-Instruct where it can be fetched (``sharing`` and

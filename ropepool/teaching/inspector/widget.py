@@ -12,7 +12,8 @@ from html import escape
 import ipywidgets as widgets
 
 from ...engine.recording import first_difference
-from .render import STYLE, frames
+from .painter import frames
+from .render import STYLE
 
 
 class Inspector(widgets.VBox):

@@ -1,0 +1,315 @@
+"""A message no family's reader knows: read from its numbers, or from the words it names, or said foreign.
+
+Only where no recogniser reads the text. Its message line (the last line naming an error) gives:
+
+- numbers: two shapes (their differing axes), a size and a shape (a view), a count that must divide
+  another, an index past a size, or two numbers compared; each read by the one core
+  (:mod:`.sizes`) against the model's sizes, said as a message of a framework explain does not know;
+- no numbers, but heads, KV heads, head_dim, RoPE, rotary, cos/sin, positions or the KV cache named: the
+  candidates that fit the model, and what to print to tell them apart;
+- a tokenizer's files, the CUDA driver, the network: ``not_mine``, said as such (no RoPE, GQA or KV-cache
+  mistake gives them).
+
+Anything else stays unread (None). Time: linear in the text (one scan for the message line, then a
+bounded window).
+"""
+
+from __future__ import annotations
+
+import re
+
+from .base import Diagnosis, Facts, ambiguous
+from .heads import index_case, view_case
+from .sizes import divides_case, read_pair, read_shapes
+from .text import WINDOW, integer, product, shapes
+
+#: A line that states an error: ``XError: ...``, ``error: ...``, ``RuntimeError(...)``, ``failed``, ``Assertion``.
+_ERROR_LINE = re.compile(r"\w*(?:Error|Exception)\b[:(]|\berror\b\s*[:\]]|\bfailed\b|\bAssertion|\bcheck failed", re.I)
+#: Foreign: what no RoPE, GQA or KV-cache mistake prints.
+_FOREIGN = (
+    (
+        "a tokenizer's files or its loading",
+        re.compile(
+            r"tokenizer(?:\.json|_config|\.model| file|s?\b.{0,60}(?:not found|no such file|can't load|cannot load"
+            r"|couldn't|could not|failed to load|missing|corrupt|parse))|sentencepiece|merges\.txt|vocab\.json",
+            re.I,
+        ),
+        "Load the tokenizer that ships with the checkpoint (its tokenizer.json / tokenizer.model), with the "
+        "tokenizers or sentencepiece version it needs.",
+    ),
+    (
+        "the CUDA driver or runtime",
+        re.compile(
+            r"CUDA driver|driver version|no CUDA GPUs|NVIDIA driver|cudaErrorInsufficientDriver|CUDA_ERROR_NO_DEVICE"
+            r"|libcuda|cudaErrorNoDevice|CUDA initialization|forward compatibility was attempted",
+            re.I,
+        ),
+        "Match the driver to the CUDA runtime (nvidia-smi shows the driver's CUDA version), or run on the CPU.",
+    ),
+    (
+        "the network",
+        re.compile(
+            r"ConnectionError|Connection refused|Max retries exceeded|Name or service not known|Temporary failure in "
+            r"name resolution|SSLError|ReadTimeout|ConnectTimeout|Network is unreachable|getaddrinfo|HTTPError|"
+            r"\b(?:401|403|404|502|503) Client Error|ProxyError",
+            re.I,
+        ),
+        "Check the connection, the proxy and the token (HF_TOKEN), or load from a local folder (HF_HUB_OFFLINE=1).",
+    ),
+)
+#: Frameworks a message may name, for the verdict to say which one it was.
+_FRAMEWORK = re.compile(
+    r"flash_attn|flash-attn|flashinfer|xformers|triton|vllm|llama\.cpp|llama_|ggml|gguf|jax|numpy|tensorflow|"
+    r"deepspeed|megatron|tensorrt|onnx|tokenizers|accelerate|exllama|sglang|mlx|torch",
+    re.I,
+)
+_DIVIDES = re.compile(r"divisible by|multiple of|does not divide|not divisible|must divide|evenly divide", re.I)
+_INDEX = re.compile(r"index (-?\d{1,30})\b.{0,80}?(?:size|length|bounds|range|max\w*)\D{0,30}?(\d{1,30})", re.I)
+_NUMEL = re.compile(r"(?:of size|with size|numel|elements?|of) \(?(\d{1,30})\)?(?: elements)?", re.I)
+_RESHAPE = re.compile(r"reshape|\bview\b", re.I)
+#: What the message says the tensors were in: a write (into a cache, a slice) or attention (a product).
+_WRITE = re.compile(
+    r"\bwrit|\bcop(?:y|ied)|\bassign|setitem|index_put|indexing result|value tensor|\bstore|\bcache", re.I
+)
+_ATTENTION = re.compile(r"attention|\bquery\b|\bq\b|matmul|\bbmm\b|score|sdpa|softmax|einsum", re.I)
+_COMPARED = re.compile(r"match|mismatch|expected|got|!=|\bvs\.?\b|equal|differ|incompatible|same|must be", re.I)
+#: Words that name what a number is, read just before it.
+_ROLE_WORDS = (
+    ("kv_heads", re.compile(r"kv[_ ]?heads?|num_key_value|n_kv|key_value|kv_head", re.I)),
+    ("head_dim", re.compile(r"head[_ ]?dim|head[_ ]?size|headdim|d_head|dim_head", re.I)),
+    ("heads", re.compile(r"heads?\b|n_head|num_head|nheads", re.I)),
+    ("rotary", re.compile(r"rotary|rope|cos|sin|freq", re.I)),
+    ("positions", re.compile(r"position|pos\b|max_len|max_position|context|seq_?len|sequence", re.I)),
+    ("tp", re.compile(r"tensor.parallel|\btp(?:_size|_degree|_world_size)?\b|world.size|ranks?\b", re.I)),
+)
+#: Topics a message without numbers may name: the candidates each gives.
+_TOPICS = dict(
+    kv_heads=re.compile(r"kv[_ ]heads?|num_key_value_heads|n_kv_heads|key_value_heads|\bGQA\b|\bMQA\b", re.I),
+    head_dim=re.compile(r"head[_ ]?dim|head size|headdim", re.I),
+    rope=re.compile(r"\brope\b|rotary|\bcos\b|\bsin\b|cos_sin|inv_freq|rope_scaling|rope_theta", re.I),
+    positions=re.compile(r"\bpositions?\b|position_ids|max_position", re.I),
+    kv_cache=re.compile(r"kv[_ ]?cache|cache blocks?|kv blocks?|block_table|page_size|slot_mapping", re.I),
+    heads=re.compile(r"\bheads?\b|num_attention_heads|n_heads", re.I),
+    memory=re.compile(r"out of memory|\bOOM\b|tried to allocate|not enough memory|insufficient memory", re.I),
+)
+
+
+def message_line(text: str) -> str:
+    """The last line of ``text`` (its last :data:`WINDOW` * 4 characters) that names an error, with the lines
+    after it where it ends in ":" (a message whose body follows); else its last line."""
+    tail = text[-WINDOW * 4 :]
+    lines = [ln.strip() for ln in tail.splitlines() if ln.strip()]
+    for k in range(len(lines) - 1, -1, -1):
+        line = lines[k][:WINDOW]
+        if _ERROR_LINE.search(line):
+            if line.endswith(":"):  # its body (the shapes, the names) follows on the next lines
+                line = " ".join([line] + lines[k + 1 : k + 8])[:WINDOW]
+            return line
+    return lines[-1][:WINDOW] if lines else ""
+
+
+def framework_named(text: str) -> str:
+    m = _FRAMEWORK.search(text[-WINDOW * 4 :])
+    return (
+        f"it names {m.group(0)}, whose message explain has no reader for" if m else "a framework explain does not know"
+    )
+
+
+def _roles(line: str) -> list[tuple[int, str | None, int]]:
+    """Each number of ``line`` with the role the words just before it name (None: unnamed), and its place."""
+    out = []
+    for m in re.finditer(r"-?\d+", line):
+        before = line[max(0, m.start() - 28) : m.start()]
+        role = next((name for name, words in _ROLE_WORDS if words.search(before)), None)
+        out.append((integer(m.group(0)), role, m.start()))
+    return out
+
+
+_MATRIX = re.compile(r"\b(\d{1,19})x(\d{1,19})\b")
+
+
+def _from_shapes(line: str, f: Facts) -> tuple[str, tuple] | None:
+    found = [s for s in shapes(line) if len(s) >= 2]
+    matrices = [(integer(a), integer(b)) for a, b in _MATRIX.findall(line)[:2]]
+    if not found and len(matrices) == 2 and matrices[0][1] != matrices[1][0]:  # a product: (m x k) @ (k x n)
+        (m, k), (k2, n) = matrices
+        return f"a product of {m}x{k} and {k2}x{n}: {k} against {k2}", read_pair(k, k2, None, None, f, "attention")
+    numel = _NUMEL.search(line)
+    n = integer(numel.group(1)) if numel else None
+    if len(found) == 2 and _RESHAPE.search(line) and len(found[1]) >= 3:  # a shape reshaped into another
+        found, n = found[1:], product(found[0])
+    if len(found) == 1 and n and len(found[0]) >= 3:  # a view or reshape: a size into a shape
+        dims = found[0]
+        if -1 in dims[:-2] or n == product(dims):
+            return None
+        rows = product(dims[:-2])
+        width = n // rows if rows and n % rows == 0 else None
+        nheads = None if dims[-2] == -1 else dims[-2]
+        verdict = view_case(width, nheads, dims[-1], f, rows=rows, numel=n)
+        return f"{n} values into {list(dims)}: " + (f"{width} per row" if width else "not whole rows"), verdict
+    if len(found) < 2:
+        return None
+    pairs = [(a, b) for i, a in enumerate(found[:8]) for b in found[i + 1 : 8] if a != b]  # q, k and v: q against k
+    return read_shapes(*pairs[0], f, doing_of(line)) if pairs else None
+
+
+def doing_of(line: str) -> str | None:
+    """``write``, ``attention`` or None: what the message says its tensors were in, where only one is said."""
+    write, attention = bool(_WRITE.search(line)), bool(_ATTENTION.search(line))
+    return "write" if write and not attention else "attention" if attention and not write else None
+
+
+def _from_numbers(line: str, f: Facts) -> tuple[str, tuple] | None:
+    m = _INDEX.search(line)
+    if m:
+        index, size = integer(m.group(1)), integer(m.group(2))
+        return f"index {index} against a size of {size}", index_case(index, -1, size, f)
+    numbered = _roles(line)
+    d = _DIVIDES.search(line)
+    if d and len(numbered) >= 2:
+        before = [x for x in numbered if x[2] < d.start()] or numbered[:1]
+        after = [x for x in numbered if x not in before] or numbered[-1:]
+        n, divisor = before[-1], after[0]
+        return f"{n[0]} must be a multiple of {divisor[0]}", divides_case(n[0], n[1], divisor[0], divisor[1], f)
+    if _COMPARED.search(line):
+        values = [x[:2] for x in numbered if x[0] > 0]
+        pairs = [(p, q) for i, p in enumerate(values) for q in values[i + 1 :] if p[0] != q[0]]
+        if pairs:
+            (a, ra), (b, rb) = pairs[0]
+            dim = -1 if "head_dim" in (ra, rb) or "rotary" in (ra, rb) else (1 if "heads" in (ra, rb) else None)
+            said = " and ".join(f"{v}" + (f" ({r})" if r else "") for v, r in ((a, ra), (b, rb)))
+            return f"two numbers compared: {said}", read_pair(a, b, dim, None, f, doing_of(line))
+    return None
+
+
+#: A message saying a config field is missing: (the field).
+_MISSING = re.compile(
+    r"(?:missing|required|KeyError|has no attribute|not found|absent|undefined)\b.{0,80}?\b(num_key_value_heads|"
+    r"num_kv_heads|n_kv_heads|n_head_kv|head_dim|num_attention_heads|n_heads|rope_theta|rotary_dim|"
+    r"partial_rotary_factor|max_position_embeddings|rope_scaling|rope_parameters|hidden_size)\b",
+    re.I,
+)
+#: What a config without the field builds instead.
+_WITHOUT = {
+    "kv": "without it the model is built as MHA (as many KV heads as query heads) and a GQA checkpoint's "
+    "k_proj and v_proj do not fit; code that requires it refuses the config",
+    "head_dim": "without it head_dim is taken as hidden_size // num_attention_heads, wrong for models that "
+    "set it apart (Gemma, Qwen3)",
+    "rope": "without it RoPE falls back to a default (rope_theta 10000, no scaling, the whole head rotated), "
+    "not the checkpoint's",
+}
+
+
+def _missing_field(line: str, f: Facts) -> tuple | None:
+    m = _MISSING.search(line)
+    if not m:
+        return None
+    field = m.group(1)
+    kind = "kv" if "kv" in field or "key_value" in field else "rope" if re.search("rope|rotary|position", field) else ""
+    value = ""
+    if kind == "kv" and f.num_kv_heads and not f.notes and f.num_kv_heads != f.num_qo_heads:
+        value = f" ({f.name}'s: {f.num_kv_heads})"
+    return (
+        "config_field_missing",
+        field,
+        f"the config (or the arguments built from it) has no {field}: {_WITHOUT.get(kind, _WITHOUT['head_dim'])}.",
+        f"Add {field} to the config with the checkpoint's value{value} (its own config.json has it; for the KV "
+        "heads: k_proj.weight rows / head_dim).",
+    )
+
+
+def _kv_bytes(f: Facts) -> str:
+    Hkv, D = f.num_kv_heads, f.head_dim
+    if not (Hkv and D):
+        return "add --model for the number"
+    return f"{f.name}: 2 x {Hkv} x {D} x 2 bytes (bfloat16) = {4 * Hkv * D} bytes a token and layer"
+
+
+def _candidates(line: str, f: Facts) -> tuple | None:
+    """A message without numbers naming heads, RoPE, positions or the cache: the mistakes that fit the model."""
+    topics = [name for name, words in _TOPICS.items() if words.search(line)]
+    if not topics:
+        return None
+    Hq, Hkv, D = f.num_qo_heads or "Hq", f.num_kv_heads or "Hkv", f.head_dim or "D"
+    half = f.head_dim // 2 if f.head_dim else "D/2"
+    texts = {
+        "kv_heads": (
+            "heads",
+            f"k or v built or viewed with the query head count ({Hq}) where the KV heads ({Hkv}) belong, or "
+            "repeat_kv missing before an MHA-only kernel",
+        ),
+        "heads": ("heads", f"a head count that is not the model's: q has {Hq} heads, k and v {Hkv}"),
+        "head_dim": (
+            "head_dim",
+            f"a head_dim that is not the model's {D} (hidden_size // Hq taken for it), or one "
+            "the kernel does not support",
+        ),
+        "rope": (
+            "rotary_dim",
+            f"cos/sin of another width: a table of the whole head ({D} columns, cat(freqs, freqs)) where the "
+            f"kernel takes half of it ({half} columns, one a frequency, rotary_dim = 2 x cos.shape[-1]), or the "
+            "reverse, or a partial RoPE's rotary_dim; or of another length (a table shorter than the positions); "
+            "or a rope_scaling this version does not read",
+        ),
+        "positions": (
+            "positions",
+            "positions past the table (max_position_embeddings"
+            + (f" = {f.max_position_embeddings}" if f.max_position_embeddings else "")
+            + "), or "
+            "position_ids of another length than the tokens",
+        ),
+        "kv_cache": (
+            "kv_cache",
+            "a cache of other shapes than the model's ([P, Hkv, D] per layer) or too few "
+            "blocks for the tokens (memory for the KV cache)",
+        ),
+        "memory": (
+            "kv_bytes",
+            "bytes against memory: the KV cache takes 2 (k and v) x Hkv x D x bytes a value per token and "
+            f"layer ({_kv_bytes(f)}), times the tokens of every sequence (max_model_len x batch); a cache sized with "
+            "Hq (k repeated before the write, or a config read without num_key_value_heads) takes G times that",
+        ),
+    }
+    options = [texts[t] for t in topics if t in texts]
+    check = "q.shape, k.shape, cos.shape and positions.max() just before the failing call, against the model's " + (
+        "sizes above" if f.known else "sizes (add --model)"
+    )
+    if topics == ["memory"]:
+        check = "the cache's shape and dtype (k_cache.shape[-2] is Hkv, not Hq), max_model_len and the batch"
+    return ambiguous(options, check)
+
+
+def diagnose(text: str, f: Facts) -> Diagnosis | None:
+    """A message no family reads: from its numbers, its words, or said foreign; None for anything else."""
+    line = message_line(text)
+    if not line:
+        return None
+    for what, words, fix in _FOREIGN:
+        if words.search(line):
+            why = f"this message is about {what}: no RoPE, GQA or KV-cache mistake gives it (not explain's to read)."
+            return Diagnosis(
+                "unknown", "not RoPE, GQA or the KV cache", line[:400], what, "not_mine", "foreign", why, fix
+            )
+    if _TOPICS["memory"].search(line):  # its numbers are bytes, not sizes: read by its words
+        verdict = _candidates(line, f)
+        return Diagnosis("unknown", framework_named(text) + "; bytes against memory", line[:400], "memory", *verdict)
+    missing = _missing_field(line, f)
+    if missing is not None:
+        return Diagnosis("unknown", framework_named(text) + "; read from its words", line[:400], "a field", *missing)
+    source = framework_named(text) + "; read from its numbers"
+    if not re.search(r"\d", line):
+        verdict = _candidates(line, f)
+        if verdict is None:
+            return None
+        source = framework_named(text) + "; no numbers, so the candidates that fit"
+        named = ", ".join(name for name, words in _TOPICS.items() if words.search(line))
+        return Diagnosis("unknown", source, line[:400], f"no numbers; it names: {named}", *verdict)
+    read = (
+        (_from_numbers(line, f) if _DIVIDES.search(line) else None) or _from_shapes(line, f) or _from_numbers(line, f)
+    )
+    if read is None:
+        verdict = _candidates(line, f)
+        return None if verdict is None else Diagnosis("unknown", source, line[:400], "its words", *verdict)
+    if read[1][0] == "foreign":  # none of the numbers is a size of the model: nothing the core can name
+        return None
+    return Diagnosis("unknown", source, line[:400], read[0], *read[1])
