@@ -51,6 +51,7 @@ def test_a_correct_part_passes(case):
 
 # id -> (problem code, words the hint must hold): the difference the part makes, said with its direction
 NAMED = {
+    "p4_tree_w_evicts_held_pages": ("evicted_held", ["freed pages 0, 1, which that request still holds"]),
     "p4_tree_w_partial_edge_not_touched": ("partial_match_clock", ["match ended inside", "only partly matched"]),
     "p3_slots_w_contiguous_rows": ("wrong_rows", ["run on one row at a time", "crossing a page boundary"]),
     "p6_e4m3_w_subnormal_bias": ("not_nearest", ["in the subnormal range", "too large, about 2x", "Right: the normal"]),

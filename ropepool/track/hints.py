@@ -23,8 +23,8 @@ HINTS = {
         "of its keys agree, take that many pages, go on only if the whole edge agreed.",
         "insert walks the same way; where a child's edge agrees only partly and the keys go on, split the edge: "
         "a new upper node with the agreeing part, the old node below it with the rest.",
-        "evict: collect the leaves whose last page has allocator.refs == 1, take min by (last_used, order), cut "
-        "pages from its end while refs == 1, allocator.release them, remove the leaf when it is empty; repeat.",
+        "evict: collect the leaves whose last page has allocator.refs == 1, take min by (last_used, order), remove "
+        "it from its parent and allocator.release all its pages; repeat until at least n pages are freed.",
     ],
     5: [
         "Running requests first, oldest first: n = min(uncached, budget); the rows it needs are max(0, n - spare).",

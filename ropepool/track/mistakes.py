@@ -225,6 +225,25 @@ class TreeEvictsOneLeaf(S.PrefixTree):
     def evict(self, n): ...
 
 
+class TreeEvictsLeafTails(S.PrefixTree):
+    """evict(n) frees exactly n pages, cut from the least recently used leaf's end, not whole leaves."""
+
+    def evict(self, n):
+        refs, freed = self.allocator.refs, []
+        while len(freed) < n:
+            leaves = [x for x in self._nodes() if not x.children and refs[x.pages[-1]] == 1]
+            if not leaves:
+                break
+            leaf = min(leaves, key=lambda x: (x.last_used, x.order))
+            first = leaf.keys[0]
+            while leaf.pages and refs[leaf.pages[-1]] == 1 and len(freed) < n:
+                leaf.keys.pop()
+                freed += self.allocator.release([leaf.pages.pop()])
+            if not leaf.pages:
+                del leaf.parent.children[first]
+        return freed
+
+
 # --- Part 5: the scheduler's step --------------------------------------------------------------------
 
 
@@ -369,6 +388,7 @@ BY_PART = {
         "refcount": TreeRetainsAgain,
         "match": TreeNoPartialMatch,
         "match_reference": TreeMatchSharesList,
+        "evict_part_of_leaf": TreeEvictsLeafTails,
     },
     5: {
         "wrong_victim": plan_preempts_oldest,
