@@ -410,7 +410,7 @@ def test_a_refused_allocate_that_changed_counts_is_told_about_allocate_not_relea
 
 
 class _GrowsWithoutRetain(solutions.PrefixTree):
-    """Grows a leaf's edge without retaining its new pages (a new node still retains them)."""
+    """Adds a new leaf below a leaf without retaining its pages (a new leaf elsewhere still retains them)."""
 
     def insert(self, keys, pages):
         retain = self.allocator.retain

@@ -428,7 +428,7 @@ def _refs_difference(w_refs: list[int], g_refs: list[int]) -> str:
         said.append(
             f"page{'s' if len(low) > 1 else ''} {', '.join(map(str, low))} counted too seldom (refs "
             f"{', '.join(str(g_refs[p]) for p in low)}, want {', '.join(str(w_refs[p]) for p in low)}): insert "
-            "retains (allocator.retain) each page the tree newly keeps, once, a leaf's edge grown included"
+            "retains (allocator.retain) each page the tree newly keeps, once, those of a new leaf below a leaf included"
         )
     engine = []
     if high:
@@ -478,7 +478,7 @@ def _match_keeps_clock(make: Callable) -> bool:
 def _evict_stops_after_one_leaf(make: Callable) -> bool:
     """True when evict frees one leaf per call: with [1, 2, 3] and [1, 2, 4] cached (an edge [1, 2] and two
     leaves), three calls of evict(3) free one leaf's pages each (1, 1, then the 2 of [1, 2], which became a
-    leaf: an emptied leaf is removed). False if it cannot tell."""
+    leaf once both leaves were removed). False if it cannot tell."""
     try:
         a = EngineAllocator(8)
         tree = make(a)
@@ -497,8 +497,8 @@ def _evict_stops_after_one_leaf(make: Callable) -> bool:
 EVICT_ONE_LEAF = (
     "evict(n) stopped after one leaf: with [1, 2, 3] and [1, 2, 4] cached and nobody else holding them, each "
     "evict(3) of yours freed one leaf's pages (1, then 1, then the 2 of [1, 2]). Keep taking the least "
-    "recently used leaf (an emptied leaf's parent may be next) until n pages are freed or no leaf can give "
-    "any. In the engine a request would be refused for room the cache could have given back."
+    "recently used leaf, whole (a parent left without children may be next), until at least n pages are "
+    "freed or no leaf is left. In the engine a request would be refused for room the cache could have given back."
 )
 
 
