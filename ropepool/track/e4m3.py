@@ -179,6 +179,43 @@ def _difference(encode_e4m3: Callable, rows: list[np.ndarray]) -> str | None:
     return "; ".join(said) + (f". Right: {', '.join(right)}." if right else ".")
 
 
+def _sign_impact(encode_e4m3: Callable, rows: list[np.ndarray]) -> str:
+    """What the learner's wrong sign bits do in the engine, from its codes for every value of ``rows``:
+    nonzero values stored with the other sign flip attention scores; a zero's sign alone changes no value,
+    only the byte. Empty when the encoder cannot be run on them all at once."""
+    x = np.concatenate(rows).astype(np.float32)
+    try:
+        got = np.asarray(encode_e4m3(x.copy())).astype(np.int64)
+    except Exception:  # judged already on the row that failed; here only the consequence is sought
+        return ""
+    want = reference(x).astype(np.int64)
+    if got.shape != want.shape:
+        return ""
+    flipped = ((got ^ want) & 0x80).astype(bool) & ~np.isnan(x)
+    nonzero = (want & 0x7F) != 0
+    negative = nonzero & (want >= 0x80)
+    said = []
+    for name, which in (("negative", negative), ("positive", nonzero & ~negative)):
+        n = int((flipped & which).sum())
+        if n:
+            other = "positive" if name == "negative" else "negative"
+            said.append(f"{n} of the {int(which.sum())} nonzero {name} values here are stored {other}")
+    if said:
+        return f"In the engine {' and '.join(said)}: their k or v changes sign, and so do attention scores."
+    zeros = flipped & ~nonzero
+    lost, gained = int((zeros & (want >= 0x80)).sum()), int((zeros & (want < 0x80)).sum())
+    which = [
+        f"{n} value{'s' * (n != 1)} whose code is {w} stored as {g}"
+        for n, w, g in ((lost, "-0 (0x80)", "+0 (0x00)"), (gained, "+0 (0x00)", "-0 (0x80)"))
+        if n
+    ]
+    return (
+        f"Only zero's sign is wrong: {' and '.join(which)}; all {int(nonzero.sum())} nonzero values here keep "
+        "their sign. In the engine no attention score changes value (+0 and -0 are the same 0): only the pool's "
+        "byte for zero differs from vLLM's and NVIDIA's."
+    )
+
+
 def _hint(x: float, want: int, got: int, bits: int) -> tuple[str, str]:
     """(problem, hint) for the first wrong element; ``bits`` is x's float32 bit pattern."""
     table = decode_table()
@@ -196,10 +233,7 @@ def _hint(x: float, want: int, got: int, bits: int) -> tuple[str, str]:
             "broken layer would be stored as a number and go unseen."
         )
     if (got & 0x80) != (want & 0x80):
-        return "sign", (
-            "the sign bit (0x80) must be x's sign bit, -0.0 included (np.signbit). In the engine a negative k "
-            "or v would be stored positive: attention scores change sign."
-        )
+        return "sign", "the sign bit (0x80) must be x's sign bit, -0.0 included (np.signbit)."
     if got == want | 0x7F and a > 448:  # 0x7F or 0xFF: NaN given for a big value
         return "no_saturation", (
             "beyond 448 (infinity too) e4m3 saturates to 448, code 0x7E (0xFE negative): "
@@ -287,6 +321,8 @@ def check(encode_e4m3: Callable) -> object:
                 problem, hint = _hint(float(row[i]), int(want[i]), int(got[i]), bits)
                 if problem not in ("nan_sign", "nan_lost", "sign"):
                     problem, hint = _recognise(encode_e4m3, [r for _, r in rows] + [row]) or (problem, hint)
+                if problem == "sign":
+                    hint += " " + _sign_impact(encode_e4m3, [np.array(r, np.float32) for _, r in table + rows])
                 if problem == "not_nearest":
                     hint = _difference(encode_e4m3, [r for _, r in rows] + [row]) or hint
                 shown = f"{float(row[i])!r}" + (

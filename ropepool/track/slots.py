@@ -204,7 +204,8 @@ def _diagnose(requests, ps, positions, slots) -> tuple[str, str]:
 
 def _difference(requests, ps, slots) -> str:
     """The first wrong slot, located: its request and position, the page of the request's table it is on,
-    where the learner's slot lies instead, and whether that request's slots simply run on from its first."""
+    where the learner's slot lies instead, whether that request's slots simply run on from its first, and
+    whose row the learner's slot is (:func:`_landing`)."""
     t = 0
     for j, r in enumerate(requests):
         for i, p in enumerate(range(r["cached"], r["cached"] + r["new"])):
@@ -227,9 +228,22 @@ def _difference(requests, ps, slots) -> str:
                         "pool page: look each position's page up in the page table, a chunk crossing a page "
                         "boundary is not in consecutive rows."
                     )
-                return said + " In the engine these k and v would land in another request's rows."
+                return said + " " + _landing(requests, j, ps, slots[t])
             t += 1
     return "slot = pages[p // page_size] * page_size + p % page_size, for each position p."
+
+
+def _landing(requests, j, ps, slot) -> str:
+    """Whose row ``slot`` is, from the step's page tables: request ``j``'s own (and which position's),
+    another request's of the step, or none of them."""
+    page, off = divmod(slot, ps)
+    if page in requests[j]["pages"]:
+        p = requests[j]["pages"].index(page) * ps + off
+        return f"In the engine these k and v would land in another of this request's rows (position {p}'s)."
+    others = [k for k, r in enumerate(requests) if k != j and page in r["pages"]]
+    if others:
+        return f"In the engine these k and v would land in another request's rows (request {others[0]}'s)."
+    return "In the engine these k and v would land in a row no request of this step holds."
 
 
 def check(slot_mapping: Callable) -> object:
