@@ -1,7 +1,7 @@
 """Score a blind set of build-track parts against the track's checkers, as the notebooks run them.
 
 A blind set is a folder with ``cases.json`` (one entry per part: ``id``, ``part`` ("notebook 12 part 1
-rotate"), ``kind`` ("wrong" or "correct"), ``file``, ``mistake``, ``good_feedback_must_say``,
+rotate", or a leading number: "1 rotate"), ``kind`` ("wrong" or "correct"), ``file``, ``mistake``, ``good_feedback_must_say``,
 ``must_not_say``) and the parts' files. Each part is loaded as the learner's cell would define it and
 given to ``ropepool.track.feedback(n, part)``; what the checker says (and prints) is its feedback.
 
@@ -50,9 +50,18 @@ def load_part(path: Path, name: str):
     return getattr(module, name)
 
 
+def part_number(field: str, parts) -> int:
+    """The part a case's ``part`` field names: the number after "part" ("notebook 12 part 1 rotate"), else
+    its leading number ("1 rotate", "1"). Raises ValueError when neither is one of ``parts``."""
+    found = re.search(r"\bpart\s+(\d+)", field, re.IGNORECASE) or re.match(r"\s*(\d+)\b", field)
+    if found is None or int(found.group(1)) not in parts:
+        raise ValueError(f"part {field!r}: no part number of {sorted(parts)} ('part N ...' or a leading 'N ...')")
+    return int(found.group(1))
+
+
 def run_case(track, folder: Path, case: dict) -> dict:
     """The checker's feedback on one case: caught, problem, message (what it printed included)."""
-    n = int(re.search(r"part (\d)", case["part"]).group(1))
+    n = part_number(case["part"], track.PARTS)
     part = load_part(folder / case["file"], track.PARTS[n][1])
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
@@ -124,7 +133,8 @@ def main(argv=None) -> int:
         said = [p for p in c["good_feedback_must_say"] if phrase_found(p, r["message"])]
         bad = [p for p in c["must_not_say"] if phrase_found(p, r["message"])]
         state = "caught" if r["caught"] else "accepted"
-        print(f"== {c['id']} ({c['kind']}): {state} [{r['problem']}]  verdict: {mark}")
+        n = part_number(c["part"], track.PARTS)
+        print(f"== {c['id']} ({c['kind']}, part {n}: {track.PARTS[n][1]}): {state} [{r['problem']}]  verdict: {mark}")
         print(f"   mistake: {c['mistake']}")
         print("   " + r["message"].replace("\n", "\n   "))
         print(f"   must say: {len(said)}/{len(c['good_feedback_must_say'])} {said}   must not say, present: {bad}\n")

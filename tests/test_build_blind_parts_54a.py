@@ -92,10 +92,41 @@ def test_a_count_of_one_is_singular():
 def test_the_scorer_has_a_reading_of_every_feedback_the_checkers_give_now(capsys):
     """benchmarks/track_blind.py: every case's feedback was read (verdicts.json) as it is now, and scores
     every wrong part named, none asserting something false, no correct part rejected."""
-    spec = importlib.util.spec_from_file_location("track_blind", FOLDER.parent.parent / "benchmarks" / "track_blind.py")
-    scorer = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(scorer)
-    scorer.main([str(FOLDER), "--label", "track", "--quiet"])
+    _scorer().main([str(FOLDER), "--label", "track", "--quiet"])
     out = capsys.readouterr().out
     assert "named 14 (100%)" in out and "asserts-false 0" in out and "rejected 0" in out, out
     assert "unread (no verdict for this feedback): 0" in out, out
+
+
+def _scorer():
+    spec = importlib.util.spec_from_file_location("track_blind", FOLDER.parent.parent / "benchmarks" / "track_blind.py")
+    scorer = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(scorer)
+    return scorer
+
+
+def test_the_scorer_reads_a_part_given_by_its_leading_number(tmp_path, capsys):
+    """A set may write "1 rotate" where set A writes "notebook 12 part 1 rotate": the scorer says which part."""
+    (tmp_path / "rot.py").write_text("from ropepool.track.solutions import rotate\n", encoding="utf-8")
+    (tmp_path / "enc.py").write_text(
+        "import numpy as np\nfrom ropepool.track.solutions import encode_e4m3 as right\n\n\n"
+        "def encode_e4m3(x):\n    return right(np.abs(np.asarray(x, np.float32)))\n",
+        encoding="utf-8",
+    )
+    cases = [
+        dict(id="a", part="1 rotate", kind="correct", file="rot.py", mistake="none"),
+        dict(id="b", part="6", kind="wrong", file="enc.py", mistake="every sign dropped"),
+    ]
+    for c in cases:
+        c.update(good_feedback_must_say=[], must_not_say=[])
+    (tmp_path / "cases.json").write_text(json.dumps(cases), encoding="utf-8")
+    assert _scorer().main([str(tmp_path), "--label", "t"]) == 0
+    out = capsys.readouterr().out
+    assert "== a (correct, part 1: rotate): accepted [None]" in out, out
+    assert "== b (wrong, part 6: encode_e4m3): caught [sign]" in out, out
+
+
+@pytest.mark.parametrize("field", ["rotate", "notebook 12", "7 rotate", "part 9"])
+def test_the_scorer_refuses_a_part_field_naming_no_part(field):
+    with pytest.raises(ValueError, match=f"part {field!r}: no part number of \\[1, 2, 3, 4, 5, 6\\]"):
+        _scorer().part_number(field, track.PARTS)
