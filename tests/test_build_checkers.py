@@ -376,3 +376,125 @@ def test_an_edited_mistake_is_the_reference_with_its_one_line_changed_and_soluti
         mistakes.edit_of(solutions.schedule_step, ("no such line", "x"))
     with pytest.raises(TypeError, match="is not schedule_step's signature"):
         mistakes.edit_of(solutions.schedule_step)(lambda running, waiting: None)
+
+
+def test_a_rotation_leaving_the_second_half_alone_is_told_which_dims_it_left_untouched():
+    def rotate_first_half_only(x, positions, inv_freq, is_neox):
+        out = np.array(solutions.rotate(x, positions, inv_freq, is_neox), np.float64)
+        D = out.shape[1]
+        second = slice(D // 2, None) if is_neox else slice(1, None, 2)
+        out[:, second] = np.asarray(x, np.float64)[:, second]
+        return out
+
+    verdict = track.feedback(1, rotate_first_half_only)
+    assert verdict.problem == "untouched" and "Left untouched (out = x there): dim 1;" in verdict.message, verdict
+
+
+class _AllocateTakesBeforeRefusing(solutions.Allocator):
+    """Takes the free pages one by one and refuses only when the queue runs dry: the refused call took pages."""
+
+    def allocate(self, n):
+        pages = []
+        for _ in range(n):
+            if not self.free:
+                raise ValueError(f"allocate({n}): too few free pages")
+            pages.append(self.free.popleft())
+            self.refs[pages[-1]] = 1
+        return pages
+
+
+def test_a_refused_allocate_that_changed_counts_is_told_about_allocate_not_release():
+    verdict = track.feedback(2, _AllocateTakesBeforeRefusing)
+    assert verdict.problem == "partial_release" and "right to refuse allocate(" in verdict.message, verdict
+    assert "refused release" not in verdict.message, verdict
+
+
+class _GrowsWithoutRetain(solutions.PrefixTree):
+    """Adds a new leaf below a leaf without retaining its pages (a new leaf elsewhere still retains them)."""
+
+    def insert(self, keys, pages):
+        retain = self.allocator.retain
+        self.allocator.retain = lambda new: None if self._grows(keys) else retain(new)
+        try:
+            return super().insert(keys, pages)
+        finally:
+            self.allocator.retain = retain
+
+    def _grows(self, keys):
+        node, i = self.root, 0
+        while i < len(keys) and keys[i] in node.children:
+            node = node.children[keys[i]]
+            i += len(node.keys)
+        return node is not self.root and not node.children and i < len(keys)
+
+
+def test_an_insert_retaining_too_seldom_is_told_too_seldom():
+    verdict = track.feedback(4, _GrowsWithoutRetain)
+    assert verdict.problem == "refcount" and "counted too seldom" in verdict.message, verdict
+    assert "too often" not in verdict.message, verdict
+
+
+def _slots_on_last_page(requests, page_size):
+    """Every position's offset on the request's last page."""
+    positions, _ = solutions.slot_mapping(requests, page_size)
+    rows = [r["pages"][-1] * page_size for r in requests for _ in range(r["new"])]
+    return positions, [row + p % page_size for row, p in zip(rows, positions)]
+
+
+def _slots_past_the_pool(requests, page_size):
+    """The right rows, 100 pages further on."""
+    positions, slots = solutions.slot_mapping(requests, page_size)
+    return positions, [s + 100 * page_size for s in slots]
+
+
+def _slots_from_the_first_table(requests, page_size):
+    """Every request looked up in the first request's page table (wrapping round it)."""
+    positions, _ = solutions.slot_mapping(requests, page_size)
+    table = requests[0]["pages"]
+    return positions, [table[p // page_size % len(table)] * page_size + p % page_size for p in positions]
+
+
+@pytest.mark.parametrize(
+    ("part", "lands"),
+    [
+        (_slots_on_last_page, "land in another of this request's rows (position 5's)."),
+        (_slots_past_the_pool, "land in a row no request of this step holds."),
+        (_slots_from_the_first_table, "land in another request's rows (request 0's)."),
+    ],
+)
+def test_a_wrong_slot_is_said_to_land_in_the_rows_it_does_land_in(part, lands):
+    """Whose row a wrong slot is comes from the step's page tables: the request's own page (which
+    position's), another request's page, or a page none of the step's requests holds."""
+    verdict = track.feedback(3, part)
+    assert verdict.problem == "wrong_rows" and lands in verdict.message, verdict
+    assert verdict.message.count("would land in") == 1, verdict
+
+
+def _encode_zero_unsigned(x):
+    """The sign bit from x < 0: -0.0 (and what rounds to -0) gets 0x00; every other code is right."""
+    x = np.asarray(x, np.float32)
+    code = solutions.encode_e4m3(x)
+    return np.where((code == 0x80) & ~(x < 0), 0x00, code).astype(np.uint8)
+
+
+def _encode_small_negatives_unsigned(x):
+    """Negative values below 1 in size, -0.0 included, lose their sign; the rest are right."""
+    x = np.asarray(x, np.float32)
+    code = solutions.encode_e4m3(x)
+    return np.where(np.abs(x) < 1, code & 0x7F, code).astype(np.uint8)
+
+
+def test_a_lost_sign_of_zero_alone_is_not_said_to_flip_attention_scores():
+    verdict = track.feedback(6, _encode_zero_unsigned)
+    assert verdict.problem == "sign", verdict
+    assert "change sign" not in verdict.message and "stored positive" not in verdict.message, verdict
+    assert "Only zero's sign is wrong: 1 value whose code is -0 (0x80) stored as +0 (0x00)" in verdict.message
+    assert "no attention score changes value" in verdict.message, verdict
+
+
+def test_a_lost_sign_of_nonzero_values_is_said_to_flip_attention_scores():
+    """Its first wrong code is -0.0's too, yet its nonzero negatives below 1 are stored positive."""
+    verdict = track.feedback(6, _encode_small_negatives_unsigned)
+    assert verdict.problem == "sign" and "x[0] = -0.0" in verdict.message, verdict
+    assert "nonzero negative values here are stored positive" in verdict.message, verdict
+    assert "so do attention scores" in verdict.message and "Only zero's sign" not in verdict.message, verdict

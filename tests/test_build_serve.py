@@ -10,6 +10,7 @@ from ropepool.track.allocator import Paged
 from ropepool.track.schedule import Planned
 from ropepool.track.tree import Cached
 from ropepool.engine import Engine
+from ropepool.engine.errors import ContractError
 from ropepool.loaders.tiny import build
 from ropepool.tolerance import ENGINE_LOGITS_FLOAT32
 
@@ -143,3 +144,61 @@ def test_a_plan_naming_an_unknown_request_is_refused_in_plain_words(model_and_re
     )
     with pytest.raises(ValueError, match="planned request 99, which is neither running nor waiting"):
         serve.run(eng, PROMPTS[:1], NEW, progress=False)
+
+
+def _admits_for_nothing(running, waiting, max_step_tokens, free_rows):
+    """The reference plan, then every other waiting request admitted for 0 tokens (the budget spent)."""
+    run, preempted = S.schedule_step(running, waiting, max_step_tokens, free_rows)
+    planned = {rid for rid, _ in run}
+    return run + [(w["rid"], 0) for w in waiting if w["rid"] not in planned and not preempted], preempted
+
+
+def test_the_engine_names_a_plugged_scheduler_that_admits_a_request_for_0_tokens(model_and_reference):
+    model, _ = model_and_reference
+    eng = serve.engine(model, scheduler=Planned.factory(_admits_for_nothing), pool_rows=64, max_step_tokens=4)
+    with pytest.raises(ContractError, match=r"your scheduler admitted request \d+ for 0 tokens"):
+        serve.run(eng, PROMPTS, NEW, progress=False)
+
+
+def test_the_engine_s_own_batch_refuses_a_request_for_0_tokens():
+    from ropepool.engine import Request
+    from ropepool.engine.scheduler import Batch
+
+    with pytest.raises(ContractError, match="request 7 put in the batch for 0 tokens"):
+        Batch().add(Request(7, [1, 2, 3], 2), 0)
+
+
+class _EvictsHeld(S.PrefixTree):
+    """Returns, with the pages its evict freed, a page a request still holds."""
+
+    def evict(self, n):
+        freed = list(super().evict(n))
+        return freed + [p for p, count in enumerate(self.allocator.refs) if count > 0][:1]
+
+
+def test_the_engine_names_a_plugged_tree_whose_evict_frees_a_held_page():
+    from ropepool.engine import Allocator
+
+    a = Allocator(8)
+    cache = Cached.factory(_EvictsHeld)(a)
+    pages = a.allocate(4)
+    cache.insert([1, 2, 3, 4], pages, None)
+    a.release(pages[2:])  # a request still holds pages 0 and 1, the tree all four
+    with pytest.raises(
+        ContractError, match=r"your tree's evict\(4\) freed 3 pages .*page \d is still held \(refs \d\)"
+    ):
+        cache.evict(4)
+
+
+def test_a_recording_of_a_plugged_tree_shows_its_nodes_as_the_engine_s_own_tree_would(model_and_reference):
+    from ropepool.engine.recording import record
+
+    def last_tree(prefix_cache):
+        eng = serve.engine(model_and_reference[0], prefix_cache=prefix_cache, pool_rows=40)
+        rec = record(eng)
+        serve.run(eng, PROMPTS, NEW, progress=False)
+        state = rec.state(len(rec))  # after the last step
+        return sorted((n.tokens, n.pages) for n in state.nodes.values())
+
+    plugged = last_tree(Cached.factory(S.PrefixTree))
+    assert plugged and plugged == last_tree(True)

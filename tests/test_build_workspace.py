@@ -84,11 +84,13 @@ def test_show_solution_prints_the_reference_that_passes(n, capsys):
     text = track.show_solution(n)
     assert f"# part {n}: the reference" in capsys.readouterr().out
     namespace = {}
-    exec(
-        "from collections import Counter, deque\nimport numpy as np\nfrom ropepool.fp8 import decode_table\n" + text,
-        namespace,
-    )
+    exec(text, namespace)  # runnable as it stands, as a cell: its imports included
     assert track.check(n, namespace[track.PARTS[n][1]]).passed
+
+
+def test_a_hint_shows_as_text_not_a_quoted_string():
+    said = track.hint(2)
+    assert repr(said) == str(said) and said.startswith("Hint ")
 
 
 def test_the_last_hint_points_to_the_solution():

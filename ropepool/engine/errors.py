@@ -13,6 +13,15 @@ class EngineArgumentError(ValueError):
     """A bad argument to the engine (a token id that is no int, a count out of range); the message names it."""
 
 
+class ContractError(ValueError):
+    """A scheduler's or a plugged part's answer the engine will not carry out (a request run for 0 tokens, a
+    page evicted that is still held); the message names who answered, the call and the answer."""
+
+    def _render_traceback_(self) -> list[str]:
+        """What IPython (a notebook) shows: the message alone, not the engine's frames that led to it."""
+        return f"{type(self).__name__}: {self}".splitlines()
+
+
 class WrongThreadError(RuntimeError):
     """An engine stepped from another thread than the one that made it (MLX's streams are per thread)."""
 

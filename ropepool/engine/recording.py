@@ -209,7 +209,10 @@ def snapshot(engine, requests=None, step: int | None = None) -> State:
     refs = [int(refs[p]) for p in range(a.num_pages)]
     reqs = engine.requests if requests is None else requests
     cache = s.cache
-    nodes = {n.id: node_view(n) for n in cache.nodes()} if isinstance(cache, RadixCache) else {}
+    if isinstance(cache, RadixCache):
+        nodes = {n.id: node_view(n) for n in cache.nodes()}
+    else:  # a plugged tree draws itself, where it can (ropepool.track.tree.Cached)
+        nodes = cache.node_views() if hasattr(cache, "node_views") else {}
     rings = getattr(engine.runner, "rings", None)
     return State(
         step=engine.steps if step is None else step,

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import mlx.core as mx
 
 from .allocator import Allocator
-from .errors import PoolTooSmallError
+from .errors import ContractError, PoolTooSmallError
 from .journal import Journal
 from .radix import NoCache, RadixCache
 from .request import Request, Status
@@ -77,8 +77,14 @@ class Batch:
     reclaimed: list[int] = field(default_factory=list)
 
     def add(self, req: Request, n: int) -> None:
-        """``req``'s next ``n`` tokens: positions ``num_cached`` to ``num_cached + n - 1``."""
+        """``req``'s next ``n`` tokens: positions ``num_cached`` to ``num_cached + n - 1``; ``n`` is 1 to the
+        tokens it has left to compute (a request in a batch computes something), else :class:`ContractError`."""
         start = req.num_cached
+        if not 1 <= n <= req.num_uncached:
+            raise ContractError(
+                f"request {req.rid} put in the batch for {n} tokens: a request runs 1 to its "
+                f"{req.num_uncached} tokens not computed yet"
+            )
         self.requests.append(req)
         self.lengths.append(n)
         self.tokens += req.seq(start, start + n)

@@ -40,6 +40,11 @@ class ExerciseFailed(AssertionError):
         self.exercise, self.problem, self.noun = exercise, problem, noun
         super().__init__(f"{noun} {exercise} [{problem}]: {message}")
 
+    def _render_traceback_(self) -> list[str]:
+        """What IPython (a notebook) shows for this failure: the message alone, line by line, none of the
+        checker's code (the case, input, expected, got and hint are all the learner needs)."""
+        return f"{type(self).__name__}: {self}".splitlines()
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -75,6 +80,11 @@ def markdown_escape(text: str) -> str:
     'x1\\*cos \\- x2\\*sin'
     """
     return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``n`` and the word, plural but for one: "1 page", "3 pages" (``many``: an irregular plural)."""
+    return f"{n} {word if n == 1 else many or word + 's'}"
 
 
 def case_message(case: str, given: str, expected, got, hint: str) -> str:

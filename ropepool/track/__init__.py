@@ -32,9 +32,9 @@ True
 
 from __future__ import annotations
 
-import os
-
 import inspect
+import os
+import re
 
 from . import allocator, e4m3, rotate, schedule, slots, solutions, stubs, tree, workspace
 from ..teaching.feedback import ExerciseFailed, Verdict
@@ -79,7 +79,10 @@ def check(n: int, part, keep: bool = False) -> Verdict:
 
     ``keep=True``: a part that passes is saved for notebook 14 (:mod:`.workspace`), and a line says where."""
     __tracebackhide__ = True  # a failing check shows the learner's frames, not the checker's
-    verdict = _part(n)[0](part)
+    try:
+        verdict = _part(n)[0](part)
+    except ExerciseFailed as err:  # its message says it all: a traceback keeps the learner's line, and this one
+        raise err.with_traceback(None) from None
     if keep:
         _keep(n, part)
     return verdict
@@ -114,12 +117,30 @@ def kept(n: int):
 _SOLUTION = {4: ("_Node", "_common", "PrefixTree")}
 
 
+#: the imports of :mod:`.solutions`, as a learner's cell writes them: (the line, the names it gives)
+_IMPORTS = (
+    ("from collections import Counter, deque", ("Counter", "deque")),
+    ("import numpy as np", ("np",)),
+    ("from ropepool.fp8 import decode_table", ("decode_table",)),
+)
+
+
 def show_solution(n: int) -> str:
-    """Print part ``n``'s reference (the source in :mod:`.solutions`) and return it: for after the last hint."""
+    """Print part ``n``'s reference (the source in :mod:`.solutions`, headed by the imports it uses: it runs
+    as a cell) and return it: for after the last hint."""
     names = _SOLUTION.get(n, (_part(n)[1],))
-    text = "\n\n".join(inspect.getsource(getattr(solutions, x)) for x in names)
+    body = "\n\n".join(inspect.getsource(getattr(solutions, x)) for x in names)
+    imports = [line for line, given in _IMPORTS if any(re.search(rf"\b{g}\b", body) for g in given)]
+    text = "\n".join(imports) + ("\n\n\n" if imports else "") + body
     print(f"# part {n}: the reference {_part(n)[1]} (ropepool/track/solutions.py)\n\n{text}")
     return text
+
+
+class Hint(str):
+    """A hint: a notebook shows it as text, not as a quoted Python string."""
+
+    def __repr__(self) -> str:
+        return str(self)
 
 
 def feedback(n: int, part) -> Verdict:
@@ -130,14 +151,14 @@ def feedback(n: int, part) -> Verdict:
 _given: dict[int, int] = {}
 
 
-def hint(n: int) -> str:
+def hint(n: int) -> Hint:
     """The next hint for part ``n`` (each call gives one more, then the last again)."""
     _part(n)
     i = _given.get(n, 0)
     _given[n] = min(i + 1, len(HINTS[n]) - 1)
     last = i == len(HINTS[n]) - 1
     more = f" (Still stuck: track.show_solution({n}) prints the reference.)" if last else ""
-    return f"Hint {i + 1} of {len(HINTS[n])} for part {n}: {HINTS[n][i]}{more}"
+    return Hint(f"Hint {i + 1} of {len(HINTS[n])} for part {n}: {HINTS[n][i]}{more}")
 
 
 def _part(n: int):

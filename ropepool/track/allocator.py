@@ -22,8 +22,10 @@ from collections.abc import Callable
 import numpy as np
 
 from ..engine import Allocator as EngineAllocator
+from ..engine.errors import ContractError
+from ..teaching.feedback import plural
 from ..engine.allocator import PageRows
-from .feedback import ExerciseFailed, call, int_list, is_int, passed, rejected, showing, wrong_case
+from .feedback import ExerciseFailed, call, history, int_list, is_int, passed, rejected, showing, wrong_case
 
 PART = 2
 FIRST = (
@@ -61,7 +63,13 @@ class Paged(PageRows):
         return self.inner.num_free
 
     def allocate(self, n: int) -> list[int]:
-        return [int(p) for p in self.inner.allocate(n)]
+        pages = [int(p) for p in self.inner.allocate(n)]
+        if len(pages) != n or len(set(pages)) != n or not all(0 <= p < self.num_pages for p in pages):
+            raise ContractError(
+                f"your allocator's allocate({n}) returned {plural(len(pages), 'page')} {pages!r:.80}: {n} distinct pages "
+                f"of 0 .. {self.num_pages - 1}"
+            )
+        return pages
 
     def retain(self, pages) -> None:
         pages = list(pages)
@@ -190,15 +198,18 @@ def _run(make: Callable, num_pages: int, ops: list, rng: np.random.Generator | N
             held = [p for p in range(num_pages) if refs[p] > 0]
             arg = [int(rng.choice(held)) for _ in arg] if held else [0]
         what = f"{op}({arg})"
+        # a page outside the pool may be refused by Python's own IndexError (refs[p]), if nothing changed
+        outside = op != "allocate" and any(not 0 <= p < num_pages for p in arg)
+        refusals = (ValueError, IndexError) if outside else (ValueError,)
         try:
             fn = getattr(a, op)
-            answer = fn(arg) if not learner else call(PART, fn, arg, what=what, first=FIRST, expected=(ValueError,))
+            answer = fn(arg) if not learner else call(PART, fn, arg, what=what, first=FIRST, expected=refusals)
             answer = _pages(answer, what, learner)
             if op == "release" and answer is not None:
                 answer = sorted(answer)
         except ExerciseFailed:
             raise
-        except ValueError:
+        except refusals:
             answer = "ValueError"
         refs, free = _counts(a, num_pages, what)
         yield what, answer, refs, free
@@ -242,8 +253,11 @@ def _released_in_another_order(num_pages: int, ops: list, seed: int, k: int, got
 
 def _hint(what: str, want, got, want_free, got_free, want_refs, got_refs) -> tuple[str, str]:
     if want == "ValueError" == got and want_refs != got_refs:
+        op = what.split("(")[0]
         return "partial_release", (
-            "right to refuse it, but the refused call changed some counts first: check every page, then change any. In the engine a refused release would leave counts half changed: pages freed while held, or never freed."
+            f"right to refuse {what}, but the refused call changed some counts first: check every page, then "
+            f"change any. In the engine a refused {op} would leave counts half changed: pages freed while "
+            "held, or never freed."
         )
     if want == "ValueError" and got != "ValueError":
         if what.startswith("release"):
@@ -338,17 +352,10 @@ def check(make: Callable) -> object:
                         pages, ops, seed, len(done), (got, got_refs, got_free)
                     ):
                         problem, hint = "release_order", RELEASE_ORDER
-                    before = "; ".join(done[-6:]) or "nothing"
-                    given = f"Allocator({pages}), then {before}{'; ...' if len(done) > 6 else ''}"
-                    raise wrong_case(
-                        PART,
-                        problem,
-                        name,
-                        given + f"; now {what}",
-                        f"{want} (refs {want_refs}, {want_free} free)",
-                        f"{got} (refs {got_refs}, {got_free} free)",
-                        hint,
-                    )
+                    given = history(f"Allocator({pages}), then ", done, 6, "nothing", "; ...", what)
+                    expected = f"{want} (refs {want_refs}, {want_free} free)"
+                    answer = f"{got} (refs {got_refs}, {got_free} free)"
+                    raise wrong_case(PART, problem, name, given, expected, answer, hint)
                 done.append(what)
     return passed(
         PART,

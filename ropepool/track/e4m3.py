@@ -133,6 +133,89 @@ def _recognise(encode_e4m3: Callable, rows: list[np.ndarray]) -> tuple[str, str]
     return None
 
 
+#: ranges of |x| the difference is told by: (name, lowest |x|, highest |x|)
+RANGES = (
+    ("zero", 0.0, 0.0),
+    ("the subnormal range (0 < |x| < 2**-6 = 0.015625: codes 1-7, steps of 2**-9)", 1e-45, 2.0**-6 * (1 - 2**-24)),
+    ("the normal range (2**-6 <= |x| <= 448)", 2.0**-6, 448.0),
+    ("beyond 448 (saturating to 448)", 448.0 * (1 + 2**-23), np.inf),
+)
+
+
+def _difference(encode_e4m3: Callable, rows: list[np.ndarray]) -> str | None:
+    """Where and which way the learner's codes differ from the reference on every value of ``rows``: the
+    ranges of |x| with wrong codes, too large or too small and by about what factor, and the ranges right."""
+    x = np.concatenate(rows).astype(np.float32)
+    try:
+        got = np.asarray(encode_e4m3(x.copy())).astype(np.int64)
+    except Exception:  # judged already on the row that failed; here only a finer description is sought
+        return None
+    want = reference(x).astype(np.int64)
+    if got.shape != want.shape:
+        return None
+    table = decode_table().astype(np.float64)
+    a = np.abs(x.astype(np.float64))
+    said, right = [], []
+    for name, lo, hi in RANGES:
+        inside = (a >= lo) & (a <= hi) & ~np.isnan(a)
+        wrong = inside & (got != want)
+        if not inside.any():
+            continue
+        if not wrong.any():
+            right.append(name)
+            continue
+        g, w = np.abs(table[got[wrong] & 0xFF]), np.abs(table[want[wrong]])
+        bigger, smaller = int((g > w).sum()), int((g < w).sum())
+        way = "too large" if bigger and not smaller else "too small" if smaller and not bigger else "off both ways"
+        i = int(np.argmin(np.where(w > 0, a[wrong], np.inf))) if (w > 0).any() else int(np.argmin(a[wrong]))
+        ratio = g[i] / w[i] if w[i] else np.inf
+        factor = f", about {ratio:.3g}x" if np.isfinite(ratio) and way != "off both ways" else ""
+        said.append(
+            f"{int(wrong.sum())} of the {int(inside.sum())} values in {name} get codes {way}{factor} "
+            f"(the smallest: |x| = {a[wrong][i]:.7g} gets {g[i]:.7g}, want {w[i]:.7g})"
+        )
+    if not said:
+        return None
+    return "; ".join(said) + (f". Right: {', '.join(right)}." if right else ".")
+
+
+def _sign_impact(encode_e4m3: Callable, rows: list[np.ndarray]) -> str:
+    """What the learner's wrong sign bits do in the engine, from its codes for every value of ``rows``:
+    nonzero values stored with the other sign flip attention scores; a zero's sign alone changes no value,
+    only the byte. Empty when the encoder cannot be run on them all at once."""
+    x = np.concatenate(rows).astype(np.float32)
+    try:
+        got = np.asarray(encode_e4m3(x.copy())).astype(np.int64)
+    except Exception:  # judged already on the row that failed; here only the consequence is sought
+        return ""
+    want = reference(x).astype(np.int64)
+    if got.shape != want.shape:
+        return ""
+    flipped = ((got ^ want) & 0x80).astype(bool) & ~np.isnan(x)
+    nonzero = (want & 0x7F) != 0
+    negative = nonzero & (want >= 0x80)
+    said = []
+    for name, which in (("negative", negative), ("positive", nonzero & ~negative)):
+        n = int((flipped & which).sum())
+        if n:
+            other = "positive" if name == "negative" else "negative"
+            said.append(f"{n} of the {int(which.sum())} nonzero {name} values here are stored {other}")
+    if said:
+        return f"In the engine {' and '.join(said)}: their k or v changes sign, and so do attention scores."
+    zeros = flipped & ~nonzero
+    lost, gained = int((zeros & (want >= 0x80)).sum()), int((zeros & (want < 0x80)).sum())
+    which = [
+        f"{n} value{'s' * (n != 1)} whose code is {w} stored as {g}"
+        for n, w, g in ((lost, "-0 (0x80)", "+0 (0x00)"), (gained, "+0 (0x00)", "-0 (0x80)"))
+        if n
+    ]
+    return (
+        f"Only zero's sign is wrong: {' and '.join(which)}; all {int(nonzero.sum())} nonzero values here keep "
+        "their sign. In the engine no attention score changes value (+0 and -0 are the same 0): only the pool's "
+        "byte for zero differs from vLLM's and NVIDIA's."
+    )
+
+
 def _hint(x: float, want: int, got: int, bits: int) -> tuple[str, str]:
     """(problem, hint) for the first wrong element; ``bits`` is x's float32 bit pattern."""
     table = decode_table()
@@ -150,10 +233,7 @@ def _hint(x: float, want: int, got: int, bits: int) -> tuple[str, str]:
             "broken layer would be stored as a number and go unseen."
         )
     if (got & 0x80) != (want & 0x80):
-        return "sign", (
-            "the sign bit (0x80) must be x's sign bit, -0.0 included (np.signbit). In the engine a negative k "
-            "or v would be stored positive: attention scores change sign."
-        )
+        return "sign", "the sign bit (0x80) must be x's sign bit, -0.0 included (np.signbit)."
     if got == want | 0x7F and a > 448:  # 0x7F or 0xFF: NaN given for a big value
         return "no_saturation", (
             "beyond 448 (infinity too) e4m3 saturates to 448, code 0x7E (0xFE negative): "
@@ -241,6 +321,10 @@ def check(encode_e4m3: Callable) -> object:
                 problem, hint = _hint(float(row[i]), int(want[i]), int(got[i]), bits)
                 if problem not in ("nan_sign", "nan_lost", "sign"):
                     problem, hint = _recognise(encode_e4m3, [r for _, r in rows] + [row]) or (problem, hint)
+                if problem == "sign":
+                    hint += " " + _sign_impact(encode_e4m3, [np.array(r, np.float32) for _, r in table + rows])
+                if problem == "not_nearest":
+                    hint = _difference(encode_e4m3, [r for _, r in rows] + [row]) or hint
                 shown = f"{float(row[i])!r}" + (
                     f" (bits 0x{bits:08X}, sign bit {bits >> 31})" if np.isnan(row[i]) else ""
                 )

@@ -32,6 +32,13 @@ def wrong_case(part: int, problem: str, case: str, given: str, expected, got, hi
     return rejected(part, problem, case_message(case, given, expected, got, hint))
 
 
+def history(start: str, done: list[str], shown: int, empty: str, more: str, now: str) -> str:
+    """A case's input line: ``start``, the last ``shown`` of the calls ``done`` (``empty`` when none; ``more``
+    after them when earlier ones are left out), then the call ``now``."""
+    before = "; ".join(done[-shown:]) or empty
+    return f"{start}{before}{more if len(done) > shown else ''}; now {now}"
+
+
 @contextmanager
 def showing(given: Callable[[], str]) -> Iterator[None]:
     """A failure raised inside without an input line (the learner's code raised, or gave back something

@@ -10,7 +10,8 @@ HINTS = {
         "Keep refs = [0] * num_pages and a collections.deque of the free pages; num_free is its length.",
         "allocate: check n <= num_free first, then popleft n pages and set each refs[p] = 1.",
         "release: count each page in the call (collections.Counter) and check refs[p] >= count for all pages "
-        "before changing any; then decrement, and append each page that reaches 0 to the free queue.",
+        "before changing any (a page outside 0 .. num_pages - 1 is refused too); then decrement, and append each "
+        "page that reaches 0 to the free queue.",
     ],
     3: [
         "One request at a time, in order; its tokens this step are positions cached .. cached + new - 1.",
@@ -22,8 +23,8 @@ HINTS = {
         "of its keys agree, take that many pages, go on only if the whole edge agreed.",
         "insert walks the same way; where a child's edge agrees only partly and the keys go on, split the edge: "
         "a new upper node with the agreeing part, the old node below it with the rest.",
-        "evict: collect the leaves whose last page has allocator.refs == 1, take min by (last_used, order), cut "
-        "pages from its end while refs == 1, allocator.release them, remove the leaf when it is empty; repeat.",
+        "evict: collect the leaves whose last page has allocator.refs == 1, take min by (last_used, order), remove "
+        "it from its parent and allocator.release all its pages; repeat until at least n pages are freed.",
     ],
     5: [
         "Running requests first, oldest first: n = min(uncached, budget); the rows it needs are max(0, n - spare).",

@@ -2,7 +2,8 @@
 
 Each is the reference part (:mod:`.solutions`) with one thing changed: where that is a line of its
 source, the mistake is a stub under :func:`edit_of`, which names the reference and the edit. :data:`BY_PART`
-maps a part to ``{problem code the checker must name: the wrong part}``.
+maps a part to ``{problem code the checker must name: the wrong part}``, the mistakes notebooks 12-14 also
+serve; the few outside it (found by a checker's probe, not shown served) are named in the tests.
 """
 
 from __future__ import annotations
@@ -204,6 +205,45 @@ class TreeMatchesWholeEdges(S.PrefixTree):
     def match(self, keys): ...
 
 
+class TreePartialMatchKeepsClock(S.PrefixTree):
+    """match marks the edges it walks whole as used, but not the last one when it ends inside it."""
+
+    @edit_of(
+        S.PrefixTree.match,
+        (
+            "node.last_used = self.clock",
+            "node.last_used = self.clock if _common(node.keys, keys[i:]) == len(node.keys) else node.last_used",
+        ),
+    )
+    def match(self, keys): ...
+
+
+class TreeEvictsOneLeaf(S.PrefixTree):
+    """evict(n) frees the pages of one leaf at most, however many n asks for."""
+
+    @edit_of(S.PrefixTree.evict, ("while len(freed) < n:", "for _once in range(1):"))
+    def evict(self, n): ...
+
+
+class TreeEvictsLeafTails(S.PrefixTree):
+    """evict(n) frees exactly n pages, cut from the least recently used leaf's end, not whole leaves."""
+
+    def evict(self, n):
+        refs, freed = self.allocator.refs, []
+        while len(freed) < n:
+            leaves = [x for x in self._nodes() if not x.children and refs[x.pages[-1]] == 1]
+            if not leaves:
+                break
+            leaf = min(leaves, key=lambda x: (x.last_used, x.order))
+            first = leaf.keys[0]
+            while leaf.pages and refs[leaf.pages[-1]] == 1 and len(freed) < n:
+                leaf.keys.pop()
+                freed += self.allocator.release([leaf.pages.pop()])
+            if not leaf.pages:
+                del leaf.parent.children[first]
+        return freed
+
+
 # --- Part 5: the scheduler's step --------------------------------------------------------------------
 
 
@@ -348,6 +388,7 @@ BY_PART = {
         "refcount": TreeRetainsAgain,
         "match": TreeNoPartialMatch,
         "match_reference": TreeMatchSharesList,
+        "evict_part_of_leaf": TreeEvictsLeafTails,
     },
     5: {
         "wrong_victim": plan_preempts_oldest,

@@ -226,16 +226,9 @@ def check(rotate: Callable) -> object:
                 what=f"rotate(...) on '{name}'",
                 first=FIRST,
             )
-            if not np.array_equal(x, c["x"]):
-                raise wrong_case(
-                    PART,
-                    "modified_input",
-                    name,
-                    _describe(c),
-                    "x unchanged",
-                    "x changed in place",
-                    "return a new array: the model still needs its k after you rotate it.",
-                )
+            changed = not np.array_equal(x, c["x"])
+            if changed and got is None:  # nothing else to compare
+                raise _modified(name, c, "x changed in place")
             want = reference(c["x"], c["positions"], c["inv_freq"], c["is_neox"])
             if got is None:
                 raise wrong_case(
@@ -288,6 +281,8 @@ def check(rotate: Callable) -> object:
                     "the rotated head keeps x's shape [T, D].",
                 )
             if _close(got, want, c):
+                if changed:
+                    raise _modified(name, c, "x changed in place (the values returned are right)")
                 continue
             bad = np.argwhere(~(np.abs(got - want) <= _bound(c)))
             t, d = (
@@ -304,6 +299,10 @@ def check(rotate: Callable) -> object:
                 if _close(got, _mistake(c["x"], c["positions"], c["inv_freq"], c["is_neox"], **knobs), c):
                     problem, hint = code, message
                     break
+            else:
+                problem, hint = _probe(rotate, c, t) or (problem, hint)
+            if changed:
+                hint += " Your rotate also changed x in place: return a new array."
             raise wrong_case(
                 PART,
                 problem,
@@ -320,10 +319,111 @@ def check(rotate: Callable) -> object:
     )
 
 
+def _modified(name: str, c: dict, got: str):
+    return wrong_case(
+        PART,
+        "modified_input",
+        name,
+        _describe(c),
+        "x unchanged",
+        got,
+        "return a new array: the model still needs its k after you rotate it.",
+    )
+
+
 def _bound(c) -> np.ndarray:
     x = np.asarray(c["x"], np.float64)[:, None, :]
     r = np.maximum(pair_norms(x, _rope(c)).max(axis=(1, 2)), np.abs(x).max(axis=(1, 2)))  # [T]
     return error_bound("float32", c["positions"], r)[:, None]  # [T, 1]
+
+
+#: problem codes of :func:`_probe`: where a rotation first differs on unit vectors, said with its numbers
+DIFFERENCES = ("untouched", "wrong_frequency", "differs")
+
+
+def _linear_map(rotate: Callable, c: dict, position: int) -> np.ndarray | None:
+    """``M [D, D]``, ``M[d]`` = what ``rotate`` makes of the unit vector e_d at ``position`` (one token each);
+    None if the learner's code raises or returns something else."""
+    D = c["x"].shape[1]
+    try:
+        out = rotate(np.eye(D), np.full(D, position), np.array(c["inv_freq"]), c["is_neox"])
+        out = np.asarray(out, np.float64)
+    except Exception:  # judged already on the case that failed; here only a finer description is sought
+        return None
+    return out if out.shape == (D, D) else None
+
+
+def _probe(rotate: Callable, c: dict, t: int) -> tuple[str, str] | None:
+    """(problem, the difference) shrunk to one token and unit vectors: which output dimensions are wrong,
+    which right, and for a wrong one the angle it turns by (the inv_freq entry it matches); None if the
+    part agrees with the reference on unit vectors (its mistake needs the case's own x)."""
+    D, neox = c["x"].shape[1], bool(c["is_neox"])
+    inv = np.asarray(c["inv_freq"], np.float64)
+    kind = "NeoX" if neox else "GPT-J"
+    for position in sorted({1, int(np.asarray(c["positions"])[t])}):
+        got = _linear_map(rotate, c, position)
+        want = reference(np.eye(D), np.full(D, position), inv, neox)
+        if got is None:
+            return None
+        wrong = [j for j in range(D) if not np.allclose(got[:, j], want[:, j], atol=1e-5)]
+        if wrong:
+            break
+    else:
+        return None
+    pair = (lambda j: j % (D // 2)) if neox else (lambda j: j // 2)
+
+    def where(j: int) -> str:
+        first = j < D // 2 if neox else j % 2 == 0
+        return f"out[:, {j}] (pair {pair(j)}, {'first' if first else 'second'})"
+
+    right = [j for j in range(D) if j not in wrong]
+    said = (
+        f"with {kind} pairs at position {position}, unit vectors x = e_d: {_dims(wrong)} wrong, "
+        f"{_dims(right) if right else 'none'} right."
+    )
+    untouched = [j for j in wrong if np.allclose(got[:, j], np.eye(D)[:, j], atol=1e-5)]
+    if untouched:
+        return (
+            "untouched",
+            f"{said} Left untouched (out = x there): {_dims(untouched)}; each pair turns, both its dims.",
+        )
+    j = wrong[0]
+    angle = np.arccos(np.clip(got[j, j], -1, 1))
+    k = [i for i in range(D // 2) if abs(position * inv[i] - angle) < 1e-6]
+    said += f" {where(j)} = {_combination(got[:, j])}; want {_combination(want[:, j])}."
+    if k and k[0] != pair(j):
+        uses = [
+            next(
+                (i for i in range(D // 2) if abs(position * inv[i] - np.arccos(np.clip(got[d, d], -1, 1))) < 1e-6), None
+            )
+            for d in range(D)
+        ]
+        said += f" It turns by inv_freq[{k[0]}]'s angle, not its pair's inv_freq[{pair(j)}]: the frequency is wrong."
+        if uses == [d % (D // 2) for d in range(D)] and not neox:
+            said += (
+                " Your dimension d turns at inv_freq[d % (D/2)] (inv_freq tiled, as NeoX's halves use it); with "
+                "GPT-J pairs dims 2i and 2i + 1 share inv_freq[i]: np.repeat(inv_freq, 2)."
+            )
+        return "wrong_frequency", said
+    return "differs", said
+
+
+def _dims(ds: list[int]) -> str:
+    """Dimensions as runs: "dims 0-3, 6"."""
+    runs, start = [], None
+    for i, d in enumerate(ds):
+        if start is None:
+            start = d
+        if i + 1 == len(ds) or ds[i + 1] != d + 1:
+            runs.append(f"{start}-{d}" if d > start else f"{d}")
+            start = None
+    return ("dim " if len(ds) == 1 else "dims ") + ", ".join(runs)
+
+
+def _combination(col: np.ndarray) -> str:
+    """A column of a linear map as "0.54 x[0] - 0.84 x[4]" (terms under 1e-6 left out)."""
+    terms = [f"{'-' if v < 0 else '+'} {abs(v):.3g} x[{d}]" for d, v in enumerate(col) if abs(v) > 1e-6]
+    return (" ".join(terms) or "0").lstrip("+ ")
 
 
 def _partner(d: int, c) -> int:

@@ -19,8 +19,10 @@ import numpy as np
 
 from ..engine import Allocator as EngineAllocator
 from ..engine import Request, Scheduler, Status
+from ..engine.errors import ContractError
 from ..engine.radix import NoCache
 from ..engine.scheduler import Batch
+from ..teaching.feedback import plural
 from .feedback import call, int_list, passed, rejected, showing, wrong_case
 from .solutions import schedule_step as reference_plan
 
@@ -71,6 +73,7 @@ class Planned(Scheduler):
         strange = [rid for rid in [*preempted, *(rid for rid, _ in run)] if rid not in by_rid]
         if strange:
             raise ValueError(f"schedule_step planned request {strange[0]}, which is neither running nor waiting")
+        self._judge(run, preempted, by_rid)
         for rid in preempted:
             self.preempt(by_rid[rid], batch)
         for rid, n in run:
@@ -82,9 +85,30 @@ class Planned(Scheduler):
                 if self.cache.enabled:
                     continue  # held back to share a prefix computed this step
                 raise ValueError(f"schedule_step admitted request {rid}, whose {req.seq_len} rows are not free")
-            batch.add(req, min(int(n), req.num_uncached))
+            batch.add(req, min(int(n), req.num_uncached))  # admitted on a cached prefix: only the rest runs
         self.stats.peak_rows = max(self.stats.peak_rows, self.allocator.rows_in_use)
         return batch
+
+    def _judge(self, run, preempted, by_rid) -> None:
+        """Refuse a plan the engine cannot carry out, naming the request and the answer (ContractError)."""
+        said = f"your scheduler (schedule_step) planned run {list(run)!r:.120}, preempted {list(preempted)!r:.60}"
+        total = 0
+        for rid, n in run:
+            req = by_rid[rid]
+            verb = "ran" if req.status is Status.RUNNING else "admitted"
+            if rid in preempted:
+                raise ContractError(f"your scheduler preempted request {rid} and {verb} it in the same step ({said})")
+            most = req.num_uncached if req.status is Status.RUNNING else req.seq_len  # the tokens it was shown
+            if not 1 <= n <= most:
+                raise ContractError(
+                    f"your scheduler {verb} request {rid} for {plural(n, 'token')}: a request runs 1 to its "
+                    f"{most} tokens not computed yet ({said})"
+                )
+            total += n
+        if total > self.max_step_tokens:
+            raise ContractError(
+                f"your scheduler's step runs {total} tokens, more than max_step_tokens = {self.max_step_tokens} ({said})"
+            )
 
 
 # A case: (name, pool rows, max_step_tokens, [(prompt length, max_new_tokens)]); every request arrives at once.
@@ -97,6 +121,7 @@ def cases() -> list[tuple[str, int, int, list]]:
         ("a request that does not fit yet does not hold back a smaller one", 10, 16, [(4, 4), (8, 1), (2, 2)]),
         ("no free row: the most recently admitted is preempted", 8, 16, [(3, 5), (3, 5)]),
         ("nothing is admitted in a step that preempted", 8, 16, [(3, 5), (3, 5), (3, 1)]),
+        ("a prompt preempted mid-prefill gives back all its rows, spare ones too", 6, 4, [(2, 2), (1, 2), (3, 1)]),
     ]
 
 
@@ -116,7 +141,7 @@ def workload(n: int = 30, seed: int = 0) -> list[tuple[str, int, int, list]]:
 
 def _describe(running, waiting, budget, free) -> str:
     run = ", ".join(f"{r['rid']}: uncached {r['uncached']}, spare {r['spare']}, held {r['held']}" for r in running)
-    wait = ", ".join(f"{r['rid']}: {r['tokens']} tokens" for r in waiting)
+    wait = ", ".join(f"{r['rid']}: {plural(r['tokens'], 'token')}" for r in waiting)
     return f"running [{run}]; waiting [{wait}]; max_step_tokens {budget}; free_rows {free}"
 
 
@@ -135,6 +160,8 @@ def _plan(running, waiting, budget, free) -> tuple[list[tuple[int, int]], list[i
 
 
 def _hint(running, waiting, budget, want, got, free=None) -> tuple[str, str]:
+    """(problem, hint) of the catalogued mistake a plan looks like at this step: said only where the plan
+    agrees with that mistake's on every step checked (:func:`_diagnose`), or where it states a fact."""
     (w_run, w_pre), (g_run, g_pre) = want, got
     uncached = {r["rid"]: r["uncached"] for r in running} | {r["rid"]: r["tokens"] for r in waiting}
     if sum(n for _, n in g_run) > budget:
@@ -157,22 +184,12 @@ def _hint(running, waiting, budget, want, got, free=None) -> tuple[str, str]:
     ):
         return "ignores_spare", IGNORES_SPARE
     if g_pre != w_pre:
-        if w_pre and not g_pre:
-            return "no_preemption", (
-                "a running request needs rows and none is free: preempt the most recently "
-                "admitted "
-                "(the last of running), whose held rows become free, until the rows fit. In the engine a full "
-                "pool would stall: no request can grow, none gives rows back."
-            )
         if set(g_pre) != set(w_pre) and w_pre and g_pre:
             return "wrong_victim", (
                 "preempt the most recently admitted request (the end of running), not the oldest. In the engine "
                 "the request with the most work done would be thrown away and recomputed."
             )
-        return "preemption", (
-            "preempt only while the rows a running request needs are more than the free rows. In the engine "
-            "a request preempted for nothing is recomputed from its first token."
-        )
+        return "wrong_plan", "preemption differs"
     if any(n < uncached[rid] and rid not in dict(g_run) for rid, n in w_run):
         return "no_chunking", (
             "a prompt longer than what is left of the budget still runs: a chunk of "
@@ -203,12 +220,133 @@ def _hint(running, waiting, budget, want, got, free=None) -> tuple[str, str]:
                 "a waiting request whose rows are not free is skipped, not a wall: try the ones "
                 "behind it, while the budget lasts. In the engine one long prompt would hold up every short one behind it."
             )
-        return "admission", (
-            "admit a waiting request when all its tokens' rows are free (tokens <= free_rows); it "
-            "then runs min(tokens, budget left). In the engine a request admitted without its rows "
-            "runs out of them in the middle of its prompt."
-        )
+        return "wrong_plan", "admission differs"
     return "wrong_plan", "compare with the rules: running first, the budget, chunks, preemption, admission."
+
+
+#: problem codes whose hint states only what the plan itself shows (no guess at the mistake behind it)
+FACTS = ("over_budget", "preempted_runs")
+#: problem codes of :func:`_difference`: where a plan first differs from the engine's, said with its numbers
+DIFFERENCES = (
+    "too_many_preempted",
+    "too_few_preempted",
+    "other_victims",
+    "not_admitted",
+    "not_run",
+    "tokens",
+    "zero_tokens",
+    "admitted_after_preemption",
+    "admitted_without_rows",
+    "admitted",
+    "order",
+)
+
+
+def _freed_rows(running, preempted) -> int:
+    return sum(r["held"] for r in running if r["rid"] in preempted)
+
+
+def _difference(running, waiting, budget, free, want, got) -> tuple[str, str]:
+    """(problem, the first place the plan ``got`` differs from ``want``, said with its direction and numbers)."""
+    (w_run, w_pre), (g_run, g_pre) = want, got
+    by_rid = {r["rid"]: r for r in running}
+    spare = "spare ones included" if any(by_rid[v]["spare"] for v in w_pre) else "all of them"
+    if g_pre != w_pre:
+        freed = free + _freed_rows(running, w_pre)
+        need = sum(max(0, n - by_rid[rid]["spare"]) for rid, n in w_run if rid in by_rid)
+        if len(g_pre) > len(w_pre) and g_pre[: len(w_pre)] == w_pre:
+            return "too_many_preempted", (
+                f"you preempted {len(g_pre) - len(w_pre)} request{'s' if len(g_pre) - len(w_pre) > 1 else ''} too "
+                f"many ({g_pre}, want {w_pre}): once {w_pre} are preempted their held rows are free ({spare}), "
+                f"{free} + {_freed_rows(running, w_pre)} = {freed} rows, enough for the {need} new rows the running "
+                "requests need. In the engine a request preempted for nothing is recomputed from its first token."
+            )
+        if len(g_pre) < len(w_pre) and w_pre[: len(g_pre)] == g_pre:
+            return "too_few_preempted", (
+                f"you preempted {g_pre}, want {w_pre}: too few. With {free} free rows and "
+                f"{_freed_rows(running, g_pre)} freed, the running requests' new rows do not fit; preempt the "
+                "newest (the end of running) until they do. In the engine a full pool would stall: no request can "
+                "grow, none gives rows back."
+            )
+        return "other_victims", (
+            f"you preempted {g_pre}, want {w_pre} (running in admission order: {[r['rid'] for r in running]}; "
+            "the newest goes first)."
+        )
+    left_rows, left_budget = free + _freed_rows(running, w_pre), budget
+    got_n, want_n = dict(g_run), dict(w_run)
+    tokens = {w["rid"]: w["tokens"] for w in waiting}
+    for rid, n in w_run:
+        if rid not in got_n:
+            if rid in tokens:
+                fit = "exactly enough" if tokens[rid] == left_rows else "enough"
+                return "not_admitted", (
+                    f"request {rid} ({plural(tokens[rid], 'token')}) was left waiting, but when its turn came {left_rows} "
+                    f"rows were free ({fit}: tokens <= free rows admits it) and {plural(left_budget, 'token')} of the budget "
+                    "were left. In the engine it would wait while its rows sit free."
+                )
+            return "not_run", f"running request {rid} does not run in your plan; want {n} tokens of it."
+        if got_n[rid] != n:
+            way = "too many" if got_n[rid] > n else "too few"
+            u = by_rid[rid]["uncached"] if rid in by_rid else tokens[rid]
+            return "tokens", (
+                f"request {rid} runs {plural(got_n[rid], 'token')}, want {n} ({way}): min(its {u} tokens to compute, the "
+                f"{left_budget} left of the budget)."
+            )
+        left_rows -= tokens[rid] if rid in tokens else max(0, n - by_rid[rid]["spare"])
+        left_budget -= n
+    extra = next((rid, n) for rid, n in g_run if rid not in want_n) if set(got_n) - set(want_n) else None
+    if extra is not None:
+        rid, n = extra
+        if n == 0:
+            return "zero_tokens", (
+                f"request {rid} was admitted for 0 tokens: the budget was spent ({budget} tokens, all run by "
+                f"{[x for x, _ in w_run]}). When the budget left is 0, admission stops; a request runs at least one "
+                "token. In the engine it would take its rows and compute nothing."
+            )
+        if w_pre:
+            return "admitted_after_preemption", (
+                f"request {rid} was admitted in a step that preempted {w_pre}: admit nobody then, the freed "
+                "rows are for the running."
+            )
+        if rid in tokens and tokens[rid] > left_rows:
+            return "admitted_without_rows", (
+                f"request {rid} was admitted with {plural(tokens[rid], 'token')} while {plural(left_rows, 'row')} were free: too few. "
+                "In the engine a request admitted without its rows runs out of them in the middle of its prompt."
+            )
+        return "admitted", f"request {rid} runs {plural(n, 'token')} in your plan; the engine's step leaves it out."
+    return "order", f"the same requests in another order: {[x for x, _ in g_run]}, want {[x for x, _ in w_run]}."
+
+
+def _diagnose(history, step, want, got) -> tuple[str, str]:
+    """(problem, hint): a catalogued mistake's hint where the plan agrees with that mistake's on every step
+    checked so far (``history``: (step, want) pairs) and on this one, else the difference itself."""
+    from .mistakes import BY_PART
+
+    problem, hint = _hint(*step[:3], want, got, step[3])
+    if problem in FACTS:
+        return problem, hint
+
+    def same(plan, args, answer) -> bool:
+        try:
+            run, pre = plan(*(copy_views(a) for a in args))
+            return ([tuple(x) for x in run], list(pre)) == answer
+        except Exception:  # a catalogued plan that fails here is not this one
+            return False
+
+    matches = [c for c, plan in BY_PART[PART].items() if same(plan, step, got) and all(same(plan, *h) for h in history)]
+    if problem in matches:
+        return problem, hint
+    if matches:
+        return (
+            matches[0],
+            f"your plan is that of a scheduler that {BY_PART[PART][matches[0]].__doc__.strip()[0].lower()}{BY_PART[PART][matches[0]].__doc__.strip()[1:]}",
+        )
+    return _difference(*step, want, got)
+
+
+def copy_views(a):
+    """A copy of one argument of ``schedule_step`` (lists of dicts copied; numbers as they are)."""
+    return [dict(x) for x in a] if isinstance(a, list) else a
 
 
 def _plan_of(got, what: str, running, waiting) -> tuple[list[tuple[int, int]], list[int]]:
@@ -237,15 +375,16 @@ def _plan_of(got, what: str, running, waiting) -> tuple[list[tuple[int, int]], l
     return [tuple(x) for x in plan[0]], plan[1]
 
 
-def _drive(name, P, budget, reqs, schedule_step):
-    """Run the engine's scheduler over the case, comparing the learner's plan before every step."""
+def _drive(name, P, budget, reqs, schedule_step, history: list):
+    """Run the engine's scheduler over the case, comparing the learner's plan before every step; each step
+    the plan agreed on is added to ``history`` ((running, waiting, budget, free), want)."""
     __tracebackhide__ = True  # a failing check shows the learner's frames, not the checker's
     allocator = EngineAllocator(P)
     s = Scheduler(allocator, NoCache(allocator), max_step_tokens=budget)
     for rid, (prompt, new) in enumerate(reqs):
         s.add(Request(rid, [1 + (rid + j) % 7 for j in range(prompt)], new))
-    step = 0
-    while not s.done and step < 200:
+    step = 1  # the engine's numbering: its first step is step 1
+    while not s.done and step <= 200:
         running, waiting = views(s)
         free = s.allocator.num_free
         with showing(lambda: _describe(running, waiting, budget, free)):
@@ -263,7 +402,7 @@ def _drive(name, P, budget, reqs, schedule_step):
             want = ([(r.rid, n) for r, n in zip(batch.requests, batch.lengths)], [r.rid for r in batch.preempted])
             got = _plan_of(got, f"schedule_step(...) on '{name}', step {step}", running, waiting)
         if got != want:
-            problem, hint = _hint(running, waiting, budget, want, got, free)
+            problem, hint = _diagnose(history, (running, waiting, budget, free), want, got)
             raise wrong_case(
                 PART,
                 problem,
@@ -273,6 +412,7 @@ def _drive(name, P, budget, reqs, schedule_step):
                 f"run {got[0]}, preempted {got[1]}",
                 hint,
             )
+        history.append(((running, waiting, budget, free), want))
         s.postprocess(batch, mx.zeros((len(batch.requests), 8)))
         step += 1
 
@@ -284,9 +424,9 @@ def check(schedule_step: Callable) -> object:
     running and waiting requests, the budget and free rows, the engine's batch and the learner's plan.
     """
     __tracebackhide__ = True  # a failing check shows the learner's frames, not the checker's
-    table, runs = cases(), workload()
+    table, runs, history = cases(), workload(), []
     for name, P, budget, reqs in table + runs:
-        _drive(name, P, budget, reqs, schedule_step)
+        _drive(name, P, budget, reqs, schedule_step, history)
     return passed(
         PART,
         f"schedule_step plans every step as the engine's scheduler on {len(table)} table cases and "

@@ -199,7 +199,51 @@ def _diagnose(requests, ps, positions, slots) -> tuple[str, str]:
     for problem, (fn, hint) in MISTAKES.items():
         if fn is not None and slots == [fn(r, i, r["cached"] + i, ps) for r in requests for i in range(r["new"])]:
             return problem, hint
-    return "wrong_rows", "slot = pages[p // page_size] * page_size + p % page_size, for each position p."
+    return "wrong_rows", _difference(requests, ps, slots)
+
+
+def _difference(requests, ps, slots) -> str:
+    """The first wrong slot, located: its request and position, the page of the request's table it is on,
+    where the learner's slot lies instead, whether that request's slots simply run on from its first, and
+    whose row the learner's slot is (:func:`_landing`)."""
+    t = 0
+    for j, r in enumerate(requests):
+        for i, p in enumerate(range(r["cached"], r["cached"] + r["new"])):
+            page, off = divmod(p, ps)
+            want = r["pages"][page] * ps + off
+            if slots[t] != want:
+                g_page, g_off = divmod(slots[t], ps)
+                table = r["pages"]
+                there = f"page {table.index(g_page)} of its table" if g_page in table else "a page not in its table"
+                said = (
+                    f"request {j}'s position {p} is on page {page} of its page table (pool page {table[page]}), "
+                    f"offset {off}: slot {table[page]} * {ps} + {off} = {want}. Your slot {slots[t]} is pool page "
+                    f"{g_page} ({there}), offset {g_off}."
+                )
+                mine = slots[t - i : t - i + r["new"]]
+                if i and mine == list(range(mine[0], mine[0] + r["new"])):
+                    said += (
+                        f" Your slots for this request run on one row at a time from its first ({mine[0]}), right "
+                        f"up to position {p - 1}; position {p} starts page {page} of its table, which can be any "
+                        "pool page: look each position's page up in the page table, a chunk crossing a page "
+                        "boundary is not in consecutive rows."
+                    )
+                return said + " " + _landing(requests, j, ps, slots[t])
+            t += 1
+    return "slot = pages[p // page_size] * page_size + p % page_size, for each position p."
+
+
+def _landing(requests, j, ps, slot) -> str:
+    """Whose row ``slot`` is, from the step's page tables: request ``j``'s own (and which position's),
+    another request's of the step, or none of them."""
+    page, off = divmod(slot, ps)
+    if page in requests[j]["pages"]:
+        p = requests[j]["pages"].index(page) * ps + off
+        return f"In the engine these k and v would land in another of this request's rows (position {p}'s)."
+    others = [k for k, r in enumerate(requests) if k != j and page in r["pages"]]
+    if others:
+        return f"In the engine these k and v would land in another request's rows (request {others[0]}'s)."
+    return "In the engine these k and v would land in a row no request of this step holds."
 
 
 def check(slot_mapping: Callable) -> object:

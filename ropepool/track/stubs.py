@@ -53,7 +53,7 @@ class Allocator:
 
     def release(self, pages):
         """One holder fewer for each page; return the pages that became free. ValueError (and nothing
-        released) for a free page, or a page given more often than it is held."""
+        released) for a free page, a page given more often than it is held, or a page outside the pool."""
         raise NotImplementedError("part 2: Allocator.release")
 
 

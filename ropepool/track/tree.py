@@ -17,7 +17,9 @@ import numpy as np
 
 from ..engine import Allocator as EngineAllocator
 from ..engine import RadixCache
-from .feedback import call, int_list, is_int, passed, rejected, showing, wrong_case
+from ..engine.errors import ContractError
+from ..teaching.feedback import plural
+from .feedback import call, history, int_list, is_int, passed, rejected, showing, wrong_case
 
 PART = 4
 FIRST = (
@@ -54,19 +56,73 @@ class Cached:
     def match(self, tokens):
         keys = self.key(tokens)
         pages = [int(p) for p in self.inner.match(keys)]
+        held = [p for p in pages if (self._refs(p) or 0) < 1]
+        if len(pages) > len(keys) or held:
+            raise ContractError(
+                f"your tree's match of {len(keys)} keys returned {plural(len(pages), 'page')} {pages!r:.80}"
+                + (f": page {held[0]} is not held by anyone" if held else ": more pages than keys")
+            )
         return pages, (keys[: len(pages)], pages)
 
     def insert(self, tokens, pages, cursor):
         before_keys, before_pages = cursor if cursor is not None else ([], [])
         keys = before_keys + self.key(tokens)
         theirs = [int(p) for p in self.inner.insert(keys, before_pages + list(pages))]
+        if len(theirs) != len(keys):
+            raise ContractError(
+                f"your tree's insert of {len(keys)} keys returned {plural(len(theirs), 'page')}: one page per key"
+            )
         return theirs[len(before_keys) :], (keys, theirs)
 
     def num_evictable(self) -> int:
         return int(self.inner.num_evictable())
 
+    def node_views(self) -> dict:
+        """The learner's tree as the engine's viewer draws it (``{id: NodeView}``), read from its nodes laid out
+        as the reference's are (``root``; each node's ``children`` mapping, ``keys``, ``pages``,
+        ``last_used``); empty where the tree is laid out otherwise."""
+        from ..engine.recording import NodeView
+
+        ids = self.__dict__.setdefault("_ids", {})  # id(node) -> (node, its number in the views)
+
+        def number(node) -> int:
+            if ids.get(id(node), (None,))[0] is not node:
+                ids[id(node)] = (node, len(ids) + 1)
+            return ids[id(node)][1]
+
+        views, root = {}, getattr(self.inner, "root", None)
+        try:
+            stack = [(child, 0) for child in root.children.values()]
+            while stack:
+                node, parent = stack.pop()
+                keys = [t for k in node.keys for t in (k if isinstance(k, tuple) else (k,))]
+                nid = number(node)
+                views[nid] = NodeView(
+                    nid, parent, keys, [int(p) for p in node.pages], int(getattr(node, "last_used", 0))
+                )
+                stack += [(child, nid) for child in node.children.values()]
+        except (AttributeError, TypeError, ValueError):  # a tree of another layout: nothing to draw
+            return {}
+        return views
+
+    def _refs(self, page: int) -> int | None:
+        """The allocator's count of ``page``; None for a page outside the pool."""
+        if not 0 <= page < self.allocator.num_pages:
+            return None
+        refs = self.allocator.refs
+        return int(refs.get(page, 0) if hasattr(refs, "get") else refs[page])
+
     def evict(self, n: int) -> list[int]:
-        return [int(p) for p in self.inner.evict(n)]
+        freed = [int(p) for p in self.inner.evict(n)]
+        held = [p for p in freed if self._refs(p) != 0]
+        if len(set(freed)) < len(freed) or held:  # more than n is allowed: a whole leaf may go at once
+            if held:
+                count = self._refs(held[0])
+                why = f"page {held[0]} " + ("is not in the pool" if count is None else f"is still held (refs {count})")
+            else:
+                why = "a page twice"
+            raise ContractError(f"your tree's evict({n}) freed {plural(len(freed), 'page')} {freed!r:.80}: {why}")
+        return freed
 
 
 class _Engine:
@@ -130,7 +186,7 @@ def cases() -> list[tuple[str, int, list]]:
             ],
         ),
         (
-            "evicting cuts a leaf from its end, then its parent",
+            "evicting frees whole leaves, the oldest first, then their parent",
             12,
             [
                 ("request", "A", [1, 2, 3, 4]),
@@ -316,35 +372,34 @@ def _hint(what: str, want, got, w_refs, g_refs, w_free, g_free, w_ev, g_ev) -> t
         if held:
             return "evicted_held", (
                 f"evict returned page {held[0]}, which a request still holds (its count was above 1; it is "
-                f"{g_refs[held[0]]} after your release): cut pages from a leaf's end only while refs == 1 (only "
-                "the tree holds them), checking each page, not just the leaf's last. In the engine the request "
-                "still reading those rows would find them handed to another."
+                f"{g_refs[held[0]]} after your release): evict takes only leaves whose pages only the tree holds "
+                "(refs == 1), and a page a request holds stays in the tree. In the engine the request still "
+                "reading those rows would find them handed to another."
             )
-        if (
-            direct
-            and set(got) < set(want)
-            and len(got) < int(what[len("evict(") : -1])
-            and g_ev
-            and all(g_refs[p] == 1 for p in set(want) - set(got))
-        ):
+        n = int(what[len("evict(") : -1]) if direct else 0
+        if direct and set(got) < set(want) and len(got) >= n:
+            return "evict_part_of_leaf", (
+                f"evict({n}) freed {got} where the reference frees {want}: evict frees whole leaves, never part "
+                "of one. It removes the least recently used leaf whose pages only the tree holds and releases all "
+                "its pages, and takes the next such leaf only while fewer than n pages are freed, so it may free "
+                "more than n (SGLang's evict(1) frees a whole leaf). In the engine the cache would keep other "
+                "prefixes than SGLang's, and evict more often."
+            )
+        if direct and set(got) < set(want) and g_ev and all(g_refs[p] == 1 for p in set(want) - set(got)):
             return "empty_leaf_kept", (
-                f"evict freed {len(got)} pages while your tree still counts {g_ev} it could free, and the pages "
-                "above the leaves it emptied stay: a leaf left with no pages must be removed from its parent, so "
-                "the parent may become a leaf and be evicted next. In the engine the cache would keep pages it "
+                f"evict({n}) freed {plural(len(got), 'page')} while your tree still counts {g_ev} it could free: "
+                "a leaf evicted is removed from its parent, so the parent may become a leaf and be evicted next, "
+                "in the same call, until at least n pages are freed. In the engine the cache would keep pages it "
                 "could give back, and requests be refused for room the pool has."
             )
         return "eviction_order", (
-            "evict the least recently used leaf first (smallest last_used), cutting pages "
-            "from its "
-            "end, only pages the tree alone holds (refs == 1); a leaf left empty goes, and its "
-            "parent may become a leaf. In the engine the cache would keep what is least likely to be asked again: prompts recomputed."
+            "evict takes the least recently used leaf first (smallest last_used; a tie, the older node) among "
+            "the leaves whose pages only the tree holds (refs == 1), frees it whole, and goes on, leaf after "
+            "leaf, until at least n pages are freed; a parent left without children may be the next leaf. In "
+            "the engine the cache would keep what is least likely to be asked again: prompts recomputed."
         )
     if g_refs != w_refs:
-        return "refcount", (
-            "insert retains (allocator.retain) only the pages the tree newly keeps, once each; where "
-            "it already holds the keys it returns its own page and retains nothing. In the engine a page "
-            "counted too often is never freed; too seldom, it is freed while the tree still hands it out."
-        )
+        return "refcount", _refs_difference(w_refs, g_refs)
     if g_ev != w_ev:
         return "num_evictable", (
             "num_evictable counts the pages in the tree that only the tree holds (refs[p] == 1). In the engine "
@@ -356,6 +411,31 @@ def _hint(what: str, want, got, w_refs, g_refs, w_free, g_free, w_ev, g_ev) -> t
             "(split an edge where the keys diverge inside it), the page given where it is new."
         )
     return "wrong_answer", "compare with the rules in the stub's docstring."
+
+
+def _refs_difference(w_refs: list[int], g_refs: list[int]) -> str:
+    """Which pages' counts differ, which way, and what that means of insert's retains."""
+    high = [p for p, (w, g) in enumerate(zip(w_refs, g_refs)) if g > w]
+    low = [p for p, (w, g) in enumerate(zip(w_refs, g_refs)) if g < w]
+    said = []
+    if high:
+        said.append(
+            f"page{'s' if len(high) > 1 else ''} {', '.join(map(str, high))} counted too often (refs "
+            f"{', '.join(str(g_refs[p]) for p in high)}, want {', '.join(str(w_refs[p]) for p in high)}): where the "
+            "tree already holds the keys, insert returns its own page and retains nothing"
+        )
+    if low:
+        said.append(
+            f"page{'s' if len(low) > 1 else ''} {', '.join(map(str, low))} counted too seldom (refs "
+            f"{', '.join(str(g_refs[p]) for p in low)}, want {', '.join(str(w_refs[p]) for p in low)}): insert "
+            "retains (allocator.retain) each page the tree newly keeps, once, those of a new leaf below a leaf included"
+        )
+    engine = []
+    if high:
+        engine.append("a page counted too often is never freed")
+    if low:
+        engine.append("a page counted too seldom is freed while the tree still hands it out")
+    return "; ".join(said) + f". In the engine {' and '.join(engine)}."
 
 
 def _match_changes_tree(make: Callable) -> bool:
@@ -395,6 +475,90 @@ def _match_keeps_clock(make: Callable) -> bool:
     return True
 
 
+def _evict_stops_after_one_leaf(make: Callable) -> bool:
+    """True when evict frees one leaf per call: with [1, 2, 3] and [1, 2, 4] cached (an edge [1, 2] and two
+    leaves), three calls of evict(3) free one leaf's pages each (1, 1, then the 2 of [1, 2], which became a
+    leaf once both leaves were removed). False if it cannot tell."""
+    try:
+        a = EngineAllocator(8)
+        tree = make(a)
+        for keys in ([1, 2, 3], [1, 2, 4]):
+            found = [int(p) for p in tree.match(keys)]
+            a.retain(found)
+            pages = found + a.allocate(len(keys) - len(found))
+            tree.insert(keys, list(pages))
+            a.release(pages)  # the request finishes: only the tree holds them
+        freed = [sorted(int(p) for p in tree.evict(3)) for _ in range(3)]
+    except Exception:  # judged already on the case that failed; here only a better hint is sought
+        return False
+    return [len(f) for f in freed] == [1, 1, 2] and sorted(sum(freed, [])) == [0, 1, 2, 3]
+
+
+EVICT_ONE_LEAF = (
+    "evict(n) stopped after one leaf: with [1, 2, 3] and [1, 2, 4] cached and nobody else holding them, each "
+    "evict(3) of yours freed one leaf's pages (1, then 1, then the 2 of [1, 2]). Keep taking the least "
+    "recently used leaf, whole (a parent left without children may be next), until at least n pages are "
+    "freed or no leaf is left. In the engine a request would be refused for room the cache could have given back."
+)
+
+
+def _partial_match_keeps_clock(make: Callable) -> bool:
+    """True when a match marks the edges it walks whole but not one it ends inside: of two leaves inserted
+    in turn, after a match walking the first leaf's whole edge evict takes the other leaf, after a match
+    ending inside it evict still takes the first. False if it cannot tell."""
+
+    def evicted_after(touch: list[int]) -> list[int]:
+        a = EngineAllocator(8)
+        tree = make(a)
+        for keys in ([1, 2, 3], [4, 5, 6]):
+            pages = a.allocate(len(keys))
+            tree.insert(keys, list(pages))
+            a.release(pages)  # the request finishes: only the tree holds them
+        tree.match(touch)
+        return sorted(int(p) for p in tree.evict(3))
+
+    try:
+        return evicted_after([1, 2, 3]) == [3, 4, 5] and evicted_after([1, 2]) == [0, 1, 2]
+    except Exception:  # judged already on the case that failed; here only a better hint is sought
+        return False
+
+
+MATCH_PARTIAL_CLOCK = (
+    "with two leaves [1, 2, 3] and [4, 5, 6] inserted in turn, then match([1, 2]), your evict(3) took the "
+    "leaf that match ended inside: your match marks the edges it walks whole (last_used = the clock) but not "
+    "the last one, matched only in part (a match of [1, 2, 3] does mark it). Every node a match enters "
+    "is used, an edge only partly matched included. In the engine the prefix a request just shared would be "
+    "evicted first, and recomputed by the next request that asks."
+)
+
+
+def _evict_frees_held(make: Callable) -> list[int]:
+    """The pages evict frees that a request still holds, with [1, 2, 3] cached and a request holding the
+    pages of [1, 2] (it matched them): a match ending inside the edge splits it, so the reference frees only
+    the page of [3]. [] when none is held, or if it cannot tell."""
+    try:
+        a = EngineAllocator(8)
+        tree = make(a)
+        pages = a.allocate(3)
+        tree.insert([1, 2, 3], list(pages))
+        a.release(pages)  # the request finishes: only the tree holds them
+        a.retain([int(p) for p in tree.match([1, 2])])  # a new request holds the prefix it matched
+        freed = {int(p) for p in tree.evict(3)}
+        return sorted(p for p in freed if 0 <= p < a.num_pages and a.refs[p] > 0)
+    except Exception:  # judged already on the case that failed; here only a better hint is sought
+        return []
+
+
+def _evict_held_hint(held: list[int]) -> str:
+    return (
+        f"with [1, 2, 3] cached (pages 0, 1, 2) and a request holding the pages of [1, 2] (it matched them), "
+        f"your evict(3) freed page{'s' if len(held) > 1 else ''} {', '.join(map(str, held))}, which that request "
+        "still holds (refs 2 before your release): a match ending inside an edge splits it there, and evict "
+        "takes only leaves whose pages only the tree holds (refs == 1), so here only the page of [3] goes. In "
+        "the engine the request still reading those rows would find them handed to another."
+    )
+
+
 MATCH_CLOCK = (
     "evict took a leaf a match had just walked: match must mark every node it walks as used (last_used = the "
     "clock, ticked once per match), as insert does; a match is a use. In the engine the prefix a request just "
@@ -408,6 +572,21 @@ MATCH_REFERENCE = (
     "from a new list (pages = []) and add copies. In the engine the next request would be handed pages of "
     "tokens it does not have, and read another request's rows."
 )
+
+
+def _probe_eviction(make: Callable, problem: str, hint: str) -> tuple[str, str]:
+    """(problem, hint) for an evict that differs: a probe's finding where one finds the mistake behind it
+    (held pages freed, a match that is not a use), after the case's own hint when that says another thing."""
+    held = _evict_frees_held(make)
+    if held:
+        found = "evicted_held", _evict_held_hint(held)
+    elif _match_keeps_clock(make):
+        found = "match_clock", MATCH_CLOCK
+    elif _partial_match_keeps_clock(make):
+        found = "partial_match_clock", MATCH_PARTIAL_CLOCK
+    else:
+        return problem, hint
+    return found[0], found[1] if problem == "eviction_order" else f"{hint} Besides: {found[1]}"
 
 
 def check(make: Callable) -> object:
@@ -428,16 +607,18 @@ def check(make: Callable) -> object:
                     problem, hint = _hint(what, want, got, w_refs, g_refs, w_free, g_free, w_ev, g_ev)
                     if problem in ("match", "insert", "refcount", "wrong_answer") and _match_changes_tree(make):
                         problem, hint = "match_reference", MATCH_REFERENCE
-                    if problem == "eviction_order" and _match_keeps_clock(make):
-                        problem, hint = "match_clock", MATCH_CLOCK
-                    before = "; ".join(done[-5:]) or "an empty tree"
-                    given = f"a pool of {pages} pages; {before}{' (and before)' if len(done) > 5 else ''}"
+                    if problem == "empty_leaf_kept" and _evict_stops_after_one_leaf(make):
+                        problem, hint = "evict_one_leaf", EVICT_ONE_LEAF
+                    elif problem in ("eviction_order", "evict_part_of_leaf"):
+                        problem, hint = _probe_eviction(make, problem, hint)
+                    given = history(f"a pool of {pages} pages; ", done, 5, "an empty tree", " (and before)", what)
+                    expected = f"{want} (refs {w_refs}, {w_free} free, {w_ev} evictable)"
                     raise wrong_case(
                         PART,
                         problem,
                         name,
-                        given + f"; now {what}",
-                        f"{want} (refs {w_refs}, {w_free} free, {w_ev} evictable)",
+                        given,
+                        expected,
                         f"{got} (refs {g_refs}, {g_free} free, {g_ev} evictable)",
                         hint,
                     )

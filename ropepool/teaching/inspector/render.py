@@ -15,6 +15,7 @@ from html import escape
 
 from ...engine.recording import Decision, Settings, State
 from ...engine.scheduler import IN_BATCH_PREFIX, common_prefix
+from ..feedback import plural
 from ..viz.sharing import row_runs
 
 #: Request colours (Okabe-Ito, then Tableau): distinct for the colour-blind, legible on a projector.
@@ -45,10 +46,6 @@ STYLE = """
 
 def colour(rid: int) -> str:
     return COLOURS[rid % len(COLOURS)]
-
-
-def plural(n: int, word: str, many: str | None = None) -> str:
-    return f"{n} {word if n == 1 else many or word + 's'}"
 
 
 def _fill(owners: list[int], state: str) -> str:
