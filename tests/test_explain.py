@@ -300,3 +300,11 @@ def test_the_fix_named_changes_the_outcome_and_the_tempting_one_does_not(name):
         tempting = raised({**broken, "num_kv_heads": bad_heads, "v": mx.zeros((3, bad_heads, p.head_dim), mx.float16)})
         assert tempting.code == "k_pool_shape"  # the error moved to the pool, as the report says
         rope_pool_fused(**{**broken, "k": kw["k"]})  # the k the fix names: passes
+
+
+def test_a_v_pool_whose_rows_alone_differ_from_k_pools_says_so_and_gives_the_rows():
+    """Heads and head_dim are the model's and what the op expected: only P differs, and the fix names it."""
+    report = explain("v_pool shape must match k_pool shape, got (15, 8, 128) vs (16, 8, 128)", model="mistral-7b")
+    flat = " ".join(report.split())
+    assert "pool_rows_differ" in flat and "v_pool has 15 rows and k_pool 16" in flat
+    assert "with the same P (16)" in flat and "Pass ." not in flat

@@ -323,6 +323,14 @@ def case_of(read: ReadError, facts: Facts | None = None, *, others: tuple[str, .
         if not pool:
             return None
         _, H, Dp = pool
+        other = _shape(read, "k_shape")
+        if code == "v_pool_shape" and other and tuple(other[1:]) == (H, Dp) == (Hkv, D) and other[0] != pool[0]:
+            return Case(
+                "pool_rows_differ",
+                f"both pools hold the model's [{Hkv}, {D}] rows, but v_pool has {pool[0]} rows and k_pool "
+                f"{other[0]}: the two pools were allocated with different row counts.",
+                f"Allocate v_pool exactly like k_pool: [P, {Hkv}, {D}] with the same P ({other[0]}).",
+            )
         if (H, Dp) == (Hkv, D):
             passed = f" (the op expected [P, {exp[1]}, {exp[2]}])" if exp else ""
             wrong = []
