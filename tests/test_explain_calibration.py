@@ -90,3 +90,15 @@ def test_numbers_with_no_relation_of_heads_are_never_one_reading():
 def test_numbers_none_of_the_models_sizes_but_named_by_their_words_are_read_by_the_words():
     d = diagnose("ValueError: position 9000 must be less than max_position_embeddings 8192", facts_of("llama-3-8b"))
     assert d.case == "ambiguous" and d.quantity == "positions"
+
+
+def test_digits_inside_a_name_or_a_path_are_never_read_as_sizes():
+    """A path or a model's name (``/srv/qwen-2-72b-chat/``) and a dtype (``bfloat16``, ``int8``) name things:
+    their digits are no sizes, so a message whose only digits stand there is not read from numbers."""
+    f = facts_of("llama-3-8b")
+    path = diagnose("ValueError: a model id must be in the form 'org/name', not '/srv/qwen-2-72b-chat/'", f)
+    assert path is None or "72" not in (path.read or ""), path
+    dtypes = diagnose("ValueError: cache blocks must be float32 or bfloat16, got int8 for layer_4", f)
+    assert dtypes is not None and dtypes.read.startswith("no numbers"), dtypes
+    shapes = diagnose("FooError: a bfloat16 k of shape (7, 32, 128) met a pool of shape (64, 8, 128)", f)
+    assert shapes is not None and "16" not in shapes.read.replace("128", ""), shapes

@@ -140,6 +140,22 @@ def framework_named(text: str) -> str:
     )
 
 
+_TOKEN = re.compile(r"[\w.~/-]+")
+_KEPT = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|\d+x\d+")  # a number, or a product's m x k
+
+
+def without_names(line: str) -> str:
+    """``line`` with its names blanked: a path or a token of letters with digits (``llama-3-8b``, ``float16``,
+    ``layers.3.mlp``, ``sm_90``) names a thing and counts nothing, so its digits are never read as sizes."""
+
+    def blank(m: re.Match) -> str:
+        token = m.group(0)
+        named = re.search(r"\d", token) and ("/" in token or re.search(r"[A-Za-z]", token))
+        return " " * len(token) if named and not _KEPT.fullmatch(token.strip(".-")) else token
+
+    return _TOKEN.sub(blank, line)
+
+
 def _roles(line: str) -> list[tuple[int, str | None, int]]:
     """Each number of ``line`` with the role the words just before it name (None: unnamed), and its place."""
     out = []
@@ -410,13 +426,14 @@ def diagnose(text: str, f: Facts) -> Diagnosis | None:
         if said is not None:
             return Diagnosis("unknown", framework_named(text) + "; read from its words", line[:400], *_said(*said))
     source = framework_named(text) + "; read from its numbers"
+    shown, line = line, without_names(line)
     if not re.search(r"\d", line):
         verdict = _candidates(line, f)
         if verdict is None:
             return None
         source = framework_named(text) + "; no numbers, so the candidates that fit"
         named = ", ".join(name for name, words in _TOPICS.items() if words.search(line))
-        return Diagnosis("unknown", source, line[:400], f"no numbers; it names: {named}", *verdict)
+        return Diagnosis("unknown", source, shown[:400], f"no numbers; it names: {named}", *verdict)
     read = (
         _ordered(line, f)
         or (_from_numbers(line, f) if _DIVIDES.search(line) else None)
@@ -425,17 +442,17 @@ def diagnose(text: str, f: Facts) -> Diagnosis | None:
     )
     if read is None:
         verdict = _candidates(line, f)
-        return None if verdict is None else Diagnosis("unknown", source, line[:400], "its words", *verdict)
+        return None if verdict is None else Diagnosis("unknown", source, shown[:400], "its words", *verdict)
     if read[1][0] == "foreign" and any(role for _, role, _ in _roles(line)):  # its words name what they are
         verdict = _candidates(line, f)
-        return None if verdict is None else Diagnosis("unknown", source, line[:400], "its words", *verdict)
+        return None if verdict is None else Diagnosis("unknown", source, shown[:400], "its words", *verdict)
     if read[1][0] == "foreign":  # none of the numbers is a size of the model: probably not a shape of its own
         why = (
             f"probably not a head, RoPE or KV-cache error: its numbers are none of {f.name}'s sizes "
             f"({describe_sizes(f)}). It would be one if a tensor of this model met one of another."
         )
         read = read[0], ("likely_not_mine", "foreign", why, read[1][3])
-    return Diagnosis("unknown", source, line[:400], *_said(*read))
+    return Diagnosis("unknown", source, shown[:400], *_said(*read))
 
 
 def _said(read: str, verdict: tuple) -> tuple:
