@@ -541,9 +541,9 @@ WRONG = [
     (4, "num_evictable", TreeCountsEveryPage),
     (4, "eviction_order", TreeEvictsBiggestLeaf),
     (5, "ignores_spare", schedule_forgets_spare),
-    # written first as "admission": on the step it fails a long prompt is not admitted, which is what a
-    # scheduler without chunks does too; the hint names both (admit by free rows, run a chunk)
-    (5, "no_chunking", schedule_admits_by_budget),
+    # written first as "admission": on its smallest failing state a prompt longer than the budget left is not
+    # admitted although its rows are free; the difference says so (run a chunk of it now)
+    (5, "not_admitted", schedule_admits_by_budget),
     (5, "over_budget", schedule_decodes_are_free),
     (5, "wrong_victim", schedule_preempts_first_admitted),
 ]

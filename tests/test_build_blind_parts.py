@@ -44,7 +44,7 @@ EXPECTED = {
     "p4_wrong_match_keeps_clock.py": "match_clock",
     "p5_wrong_admits_after_preempting.py": "admitted_after_preemption",
     "p5_wrong_ignores_spare.py": "ignores_spare",
-    "p5_wrong_no_chunk_for_new_prompt.py": "no_chunking",
+    "p5_wrong_no_chunk_for_new_prompt.py": "not_admitted",
     "p5_wrong_preempted_self_still_runs.py": "preempted_runs",
     "p5_wrong_stops_at_first_misfit.py": "blocked_queue",
     "p6_wrong_infinity_is_nan.py": "no_saturation",

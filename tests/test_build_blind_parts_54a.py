@@ -80,13 +80,13 @@ def test_a_hint_is_never_a_catalogued_mistake_the_part_did_not_make():
 def test_the_checker_counts_steps_as_the_engine_and_the_viewer_do():
     """Step 1 is the first step everywhere: the engine's batch history, the viewer and the checker."""
     case = next(c for c in CASES if c["id"] == "p5_sched_w_admits_zero_token")
-    assert "'the budget spent by decodes: the waiting prompt waits, step 1'" in track.feedback(*load(case)).message
+    assert "'the budget spent by decodes: the waiting prompt waits, step 1," in track.feedback(*load(case)).message
 
 
 def test_a_count_of_one_is_singular():
     case = next(c for c in CASES if c["id"] == "p5_sched_w_admits_zero_token")
     message = track.feedback(*load(case)).message
-    assert "waiting [0: 1 token, 1: 1 token, 2: 4 tokens]" in message, message
+    assert re.search(r"waiting \[\d: 1 token, \d: 1 token\]", message) and "(1 token, all run by" in message, message
 
 
 def test_the_scorer_has_a_reading_of_every_feedback_the_checkers_give_now(capsys):

@@ -24,6 +24,7 @@ from ..engine.radix import NoCache
 from ..engine.scheduler import Batch
 from ..teaching.feedback import plural
 from .feedback import call, int_list, passed, rejected, showing, wrong_case
+from .shrink import smallest, without_each
 from .solutions import schedule_step as reference_plan
 
 PART = 5
@@ -139,6 +140,130 @@ def workload(n: int = 30, seed: int = 0) -> list[tuple[str, int, int, list]]:
     return out
 
 
+def states(n: int = 300, seed: int = 1) -> list[tuple[list[dict], list[dict], int, int]]:
+    """``n`` random states a scheduler meets, with a prefix cache too: 0-3 running requests in any mix of
+    mid-prefill (rows held for all their tokens: spare = uncached) and decoding (uncached 1, spare 0),
+    0-2 waiting ones, budgets of 1-12 tokens, 0-12 free rows; each ``(running, waiting, budget, free)``."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        running = []
+        for rid in range(int(rng.integers(0, 4))):
+            if rng.random() < 0.5:
+                u = int(rng.integers(1, 9))
+                running.append(dict(rid=rid, uncached=u, spare=u, held=u + int(rng.integers(0, 6))))
+            else:
+                running.append(dict(rid=rid, uncached=1, spare=0, held=int(rng.integers(1, 10))))
+        first = len(running)
+        waiting = [dict(rid=first + i, tokens=int(rng.integers(1, 10))) for i in range(int(rng.integers(0, 3)))]
+        out.append((running, waiting, int(rng.integers(1, 13)), int(rng.integers(0, 13))))
+    return out
+
+
+def _smaller(state) -> list[tuple]:
+    """The states one step smaller than ``state`` and still ones a scheduler meets: a request fewer, a
+    smaller budget or pool, a request with a token or a held row fewer."""
+    running, waiting, budget, free = state
+    out = [(r, waiting, budget, free) for r in without_each(running)]
+    out += [(running, w, budget, free) for w in without_each(waiting)]
+    for i, w in enumerate(waiting):  # a request gone with the rows and budget it would have taken
+        if free >= w["tokens"] and budget > w["tokens"]:
+            out.append((running, waiting[:i] + waiting[i + 1 :], budget - w["tokens"], free - w["tokens"]))
+    out += [(running, waiting, budget - 1, free)] if budget > 1 else []
+    out += [(running, waiting, budget, free - 1)] if free > 0 else []
+    for i, r in enumerate(running):
+        fewer = []
+        if r["spare"] > 1:  # mid-prefill: a token fewer to compute, and its row
+            fewer.append(dict(r, uncached=r["uncached"] - 1, spare=r["spare"] - 1, held=r["held"] - 1))
+        if r["held"] > max(r["spare"], 1):
+            fewer.append(dict(r, held=r["held"] - 1))
+        out += [([*running[:i], x, *running[i + 1 :]], waiting, budget, free) for x in fewer]
+    for i, w in enumerate(waiting):
+        if w["tokens"] > 1:
+            out.append((running, [*waiting[:i], dict(w, tokens=w["tokens"] - 1), *waiting[i + 1 :]], budget, free))
+    return out
+
+
+def _answer(schedule_step: Callable, state) -> tuple[list[tuple[int, int]], list[int]] | None:
+    """The learner's plan for ``state`` as ints, or None where it raises or returns something else."""
+    try:
+        run, pre = schedule_step(*(copy_views(a) for a in state))
+        return [(int(rid), int(n)) for rid, n in run], [int(rid) for rid in pre]
+    except Exception:  # a state it cannot plan is no smaller difference; the checker's own call reports it
+        return None
+
+
+def _reference(state) -> tuple[list[tuple[int, int]], list[int]]:
+    run, pre = reference_plan(*(copy_views(a) for a in state))
+    return [tuple(x) for x in run], list(pre)
+
+
+def _agreed(schedule_step: Callable, pool: list) -> list:
+    """The states of ``pool`` the learner plans as the reference, as ``(state, plan)`` evidence."""
+    out = []
+    for state in pool:
+        want = _reference(state)
+        if _answer(schedule_step, state) == want:
+            out.append((state, want))
+    return out
+
+
+def _wrong(schedule_step: Callable, case: str, state, want, got, history: list):
+    """The failure for a plan that differs on ``state``: the state shrunk to the smallest one on which the
+    plan still differs, and the mistake diagnosed from every state it was checked on."""
+    __tracebackhide__ = True  # a failing check shows the learner's frames, not the checker's
+
+    def kind(s, want, got) -> str:
+        problem = _hint(*s[:3], want, got, s[3])[0]
+        return problem if problem in FACTS else _difference(*s, want, got)[0]
+
+    first = kind(state, want, got)
+
+    def differs(s) -> bool:  # differs the same way: the shrunk case shows the same mistake
+        g, w = _answer(schedule_step, s), _reference(s)
+        return g is not None and g != w and kind(s, w, g) == first
+
+    if differs(state) and _reference(state) == want:
+        small = smallest(state, _smaller, differs)
+        if small != state:
+            case = f"{case}, made smallest (the fewest requests and smallest numbers on which your plan still differs)"
+            state, want, got = small, _reference(small), _answer(schedule_step, small)
+    problem, hint = _diagnose(history + _agreed(schedule_step, states()), state, want, got)
+    if problem == "not_admitted":
+        hint = hint.replace(" In the engine", f"{_admission_probe(schedule_step, state, want, got)} In the engine", 1)
+    return wrong_case(
+        PART,
+        problem,
+        case,
+        _describe(*state),
+        f"run {want[0]}, preempted {want[1]}",
+        f"run {got[0]}, preempted {got[1]}",
+        hint,
+    )
+
+
+def _admission_probe(schedule_step: Callable, state, want, got) -> str:
+    """What changes the plan's mind about the first request it left waiting: one free row more (it admits
+    only when tokens < free rows) or a budget for all its tokens (it waits instead of running a chunk)."""
+    running, waiting, budget, free = state
+    rid = next(r for r, _ in want[0] if r not in dict(got[0]))
+    tokens = next(w["tokens"] for w in waiting if w["rid"] == rid)
+
+    def admits(s) -> bool:
+        answer = _answer(schedule_step, s)
+        return answer is not None and rid in dict(answer[0])
+
+    roomy, rich = admits((running, waiting, budget, free + 1)), admits((running, waiting, budget + tokens, free))
+    if roomy and not rich:
+        return " With one row more free your plan admits it: a request fits when tokens <= free rows, not <."
+    if rich and not roomy:
+        return (
+            " With a budget for all its tokens your plan admits it: more tokens than the budget left is no reason "
+            "to wait, it runs a chunk of min(tokens, budget left) now and the rest in the next steps."
+        )
+    return ""
+
+
 def _describe(running, waiting, budget, free) -> str:
     run = ", ".join(f"{r['rid']}: uncached {r['uncached']}, spare {r['spare']}, held {r['held']}" for r in running)
     wait = ", ".join(f"{r['rid']}: {plural(r['tokens'], 'token')}" for r in waiting)
@@ -165,9 +290,18 @@ def _hint(running, waiting, budget, want, got, free=None) -> tuple[str, str]:
     (w_run, w_pre), (g_run, g_pre) = want, got
     uncached = {r["rid"]: r["uncached"] for r in running} | {r["rid"]: r["tokens"] for r in waiting}
     if sum(n for _, n in g_run) > budget:
+        left = budget
+        for rid, n in g_run:
+            if n > left:
+                break
+            left -= n
+        decode = uncached.get(rid) == 1 and rid in {r["rid"] for r in running}
         return "over_budget", (
-            f"the step runs {sum(n for _, n in g_run)} tokens: at most max_step_tokens ({budget}). In the engine "
-            "a long prompt in one step would hold every decode for its whole prefill."
+            f"the step runs {sum(n for _, n in g_run)} tokens: at most max_step_tokens ({budget}). Request {rid} "
+            f"runs {plural(n, 'token')} when {left} of the budget {'was' if left == 1 else 'were'} left"
+            + (": a decode too is skipped once the budget is spent" if decode else "")
+            + " (n = min(uncached, budget left); n = 0 runs nothing). In the engine a step would compute more "
+            "than its budget: every decode waits behind it."
         )
     both = sorted(set(g_pre) & {rid for rid, _ in g_run})
     if both:
@@ -242,6 +376,19 @@ DIFFERENCES = (
 )
 
 
+def _short_of_rows(running, budget, free) -> int | None:
+    """The running request whose new rows first do not fit (the one whose turn starts a preemption), or None."""
+    for r in running:
+        n = min(r["uncached"], budget)
+        if n == 0:
+            continue
+        need = max(0, n - r["spare"])
+        if need > free:
+            return r["rid"]
+        free, budget = free - need, budget - n
+    return None
+
+
 def _freed_rows(running, preempted) -> int:
     return sum(r["held"] for r in running if r["rid"] in preempted)
 
@@ -254,6 +401,19 @@ def _difference(running, waiting, budget, free, want, got) -> tuple[str, str]:
     if g_pre != w_pre:
         freed = free + _freed_rows(running, w_pre)
         need = sum(max(0, n - by_rid[rid]["spare"]) for rid, n in w_run if rid in by_rid)
+        spent = sum(n for _, n in w_run) == budget
+        if (
+            len(g_pre) > len(w_pre)
+            and g_pre[: len(w_pre)] == w_pre
+            and spent
+            and not set(g_pre[len(w_pre) :]) & set(dict(w_run))
+        ):
+            return "too_many_preempted", (
+                f"you preempted {g_pre}, want {w_pre}: the budget ({budget} tokens) is spent by {w_run}, so the "
+                "requests after them run nothing this step, need no new rows, and nobody is preempted for them. "
+                "Compute n = min(uncached, budget left) first; a request with n = 0 is skipped. In the engine a "
+                "request preempted for nothing is recomputed from its first token."
+            )
         if len(g_pre) > len(w_pre) and g_pre[: len(w_pre)] == w_pre:
             return "too_many_preempted", (
                 f"you preempted {len(g_pre) - len(w_pre)} request{'s' if len(g_pre) - len(w_pre) > 1 else ''} too "
@@ -268,9 +428,20 @@ def _difference(running, waiting, budget, free, want, got) -> tuple[str, str]:
                 "newest (the end of running) until they do. In the engine a full pool would stall: no request can "
                 "grow, none gives rows back."
             )
+        order = [r["rid"] for r in running]
+        short = _short_of_rows(running, budget, free)
+        why = (
+            f"request {short} was short of rows and you preempted it, while {sorted(set(w_pre) - set(g_pre))} "
+            f"admitted after it kept running"
+            if short in g_pre and short not in w_pre
+            else f"you preempted {g_pre[0]}, admitted before {w_pre[0]}"
+            if g_pre and w_pre and g_pre[0] in order and order.index(g_pre[0]) < order.index(w_pre[0])
+            else "the victims differ"
+        )
         return "other_victims", (
-            f"you preempted {g_pre}, want {w_pre} (running in admission order: {[r['rid'] for r in running]}; "
-            "the newest goes first)."
+            f"you preempted {g_pre}, want {w_pre}: {why}. Preempt from the end of running (admission order "
+            f"{order}: the newest first) until the rows fit; the request short of rows goes only when it is the "
+            "newest left. In the engine the request with more work done would be recomputed."
         )
     left_rows, left_budget = free + _freed_rows(running, w_pre), budget
     got_n, want_n = dict(g_run), dict(w_run)
@@ -282,14 +453,14 @@ def _difference(running, waiting, budget, free, want, got) -> tuple[str, str]:
                 return "not_admitted", (
                     f"request {rid} ({plural(tokens[rid], 'token')}) was left waiting, but when its turn came {left_rows} "
                     f"rows were free ({fit}: tokens <= free rows admits it) and {plural(left_budget, 'token')} of the budget "
-                    "were left. In the engine it would wait while its rows sit free."
+                    f"{'was' if left_budget == 1 else 'were'} left. In the engine it would wait while its rows sit free."
                 )
             return "not_run", f"running request {rid} does not run in your plan; want {n} tokens of it."
         if got_n[rid] != n:
             way = "too many" if got_n[rid] > n else "too few"
             u = by_rid[rid]["uncached"] if rid in by_rid else tokens[rid]
             return "tokens", (
-                f"request {rid} runs {plural(got_n[rid], 'token')}, want {n} ({way}): min(its {u} tokens to compute, the "
+                f"request {rid} runs {plural(got_n[rid], 'token')}, want {n} ({way}): min(its {plural(u, 'token')} to compute, the "
                 f"{left_budget} left of the budget)."
             )
         left_rows -= tokens[rid] if rid in tokens else max(0, n - by_rid[rid]["spare"])
@@ -299,7 +470,7 @@ def _difference(running, waiting, budget, free, want, got) -> tuple[str, str]:
         rid, n = extra
         if n == 0:
             return "zero_tokens", (
-                f"request {rid} was admitted for 0 tokens: the budget was spent ({budget} tokens, all run by "
+                f"request {rid} was admitted for 0 tokens: the budget was spent ({plural(budget, 'token')}, all run by "
                 f"{[x for x, _ in w_run]}). When the budget left is 0, admission stops; a request runs at least one "
                 "token. In the engine it would take its rows and compute nothing."
             )
@@ -309,9 +480,19 @@ def _difference(running, waiting, budget, free, want, got) -> tuple[str, str]:
                 "rows are for the running."
             )
         if rid in tokens and tokens[rid] > left_rows:
+            taken = [(r, max(0, n - by_rid[r]["spare"])) for r, n in w_run if r in by_rid]
+            used = sum(k for _, k in taken)
+            said = ", ".join(f"request {r}: {plural(k, 'new row')}" for r, k in taken if k)
             return "admitted_without_rows", (
-                f"request {rid} was admitted with {plural(tokens[rid], 'token')} while {plural(left_rows, 'row')} were free: too few. "
-                "In the engine a request admitted without its rows runs out of them in the middle of its prompt."
+                f"request {rid} was admitted with {plural(tokens[rid], 'token')} while {plural(left_rows, 'row')} were free: "
+                "too few"
+                + (
+                    f" (free_rows {free} minus the {plural(used, 'row')} the running requests take this step: {said};"
+                    " subtract each one's new rows as you plan it)"
+                    if used
+                    else ""
+                )
+                + ". In the engine a request admitted without its rows runs out of them in the middle of its prompt."
             )
         return "admitted", f"request {rid} runs {plural(n, 'token')} in your plan; the engine's step leaves it out."
     return "order", f"the same requests in another order: {[x for x, _ in g_run]}, want {[x for x, _ in w_run]}."
@@ -402,16 +583,7 @@ def _drive(name, P, budget, reqs, schedule_step, history: list):
             want = ([(r.rid, n) for r, n in zip(batch.requests, batch.lengths)], [r.rid for r in batch.preempted])
             got = _plan_of(got, f"schedule_step(...) on '{name}', step {step}", running, waiting)
         if got != want:
-            problem, hint = _diagnose(history, (running, waiting, budget, free), want, got)
-            raise wrong_case(
-                PART,
-                problem,
-                f"{name}, step {step}",
-                _describe(running, waiting, budget, free),
-                f"run {want[0]}, preempted {want[1]}",
-                f"run {got[0]}, preempted {got[1]}",
-                hint,
-            )
+            raise _wrong(schedule_step, f"{name}, step {step}", (running, waiting, budget, free), want, got, history)
         history.append(((running, waiting, budget, free), want))
         s.postprocess(batch, mx.zeros((len(batch.requests), 8)))
         step += 1
@@ -424,11 +596,21 @@ def check(schedule_step: Callable) -> object:
     running and waiting requests, the budget and free rows, the engine's batch and the learner's plan.
     """
     __tracebackhide__ = True  # a failing check shows the learner's frames, not the checker's
-    table, runs, history = cases(), workload(), []
+    table, runs, history, pool = cases(), workload(), [], states()
     for name, P, budget, reqs in table + runs:
         _drive(name, P, budget, reqs, schedule_step, history)
+    for i, state in enumerate(pool):
+        what = f"schedule_step(...) on random state {i}"
+        with showing(lambda: _describe(*state)):
+            got = _plan_of(
+                call(PART, schedule_step, *(copy_views(a) for a in state), what=what, first=FIRST), what, *state[:2]
+            )
+        want = _reference(state)
+        if got != want:
+            raise _wrong(schedule_step, f"random state {i}", state, want, got, history)
     return passed(
         PART,
         f"schedule_step plans every step as the engine's scheduler on {len(table)} table cases and "
-        f"{len(runs)} random runs: the budget, chunks after the decodes, preemption of the newest.",
+        f"{len(runs)} random runs, and as the reference on {len(pool)} random states (decodes behind a prompt's "
+        "chunk, as a prefix cache makes them, included): the budget, chunks after the decodes, preemption of the newest.",
     )

@@ -20,6 +20,7 @@ from ..engine import RadixCache
 from ..engine.errors import ContractError
 from ..teaching.feedback import plural
 from .feedback import call, history, int_list, is_int, passed, rejected, showing, wrong_case
+from .shrink import smallest, without_each
 
 PART = 4
 FIRST = (
@@ -589,6 +590,46 @@ def _probe_eviction(make: Callable, problem: str, hint: str) -> tuple[str, str]:
     return found[0], found[1] if problem == "eviction_order" else f"{hint} Besides: {found[1]}"
 
 
+def mine_theirs(mine, theirs) -> tuple:
+    """The rest of :func:`_hint`'s arguments from one op's two replays: got, refs, free and evictable counts."""
+    return mine[1], theirs[2], mine[2], theirs[3], mine[3], theirs[4], mine[4]
+
+
+def _first_difference(make: Callable, pages: int, ops: list):
+    """(the ops before, mine, theirs) at the first op whose replays differ, or None (a refusal or an error
+    of the learner's code is no difference here: the checker's own replay reports those)."""
+    done = []
+    try:
+        for mine, theirs in zip(_run(make, pages, ops, learner=True), _run(_Engine, pages, ops, learner=False)):
+            if mine[1:] != theirs[1:]:
+                return done, mine, theirs
+            done.append(mine[0])
+    except Exception:  # ExerciseFailed included
+        return None
+    return None
+
+
+def _shrunk(make: Callable, pages: int, ops: list, problem: str):
+    """(pages, ops before, mine, theirs) of the smallest pool and fewest ops on which the tree still differs
+    the same way (``problem``), or None where nothing smaller does."""
+
+    def differs(case) -> bool:
+        found = _first_difference(make, *case)
+        return found is not None and _hint(found[1][0], found[2][1], *mine_theirs(found[1], found[2]))[0] == problem
+
+    def smaller(case):
+        n, xs = case
+        yield from ((n, ys) for ys in without_each(xs))
+        if n > 1:
+            yield n - 1, xs
+
+    small = smallest((pages, ops), smaller, differs, tries=300)
+    if small == (pages, ops):
+        return None
+    done, mine, theirs = _first_difference(make, *small)
+    return small[0], done, mine, theirs
+
+
 def check(make: Callable) -> object:
     """Replay table cases and random runs on ``make`` (the learner's class) and the engine's radix tree.
 
@@ -604,6 +645,12 @@ def check(make: Callable) -> object:
                 what, got, g_refs, g_free, g_ev = mine
                 _, want, w_refs, w_free, w_ev = theirs
                 if (got, g_refs, g_free, g_ev) != (want, w_refs, w_free, w_ev):
+                    small = _shrunk(make, pages, ops[: len(done) + 1], _hint(what, want, *mine_theirs(mine, theirs))[0])
+                    if small is not None:
+                        name = f"{name}, made smallest (the fewest operations on which your tree still differs)"
+                        pages, done, mine, theirs = small
+                        what, got, g_refs, g_free, g_ev = mine
+                        _, want, w_refs, w_free, w_ev = theirs
                     problem, hint = _hint(what, want, got, w_refs, g_refs, w_free, g_free, w_ev, g_ev)
                     if problem in ("match", "insert", "refcount", "wrong_answer") and _match_changes_tree(make):
                         problem, hint = "match_reference", MATCH_REFERENCE
