@@ -204,3 +204,28 @@ def test_out_of_memory_is_read_as_bytes_against_memory_with_the_kv_bytes_a_token
 def test_kv_heads_over_a_tp_size_named_tp_size_is_a_tp_split():
     d = diagnose("AssertionError: num_kv_heads (8) should be divisible by tp_size (3)", facts_of(None))
     assert unconfirmed(d, "tp_does_not_divide_heads") and "8 / 3 KV heads" in d.why
+
+
+LOAD = (
+    "RuntimeError: Error(s) in loading state_dict for LlamaAttention:\n\tsize mismatch for {p}_proj.weight: copying "
+    "a param with shape torch.Size([{have}, 4096]) from checkpoint, the shape in current model is torch.Size([{want}, 4096])."
+)
+
+
+def test_a_whole_checkpoint_loaded_into_one_tensor_parallel_rank_is_read_as_unsplit():
+    d = diagnose(LOAD.format(p="v", have=1024, want=128), facts_of("llama-3-8b", tp=16))
+    assert d.case == "tp_unsplit_checkpoint" and "8 x 128 = 1024 rows" in d.why, d
+    assert "each rank holds a copy of one" in d.why and "weight.chunk(16, dim=0)" in d.fix, d
+
+
+def test_one_ranks_shard_loaded_into_the_whole_model_is_read_as_a_shard():
+    d = diagnose(LOAD.format(p="q", have=512, want=4096), facts_of("llama-3-8b", tp=8))
+    assert d.case == "tp_shard_in_whole_model" and "4 heads x 128 = 512" in d.why, d
+
+
+def test_a_shard_without_tp_given_is_one_reading_of_two():
+    with_model = diagnose(LOAD.format(p="q", have=512, want=4096), facts_of("llama-3-8b"))
+    bare = diagnose(LOAD.format(p="k", have=1024, want=256), facts_of(None))
+    for d in (with_model, bare):
+        assert d.case == "ambiguous" and {"weights_of_another_model"} < set(d.quantity.split("/")), d
+    assert "tp = 8" in with_model.why and "tp = 4" in bare.why

@@ -357,6 +357,9 @@ def weight_case(
         return case, quantity, other + why, fix
     Hq, Hkv, D = f.num_qo_heads, f.num_kv_heads, f.head_dim
     hidden = f.hidden_size or cols
+    sharded = _tp_shard_case(proj, have, want, f, hidden, where)
+    if sharded is not None and (f.tp or not Hq):  # a tp given, or no model: the shard is read first
+        return sharded
     if proj in ("k", "v"):
         per = D or (hidden // Hq if hidden and Hq else None)
         if hidden and want == hidden and have < want and want % have == 0:
@@ -370,6 +373,8 @@ def weight_case(
                 f"Set num_key_value_heads{kv} (num_attention_heads / {want // have}) in {where}: the checkpoint's "
                 "own config.json has it; a loader that ignores it needs updating.",
             )
+        if sharded is not None:
+            return sharded
         if have > want:
             w_heads = f"{have // D} KV heads" if D and have % D == 0 else f"{have} rows"
             c_heads = f"{want // D}" if D and want % D == 0 else f"{want} rows"
@@ -393,6 +398,8 @@ def weight_case(
         mha = _qkv_built_as_mha(have, want, f, hidden, where)
         if mha is not None:
             return mha
+    if sharded is not None:
+        return sharded
     if proj in ("q", "o", "qkv"):
         n = Hq if proj != "qkv" else (Hq + 2 * Hkv if Hq and Hkv else None)
         if n and have % n == 0 and want % n == 0:
@@ -425,6 +432,76 @@ def weight_case(
         "heads",
         f"the weights of {proj}_proj have {have} rows, {where} builds {want}: they are not of the same model.",
         "Use the config.json that ships with these weights.",
+    )
+
+
+def _tp_shard_case(proj: str, have: int, want: int, f: Facts, hidden: int | None, where: str) -> Verdict | None:
+    """q, k or v rows that are the whole projection on one side and one tensor-parallel rank's share on the
+    other (rows split over ranks; a KV head replicated where tp exceeds Hkv): with ``f.tp`` given, that is the
+    reading; without it, one of two (another model's weights fit the numbers too). None where neither fits."""
+    if proj not in ("q", "k", "v") or have == want:
+        return None
+    if not f.num_qo_heads:  # no model: the ratio alone
+        full, part = max(have, want), min(have, want)
+        if f.hidden_size or full % part:
+            return None
+        side = "the checkpoint" if have == part else "the model built"
+        return ambiguous(
+            [
+                (
+                    "tp_unsplit_checkpoint" if have == full else "tp_shard_in_whole_model",
+                    f"{side} holds one tensor-parallel rank's share of {proj}_proj: {part} of {full} rows, "
+                    f"tp = {full // part} (shard the checkpoint by rows, or load the merged one)",
+                ),
+                (
+                    "weights_of_another_model",
+                    f"or the weights are another model's ({have} rows where the config builds {want})",
+                ),
+            ],
+            "the model (--model or --config), the tensor-parallel size it runs at (--tp) and which checkpoint was loaded",
+        )
+    D = f.head_dim or (hidden // f.num_qo_heads if hidden else None)
+    n = f.num_qo_heads if proj == "q" else f.num_kv_heads
+    if not (D and n) or have == want:
+        return None
+    full, part = max(have, want), min(have, want)
+    if full != n * D or part % D or full % part:
+        return None
+    share = part // D
+    tp = f.tp if f.tp else (n // share if n % share == 0 else None)
+    if tp is None or tp < 2 or share != (n // tp if n % tp == 0 else 1 if tp % n == 0 else -1):
+        return None
+    replicated = f" (tp = {tp} is more than the {n} KV heads: each rank holds a copy of one)" if n < tp else ""
+    if have == full:
+        why = (
+            f"the checkpoint's {proj}_proj is the whole projection, {n} x {D} = {full} rows, but the model {where} "
+            f"built is one tensor-parallel rank's share: {heads(share)} x {D} = {part} rows at tp = {tp}{replicated}."
+        )
+        fix = (
+            f"Shard {proj}_proj by rows before loading: rank r takes rows [{part}*r, {part}*(r+1)) "
+            f"(weight.chunk({tp}, dim=0)[r])"
+            + (", each KV head's rows on the ranks that share it" if n < tp else "")
+            + "; the same for the other projections, or load with the framework's tensor-parallel loader."
+        )
+        case = "tp_unsplit_checkpoint"
+    else:
+        why = (
+            f"the checkpoint holds one tensor-parallel rank's share of {proj}_proj, {heads(share)} x {D} = {part} "
+            f"rows (tp = {tp}), but the model {where} built is whole: {n} x {D} = {full} rows{replicated}."
+        )
+        fix = f"Load the merged checkpoint (all {tp} ranks' shards concatenated by rows), or build the model at tp = {tp}."
+        case = "tp_shard_in_whole_model"
+    if f.tp:
+        return case, "tp", why, fix
+    return ambiguous(
+        [
+            (case, why[:1].lower() + why[1:] + " " + fix),
+            (
+                "weights_of_another_model",
+                f"or the weights are another model's ({have} rows where the config builds {want})",
+            ),
+        ],
+        "the tensor-parallel size the model runs at (--tp) and which checkpoint was loaded",
     )
 
 
