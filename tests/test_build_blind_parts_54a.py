@@ -34,7 +34,7 @@ RIGHT = [c for c in CASES if c["kind"] == "correct"]
 
 def test_the_set_is_whole():
     assert sorted(c["file"] for c in CASES) == sorted(f"parts/{p.name}" for p in (FOLDER / "parts").glob("*.py"))
-    assert (len(WRONG), len(RIGHT)) == (14, 5)
+    assert (len(WRONG), len(RIGHT)) == (15, 4)  # one written as correct is wrong (README)
 
 
 @pytest.mark.parametrize("case", WRONG, ids=[c["id"] for c in WRONG])
@@ -60,6 +60,7 @@ NAMED = {
     "p5_sched_w_victim_spare_not_counted": ("too_many_preempted", ["1 request too many", "spare ones included"]),
     "p5_sched_w_strict_fit": ("not_admitted", ["left waiting", "exactly enough"]),
     "p5_sched_w_admits_zero_token": ("zero_tokens", ["admitted for 0 tokens", "budget was spent"]),
+    "p2_alloc_c_ordered_dict": ("outside_pool", ["page -1 is outside the pool", "refs[-1] is page 2"]),
 }
 
 
@@ -94,7 +95,7 @@ def test_the_scorer_has_a_reading_of_every_feedback_the_checkers_give_now(capsys
     every wrong part named, none asserting something false, no correct part rejected."""
     _scorer().main([str(FOLDER), "--label", "track", "--quiet"])
     out = capsys.readouterr().out
-    assert "named 14 (100%)" in out and "asserts-false 0" in out and "rejected 0" in out, out
+    assert "named 15 (100%)" in out and "asserts-false 0" in out and "rejected 0" in out, out
     assert "unread (no verdict for this feedback): 0" in out, out
 
 

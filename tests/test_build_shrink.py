@@ -46,7 +46,7 @@ def test_a_request_left_waiting_is_probed_for_why():
 def test_an_admission_without_rows_says_which_rows_were_taken():
     verdict = track.feedback(5, _no_rows_taken)
     assert not verdict.passed and verdict.problem == "admitted_without_rows", verdict
-    assert "the running requests take this step: request" in verdict.message, verdict
+    assert "taken this step before its turn: request 0: 1 new row" in verdict.message, verdict
 
 
 def test_smallest_shrinks_to_a_local_minimum():

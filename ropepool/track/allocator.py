@@ -121,6 +121,7 @@ def cases() -> list[tuple[str, int, list]]:
         ),
         ("retaining a free page is refused", 3, [("allocate", 1), ("retain", [2])]),
         ("a page outside the pool is refused", 3, [("allocate", 1), ("release", [3])]),
+        ("a negative page is outside the pool too", 3, [("allocate", 3), ("release", [-1]), ("retain", [-3])]),
     ]
 
 
@@ -251,6 +252,13 @@ def _released_in_another_order(num_pages: int, ops: list, seed: int, k: int, got
     return False
 
 
+def _args(what: str) -> list[int]:
+    """The pages of a call written ``op([p, ...])``; none for ``allocate(n)``."""
+    if what.startswith("allocate") or "[" not in what:
+        return []
+    return [int(p) for p in what[what.index("[") + 1 : what.rindex("]")].split(",") if p.strip()]
+
+
 def _hint(what: str, want, got, want_free, got_free, want_refs, got_refs) -> tuple[str, str]:
     if want == "ValueError" == got and want_refs != got_refs:
         op = what.split("(")[0]
@@ -260,6 +268,19 @@ def _hint(what: str, want, got, want_free, got_free, want_refs, got_refs) -> tup
             "held, or never freed."
         )
     if want == "ValueError" and got != "ValueError":
+        outside = [p for p in _args(what) if not 0 <= p < len(want_refs)]
+        if outside:
+            return "outside_pool", (
+                f"page {outside[0]} is outside the pool (pages 0 .. {len(want_refs) - 1}): {what} must raise "
+                "ValueError and change nothing"
+                + (
+                    f"; a negative page is no exception in Python (refs[{outside[0]}] is page "
+                    f"{outside[0] % len(want_refs)}), so check 0 <= page < num_pages yourself"
+                    if outside[0] < 0
+                    else ""
+                )
+                + ". In the engine a bad page from a bug elsewhere would change another page's count silently."
+            )
         if what.startswith("release"):
             return "no_double_free_error", (
                 "releasing a page that is free, or more often than it is held, must raise "

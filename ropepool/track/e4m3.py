@@ -116,8 +116,10 @@ MISTAKES = {
 
 
 def _recognise(encode_e4m3: Callable, rows: list[np.ndarray]) -> tuple[str, str] | None:
-    """The mistake in :data:`MISTAKES` whose encoder gives the learner's codes on every value of ``rows``
-    where the learner's differ from the reference; None if none does (or the learner's code raises)."""
+    """The mistake in :data:`MISTAKES` whose encoder gives the learner's codes on every value of ``rows`` the
+    learner gets wrong, and is wrong itself mostly there (at least half its wrong codes are the learner's:
+    a mistake that would also get many values wrong that the learner gets right is another mistake); None
+    if none fits (or the learner's code raises)."""
     x = np.concatenate(rows).astype(np.float32)
     try:
         got = np.asarray(encode_e4m3(x.copy()))
@@ -128,7 +130,8 @@ def _recognise(encode_e4m3: Callable, rows: list[np.ndarray]) -> tuple[str, str]
         return None
     wrong = got != want
     for problem, (encode, hint) in MISTAKES.items():
-        if wrong.any() and np.array_equal(encode(x)[wrong], got[wrong]):
+        theirs = encode(x)
+        if wrong.any() and np.array_equal(theirs[wrong], got[wrong]) and 2 * wrong.sum() >= (theirs != want).sum():
             return problem, hint
     return None
 
@@ -165,6 +168,14 @@ def _difference(encode_e4m3: Callable, rows: list[np.ndarray]) -> str | None:
             right.append(name)
             continue
         g, w = np.abs(table[got[wrong] & 0xFF]), np.abs(table[want[wrong]])
+        if not g.any():
+            j = int(np.argmax(a[wrong]))
+            said.append(
+                f"{int(wrong.sum())} of the {int(inside.sum())} values in {name} are flushed to 0: |x| from "
+                f"{a[wrong].min():.7g} to {a[wrong][j]:.7g} (|x| = {a[wrong][j]:.7g} wants {w[j]:.7g}), while "
+                f"{int((inside & ~wrong & (want & 0x7F > 0)).sum())} values there keep their codes"
+            )
+            continue
         bigger, smaller = int((g > w).sum()), int((g < w).sum())
         way = "too large" if bigger and not smaller else "too small" if smaller and not bigger else "off both ways"
         i = int(np.argmin(np.where(w > 0, a[wrong], np.inf))) if (w > 0).any() else int(np.argmin(a[wrong]))
@@ -176,7 +187,12 @@ def _difference(encode_e4m3: Callable, rows: list[np.ndarray]) -> str | None:
         )
     if not said:
         return None
-    return "; ".join(said) + (f". Right: {', '.join(right)}." if right else ".")
+    engine = (
+        " In the engine those k and v values would be stored as 0."
+        if all("flushed to 0" in x for x in said)
+        else " In the engine those k and v values would be stored off by that much: a bias in every attention score that reads them."
+    )
+    return "; ".join(said) + (f". Right: {', '.join(right)}." if right else ".") + engine
 
 
 def _sign_impact(encode_e4m3: Callable, rows: list[np.ndarray]) -> str:
@@ -320,11 +336,11 @@ def check(encode_e4m3: Callable) -> object:
                 bits = int(row.view(np.uint32)[i])
                 problem, hint = _hint(float(row[i]), int(want[i]), int(got[i]), bits)
                 if problem not in ("nan_sign", "nan_lost", "sign"):
-                    problem, hint = _recognise(encode_e4m3, [r for _, r in rows] + [row]) or (problem, hint)
+                    found = _recognise(encode_e4m3, [r for _, r in rows] + [row])
+                    # no catalogued mistake gives these codes everywhere: the difference itself is the hint
+                    problem, hint = found or (problem, _difference(encode_e4m3, [r for _, r in rows] + [row]) or hint)
                 if problem == "sign":
                     hint += " " + _sign_impact(encode_e4m3, [np.array(r, np.float32) for _, r in table + rows])
-                if problem == "not_nearest":
-                    hint = _difference(encode_e4m3, [r for _, r in rows] + [row]) or hint
                 shown = f"{float(row[i])!r}" + (
                     f" (bits 0x{bits:08X}, sign bit {bits >> 31})" if np.isnan(row[i]) else ""
                 )

@@ -87,6 +87,16 @@ class AllocatorNoDoubleFreeError(S.Allocator):
         return super().release([p for p in pages if 0 <= p < len(self.refs) and self.refs[p] > 0])
 
 
+class AllocatorNegativePages(S.Allocator):
+    """Checks only p < num_pages: a negative page is Python's index from the end, the last pages."""
+
+    @edit_of(
+        S.Allocator.release,
+        ("if not 0 <= p < len(self.refs) or self.refs[p] < k:", "if not p < len(self.refs) or self.refs[p] < k:"),
+    )
+    def release(self, pages): ...
+
+
 class AllocatorStack(S.Allocator):
     """The free list used as a stack: the most recently freed page is handed out first."""
 
@@ -157,6 +167,13 @@ class TreeEvictsNewest(S.PrefixTree):
     """Evicts the most recently used leaf first."""
 
     @edit_of(S.PrefixTree.evict, ("leaf = min(", "leaf = max("))
+    def evict(self, n): ...
+
+
+class TreeEvictsTiesNewest(S.PrefixTree):
+    """Orders leaves by last_used alone: of two leaves used at the same clock, the newer may go first."""
+
+    @edit_of(S.PrefixTree.evict, ("key=lambda x: (x.last_used, x.order)", "key=lambda x: (x.last_used, -x.order)"))
     def evict(self, n): ...
 
 
@@ -375,6 +392,7 @@ BY_PART = {
         "wrong_order": AllocatorStack,
         "off_by_one": AllocatorOffByOne,
         "refcount": AllocatorFreesTooSoon,
+        "outside_pool": AllocatorNegativePages,
     },
     3: {
         "from_start": slots_from_start,
@@ -389,6 +407,7 @@ BY_PART = {
         "match": TreeNoPartialMatch,
         "match_reference": TreeMatchSharesList,
         "evict_part_of_leaf": TreeEvictsLeafTails,
+        "eviction_tie": TreeEvictsTiesNewest,
     },
     5: {
         "wrong_victim": plan_preempts_oldest,

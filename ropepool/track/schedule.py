@@ -140,20 +140,27 @@ def workload(n: int = 30, seed: int = 0) -> list[tuple[str, int, int, list]]:
     return out
 
 
-def states(n: int = 300, seed: int = 1) -> list[tuple[list[dict], list[dict], int, int]]:
-    """``n`` random states a scheduler meets, with a prefix cache too: 0-3 running requests in any mix of
-    mid-prefill (rows held for all their tokens: spare = uncached) and decoding (uncached 1, spare 0),
-    0-2 waiting ones, budgets of 1-12 tokens, 0-12 free rows; each ``(running, waiting, budget, free)``."""
+def states(n: int = 400, seed: int = 1) -> list[tuple[list[dict], list[dict], int, int]]:
+    """``n`` random states of the stub's inputs: 0-3 running requests in any mix of mid-prefill (rows held
+    for all their tokens: spare = uncached, as a prefix cache makes them behind a decode too), decoding
+    (uncached 1, spare 0) and any other (0 <= spare <= uncached <= 10, held >= spare: a request that needs
+    many new rows, so that one victim may not be enough), 0-2 waiting ones, budgets of 1-12 tokens, 0-12
+    free rows; each ``(running, waiting, budget, free)``."""
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(n):
         running = []
         for rid in range(int(rng.integers(0, 4))):
-            if rng.random() < 0.5:
+            kind = rng.random()
+            if kind < 0.4:
                 u = int(rng.integers(1, 9))
                 running.append(dict(rid=rid, uncached=u, spare=u, held=u + int(rng.integers(0, 6))))
-            else:
+            elif kind < 0.7:
                 running.append(dict(rid=rid, uncached=1, spare=0, held=int(rng.integers(1, 10))))
+            else:
+                u = int(rng.integers(1, 11))
+                spare = int(rng.integers(0, u + 1))
+                running.append(dict(rid=rid, uncached=u, spare=spare, held=max(spare, 1) + int(rng.integers(0, 6))))
         first = len(running)
         waiting = [dict(rid=first + i, tokens=int(rng.integers(1, 10))) for i in range(int(rng.integers(0, 3)))]
         out.append((running, waiting, int(rng.integers(1, 13)), int(rng.integers(0, 13))))
@@ -173,8 +180,12 @@ def _smaller(state) -> list[tuple]:
     out += [(running, waiting, budget, free - 1)] if free > 0 else []
     for i, r in enumerate(running):
         fewer = []
-        if r["spare"] > 1:  # mid-prefill: a token fewer to compute, and its row
+        if r["spare"] > 1 and r["spare"] == r["uncached"]:  # mid-prefill: a token fewer to compute, and its row
             fewer.append(dict(r, uncached=r["uncached"] - 1, spare=r["spare"] - 1, held=r["held"] - 1))
+        if r["uncached"] > max(r["spare"], 1):
+            fewer.append(dict(r, uncached=r["uncached"] - 1))
+        if r["spare"] > 0 and r["spare"] < r["uncached"]:
+            fewer.append(dict(r, spare=r["spare"] - 1))
         if r["held"] > max(r["spare"], 1):
             fewer.append(dict(r, held=r["held"] - 1))
         out += [([*running[:i], x, *running[i + 1 :]], waiting, budget, free) for x in fewer]
@@ -480,15 +491,22 @@ def _difference(running, waiting, budget, free, want, got) -> tuple[str, str]:
                 "rows are for the running."
             )
         if rid in tokens and tokens[rid] > left_rows:
-            taken = [(r, max(0, n - by_rid[r]["spare"])) for r, n in w_run if r in by_rid]
-            used = sum(k for _, k in taken)
-            said = ", ".join(f"request {r}: {plural(k, 'new row')}" for r, k in taken if k)
+            taken = [
+                (r, max(0, n - by_rid[r]["spare"]) if r in by_rid else tokens[r], "new" if r in by_rid else "admitted")
+                for r, n in w_run
+            ]
+            used = sum(k for _, k, _ in taken)
+            said = ", ".join(
+                f"request {r}: {plural(k, 'new row') if how == 'new' else plural(k, 'row') + ', admitted'}"
+                for r, k, how in taken
+                if k
+            )
             return "admitted_without_rows", (
                 f"request {rid} was admitted with {plural(tokens[rid], 'token')} while {plural(left_rows, 'row')} were free: "
                 "too few"
                 + (
-                    f" (free_rows {free} minus the {plural(used, 'row')} the running requests take this step: {said};"
-                    " subtract each one's new rows as you plan it)"
+                    f" (free_rows {free} minus the {plural(used, 'row')} taken this step before its turn: {said};"
+                    " subtract each request's rows as you plan it)"
                     if used
                     else ""
                 )
@@ -612,5 +630,6 @@ def check(schedule_step: Callable) -> object:
         PART,
         f"schedule_step plans every step as the engine's scheduler on {len(table)} table cases and "
         f"{len(runs)} random runs, and as the reference on {len(pool)} random states (decodes behind a prompt's "
-        "chunk, as a prefix cache makes them, included): the budget, chunks after the decodes, preemption of the newest.",
+        "chunk, as a prefix cache makes them, and requests that need more rows than one victim frees, included): "
+        "the budget, chunks after the decodes, preemption of the newest.",
     )

@@ -241,11 +241,14 @@ def _settle(a: EngineAllocator, evicted) -> None:
         a.free_pages.extend(tail)
 
 
-def _run(make: Callable, pages: int, ops: list, *, learner: bool):
-    """Replay ``ops`` on a fresh allocator and tree; yield (what, answer, refs, free, evictable) after each op."""
+def _run(make: Callable, pages: int, ops: list, *, learner: bool, keep: list | None = None):
+    """Replay ``ops`` on a fresh allocator and tree; yield (what, answer, refs, free, evictable) after each op.
+    ``keep``, a list, is given the tree and its allocator."""
     __tracebackhide__ = True  # a failing check shows the learner's frames, not the checker's
     a = EngineAllocator(pages)
     tree = call(PART, make, a, what="PrefixTree(allocator)", first=FIRST) if learner else make(a)
+    if keep is not None:
+        keep += [tree, a]
     held: dict = {}
 
     def do(fn, *args, what, as_set=False):
@@ -627,7 +630,116 @@ def _shrunk(make: Callable, pages: int, ops: list, problem: str):
     if small == (pages, ops):
         return None
     done, mine, theirs = _first_difference(make, *small)
-    return small[0], done, mine, theirs
+    return small[0], small[1][: len(done) + 1], done, mine, theirs
+
+
+def _then_match(tree, allocator, keys) -> None:
+    """A request's match before its evict, as :func:`_run` makes it: the pages found are held."""
+    if keys is not None:
+        allocator.retain(tree.match(list(keys)) or [])
+
+
+def _units(pages: int, ops: list, keys=None) -> list[tuple[int, int, list[int]]]:
+    """What the engine's tree could evict after ``ops`` (and a request's match of ``keys``): per leaf,
+    (last_used, id, its trailing pages only the tree holds), in the order evict takes them (least recently
+    used first, a tie to the older node)."""
+    keep: list = []
+    for _ in _run(_Engine, pages, ops, learner=False, keep=keep):
+        pass
+    _then_match(keep[0], keep[1], keys)
+    tree = keep[0].tree
+    refs, out = keep[1].refs, []
+    for leaf in tree.leaves:
+        k = len(leaf.pages)
+        while k and refs[leaf.pages[k - 1]] == 1:
+            k -= 1
+        if k < len(leaf.pages):
+            out.append((leaf.last_used, leaf.id, [int(p) for p in leaf.pages[k:]]))
+    return sorted(out)
+
+
+def _evict_said(make: Callable, pages: int, ops: list, want, got, problem: str, hint: str) -> tuple[str, str]:
+    """(problem, hint) for an ``evict(n)`` (the last of ``ops``) whose pages differ, from the engine's tree
+    just before it: part of a leaf taken is said only where a leaf was taken in part; whole leaves taken in
+    another order are named, with their clocks (a tie: the older node goes first)."""
+    last = ops[-1]
+    keys = last[2] if last[0] == "request" else None
+    if keys is not None:  # the evict a request made room with: its pages, from the answers' "evict [...]"
+        want, got = (_pages_said(x) for x in (want, got))
+        if want is None or got is None:
+            return problem, hint
+    n = int(last[1]) if keys is None else len(want)
+    call_said = f"evict({n})" if keys is None else f"the evict making room for request {last[1]}"
+    units, got_set = _units(pages, ops[:-1], keys), set(got or [])
+    if any(got_set & set(u[2]) and not set(u[2]) <= got_set for u in units):
+        return problem, hint
+    theirs, freed = [], 0
+    for u in units:
+        if freed >= n:
+            break
+        theirs.append(u)
+        freed += len(u[2])
+    mine = [u for u in units if u[2] and set(u[2]) <= got_set]
+    skipped = next((u for u in theirs if u not in mine), None)
+    took = next((u for u in mine if skipped is not None and u > skipped), None)  # taken though after it
+    if skipped is None or took is None:
+        return problem, hint
+    if took[0] == skipped[0]:
+        return "eviction_tie", (
+            f"{call_said} took the leaf of pages {took[2]} before the leaf of pages {skipped[2]}: both were last "
+            f"used at the same clock ({took[0]}), and a tie goes to the older node, the one made first (the leaf "
+            f"of {skipped[2]}). Order leaves by (last_used, age), not last_used alone. In the engine the cache "
+            "would evict other prefixes than SGLang's."
+        )
+    clocks = _learner_clocks(make, pages, ops[:-1], [took[2][-1], skipped[2][-1]], keys)
+    if None in clocks:
+        yours = "your tree gives one of them another last_used, or compares them otherwise"
+    elif clocks[0] == clocks[1]:
+        return "eviction_tie", (
+            f"{call_said} took the leaf of pages {took[2]} before the leaf of pages {skipped[2]}: in your tree both "
+            f"were last used at {clocks[0]}, a tie, and a tie goes to the older node, the one made first (the leaf "
+            f"of {skipped[2]}). Order leaves by (last_used, age), not last_used alone. In the engine the cache "
+            "would evict other prefixes than SGLang's."
+        )
+    elif clocks[0] < clocks[1]:
+        yours = f"your tree gives them {clocks[0]} and {clocks[1]}: the other way round, so its last_used differs"
+    else:
+        yours = f"your tree gives them {clocks[0]} and {clocks[1]}, the same order, yet took the more recent"
+    return "eviction_order", (
+        f"{call_said} took the leaf of pages {took[2]} (last used at clock {took[0]} in the engine's tree) before "
+        f"the leaf of pages {skipped[2]} (last used at {skipped[0]}, earlier); {yours}. Every node a match or an "
+        "insert enters gets last_used = the clock, both halves of an edge it splits included; evict takes the "
+        "smallest first, a tie the older node. In the engine the cache would keep what is least likely to be "
+        "asked again."
+    )
+
+
+def _pages_said(answer) -> list[int] | None:
+    """The pages of the "evict [...]" part of a request's answer, or None."""
+    said = _said(answer, "evict ") if isinstance(answer, str) else None
+    if said is None:
+        return None
+    return [int(p) for p in said[len("evict [") : -1].split(",") if p.strip()]
+
+
+def _learner_clocks(make: Callable, pages: int, ops: list, of: list[int], keys=None) -> list[int | None]:
+    """The learner's ``last_used`` of the nodes holding each page of ``of`` after ``ops`` (and a request's
+    match of ``keys``), read where its nodes are laid out as the stub's (``root``, ``children``, ``pages``,
+    ``last_used``); None elsewhere."""
+    keep: list = []
+    try:
+        for _ in _run(make, pages, ops, learner=True, keep=keep):
+            pass
+        _then_match(keep[0], keep[1], keys)
+        stack, found = list(keep[0].root.children.values()), {}
+        while stack:
+            node = stack.pop()
+            for p in node.pages:
+                found[int(p)] = int(node.last_used)
+            stack += list(node.children.values())
+    except Exception:  # another layout, or a tree that fails on these ops: no clocks to show
+        return [None for _ in of]
+    return [found.get(p) for p in of]
 
 
 def check(make: Callable) -> object:
@@ -645,13 +757,16 @@ def check(make: Callable) -> object:
                 what, got, g_refs, g_free, g_ev = mine
                 _, want, w_refs, w_free, w_ev = theirs
                 if (got, g_refs, g_free, g_ev) != (want, w_refs, w_free, w_ev):
-                    small = _shrunk(make, pages, ops[: len(done) + 1], _hint(what, want, *mine_theirs(mine, theirs))[0])
+                    case_ops = ops[: len(done) + 1]
+                    small = _shrunk(make, pages, case_ops, _hint(what, want, *mine_theirs(mine, theirs))[0])
                     if small is not None:
                         name = f"{name}, made smallest (the fewest operations on which your tree still differs)"
-                        pages, done, mine, theirs = small
+                        pages, case_ops, done, mine, theirs = small
                         what, got, g_refs, g_free, g_ev = mine
                         _, want, w_refs, w_free, w_ev = theirs
                     problem, hint = _hint(what, want, got, w_refs, g_refs, w_free, g_free, w_ev, g_ev)
+                    if problem in ("evict_part_of_leaf", "eviction_order") and case_ops[-1][0] in ("evict", "request"):
+                        problem, hint = _evict_said(make, pages, case_ops, want, got, problem, hint)
                     if problem in ("match", "insert", "refcount", "wrong_answer") and _match_changes_tree(make):
                         problem, hint = "match_reference", MATCH_REFERENCE
                     if problem == "empty_leaf_kept" and _evict_stops_after_one_leaf(make):
