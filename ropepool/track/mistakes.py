@@ -167,13 +167,6 @@ class TreeEvictsNewest(S.PrefixTree):
     def evict(self, n): ...
 
 
-class TreeEvictsTiesNewest(S.PrefixTree):
-    """Orders leaves by last_used alone: of two leaves used at the same clock, the newer may go first."""
-
-    @edit_of(S.PrefixTree.evict, ("key=lambda x: (x.last_used, x.order)", "key=lambda x: (x.last_used, -x.order)"))
-    def evict(self, n): ...
-
-
 class TreeEvictLeak(S.PrefixTree):
     """Drops evicted pages from the tree without releasing them: they never come free."""
 
@@ -256,6 +249,13 @@ class TreeEvictsLeafTails(S.PrefixTree):
             if not leaf.pages:
                 del leaf.parent.children[first]
         return freed
+
+
+class TreeEvictsTiesNewest(S.PrefixTree):
+    """Orders leaves by last_used alone: of two leaves used at the same clock, the newer may go first."""
+
+    @edit_of(S.PrefixTree.evict, ("key=lambda x: (x.last_used, x.order)", "key=lambda x: (x.last_used, -x.order)"))
+    def evict(self, n): ...
 
 
 # --- Part 5: the scheduler's step --------------------------------------------------------------------
