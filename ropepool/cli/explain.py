@@ -218,6 +218,7 @@ def _raw_facts(config: dict, hidden: int | None) -> dict:
         vocab_size=_int_field(text, "vocab_size"),
         kv_lora_rank=_int_field(text, "kv_lora_rank"),  # MLA (DeepSeek-V2/V3): the latent pool's sizes
         rope_dim=_int_field(text, "qk_rope_head_dim"),
+        nope_dim=_int_field(text, "qk_nope_head_dim"),
     )
 
 
@@ -341,12 +342,16 @@ def _variant_in(name: str) -> str | None:
     """The preset ``name`` is a fine-tuned variant of (``meta-llama/meta-llama-3-8b-instruct``, or its last part)."""
     for hub, preset_name in _NAMES.items():
         tail = name[len(hub) + 1 :].split("-") if name.startswith(hub + "-") else None
-        if tail and all(p in VARIANT_SUFFIXES for p in tail):
+        if tail and all(p in VARIANT_SUFFIXES or _VERSION.fullmatch(p) for p in tail):
             return preset_name
     return variant_of_preset(name) if "/" in name else None
 
 
 _TOKEN = re.compile(r"[\w.-]+(?:/[\w.-]+)*")
+#: The line a Python traceback starts with.
+_TRACEBACK = re.compile(r"\s*[|+]?\s*Traceback \(most recent call last\):")
+#: A release's version after a model's name (``Mistral-7B-Instruct-v0.3``): the same attention as the preset's.
+_VERSION = re.compile(r"v\d+(?:\.\d+)*")
 #: A line an exception ends a traceback with (``RuntimeError: ...``, ``| ValueError: ...``), not a warning.
 _EXCEPTION = re.compile(r"\s*[|+]?\s*(?:[\w]+\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b:")
 #: A JSON record's fields that hold its message, its traceback and its level.
@@ -381,6 +386,7 @@ class _LogReader:
         self.out: list = []  # [header, body] per error
         self.unread = 0
         self.held, self.held_n, self.held_chars = [], 0, 0
+        self.pending = None  # the line read last, read once the next shows whether it heads a traceback
 
     def name_model(self, n: int, line: str) -> None:
         named = _model_in(line) if self.facts is None and len(line) < 2000 else None
@@ -435,7 +441,21 @@ class _LogReader:
             self.not_read(n, "".join(held))
 
     def line(self, n: int, line: str) -> None:
-        """Read one line (without terminal codes): held as a message's body, explained, or skipped."""
+        """Read one line (without terminal codes) one line late: a log record just before a traceback is its
+        header (``ERROR ... failed``): the traceback's exception is the error, so the header is not read."""
+        before, self.pending = self.pending, (n, line)
+        if before is not None and not _TRACEBACK.match(line):
+            self._line(*before)
+
+    def end(self) -> None:
+        """The last line, then the held message."""
+        if self.pending is not None:
+            self._line(*self.pending)
+            self.pending = None
+        self.flush()
+
+    def _line(self, n: int, line: str) -> None:
+        """Read one line: held as a message's body, explained, or skipped."""
         if self.held:
             indent = len(self.held[0]) - len(self.held[0].lstrip())
             deeper = len(line) - len(line.lstrip()) > indent and not _RAISED.match(line)
@@ -490,7 +510,7 @@ def log_report(lines, model=None, numbers: dict | None = None, progress: TextIO 
         line = clean(line)
         reader.name_model(n, line)
         reader.line(n, line)
-    reader.flush()
+    reader.end()
     return reader.text(), len(reader.seen)
 
 

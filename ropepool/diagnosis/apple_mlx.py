@@ -19,6 +19,7 @@ import re
 
 from .base import Diagnosis, Facts, ambiguous, heads
 from .heads import broadcast_case, fused_qkv_case, head_dim_from_hidden, merged_view_case, view_case, weight_case
+from .sizes import one_layout
 from .text import after, ints, last_read, on_line, product, shapes
 from .pytorch import proj_of
 
@@ -81,7 +82,7 @@ def _broadcast(line: str, f: Facts) -> Diagnosis | None:
         return None
     dim = bad[-1]
     verdict = _cache_write_or_repeat(pa, pb, dim, f) if len(a) == len(b) == 4 else None
-    case, quantity, why, fix = verdict or broadcast_case(pa[dim], pb[dim], dim, f, n)
+    case, quantity, why, fix = verdict or broadcast_case(pa[dim], pb[dim], dim, f, n, not one_layout(pa, pb, f))
     return Diagnosis(
         "mlx",
         MLX + " broadcasting",
@@ -292,7 +293,8 @@ def _load_weights(line: str, f: Facts) -> Diagnosis | None:
     if proj is None or not want or not have:
         return None
     cols = have[1] if len(have) == 2 else None
-    case, quantity, why, fix = weight_case(proj, have[0], want[0], f, cols=cols, where="the config")
+    built = want[1] if len(want) == 2 else None
+    case, quantity, why, fix = weight_case(proj, have[0], want[0], f, cols=cols, built_cols=built, where="the config")
     return Diagnosis(
         "mlx-lm",
         "mlx.nn.Module.load_weights (as mlx_lm.load calls it)",

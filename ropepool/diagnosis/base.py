@@ -38,6 +38,7 @@ class Facts:
     passed_kv_heads : int      the ``num_kv_heads`` the failing call passed (not the model's)
     kv_lora_rank : int         MLA's latent width, ``config.kv_lora_rank`` (None: not MLA, or unknown)
     rope_dim : int             MLA's RoPE part of a head, ``config.qk_rope_head_dim``
+    nope_dim : int             MLA's part of a q and k head without RoPE, ``config.qk_nope_head_dim``
     max_position_embeddings : int  the positions the config gives (scaled ones included, where it scales)
     vocab_size : int           ``config.vocab_size``
     tp : int                   the tensor-parallel size the model runs at (``--tp``)
@@ -57,6 +58,7 @@ class Facts:
     passed_kv_heads: int | None = None  # what the failing call passed, and MLA's latent sizes
     kv_lora_rank: int | None = None
     rope_dim: int | None = None
+    nope_dim: int | None = None
 
     max_position_embeddings: int | None = None  # the tables (positions, tokens) and the run
     vocab_size: int | None = None

@@ -13,6 +13,8 @@ Each returns ``(case, quantity, why, fix)`` from the numbers and the model's :cl
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .base import Facts, ambiguous, heads
 from .sizes import read_pair
 from .text import product
@@ -343,11 +345,21 @@ def _view_whole_heads(have: int, nheads: int, f: Facts) -> Verdict:
 
 
 def weight_case(
-    proj: str, have: int, want: int, f: Facts, *, cols: int | None = None, where: str = "the config"
+    proj: str,
+    have: int,
+    want: int,
+    f: Facts,
+    *,
+    cols: int | None = None,
+    built_cols: int | None = None,
+    where: str = "the config",
 ) -> Verdict:
     """A projection ``proj`` (q, k, v, o, qkv) whose weights have ``have`` output rows where
-    ``where`` (the config, the GGUF metadata) builds ``want``; ``cols`` its input size (hidden_size). Weights
-    whose input size is not the model's hidden_size are another model's: read from their own numbers."""
+    ``where`` (the config, the GGUF metadata) builds ``want``; ``cols`` its input size (hidden_size), and
+    ``built_cols`` the built model's, where the message gives it. Weights whose input size is not the
+    model's hidden_size are another model's: read from their own numbers."""
+    if not f.hidden_size and built_cols and cols and built_cols != cols and proj != "o":
+        f = replace(f, hidden_size=built_cols, name=f.name or "the model built")
     if proj != "o" and cols and f.hidden_size and cols != f.hidden_size:
         case, quantity, why, fix = weight_case(proj, have, want, Facts(hidden_size=cols), cols=cols, where=where)
         other = (
@@ -378,14 +390,19 @@ def weight_case(
         if have > want:
             w_heads = f"{have // D} KV heads" if D and have % D == 0 else f"{have} rows"
             c_heads = f"{want // D}" if D and want % D == 0 else f"{want} rows"
+            mha = have == hidden  # the checkpoint's k rows are hidden_size: an MHA model's
             return (
                 "weights_of_another_model",
                 "heads",
                 f"the weights have {w_heads} where {where} says {c_heads}: the weights and the config are of "
-                "different models (an MHA checkpoint under a GQA config, e.g. Llama-2 weights with a "
-                "Llama-3 config) or the config was edited.",
-                "Use the config.json that ships with these weights (num_key_value_heads = the weights' "
-                f"{proj}_proj rows / head_dim).",
+                + (
+                    "different models (an MHA checkpoint, k_proj as wide as hidden_size, under a GQA config, e.g. "
+                    "Llama-2 weights with a Llama-3 config) or the config was edited."
+                    if mha
+                    else "different models (another size of the family, or another family) or the config was edited."
+                ),
+                "Use the config.json that ships with these weights"
+                + (f" (num_key_value_heads = the weights' {proj}_proj rows / head_dim)." if mha else "."),
             )
         if D and have % D == 0 and want % D == 0:
             return (
@@ -446,8 +463,21 @@ def _tp_shard_case(proj: str, have: int, want: int, f: Facts, hidden: int | None
         if f.hidden_size or full % part:
             return None
         side = "the checkpoint" if have == part else "the model built"
-        return ambiguous(
+        mha = (
             [
+                (
+                    "config_without_kv_heads",
+                    f"the model was built with k/v as wide as its hidden state ({want} = the weights' {want} "
+                    f"inputs: MHA, what a config without num_key_value_heads means) and the weights are GQA, "
+                    f"{have} rows (G = {want // have}): set num_key_value_heads",
+                )
+            ]
+            if proj in ("k", "v") and hidden and want == hidden and have < want
+            else []
+        )
+        return ambiguous(
+            mha
+            + [
                 (
                     "tp_unsplit_checkpoint" if have == full else "tp_shard_in_whole_model",
                     f"{side} holds one tensor-parallel rank's share of {proj}_proj: {part} of {full} rows, "
@@ -509,6 +539,18 @@ def _qkv_built_as_mha(have: int, want: int, f: Facts, hidden: int | None, where:
     """A fused qkv_proj (Phi-3's) built with 3 x Hq heads where the weights hold Hq + 2 x Hkv: None otherwise."""
     Hq = f.num_qo_heads
     D = f.head_dim or (hidden // Hq if hidden and Hq else None)
+    if not (Hq and D) and hidden and want == 3 * hidden and hidden < have < want and (have - hidden) % 2 == 0:
+        kv_width = (have - hidden) // 2  # no model: the numbers alone are MHA's signature
+        return (
+            "config_without_kv_heads",
+            "heads",
+            f"{where} built the fused qkv_proj as MHA: 3 x hidden_size = 3 x {hidden} = {want} rows (q, k and v as "
+            f"wide as the hidden state), what a config without num_key_value_heads means; the weights hold "
+            f"{have} = {hidden} + 2 x {kv_width} rows: k and v {kv_width} wide each, fewer KV heads than query "
+            f"heads (GQA, G = {hidden // kv_width if hidden % kv_width == 0 else hidden / kv_width}).",
+            f"Build the model with num_key_value_heads = {kv_width} / head_dim (the checkpoint's own config.json "
+            "has it); add --model or --config to get the numbers.",
+        )
     if not (Hq and D) or want != 3 * Hq * D or not Hq * D < have < want or (have - Hq * D) % (2 * D):
         return None
     kv = (have - Hq * D) // (2 * D)
@@ -532,8 +574,9 @@ def _qkv_built_as_mha(have: int, want: int, f: Facts, hidden: int | None, where:
     )
 
 
-def broadcast_case(a: int, b: int, dim: int | None, f: Facts, ndim: int | None = None) -> Verdict:
-    """Sizes ``a`` and ``b`` that must match on axis ``dim`` (of ``ndim`` axes, where known)."""
+def broadcast_case(a: int, b: int, dim: int | None, f: Facts, ndim: int | None = None, layout: bool = True) -> Verdict:
+    """Sizes ``a`` and ``b`` that must match on axis ``dim`` (of ``ndim`` axes, where known); ``layout`` False
+    where the shapes show both in one layout."""
     Hq, Hkv, D, rd = f.num_qo_heads, f.num_kv_heads, f.head_dim, f.rotary_dim
     pair = {a, b}
     heads_axis = dim is None or dim <= 1 or (ndim is not None and dim == ndim - 3)
@@ -584,7 +627,7 @@ def broadcast_case(a: int, b: int, dim: int | None, f: Facts, ndim: int | None =
             ],
             "the config's rotary_dim / partial_rotary_factor (or pass --rotary-dim) and cos.shape",
         )
-    return read_pair(a, b, dim, ndim, f)
+    return read_pair(a, b, dim, ndim, f, layout=layout)
 
 
 def einsum_case(a: int, b: int, label: str | None, f: Facts) -> Verdict:
@@ -670,6 +713,17 @@ def index_case(index: int, dim: int, size: int, f: Facts) -> Verdict:
             f"Index the pool with the KV head kv_head = h // {G} (G = Hq / Hkv = {Hq} / {Hkv}), not the query head h.",
         )
     P, V = f.max_position_embeddings, f.vocab_size
+    original = (f.rope_scaling or {}).get("original_max_position_embeddings")
+    if size and original and size == original and P and P > size:
+        return (
+            "positions_unscaled_table",
+            "positions",
+            f"{size} is {f.name}'s original_max_position_embeddings (its rope_scaling's), and the model reaches "
+            f"max_position_embeddings = {P}: a RoPE cos/sin table built for the original {size} positions was read "
+            f"at position {index}.",
+            f"Build the table for max_position_embeddings ({P}) with the model's rope_scaling "
+            f"({(f.rope_scaling or {}).get('rope_type', 'its rope_type')}), or keep the sequence below {size}.",
+        )
     if size and size in (P, V):
         table = "max_position_embeddings" if size == P else "vocab_size"
         what = "a position" if size == P else "a token id"
@@ -703,7 +757,8 @@ def index_case(index: int, dim: int, size: int, f: Facts) -> Verdict:
             (
                 "positions",
                 f"or the table is indexed by position: a RoPE cos/sin cache or a position embedding of {size} rows "
-                f"(max_position_embeddings) read at position {index}, the sequence run past the positions it covers",
+                f"read at position {index}, the sequence run past the positions it covers"
+                + (f" (the model's max_position_embeddings is {P})" if P else ""),
             ),
             (
                 "not_a_pool",

@@ -245,7 +245,8 @@ def _load(text: str, i: int, f: Facts) -> Diagnosis | None:
         return None
     name, proj, ckpt, model, m = best
     cols = ckpt[1] if len(ckpt) == 2 else None
-    case, quantity, why, fix = weight_case(proj, ckpt[0], model[0], f, cols=cols, where="the config")
+    built = model[1] if len(model) == 2 else None
+    case, quantity, why, fix = weight_case(proj, ckpt[0], model[0], f, cols=cols, built_cols=built, where="the config")
     line = line_at(text, m.start()).strip()[:500]
     read = f"{name}: the checkpoint has {list(ckpt)}, the model built from the config {list(model)}"
     return Diagnosis("transformers", LOAD, line, read, case, quantity, why, fix)

@@ -57,6 +57,10 @@ def vocabulary(f: Facts) -> dict[int, list[str]]:
         (Hq * D if Hq and D else None, "Hq x D (q_proj's width)"),
         (Hkv * D if Hkv and D else None, "Hkv x D (k_proj's width)"),
         (f.hidden_size, "hidden_size"),
+        (f.rope_dim, "qk_rope_head_dim (MLA: the part of a head RoPE turns)"),
+        (f.nope_dim, "qk_nope_head_dim (MLA: the part of a head without RoPE)"),
+        (f.rope_dim + f.nope_dim if f.rope_dim and f.nope_dim else None, "qk_nope_head_dim + qk_rope_head_dim"),
+        (f.kv_lora_rank, "kv_lora_rank (MLA's latent)"),
         (f.max_position_embeddings, "max_position_embeddings"),
         (f.vocab_size, "vocab_size"),
     ]
@@ -140,7 +144,7 @@ def _layout(h: int, t: int, names: str, at: str) -> list[tuple[str, str]]:
     return [
         (
             "layout",
-            f"{h} is {names} and {t} is no size of the model{at}: one operand is [B, T, H, D] and the other "
+            f"{h} is {names} and {t} is no head count of the model{at}: one operand is [B, T, H, D] and the other "
             f"[B, H, T, D] (a transpose(1, 2) missing), so its {t} tokens meet the other's {h} heads",
         ),
         ("tokens", f"or {h} and {t} are two lengths (a mask, positions or a cache of another length)"),
@@ -169,7 +173,9 @@ def _axis(dim: int | None, ndim: int | None) -> tuple[bool, bool]:
     return dim >= 2 or ndim == 2, 1 <= dim <= 2
 
 
-def readings(a: int, b: int, dim: int | None, ndim: int | None, f: Facts, doing: str | None = None) -> list:
+def readings(
+    a: int, b: int, dim: int | None, ndim: int | None, f: Facts, doing: str | None = None, layout: bool = True
+) -> list:
     """The mistakes that give sizes ``a`` and ``b`` on axis ``dim`` (of ``ndim``), read by their roles, as
     ``(name, text)``; ``doing`` what the message says the tensors were in: ``write`` (a copy into a cache or
     a slice), ``attention`` (a product, attention's inputs) or None (it does not say)."""
@@ -207,6 +213,18 @@ def readings(a: int, b: int, dim: int | None, ndim: int | None, f: Facts, doing:
                     "to attention, after the write",
                 )
             )
+    if Hq and Hkv and Hq % Hkv == 0 and Hq in (a, b) and middle:
+        other = b if a == Hq else a
+        if other != Hq and other % Hkv == 0 and other // Hkv not in (1, Hq // Hkv):
+            out.append(
+                (
+                    "repeat_factor",
+                    f"k/v repeated {other // Hkv} times, Hkv x {other // Hkv} = {other} heads, against the {Hq} query "
+                    f"heads{at}: repeat_kv with n_rep = {other // Hkv} where it is Hq / Hkv = {Hq // Hkv} (a group "
+                    "size of another model, or repeated twice)",
+                )
+            )
+            out += _layout(Hq, other, "Hq", at)  # the other may be a token count as well
     if Hq and Hkv and D and {a, b} == {Hq * D, Hkv * D} and Hq != Hkv:
         out.append(
             (
@@ -216,14 +234,37 @@ def readings(a: int, b: int, dim: int | None, ndim: int | None, f: Facts, doing:
                 "num_key_value_heads), or k/v's output where q's is taken (o_proj after attention without repeat_kv)",
             )
         )
+    nope, rope = f.nope_dim, f.rope_dim
+    if nope and rope and nope != rope and {a, b} == {nope, rope} and last:
+        out.append(
+            (
+                "mla_split",
+                f"MLA's two parts of a head met{at}: qk_nope_head_dim = {nope} (no RoPE) against qk_rope_head_dim = "
+                f"{rope} (the part RoPE turns, k_pe's width): q split in the wrong order (split(q, [{rope}, {nope}]) "
+                f"where it is [{nope}, {rope}]), or the no-RoPE part given to RoPE or to the score with k_pe",
+            )
+        )
     for w in (D, rd):
         if w and {a, b} == {w, w // 2} and last:
             out += _half(w, w // 2, f, at)
             break
     heads = {Hq: "Hq", Hkv: "Hkv"}
     for h, t in ((a, b), (b, a)):
-        if h in heads and h and t not in sizes and middle:
-            out += _layout(h, t, heads[h], at)
+        if h in heads and h and middle and t not in heads and (t not in sizes or not layout):
+            if not layout:  # the tokens axis agrees: the other tensor has other heads
+                out.append(
+                    (
+                        "heads_of_another_model",
+                        f"{h} is {heads[h]} and the other tensor has {t} heads on the same axis{at} (its tokens and "
+                        f"head_dim agree): a KV cache (a saved prompt cache) or k/v made by another model or config "
+                        f"with {t} heads",
+                    )
+                )
+                out.append(
+                    ("tokens", f"or {h} and {t} are two lengths (a mask, positions or a cache of another length)")
+                )
+            else:
+                out += _layout(h, t, heads[h], at)
             break
     if {a, b} != {Hq, Hkv}:
         out += _tp_share(a, b, f)
@@ -251,7 +292,14 @@ def _without_model(a: int, b: int, dim, last: bool, middle: bool, at: str) -> li
     big, small = max(a, b), min(a, b)
     out = []
     if small and big % small == 0 and middle:
-        out.append(("heads", f"{big} query heads against {small} KV heads{at}: repeat_kv missing (G = {big // small})"))
+        out.append(
+            (
+                "heads",
+                f"{big} query heads against {small} KV heads{at}: repeat_kv missing (G = {big // small}); or k/v "
+                f"already repeated to {big} heads where {small} are taken (a write into a cache of {small} KV heads, "
+                f"or repeat_kv applied with too large a factor against {small} query heads)",
+            )
+        )
     if small and big == 2 * small and last:
         out.append(("half_head_dim", f"a head of {big} against cos/sin (or a half) of {small}{at}"))
     elif small and small % 2 == 0 == big % 2 and last:  # a head and a rotated width are even (pairs)
@@ -285,6 +333,14 @@ _FIXES = {
         "attention, after the write."
     ),
     "tp": "View with the per-rank count (the full count / tp), or view(..., -1, head_dim).",
+    "mla_split": (
+        "Split q's head as q_nope, q_pe = q.split([qk_nope_head_dim, qk_rope_head_dim], dim=-1) and turn only "
+        "q_pe and k_pe with RoPE; the no-RoPE part meets the latent (or k_nope), the RoPE part k_pe."
+    ),
+    "repeat_factor": (
+        "Repeat k and v by n_rep = num_attention_heads // num_key_value_heads of this model's config "
+        "(repeat_kv(k, n_rep)), once; or call an attention that takes the KV heads as they are (enable_gqa=True)."
+    ),
     "positions": (
         "Keep positions below max_position_embeddings (a step's positions run cached .. cached + new - 1), or "
         "scale RoPE to reach the length asked."
@@ -292,10 +348,13 @@ _FIXES = {
 }
 
 
-def read_pair(a: int, b: int, dim: int | None, ndim: int | None, f: Facts, doing: str | None = None) -> Verdict:
+def read_pair(
+    a: int, b: int, dim: int | None, ndim: int | None, f: Facts, doing: str | None = None, layout: bool = True
+) -> Verdict:
     """The verdict for sizes ``a`` and ``b`` that must agree on axis ``dim``: one mistake where the roles
-    name one, several (``ambiguous``) where they fit several, and two lengths where they name none."""
-    found = readings(a, b, dim, ndim, f, doing)
+    name one, several (``ambiguous``) where they fit several, and two lengths where they name none;
+    ``layout`` False where the shapes show both tensors in one layout (the other axes agree)."""
+    found = readings(a, b, dim, ndim, f, doing, layout)
     check = f"the shapes of both operands just before the failing line (which holds {a}, which {b}, and on which axis)"
     if len(found) == 1 and found[0][0] != "layout" and f.known:
         name, text = found[0]
@@ -314,12 +373,19 @@ def read_pair(a: int, b: int, dim: int | None, ndim: int | None, f: Facts, doing
             check + " (or add --model)",
         )
         return case, quantity, why, fix
+    sizes = vocabulary(f)
+    known = [n for n in (a, b) if n in sizes]
+    said = (
+        f"neither is a size of the model ({describe_sizes(f)})"
+        if not known
+        else f"{name_of(a, f)} and {name_of(b, f)} are no two sizes that meet on one axis"
+        + ("" if dim is None else f" {dim}")
+    )
     return (
         "foreign",
         "tokens",
-        f"{a} against {b}{at}: neither is a size of the model ({describe_sizes(f)}): a mask, positions or a "
-        "cache of another length, or no tensor of this model's attention (then probably not a head, RoPE or "
-        "KV-cache error).",
+        f"{a} against {b}{at}: {said}: a mask, positions or a cache of another length, or no tensor of this "
+        "model's attention (then probably not a head, RoPE or KV-cache error).",
         "Print both operands' shapes just before the failing line; the one that is not [B, H, T, D] of this "
         "model is the mistake.",
     )
@@ -390,7 +456,16 @@ def read_shapes(a: tuple, b: tuple, f: Facts, doing: str | None = None) -> tuple
         if len(left) <= 1:
             return read + ": axes 1 and 2 swapped between them", _swapped(pa, pb, left, f, doing)
     dim = bad[-1]
-    return f"{read}: {pa[dim]} against {pb[dim]} on axis {dim}", read_pair(pa[dim], pb[dim], dim, n, f, doing)
+    verdict = read_pair(pa[dim], pb[dim], dim, n, f, doing, layout=not one_layout(pa, pb, f))
+    return f"{read}: {pa[dim]} against {pb[dim]} on axis {dim}", verdict
+
+
+def one_layout(a: tuple, b: tuple, f: Facts) -> bool:
+    """Two 4-axis shapes (aligned) that differ on axis 1 alone while axis 2, equal in both, is no head count of
+    the model: both are [B, H, T, D] (the tokens agree), so no [B, T, H, D] against [B, H, T, D] reading."""
+    differ = [i for i in range(len(a)) if a[i] != b[i]]
+    heads = {f.num_qo_heads, f.num_kv_heads} - {None}
+    return len(a) == len(b) == 4 and differ == [1] and a[2] not in heads
 
 
 def _swapped(a: tuple, b: tuple, left: list, f: Facts, doing: str | None) -> Verdict:

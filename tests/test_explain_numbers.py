@@ -1,0 +1,85 @@
+"""explain reads a message from its numbers and the model's sizes, worded and numbered apart from any blind
+set: a repeat factor, a projection's numbers that are MHA's signature, MLA's two parts of a head, heads
+of another model where the tokens agree, a table built for the unscaled positions, a log's error headers."""
+
+from ropepool.cli.explain import facts_of, log_report
+from ropepool.diagnosis import diagnose
+
+BROADCAST = "RuntimeError: The size of tensor a ({}) must match the size of tensor b ({}) at non-singleton dimension {}"
+
+
+def test_k_repeated_by_another_group_size_is_read_as_a_repeat_factor():
+    d = diagnose(BROADCAST.format(64, 128, 1), facts_of("llama-3-70b"))
+    assert "repeat_factor" in d.quantity.split("/") and "n_rep = 16 where it is Hq / Hkv = 8" in d.why, d
+
+
+def test_sizes_of_two_axes_are_never_called_no_size_of_the_model():
+    d = diagnose(BROADCAST.format(7, 128, 1), facts_of("llama-3-8b"))
+    assert "neither is a size" not in d.why and "128 (D (head_dim))" in d.why, d
+
+
+def test_without_a_model_a_head_count_pair_is_read_both_ways():
+    d = diagnose(BROADCAST.format(8, 64, 1), facts_of(None))
+    assert "repeat_kv missing (G = 8)" in d.why and "already repeated to 64 heads where 8 are taken" in d.why, d
+
+
+def test_a_fused_qkv_built_as_mha_is_read_from_its_own_numbers():
+    text = "ValueError: Expected shape (12288, 4096) but received shape (6144, 4096) for parameter model.layers.3.self_attn.qkv_proj.weight"
+    d = diagnose(text, facts_of(None))
+    assert d.case == "config_without_kv_heads" and "6144 = 4096 + 2 x 1024" in d.why and "G = 4" in d.why, d
+
+
+def test_a_square_k_proj_against_fewer_rows_lists_mha_first():
+    text = "check_tensor_dims: tensor 'blk.3.attn_v.weight' has wrong shape; expected  5120,  5120, got  5120,  1024,     1,     1"
+    d = diagnose(text, facts_of(None))
+    assert d.case == "ambiguous" and d.quantity.startswith("config_without_kv_heads/"), d
+
+
+def test_weights_of_another_width_are_another_model_never_a_tensor_parallel_share():
+    text = (
+        "RuntimeError: Error(s) in loading state_dict for Attn:\n\tsize mismatch for v_proj.weight: copying a param "
+        "with shape torch.Size([1024, 4096]) from checkpoint, the shape in current model is torch.Size([256, 1536])."
+    )
+    d = diagnose(text, facts_of(None))
+    assert d.case == "weights_of_another_model" and "4096 inputs" in d.why and "MHA" not in d.why, d
+
+
+def test_mla_s_two_parts_of_a_head_are_named():
+    config = {
+        "model_type": "deepseek_v3",
+        "hidden_size": 7168,
+        "num_attention_heads": 128,
+        "num_key_value_heads": 128,
+        "kv_lora_rank": 512,
+        "qk_nope_head_dim": 128,
+        "qk_rope_head_dim": 64,
+        "v_head_dim": 128,
+    }
+    text = "RuntimeError: einsum(): subscript r has size 128 for operand 1 which does not broadcast with previously seen size 64"
+    d = diagnose(text, facts_of(config))
+    assert "mla_split" in d.quantity.split("/") and "split(q, [64, 128]) where it is [128, 64]" in d.why, d
+
+
+def test_heads_of_another_model_where_the_tokens_agree_are_not_a_layout():
+    d = diagnose(
+        "ValueError: [broadcast_shapes] Shapes (1,8,5,128) and (1,4,5,128) cannot be broadcast.", facts_of("llama-3-8b")
+    )
+    assert "heads_of_another_model" in d.quantity.split("/") and "layout" not in d.quantity.split("/"), d
+
+
+def test_a_rope_table_of_the_unscaled_positions_is_named():
+    d = diagnose("IndexError: index 8200 is out of bounds for dimension 0 with size 8192", facts_of("llama-3.1-8b"))
+    assert d.case == "positions_unscaled_table" and "131072" in d.fix, d
+
+
+def test_a_log_record_heading_a_traceback_is_not_an_error_of_its_own_and_a_versioned_folder_names_the_model():
+    lines = [
+        "12:00:01 INFO loading /srv/weights/Mistral-7B-Instruct-v0.2/model.safetensors\n",
+        "12:00:02 ERROR request 7 failed while writing the KV cache\n",
+        "Traceback (most recent call last):\n",
+        '  File "serve.py", line 9, in write\n',
+        "IndexError: index 4100 is out of bounds for dimension 0 with size 4096\n",
+    ]
+    report, n = log_report(lines)
+    assert n == 1 and "line 5" in report and "line 2" not in report, report
+    assert report.startswith("model     mistral-7b (named on line 1"), report
