@@ -1,6 +1,7 @@
 """End to end, as a learner meets them in JupyterLab: ``explain`` run from a notebook cell, the answers
 streamed while the engine runs (``LiveAnswers``, redrawn in place), the rotation explorer whose axis
-names the angle, and a lab that starts without JupyterLab's news pop-up. (Notebook 10's memory-vs-error
+names the angle, a build-track check that fails with its message first and its hint within 8 lines,
+and a lab that starts without JupyterLab's news pop-up. (Notebook 10's memory-vs-error
 figure, drawn inside an ``if``, is checked in notebook 10 itself: ``test_lab.py`` runs 10 in the browser.)
 
 One scratch notebook is written into the learner's copy the server serves (never into notebooks/),
@@ -42,6 +43,13 @@ CELLS = [
     "explorer = RotationExplorer()\n"
     "print('ylabel:', explorer.figure.axes[1].get_ylabel())\n"
     "explorer",
+    # a failing check of the build track, as a learner meets it: the message first, the hint within 8 lines
+    "import numpy as np\n"
+    "from ropepool import track\n"
+    "from ropepool.track import solutions\n"
+    "def rotate(x, positions, inv_freq, is_neox):\n"
+    "    return solutions.rotate(x, np.asarray(positions) + 1, inv_freq, is_neox)\n"
+    "track.check(1, rotate)",
 ]
 
 OUTPUT_JS = """() => [...document.querySelectorAll('.jp-NotebookPanel .jp-Notebook-cell')].map(c => ({
@@ -105,6 +113,12 @@ def test_explain_stream_and_explorer_in_jupyterlab(browser, lab: Lab, scratch):
             r"^request 1: ", stream, re.M
         )
         assert stream.count("step ") == 1, f"the stream was appended, not redrawn in place:\n{stream}"
+
+        failed = [line for line in cells[3]["text"].splitlines() if line.strip()]
+        hint = next((i for i, line in enumerate(failed) if line.lstrip().startswith("hint:")), None)
+        assert failed and failed[0].startswith("ExerciseFailed: Part 1"), failed[:12]
+        assert hint is not None and hint < 8, f"the hint is line {hint} of the failing check's output: {failed[:12]}"
+        assert not any("ropepool/track" in line for line in failed[: hint + 1]), failed[: hint + 1]
 
         assert "ylabel: angle theta_i (radians)" in cells[2]["text"]
         cell = page.locator(".jp-NotebookPanel .jp-Notebook-cell").nth(2)
