@@ -3,6 +3,7 @@ pool holds its Hkv/N heads, every rank chooses the tokens one process chooses, a
 heads is refused on every rank before any collective."""
 
 import io
+import os
 import sys
 import time
 from types import SimpleNamespace
@@ -18,14 +19,28 @@ from ropepool.engine.runner import Runner
 from ropepool.loaders.tiny import build, tiny
 
 
-def launched(n: int, model: str, new: int = 3) -> list[dict]:
-    return ranks.launch(n, model, new, stream=io.StringIO())
+_LAUNCHED: dict = {}
+
+
+def launched(n: int, model: str, new: int = 3) -> tuple[list[dict], "Clocked"]:
+    """``ranks.launch``'s results and the stream its lines reached, once per ``(n, model, new)`` in this module
+    (a launch takes both cores for seconds), launched as a notebook's kernel launches: PYTHONUNBUFFERED unset,
+    so the parent's pipes are block-buffered."""
+    key = (n, model, new)
+    if key not in _LAUNCHED:
+        stream, saved = Clocked(), os.environ.pop("PYTHONUNBUFFERED", None)
+        try:
+            _LAUNCHED[key] = ranks.launch(n, model, new, stream=stream), stream
+        finally:
+            if saved is not None:
+                os.environ["PYTHONUNBUFFERED"] = saved
+    return _LAUNCHED[key]
 
 
 @pytest.mark.parametrize("model,n", [("tiny-llama", 3), ("tiny-qwen3", 3), ("tiny-llama-4x2", 2)])
 def test_every_rank_chooses_the_tokens_of_one_process(model, n):
-    (one,) = launched(1, model)
-    split = launched(n, model)
+    (one,) = launched(1, model)[0]
+    split = launched(n, model)[0]
     assert [r["rank"] for r in split] == list(range(n))
     hkv = one["pool_shape"][1]
     for r in split:
@@ -46,12 +61,10 @@ class Clocked(io.StringIO):
         return super().write(text)
 
 
-def test_each_ranks_lines_stream_as_they_come(monkeypatch):
+def test_each_ranks_lines_stream_as_they_come():
     """Each rank says each step as it happens, and its lines reach the caller while the ranks still run: the
     first arrives before the last rank has finished serving (buffered output would arrive only after)."""
-    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)  # as a notebook's kernel has it: pipes block-buffered
-    stream = Clocked()
-    results = ranks.launch(3, "tiny-llama", 3, stream=stream)
+    results, stream = launched(3, "tiny-llama", 3)
     first = stream.arrived[0][0]
     assert first < max(r["finished_at"] for r in results), "no line reached the caller before the ranks ended"
     for r in results:
@@ -61,7 +74,7 @@ def test_each_ranks_lines_stream_as_they_come(monkeypatch):
 
 
 def test_a_split_that_breaks_heads_is_refused_on_every_rank():
-    split = launched(3, "tiny-llama-4x2")
+    split = launched(3, "tiny-llama-4x2")[0]
     assert len(split) == 3
     for r in split:
         assert r["refused"].startswith("EngineArgumentError: group: 3 ranks cannot split 4 query heads and 2 KV heads")

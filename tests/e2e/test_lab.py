@@ -8,7 +8,7 @@ tagged ``plot``, and what a learner's use of some widgets shows:
 01's shape table after the Hkv slider and the Model dropdown, 03's slider after typing a position,
 02's BreakIt card after picking another mistake (that error's text, no label cut, no word broken),
 04's slots playground after typing duplicate then valid slots (the error, then a picture; never a
-broken image). Full-page screenshots of each at 1280x800 and 1024x768 go to
+broken image). Full-page screenshots of each at 1280x800 (and 1024x768 with ROPEPOOL_SCREENSHOTS=all) go to
 artifacts/screenshots/; a notebook over 12 screens at 1280x800 must say why in its first cell.
 Also: the server serves the learner's copy, and a notebook edited and saved there leaves
 ``git status`` as it was; the server refuses its API without the token and listens on 127.0.0.1 only.
@@ -175,7 +175,9 @@ def _run_all(page, lab: Lab, name: str, code_cells: list[int]) -> list[dict]:
     return wait_for(f"{name}: Run All finished, kernel idle", finished, 30, lab)
 
 
-SCREEN_SIZES = [(1280, 800), (1024, 768)]
+#: The screen sizes pictured: 1280x800 (a laptop) always, its height read below; 1024x768 (a projector), a
+#: picture for a person to look at, only where ROPEPOOL_SCREENSHOTS=all asks (two seconds a notebook).
+SCREEN_SIZES = [(1280, 800)] + [(1024, 768)] * (os.environ.get("ROPEPOOL_SCREENSHOTS") == "all")
 MAX_SCREENS = 12  # at 1280x800: a workshop slot; a longer notebook says why in its first cell
 
 
