@@ -83,3 +83,65 @@ def test_a_log_record_heading_a_traceback_is_not_an_error_of_its_own_and_a_versi
     report, n = log_report(lines)
     assert n == 1 and "line 5" in report and "line 2" not in report, report
     assert report.startswith("model     mistral-7b (named on line 1"), report
+
+
+def test_a_view_with_fewer_heads_than_the_tensor_holds_reads_q_viewed_with_the_kv_heads():
+    d = diagnose("RuntimeError: shape '[1, 6, 4, 128]' is invalid for input of size 12288", facts_of(None))
+    assert "q was viewed with the KV head count" in d.why and "4 heads of 512: head_dim is 512" in d.why, d
+    assert "if 16 is num_key_value_heads" not in d.why
+
+
+EXPAND = (
+    "RuntimeError: The expanded size of the tensor (32) must match the existing size (8) at non-singleton dimension "
+    "1.  Target sizes: [1, 32, 6, 128].  Tensor sizes: {}"
+)
+
+
+def test_k_written_into_a_cache_of_the_query_heads_is_named_and_an_expand_of_k_is_one_reading_of_three():
+    write = diagnose(EXPAND.format("[8, 6, 128]"), facts_of("llama-3-8b"))
+    assert write.case == "cache_with_query_heads" and "[B, 8, max_len, 128]" in write.fix, write
+    both = diagnose(EXPAND.format("[1, 8, 6, 128]"), facts_of("llama-3-8b"))
+    assert both.case == "ambiguous" and {"cache_with_query_heads", "missing_repeat_kv"} <= set(both.quantity.split("/"))
+
+
+SPLIT = (
+    "RuntimeError: split_with_sizes expects split_sizes to sum exactly to {} (input tensor's size at dimension -1), "
+    "but got split_sizes={}"
+)
+
+
+def test_a_split_is_read_against_the_models_own_splits():
+    fused = diagnose(SPLIT.format(6144, "[4096, 4096, 4096]"), facts_of("llama-3-8b"))
+    assert fused.case == "split_heads" and "part 1 is 4096" in fused.why and "where it is 1024" in fused.why, fused
+    mla = diagnose(
+        SPLIT.format(192, "[128, 128]"),
+        facts_of(
+            {
+                "model_type": "deepseek_v3",
+                "hidden_size": 7168,
+                "num_attention_heads": 128,
+                "kv_lora_rank": 512,
+                "qk_nope_head_dim": 128,
+                "qk_rope_head_dim": 64,
+            }
+        ),
+    )
+    assert mla.case == "mla_split" and "where it is 64" in mla.why, mla
+    bare = diagnose(SPLIT.format(576, "[512, 128]"), facts_of(None))
+    assert "the others kept, part 1 would be 64" in bare.why, bare
+
+
+def test_a_rank_s_k_viewed_with_eight_heads_is_either_count_at_tp_8():
+    d = diagnose("RuntimeError: shape '[1, 3, 8, 128]' is invalid for input of size 384", facts_of("llama-3-70b", tp=8))
+    assert d.case == "ambiguous" and {"tp_shard_full_count", "kv_viewed_with_hq"} <= set(d.quantity.split("/")), d
+
+
+def test_weights_that_are_the_config_s_own_against_a_model_built_otherwise():
+    config = {"model_type": "qwen2", "hidden_size": 1536, "num_attention_heads": 12, "num_key_value_heads": 2}
+    text = (
+        "RuntimeError: Error(s) in loading state_dict for Qwen2ForCausalLM:\n\tsize mismatch for model.layers.0.self_"
+        "attn.k_proj.weight: copying a param with shape torch.Size([256, 1536]) from checkpoint, the shape in current "
+        "model is torch.Size([4096, 1536])."
+    )
+    d = diagnose(text, facts_of(config))
+    assert d.case == "model_not_from_config" and "4096 = 32 x 128" in d.why and "should be 2" in d.fix, d

@@ -250,8 +250,8 @@ def _view_without_model(width: int, nheads: int, dim: int) -> Verdict:
     """A view to ``[nheads, dim]`` of ``width`` values per row, the model unknown: which mistakes fit."""
     if width % dim == 0:
         have = width // dim
-        return ambiguous(
-            [
+        if have < nheads:  # fewer heads than the view: k or v viewed with the query heads, or a rank's share
+            options = [
                 (
                     "heads",
                     f"the tensor holds {heads(have)} of {dim} and was viewed with {nheads}: if "
@@ -259,8 +259,30 @@ def _view_without_model(width: int, nheads: int, dim: int) -> Verdict:
                     "viewed with the query head count (view with num_key_value_heads)",
                 ),
                 ("tp", f"or a tensor-parallel shard ({have} heads per rank) viewed with the full count"),
-            ],
-            f"config.num_key_value_heads (is it {have}?) and the tp degree (add --model)",
+            ]
+        else:  # more heads than the view: q viewed with the KV heads, or the whole tensor with a rank's count
+            options = [
+                (
+                    "heads",
+                    f"the tensor holds {heads(have)} of {dim} and was viewed with {nheads}: if {have} is "
+                    f"num_attention_heads and {nheads} num_key_value_heads, q was viewed with the KV head count "
+                    "(view q with num_attention_heads)",
+                ),
+                (
+                    "tp",
+                    f"or the whole tensor viewed with one rank's count ({nheads} = {have} / tp, tp = {have // nheads})",
+                )
+                if have % nheads == 0
+                else ("tp", f"or a tensor of another split viewed with {nheads}"),
+            ]
+        if width % nheads == 0 and width // nheads != dim:
+            options.append(
+                ("head_dim", f"or {heads(nheads)} of {width // nheads}: head_dim is {width // nheads}, not {dim}")
+            )
+        return ambiguous(
+            options,
+            f"config.num_attention_heads, config.num_key_value_heads (is one {have}?), head_dim and the tp degree "
+            "(add --model)",
         )
     return ambiguous(
         [
@@ -303,13 +325,25 @@ def _view_whole_heads(have: int, nheads: int, f: Facts) -> Verdict:
             "which tensor the failing line views (the traceback's line) and k_proj.out_features",
         )
     if Hkv and nheads == Hkv and have < Hkv and Hkv % have == 0:
-        return (
-            "tp_shard_full_count",
-            "tp",
-            f"this rank's k holds {heads(have)} (a tensor-parallel shard, tp = {Hkv // have}) but was viewed "
-            f"with the full {Hkv}.",
-            f"View with the per-rank count, {Hkv} // tp = {have}, or view(..., -1, {D}).",
+        tp = f.tp or Hkv // have
+        why = (
+            f"this rank's k holds {heads(have)} (a tensor-parallel shard, tp = {tp}) but was viewed with the full {Hkv}"
         )
+        fix = f"View with the per-rank count, {Hkv} // tp = {have}, or view(..., -1, {D})."
+        if Hq and Hq % tp == 0 and Hq // tp == nheads:  # the rank's query heads are that count too
+            return ambiguous(
+                [
+                    ("tp_shard_full_count", why + " (num_key_value_heads, not divided by tp)"),
+                    (
+                        "kv_viewed_with_hq",
+                        f"or k viewed with the rank's query-head count, Hq / tp = {Hq} / {tp} = {nheads}: the GQA "
+                        "mistake on one rank (k and v have Hkv / tp heads there)",
+                    ),
+                ],
+                f"which count the failing view uses (the traceback's line; k and v take Hkv / tp = {have} on a rank, "
+                f"q Hq / tp = {nheads}, or view(..., -1, {D}))",
+            )
+        return "tp_shard_full_count", "tp", why + ".", fix
     if Hq and nheads == Hq and have < Hq and Hq % have == 0:
         tp = Hq // have
         kv = f" (k and v: {Hkv} // tp = {Hkv // tp})" if Hkv and Hkv % tp == 0 else ""
@@ -344,6 +378,74 @@ def _view_whole_heads(have: int, nheads: int, f: Facts) -> Verdict:
     )
 
 
+def _kv_weight_case(
+    proj: str, have: int, want: int, f: Facts, hidden: int | None, where: str, sharded: Verdict | None
+) -> Verdict | None:
+    """k_proj or v_proj with ``have`` rows where ``where`` builds ``want``: MHA built, a tp shard, a model not
+    built from the config, another model's weights; None where none fits."""
+    Hq, Hkv, D = f.num_qo_heads, f.num_kv_heads, f.head_dim
+    per = D or (hidden // Hq if hidden and Hq else None)
+    if hidden and want == hidden and have < want and want % have == 0:
+        kv = f" = {have // per}" if per and have % per == 0 else ""
+        return (
+            "config_without_kv_heads",
+            "heads",
+            f"{where} builds {proj}_proj with as many KV heads as query heads ({want} = hidden_size rows: "
+            f"MHA, what a config without num_key_value_heads means), but the weights are GQA: {have} rows, "
+            f"{want // have} times fewer (G = {want // have}).",
+            f"Set num_key_value_heads{kv} (num_attention_heads / {want // have}) in {where}: the checkpoint's "
+            "own config.json has it; a loader that ignores it needs updating.",
+        )
+    if sharded is not None:
+        return sharded
+    if Hkv and per and have == Hkv * per and want != have and want % per == 0 and Hq and want == Hq * per:
+        return (
+            "config_without_kv_heads",
+            "heads",
+            f"the weights have {have} = Hkv x D = {Hkv} x {per} rows, {where}'s own {proj}_proj; the model that "
+            f"raised built it as MHA, {want} = Hq x D = {Hq} x {per}: what a config without num_key_value_heads "
+            "means where the config class fills it with num_attention_heads (LlamaConfig does).",
+            f"Build the model with num_key_value_heads = {Hkv}: from this config.json (from_pretrained(path)), or "
+            "set the field in the config object it is built with.",
+        )
+    if Hkv and per and have == Hkv * per and want != have and want % per == 0:
+        return (
+            "model_not_from_config",
+            "heads",
+            f"the weights have {have} = Hkv x D = {Hkv} x {per} rows, {where}'s own {proj}_proj; the model that "
+            f"raised built {want} = {want // per} x {per}: it was not built from {where}, but from another one, "
+            "or from one without num_key_value_heads, which its config class fills with a default of its own "
+            "(transformers 5.25: Qwen2Config 32, MistralConfig 8, LlamaConfig num_attention_heads).",
+            f"Build the model from this config.json (from_pretrained(path)) and print the config object it was "
+            f"built with: config.num_key_value_heads should be {Hkv}.",
+        )
+    if have > want:
+        w_heads = f"{have // D} KV heads" if D and have % D == 0 else f"{have} rows"
+        c_heads = f"{want // D}" if D and want % D == 0 else f"{want} rows"
+        mha = have == hidden  # the checkpoint's k rows are hidden_size: an MHA model's
+        return (
+            "weights_of_another_model",
+            "heads",
+            f"the weights have {w_heads} where {where} says {c_heads}: the weights and the config are of "
+            + (
+                "different models (an MHA checkpoint, k_proj as wide as hidden_size, under a GQA config, e.g. "
+                "Llama-2 weights with a Llama-3 config) or the config was edited."
+                if mha
+                else "different models (another size of the family, or another family) or the config was edited."
+            ),
+            "Use the config.json that ships with these weights"
+            + (f" (num_key_value_heads = the weights' {proj}_proj rows / head_dim)." if mha else "."),
+        )
+    if D and have % D == 0 and want % D == 0:
+        return (
+            "weights_of_another_model",
+            "heads",
+            f"the weights have {have // D} KV heads of {D}, {where} {want // D}: config and weights disagree.",
+            "Use the config.json that ships with these weights.",
+        )
+    return None
+
+
 def weight_case(
     proj: str,
     have: int,
@@ -367,50 +469,15 @@ def weight_case(
             "model (a draft model, another size), so they are read from their own numbers: "
         )
         return case, quantity, other + why, fix
-    Hq, Hkv, D = f.num_qo_heads, f.num_kv_heads, f.head_dim
+    Hq, Hkv = f.num_qo_heads, f.num_kv_heads
     hidden = f.hidden_size or cols
     sharded = _tp_shard_case(proj, have, want, f, hidden, where)
     if sharded is not None and (f.tp or not Hq):  # a tp given, or no model: the shard is read first
         return sharded
     if proj in ("k", "v"):
-        per = D or (hidden // Hq if hidden and Hq else None)
-        if hidden and want == hidden and have < want and want % have == 0:
-            kv = f" = {have // per}" if per and have % per == 0 else ""
-            return (
-                "config_without_kv_heads",
-                "heads",
-                f"{where} builds {proj}_proj with as many KV heads as query heads ({want} = hidden_size rows: "
-                f"MHA, what a config without num_key_value_heads means), but the weights are GQA: {have} rows, "
-                f"{want // have} times fewer (G = {want // have}).",
-                f"Set num_key_value_heads{kv} (num_attention_heads / {want // have}) in {where}: the checkpoint's "
-                "own config.json has it; a loader that ignores it needs updating.",
-            )
-        if sharded is not None:
-            return sharded
-        if have > want:
-            w_heads = f"{have // D} KV heads" if D and have % D == 0 else f"{have} rows"
-            c_heads = f"{want // D}" if D and want % D == 0 else f"{want} rows"
-            mha = have == hidden  # the checkpoint's k rows are hidden_size: an MHA model's
-            return (
-                "weights_of_another_model",
-                "heads",
-                f"the weights have {w_heads} where {where} says {c_heads}: the weights and the config are of "
-                + (
-                    "different models (an MHA checkpoint, k_proj as wide as hidden_size, under a GQA config, e.g. "
-                    "Llama-2 weights with a Llama-3 config) or the config was edited."
-                    if mha
-                    else "different models (another size of the family, or another family) or the config was edited."
-                ),
-                "Use the config.json that ships with these weights"
-                + (f" (num_key_value_heads = the weights' {proj}_proj rows / head_dim)." if mha else "."),
-            )
-        if D and have % D == 0 and want % D == 0:
-            return (
-                "weights_of_another_model",
-                "heads",
-                f"the weights have {have // D} KV heads of {D}, {where} {want // D}: config and weights disagree.",
-                "Use the config.json that ships with these weights.",
-            )
+        found = _kv_weight_case(proj, have, want, f, hidden, where, sharded)
+        if found is not None:
+            return found
     if proj == "qkv":
         mha = _qkv_built_as_mha(have, want, f, hidden, where)
         if mha is not None:
@@ -559,8 +626,9 @@ def _qkv_built_as_mha(have: int, want: int, f: Facts, hidden: int | None, where:
     given = ""
     if f.num_kv_heads == kv:
         given = (
-            f" The config given says num_key_value_heads = {kv}: the model that raised was built from another "
-            "config (one without it) or by modeling code that ignores it."
+            f" The config given says {kv} KV heads: the model that raised was built from another config (one "
+            "without the field), or by modeling code that reads the KV heads from another field (Falcon: "
+            "multi_query, or num_kv_heads with new_decoder_architecture)."
         )
     return (
         "config_without_kv_heads",
@@ -568,9 +636,9 @@ def _qkv_built_as_mha(have: int, want: int, f: Facts, hidden: int | None, where:
         f"{where} built the fused qkv_proj as MHA: 3 x {Hq} x {D} = {want} rows (q, k and v of {Hq} heads each), "
         f"what a config without num_key_value_heads means; the weights hold {have} = ({Hq} + 2 x {kv}) x {D} rows: "
         f"{kv} KV heads (GQA, G = {Hq // kv}). head_dim = {D} is right.{given}",
-        f"Build the model with num_key_value_heads = {kv}: load the checkpoint's own config.json with it "
-        "(from_pretrained(path), no hand-made config); modeling code or a transformers that ignores "
-        "num_key_value_heads for this model needs updating.",
+        f"Build the model with num_key_value_heads = {kv} (the field its config class reads; Falcon: "
+        "multi_query=True, or num_kv_heads with new_decoder_architecture): load the checkpoint's own config.json "
+        "(from_pretrained(path), no hand-made config).",
     )
 
 
@@ -688,6 +756,38 @@ def expand_case(target: tuple, existing: tuple, dim: int, f: Facts) -> Verdict |
             "num_key_value_heads first, then n_rep = num_attention_heads // num_key_value_heads.",
         )
     Hq, Hkv, D = f.num_qo_heads, f.num_kv_heads, f.head_dim
+    if len(target) == 4 and a and b and a > b and a % b == 0 and (not (Hq and Hkv) or (a, b) == (Hq, Hkv)):
+        why = (
+            f"the place written (a cache slice, [B, {a}, T, D]) has {a} heads and the k or v written {b}: the cache "
+            f"was allocated with the query heads"
+            + (
+                f" ({f.name}'s Hq = {Hq}) where k and v have Hkv = {Hkv}"
+                if Hq
+                else f" ({a}) where k and v have {b} (G = {a // b})"
+            )
+        )
+        fix = (
+            f"Allocate the KV cache with num_key_value_heads: [B, {Hkv or b}, max_len, {D or 'D'}] (G = {a // b} times "
+            "less memory); only q has num_attention_heads."
+        )
+        if Hq and len(existing) < 4:  # a [H, T, D] value into a [B, H, T, D] place: a write
+            return "cache_with_query_heads", "heads", why + ".", fix
+        return ambiguous(
+            [
+                ("cache_with_query_heads", why),
+                (
+                    "missing_repeat_kv",
+                    f"or k expanded to the query heads as a repeat (k.expand(B, {a}, T, D)): expand only stretches "
+                    f"axes of size 1; repeat_interleave(k, {a // b}, dim=1) repeats the {b} KV heads",
+                ),
+                (
+                    "heads",
+                    f"or the value written is not k or v: a {b}-head tensor written into a {a}-head buffer (q's)",
+                ),
+            ],
+            "the line that fails (a write into a cache, or an expand) and the cache's allocation against "
+            "config.num_key_value_heads",
+        )
     if Hq and Hkv and Hq != Hkv and a == Hkv and b == Hq and len(target) == 4:
         return (
             "repeated_kv_written",

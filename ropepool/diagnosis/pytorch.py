@@ -34,7 +34,7 @@ from .heads import (
     view_case,
     weight_case,
 )
-from .sizes import cat_case
+from .sizes import cat_case, split_case
 from .text import last_read, line_at, product, shapes
 
 VIEW = "PyTorch's Tensor.view (aten/src/ATen/InferSize.h), as transformers' attention calls it"
@@ -77,6 +77,12 @@ _SIZE_MISMATCH = re.compile(
 #: torch.cat: (the dimension joined, the size expected on another, the size got).
 _CAT = re.compile(r"must match except in dimension (-?\d{1,3})\. Expected size (\d{1,19}) but got size (\d{1,19})")
 CAT = "PyTorch's torch.cat (aten/src/ATen/native/TensorShape.cpp)"
+#: torch.split with sizes: (the size of the axis, its dimension, the sizes asked).
+_SPLIT = re.compile(
+    r"split_with_sizes expects split_sizes to sum exactly to (\d{1,19}) \(input tensor's size at dimension "
+    r"(-?\d{1,3})\), but got split_sizes=\[([\d, ]{1,200})\]"
+)
+SPLIT = "PyTorch's torch.split with sizes (aten/src/ATen/native/TensorShape.cpp)"
 
 
 def proj_of(name: str) -> str | None:
@@ -163,6 +169,15 @@ def _einsum(text: str, i: int, f: Facts) -> Diagnosis | None:
         read = f"operands {[p[0] for p in pairs[:2]]}: sizes {b} and {a} under one subscript"
     case, quantity, why, fix = einsum_case(a, b, label, f)
     return Diagnosis("pytorch", EINSUM, line.strip()[:400], read, case, quantity, why, fix)
+
+
+def _split(text: str, i: int, f: Facts) -> Diagnosis | None:
+    m = _SPLIT.search(line_at(text, i))
+    if m is None:
+        return None
+    parts = [int(x) for x in m.group(3).split(",") if x.strip()]
+    read = f"an axis of {m.group(1)} (dimension {m.group(2)}) split into {parts}, which sum to {sum(parts)}"
+    return Diagnosis("pytorch", SPLIT, m.string.strip()[:400], read, *split_case(int(m.group(1)), parts, f))
 
 
 def _index(text: str, i: int, f: Facts) -> Diagnosis | None:
@@ -260,6 +275,7 @@ _READERS = {
     "size mismatch for ": _load,
     "| MISMATCH |": _load,
     "must match except in dimension": _cat,
+    "split_with_sizes expects split_sizes": _split,
     "einsum(): subscript": _einsum,
     "einsum(): operands do not broadcast": _einsum,
     "is out of bounds for dimension": _index,

@@ -574,3 +574,46 @@ def cat_case(dim: int, expected: int, got: int, f: Facts) -> Verdict:
             else ""
         )
     return ambiguous(options, check)
+
+
+def _splits(f: Facts) -> list[tuple[str, str, list[int]]]:
+    """The model's ways of splitting an axis: (name, quantity, sizes)."""
+    Hq, Hkv, D, rd = f.num_qo_heads, f.num_kv_heads, head_dim_of(f), f.rotary_dim
+    lora, rope, nope = f.kv_lora_rank, f.rope_dim, f.nope_dim
+    out = []
+    if lora and rope:
+        out.append(("MLA's latent row, kv_lora_rank + qk_rope_head_dim", "mla_split", [lora, rope]))
+    if nope and rope:
+        out.append(("MLA's q head, qk_nope_head_dim + qk_rope_head_dim", "mla_split", [nope, rope]))
+    if Hq and Hkv and D:
+        out.append(("a fused qkv row, Hq x D + Hkv x D + Hkv x D", "heads", [Hq * D, Hkv * D, Hkv * D]))
+    if D and rd and rd != D:
+        out.append(("a head of partial RoPE, rotary_dim + the rest", "rotary_dim", [rd, D - rd]))
+    if D:
+        out.append(("a head's two halves (rotate_half)", "head_dim", [D // 2, D // 2]))
+    return out
+
+
+def split_case(total: int, parts: list[int], f: Facts) -> Verdict:
+    """An axis of ``total`` split into ``parts`` that do not sum to it: the model's split of that total, the
+    part that differs named by its role; without one, the sum against the axis."""
+    for name, quantity, want in _splits(f):
+        if sum(want) == total and len(want) == len(parts) and want != parts:
+            wrong = [(i, g, w) for i, (g, w) in enumerate(zip(parts, want)) if g != w]
+            said = "; ".join(f"part {i} is {name_of(g, f)} where it is {w}" for i, g, w in wrong)
+            return (
+                f"split_{quantity}" if quantity != "mla_split" else quantity,
+                quantity.replace("mla_split", "heads"),
+                f"{total} is {name} = {' + '.join(map(str, want))}; the split asked {parts} (sum {sum(parts)}): {said}.",
+                f"Split into {want}: " + ", ".join(f"part {i} = {w}" for i, _, w in wrong) + ".",
+            )
+    names = " + ".join(name_of(p, f) for p in parts)
+    keep = [(i, total - (sum(parts) - p)) for i, p in enumerate(parts) if 0 < total - (sum(parts) - p) != p]
+    others = "; ".join(f"the others kept, part {i} would be {n}" for i, n in keep[-2:])
+    return (
+        "split_sizes",
+        "heads" if f.known else "unknown",
+        f"the parts {parts} sum to {sum(parts)} ({names}) where the axis holds {name_of(total, f)}: a part sized "
+        f"for another model or another axis{f' ({others})' if others else ''}.",
+        "Print the tensor's shape before the split and the sizes asked; each part is one of the model's widths.",
+    )
