@@ -29,3 +29,23 @@ def test_a_scheduler_that_preempts_one_victim_at_most_is_caught():
     verdict = track.feedback(5, _one_victim_only)
     assert not verdict.passed and verdict.problem == "too_few_preempted", verdict
     assert "preempt the newest (the end of running) until they do" in verdict.message, verdict
+
+
+def _nan_past_470(x):
+    """Wrong: only |x| > 470 (not > 464) is refused saturation: it gives NaN there; 448 < |x| <= 470 is right."""
+    x = np.asarray(x, np.float32)
+    codes = S.encode_e4m3(x)
+    return np.where(np.abs(x) > 470, 0x7F | (codes & 0x80), codes).astype(np.uint8)
+
+
+def test_a_value_s_rule_hint_is_kept_where_the_part_behaves_as_that_mistake():
+    verdict = track.feedback(6, _nan_past_470)
+    assert verdict.problem == "no_saturation" and "clip |x| to 448 before rounding" in verdict.message, verdict
+
+
+def test_a_match_that_does_not_split_is_told_the_split_it_did_not_make():
+    from ropepool.track.mistakes import BY_PART
+
+    verdict = track.feedback(4, BY_PART[4]["missing_split"])
+    assert verdict.problem == "missing_split" and "a match that stops inside an edge splits it there" in verdict.message
+    assert "in one node where the engine's tree holds" in verdict.message, verdict

@@ -120,20 +120,25 @@ def _recognise(encode_e4m3: Callable, rows: list[np.ndarray]) -> tuple[str, str]
     learner gets wrong, and is wrong itself mostly there (at least half its wrong codes are the learner's:
     a mistake that would also get many values wrong that the learner gets right is another mistake); None
     if none fits (or the learner's code raises)."""
+    for problem, (encode, hint) in MISTAKES.items():
+        if behaves_as(encode, encode_e4m3, rows):
+            return problem, hint
+    return None
+
+
+def behaves_as(mistake: Callable, encode_e4m3: Callable, rows: list[np.ndarray]) -> bool:
+    """True where ``mistake``'s encoder gives the learner's codes on every value of ``rows`` the learner gets
+    wrong, and is wrong itself mostly there (at least half its wrong codes are the learner's)."""
     x = np.concatenate(rows).astype(np.float32)
     try:
         got = np.asarray(encode_e4m3(x.copy()))
     except Exception:  # judged already on the row that failed; here only a better hint is sought
-        return None
+        return False
     want = reference(x)
     if got.shape != want.shape:
-        return None
-    wrong = got != want
-    for problem, (encode, hint) in MISTAKES.items():
-        theirs = encode(x)
-        if wrong.any() and np.array_equal(theirs[wrong], got[wrong]) and 2 * wrong.sum() >= (theirs != want).sum():
-            return problem, hint
-    return None
+        return False
+    wrong, theirs = got != want, mistake(x)
+    return bool(wrong.any()) and np.array_equal(theirs[wrong], got[wrong]) and 2 * wrong.sum() >= (theirs != want).sum()
 
 
 #: ranges of |x| the difference is told by: (name, lowest |x|, highest |x|)
@@ -193,6 +198,16 @@ def _difference(encode_e4m3: Callable, rows: list[np.ndarray]) -> str | None:
         else " In the engine those k and v values would be stored off by that much: a bias in every attention score that reads them."
     )
     return "; ".join(said) + (f". Right: {', '.join(right)}." if right else ".") + engine
+
+
+def _rule_fits(problem: str, encode_e4m3: Callable, rows: list[np.ndarray]) -> bool:
+    """True where the catalogued mistake of the hint a value's rule chose (``mistakes.BY_PART``) behaves as the
+    learner's encoder on ``rows`` (:func:`behaves_as`); a code with no catalogued encoder (``not_nearest``)
+    never does: its difference is said instead."""
+    from .mistakes import BY_PART
+
+    mistake = BY_PART[PART].get(problem)
+    return mistake is not None and behaves_as(mistake, encode_e4m3, rows)
 
 
 def _sign_impact(encode_e4m3: Callable, rows: list[np.ndarray]) -> str:
@@ -336,9 +351,12 @@ def check(encode_e4m3: Callable) -> object:
                 bits = int(row.view(np.uint32)[i])
                 problem, hint = _hint(float(row[i]), int(want[i]), int(got[i]), bits)
                 if problem not in ("nan_sign", "nan_lost", "sign"):
-                    found = _recognise(encode_e4m3, [r for _, r in rows] + [row])
-                    # no catalogued mistake gives these codes everywhere: the difference itself is the hint
-                    problem, hint = found or (problem, _difference(encode_e4m3, [r for _, r in rows] + [row]) or hint)
+                    seen = [r for _, r in rows] + [row]
+                    found = _recognise(encode_e4m3, seen)
+                    if found is not None:
+                        problem, hint = found
+                    elif not _rule_fits(problem, encode_e4m3, seen):  # the rule's mistake is not this part's
+                        hint = _difference(encode_e4m3, seen) or hint
                 if problem == "sign":
                     hint += " " + _sign_impact(encode_e4m3, [np.array(r, np.float32) for _, r in table + rows])
                 shown = f"{float(row[i])!r}" + (

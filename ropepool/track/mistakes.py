@@ -251,6 +251,13 @@ class TreeEvictsLeafTails(S.PrefixTree):
         return freed
 
 
+class TreeMatchDoesNotSplit(S.PrefixTree):
+    """match returns the right pages but leaves the edge it stops inside whole: evict takes all of it later."""
+
+    @edit_of(S.PrefixTree.match, ("self._split(node, n)", "pass"))
+    def match(self, keys): ...
+
+
 class TreeEvictsTiesNewest(S.PrefixTree):
     """Orders leaves by last_used alone: of two leaves used at the same clock, the newer may go first."""
 
@@ -405,6 +412,7 @@ BY_PART = {
         "match_reference": TreeMatchSharesList,
         "evict_part_of_leaf": TreeEvictsLeafTails,
         "eviction_tie": TreeEvictsTiesNewest,
+        "missing_split": TreeMatchDoesNotSplit,
     },
     5: {
         "wrong_victim": plan_preempts_oldest,

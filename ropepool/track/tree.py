@@ -670,6 +670,9 @@ def _evict_said(make: Callable, pages: int, ops: list, want, got, problem: str, 
             return problem, hint
     n = int(last[1]) if keys is None else len(want)
     call_said = f"evict({n})" if keys is None else f"the evict making room for request {last[1]}"
+    split = _missing_split(make, pages, ops[:-1], keys)
+    if split is not None:
+        return "missing_split", f"{call_said} freed {got} where the reference frees {want}: {split}"
     units, got_set = _units(pages, ops[:-1], keys), set(got or [])
     if any(got_set & set(u[2]) and not set(u[2]) <= got_set for u in units):
         return problem, hint
@@ -684,22 +687,23 @@ def _evict_said(make: Callable, pages: int, ops: list, want, got, problem: str, 
     took = next((u for u in mine if skipped is not None and u > skipped), None)  # taken though after it
     if skipped is None or took is None:
         return problem, hint
-    if took[0] == skipped[0]:
+    clocks = _learner_clocks(make, pages, ops[:-1], [took[2][-1], skipped[2][-1]], keys)
+    if took[0] == skipped[0] or (None not in clocks and clocks[0] == clocks[1] and took[1] > skipped[1]):
+        at = clocks[0] if None not in clocks and clocks[0] == clocks[1] else took[0]
         return "eviction_tie", (
             f"{call_said} took the leaf of pages {took[2]} before the leaf of pages {skipped[2]}: both were last "
-            f"used at the same clock ({took[0]}), and a tie goes to the older node, the one made first (the leaf "
-            f"of {skipped[2]}). Order leaves by (last_used, age), not last_used alone. In the engine the cache "
-            "would evict other prefixes than SGLang's."
+            f"used at the same clock ({at}{' in your tree' if at != took[0] else ''}), and a tie goes to the older "
+            f"node, the one made first (the leaf of {skipped[2]}). Order leaves by (last_used, age), not last_used "
+            "alone. In the engine the cache would evict other prefixes than SGLang's."
         )
-    clocks = _learner_clocks(make, pages, ops[:-1], [took[2][-1], skipped[2][-1]], keys)
     if None in clocks:
         yours = "your tree gives one of them another last_used, or compares them otherwise"
-    elif clocks[0] == clocks[1]:
-        return "eviction_tie", (
-            f"{call_said} took the leaf of pages {took[2]} before the leaf of pages {skipped[2]}: in your tree both "
-            f"were last used at {clocks[0]}, a tie, and a tie goes to the older node, the one made first (the leaf "
-            f"of {skipped[2]}). Order leaves by (last_used, age), not last_used alone. In the engine the cache "
-            "would evict other prefixes than SGLang's."
+    elif clocks[0] == clocks[1]:  # tied in the learner's tree and broken to the older: its clocks are off
+        yours = (
+            f"in your tree both were last used at {clocks[0]}, a tie, broken to the older node as it should be; "
+            f"but they are no tie: the leaf of {skipped[2]} was used before the leaf of {took[2]} was last, so "
+            "an operation did not give the clock to the nodes it entered (every match and insert ticks the clock "
+            "once and gives it to each node it enters)"
         )
     elif clocks[0] < clocks[1]:
         yours = f"your tree gives them {clocks[0]} and {clocks[1]}: the other way round, so its last_used differs"
@@ -712,6 +716,59 @@ def _evict_said(make: Callable, pages: int, ops: list, want, got, problem: str, 
         "smallest first, a tie the older node. In the engine the cache would keep what is least likely to be "
         "asked again."
     )
+
+
+def _missing_split(make: Callable, pages: int, ops: list, keys=None) -> str | None:
+    """Where the learner's tree after ``ops`` (and a request's match of ``keys``) keeps in one node pages the
+    engine's tree holds in a parent and its child: the split it did not make and the operation that made it
+    in the engine's; None where the learner's nodes are laid out otherwise or no split is missing."""
+    try:
+        mine = _nodes(make, pages, ops, keys, learner=True)
+    except Exception:  # a tree of another layout: no nodes to compare
+        return None
+    theirs = _nodes(_Engine, pages, ops, keys, learner=False)
+    where = {p: node for node in mine for p in node}
+    for parent, child in theirs:
+        node = where.get(child[0])
+        if parent and node is not None and parent[-1] in node:
+            k = next(
+                (
+                    i
+                    for i in range(1, len(ops) + 1)
+                    if (parent, child) in _nodes(_Engine, pages, ops[:i], None, learner=False)
+                ),
+                None,
+            )
+            op = ops[k - 1] if k else ("match", keys)
+            said = f"{op[0]} {op[1]} {op[2]}" if op[0] in ("request", "compute") else f"{op[0]}({op[1]})"
+            how = (
+                "a match that stops inside an edge splits it there"
+                if op[0] in ("request", "match")
+                else "an insert whose keys part from an edge inside it splits it there"
+            )
+            return (
+                f"your tree keeps pages {list(node)} in one node where the engine's tree holds {parent} and {child} "
+                f"apart since {said}: {how}, so evict can free {child} alone. In the engine a prefix a request "
+                "just matched would be evicted with the rest of its edge."
+            )
+    return None
+
+
+def _nodes(make: Callable, pages: int, ops: list, keys, *, learner: bool) -> list:
+    """The tree's nodes after ``ops`` (and a match of ``keys``): for the engine's, (parent's pages, pages) per
+    node as tuples; for the learner's (laid out as the stub's), each node's pages as a tuple."""
+    keep: list = []
+    for _ in _run(make, pages, ops, learner=learner, keep=keep):
+        pass
+    _then_match(keep[0], keep[1], keys)
+    root = keep[0].tree.root if not learner else keep[0].root
+    out, stack = [], [(child, ()) for child in root.children.values()]
+    while stack:
+        node, above = stack.pop()
+        here = tuple(int(p) for p in node.pages)
+        out.append(here if learner else (above, here))
+        stack += [(child, here) for child in node.children.values()]
+    return out
 
 
 def _pages_said(answer) -> list[int] | None:
@@ -773,7 +830,8 @@ def check(make: Callable) -> object:
                         problem, hint = "evict_one_leaf", EVICT_ONE_LEAF
                     elif problem in ("eviction_order", "evict_part_of_leaf"):
                         problem, hint = _probe_eviction(make, problem, hint)
-                    given = history(f"a pool of {pages} pages; ", done, 5, "an empty tree", " (and before)", what)
+                    shown = len(done) if small is not None and len(done) <= 12 else 5  # a shrunk case whole, to replay
+                    given = history(f"a pool of {pages} pages; ", done, shown, "an empty tree", " (and before)", what)
                     expected = f"{want} (refs {w_refs}, {w_free} free, {w_ev} evictable)"
                     raise wrong_case(
                         PART,
