@@ -145,3 +145,53 @@ def test_weights_that_are_the_config_s_own_against_a_model_built_otherwise():
     )
     d = diagnose(text, facts_of(config))
     assert d.case == "model_not_from_config" and "4096 = 32 x 128" in d.why and "should be 2" in d.fix, d
+
+
+def test_batch_times_heads_in_one_axis_is_read_as_repeat_kv_missing():
+    d = diagnose(
+        "RuntimeError: Expected size for first two dimensions of batch2 tensor to be: [64, 128] but got: [16, 128].",
+        facts_of("llama-3-8b"),
+    )
+    assert "missing_repeat_kv" in d.quantity.split("/") and "64 = 2 x Hq 32 against 16 = 2 x Hkv 8" in d.why, d
+
+
+def test_a_kv_cache_that_does_not_fit_is_told_in_the_model_s_bytes_a_token():
+    text = (
+        "ValueError: 8.0 GiB KV cache is needed, which is larger than the available KV cache memory (2.00 GiB). "
+        "See https://docs.example.org/memory for more details."
+    )
+    d = diagnose(text, facts_of("llama-3-8b"))
+    assert d.case == "kv_memory" and "= 128 KiB" in d.why and "about 16384 tokens" in d.why, d
+    assert diagnose(text, facts_of(None)).case != "not_mine"  # a link to docs is no network error
+
+
+def test_a_loss_s_batch_sizes_are_not_explain_s_to_read():
+    d = diagnose("ValueError: Expected input batch_size (32) to match target batch_size (28).", facts_of("llama-3-8b"))
+    assert d.case == "not_mine" and "labels" in d.fix, d
+
+
+def test_k_and_v_split_over_more_ranks_than_kv_heads_are_named():
+    d = diagnose("RuntimeError: shape '[1, 5, 1, 128]' is invalid for input of size 320", facts_of("qwen2.5-7b", tp=8))
+    assert d.case == "tp_below_one_kv_head" and "half a KV head" in d.why and "2 ranks share each" in d.why, d
+
+
+def test_a_fused_qkv_cut_in_three_equal_parts_is_named():
+    d = diagnose("RuntimeError: shape '[1, 5, 28, 128]' is invalid for input of size 7680", facts_of("qwen2.5-7b"))
+    assert d.case == "qkv_chunked" and "split([3584, 512, 512]" in d.fix, d
+
+
+def test_a_head_count_that_is_no_head_count_of_the_model_is_read_as_tokens():
+    text = "ValueError: [scaled_dot_product_attention] n_heads must be a multiple of n_kv_heads, found n_heads 5 for n_kv_heads 4."
+    d = diagnose(text, facts_of("qwen2.5-7b"))
+    assert "probably q's tokens" in d.why, d
+
+
+def test_a_cache_of_another_head_dim_is_one_reading_of_a_cat():
+    text = "RuntimeError: Sizes of tensors must match except in dimension 2. Expected size 64 but got size 128 for tensor number 1 in the list."
+    d = diagnose(text, facts_of("llama-3-8b"))
+    assert "head_dim_of_another_model" in d.quantity.split("/"), d
+
+
+def test_a_rolling_window_cache_written_past_its_rows_is_one_reading():
+    d = diagnose("IndexError: index 4100 is out of bounds for dimension 2 with size 4096", facts_of("mistral-7b"))
+    assert "window_not_rolled" in d.quantity.split("/") and "p % 4096" in d.why, d

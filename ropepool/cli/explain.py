@@ -175,6 +175,8 @@ def facts_of(model, **numbers) -> Facts:
             given = {k: v for k, v in numbers.items() if v is not None}
             return Facts.of(None, **{**_raw_facts(config, hidden), "hidden_size": hidden, **given})
     more = {"hidden_size": hidden, "vocab_size": _int_field(config, "vocab_size") if config else None}
+    more["num_layers"] = _int_field(config, "num_hidden_layers", "n_layer", "num_layers") if config else None
+    more["sliding_window"] = _int_field(config, "sliding_window") if config else None
     more["notes"] = _config_notes(config, params)
     return Facts.of(params, **{**more, **{k: v for k, v in numbers.items() if v is not None}})
 
@@ -219,6 +221,8 @@ def _raw_facts(config: dict, hidden: int | None) -> dict:
         kv_lora_rank=_int_field(text, "kv_lora_rank"),  # MLA (DeepSeek-V2/V3): the latent pool's sizes
         rope_dim=_int_field(text, "qk_rope_head_dim"),
         nope_dim=_int_field(text, "qk_nope_head_dim"),
+        num_layers=_int_field(text, "num_hidden_layers", "n_layer", "num_layers"),
+        sliding_window=_int_field(text, "sliding_window"),
     )
 
 

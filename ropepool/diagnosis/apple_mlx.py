@@ -194,7 +194,13 @@ def _sdpa(line: str, f: Facts) -> Diagnosis | None:
                 read,
                 "foreign_q",
                 "heads",
-                f"q reaches attention with {nq} heads, the model has Hq = {Hq}.",
+                f"q reaches attention with {nq} on its head axis, the model has Hq = {Hq}"
+                + (
+                    f": {nq} is no head count of the model, so probably q's tokens: q is still [B, T, H, D] "
+                    "(not transposed to [B, H, T, D]), or was viewed with another head count."
+                    if nq not in (Hq, Hkv)
+                    else "."
+                ),
                 f"q = q.reshape(B, T, {Hq}, {D}).transpose(0, 2, 1, 3).",
             )
         case, quantity, why, fix = ambiguous(

@@ -178,6 +178,9 @@ def view_case(
     if not f.known:
         return _view_without_model(width, nheads, dim)
     D = f.head_dim
+    split = _view_of_a_split(width, nheads, dim, f)
+    if split is not None:
+        return split
     if D and dim == D and width % D == 0:
         return _view_whole_heads(width // D, nheads, f)
     if D and dim != D:
@@ -188,6 +191,50 @@ def view_case(
         f"{width} values per row do not make {nheads} heads of {dim}.",
         "Print the tensor's shape before the view and compare it with the projection's output size.",
     )
+
+
+def _view_of_a_split(width: int, nheads: int, dim: int, f: Facts) -> Verdict | None:
+    """A row of ``width`` values that is a split of the model's projections gone wrong: a fused qkv cut in three
+    equal parts (chunk(3)), or k and v split over more tensor-parallel ranks than KV heads; None otherwise."""
+    Hq, Hkv, D, tp = f.num_qo_heads, f.num_kv_heads, f.head_dim, f.tp
+    if not (Hq and Hkv and D):
+        return None
+    qkv = (Hq + 2 * Hkv) * D
+    if Hq != Hkv and 3 * width == qkv and not tp:
+        why = (
+            f"{width} values per row are a third of the fused qkv row, (Hq + 2 x Hkv) x D = ({Hq} + 2 x {Hkv}) x {D} "
+            f"= {qkv}: it was cut into three equal parts (chunk(3)), which holds only for MHA; with GQA q is "
+            f"{Hq * D} wide and k and v {Hkv * D} each"
+        )
+        fix = (
+            f"q, k, v = qkv.split([{Hq * D}, {Hkv * D}, {Hkv * D}], dim=-1), then view q with {Hq} heads and k, v "
+            f"with {Hkv}."
+        )
+        if width % D or (Hq * D) % width:
+            return "qkv_chunked", "heads", why + ".", fix
+        return ambiguous(  # the same width is a tensor-parallel rank's share of q
+            [
+                ("qkv_chunked", why),
+                (
+                    "tp_shard_full_count",
+                    f"or this rank's q holds {width // D} heads (a tensor-parallel shard, tp = {Hq * D // width}) "
+                    f"viewed with the full {nheads}",
+                ),
+            ],
+            "how q, k and v come from the fused projection (chunk or split) and whether this runs with tensor "
+            f"parallelism (add --tp); {fix}",
+        )
+    if tp and tp > Hkv and width * tp == Hkv * D and tp % Hkv == 0:
+        return (
+            "tp_below_one_kv_head",
+            "tp",
+            f"{width} values per row are k_proj's Hkv x D = {Hkv} x {D} = {Hkv * D} rows split over tp = {tp} ranks: "
+            f"{D * Hkv // tp} a rank, {'half' if tp == 2 * Hkv else f'1/{tp // Hkv} of'} a KV head. With more ranks "
+            f"than KV heads each rank holds one whole KV head, replicated: {tp // Hkv} ranks share each.",
+            f"Shard k_proj and v_proj by whole heads: rank r takes KV head r // {tp // Hkv} (its {D} rows), and view "
+            f"k with 1 head of {D} on each rank; or run at tp <= {Hkv}.",
+        )
+    return None
 
 
 def _heads_do_not_divide(f: Facts) -> Verdict:
@@ -813,6 +860,19 @@ def index_case(index: int, dim: int, size: int, f: Facts) -> Verdict:
             f"Index the pool with the KV head kv_head = h // {G} (G = Hq / Hkv = {Hq} / {Hkv}), not the query head h.",
         )
     P, V = f.max_position_embeddings, f.vocab_size
+    W = f.sliding_window
+    if size and W and size == W and index >= size and (not P or P > W):
+        return ambiguous(
+            [
+                (
+                    "window_not_rolled",
+                    f"{size} is {f.name}'s sliding_window: a cache of the window's {W} rows (a rolling buffer) "
+                    f"written at position {index} without wrapping: the row of position p is p % {W}",
+                ),
+                ("pool_size", f"or a cache or pool of {size} rows for another reason, too few for position {index}"),
+            ],
+            f"whether the cache is a rolling buffer of the window (slot = position % {W}) and its allocated rows",
+        )
     original = (f.rope_scaling or {}).get("original_max_position_embeddings")
     if size and original and size == original and P and P > size:
         return (

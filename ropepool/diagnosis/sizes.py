@@ -61,6 +61,7 @@ def vocabulary(f: Facts) -> dict[int, list[str]]:
         (f.nope_dim, "qk_nope_head_dim (MLA: the part of a head without RoPE)"),
         (f.rope_dim + f.nope_dim if f.rope_dim and f.nope_dim else None, "qk_nope_head_dim + qk_rope_head_dim"),
         (f.kv_lora_rank, "kv_lora_rank (MLA's latent)"),
+        (f.sliding_window, "sliding_window"),
         (f.max_position_embeddings, "max_position_embeddings"),
         (f.vocab_size, "vocab_size"),
     ]
@@ -170,7 +171,7 @@ def _axis(dim: int | None, ndim: int | None) -> tuple[bool, bool]:
         return dim in (-1, ndim - 1), 1 <= dim < ndim - 1
     if dim == -1:
         return True, False
-    return dim >= 2 or ndim == 2, 1 <= dim <= 2
+    return dim >= 2 or (ndim == 2 and dim != 0), 1 <= dim <= 2
 
 
 def readings(
@@ -225,6 +226,17 @@ def readings(
                 )
             )
             out += _layout(Hq, other, "Hq", at)  # the other may be a token count as well
+    for x, y in ((a, b), (b, a)):  # batch x heads in one axis (a bmm over B*H rows): the batch cancels
+        if Hq and Hkv and Hq != Hkv and x % Hq == 0 and y % Hkv == 0 and x // Hq == y // Hkv > 1 and x // Hq != D:
+            out.append(
+                (
+                    "missing_repeat_kv",
+                    f"batch x heads in one axis{at}: {x} = {x // Hq} x Hq {Hq} against {y} = {y // Hkv} x Hkv {Hkv}: "
+                    f"k/v's KV heads met q's query heads in a batched product over B*H rows (bmm, baddbmm): "
+                    f"repeat_kv missing (G = {Hq // Hkv})",
+                )
+            )
+            break
     if Hq and Hkv and D and {a, b} == {Hq * D, Hkv * D} and Hq != Hkv:
         out.append(
             (
@@ -291,6 +303,14 @@ def _without_model(a: int, b: int, dim, last: bool, middle: bool, at: str) -> li
     """Readings from the relation of the two numbers alone (no model given)."""
     big, small = max(a, b), min(a, b)
     out = []
+    if small and big % small == 0 and dim == 0 and big > small:  # a batched product's B*H rows
+        out.append(
+            (
+                "heads",
+                f"batch x heads in one axis{at}: q's B x Hq rows ({big}) against k/v's B x Hkv ({small}) in a "
+                f"batched product (bmm over B*H rows): repeat_kv missing (G = {big // small})",
+            )
+        )
     if small and big % small == 0 and middle:
         out.append(
             (
@@ -554,6 +574,16 @@ def cat_case(dim: int, expected: int, got: int, f: Facts) -> Verdict:
         "or -2, for [B, H, T, D]; dim=1 for [B, T, H, D])"
     )
     options = []
+    D = head_dim_of(f)
+    if D and D in (expected, got) and expected != got and dim in (1, 2, -2):  # joined on heads or tokens: the last axis
+        other = got if expected == D else expected
+        options.append(
+            (
+                "head_dim_of_another_model",
+                f"a KV cache (or k) made by another model: head_dim {other} against this model's D = {D} on the last "
+                "axis (a draft model's cache passed to the target, or a cache saved by another model)",
+            )
+        )
     if {expected, got} <= heads and expected != got:
         options.append(
             ("heads", f"{expected} against {got} are the model's head counts: k or v repeated (or not) on one side")

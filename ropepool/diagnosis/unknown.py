@@ -25,7 +25,16 @@ import re
 
 from .base import Diagnosis, Facts, ambiguous
 from .heads import index_case, view_case
-from .sizes import describe_sizes, divides_case, order_case, read_pair, read_shapes, scaling_factor_line, vocabulary
+from .sizes import (
+    describe_sizes,
+    divides_case,
+    name_of,
+    order_case,
+    read_pair,
+    read_shapes,
+    scaling_factor_line,
+    vocabulary,
+)
 from .text import WINDOW, integer, product, shapes
 
 #: A line that states an error: ``XError: ...``, ``error: ...``, ``RuntimeError(...)``, ``failed``, ``Assertion``.
@@ -61,6 +70,12 @@ _FOREIGN = (
         ),
         "Check the connection, the proxy and the token (HF_TOKEN), or load from a local folder (HF_HUB_OFFLINE=1).",
     ),
+    (
+        "a loss's logits and labels",
+        re.compile(r"Expected input batch_size \(\d+\) to match target batch_size|cross_entropy|nll_loss", re.I),
+        "Give the loss logits and labels of the same tokens: flatten both to [B*T, V] and [B*T], labels shifted "
+        "by one against the logits (or passed as labels= to the model, which shifts them), padding set to -100.",
+    ),
 )
 #: A number as written: an integer, or a decimal (0.25, 1e-5) that is read whole, never as two integers.
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w.]\d)")
@@ -72,7 +87,7 @@ _ELSEWHERE = (
     ("a batch norm", re.compile(r"batch_?norm|running_(?:mean|var)", re.I)),
     ("a tokenizer (truncation, padding)", re.compile(r"tokeniz|truncat|\bpadding side", re.I)),
     ("the CUDA driver", re.compile(r"\bdriver\b", re.I)),
-    ("the network (HTTP)", re.compile(r"\bHTTPS?\b|https?://|\bsocket\b", re.I)),
+    ("the network (HTTP)", re.compile(r"\bHTTPS?\b(?!://)|\bsocket\b", re.I)),  # a link to docs is no network
     ("the disk", re.compile(r"No space left|disk quota|\bdisk\b", re.I)),
 )
 #: A count that must be larger or smaller than another: (the relation).
@@ -115,7 +130,11 @@ _TOPICS = dict(
     positions=re.compile(r"\bpositions?\b|position_ids|max_position", re.I),
     kv_cache=re.compile(r"kv[_ ]?cache|cache blocks?|kv blocks?|block_table|page_size|slot_mapping", re.I),
     heads=re.compile(r"\bheads?\b|num_attention_heads|n_heads", re.I),
-    memory=re.compile(r"out of memory|\bOOM\b|tried to allocate|not enough memory|insufficient memory", re.I),
+    memory=re.compile(
+        r"out of memory|\bOOM\b|tried to allocate|not enough memory|insufficient memory|"
+        r"KV cache (?:is needed|memory)|\d\s*GiB KV cache",
+        re.I,
+    ),
 )
 
 
@@ -317,10 +336,47 @@ def _missing_field(line: str, f: Facts) -> tuple | None:
 
 
 def _kv_bytes(f: Facts) -> str:
-    Hkv, D = f.num_kv_heads, f.head_dim
+    Hkv, D, L = f.num_kv_heads, f.head_dim, f.num_layers
     if not (Hkv and D):
         return "add --model for the number"
-    return f"{f.name}: 2 x {Hkv} x {D} x 2 bytes (bfloat16) = {4 * Hkv * D} bytes a token and layer"
+    per = f"{f.name}: 2 x {Hkv} x {D} x 2 bytes (bfloat16) = {4 * Hkv * D} bytes a token and layer"
+    return per + (f", x {L} layers = {4 * Hkv * D * L // 1024} KiB a token" if L else "")
+
+
+#: An amount of memory: (the number, its unit).
+_AMOUNT = re.compile(r"(\d+(?:\.\d+)?)\s*(GiB|GB|MiB|MB)\b")
+#: A number of tokens the message names: (the tokens).
+_TOKENS = re.compile(r"(?:max seq len|max_model_len|maximum model length|tokens?)\D{0,12}\(?(\d{3,9})\)?", re.I)
+
+
+def _kv_memory(line: str, f: Facts) -> tuple | None:
+    """A KV cache that does not fit its memory, told with the model's bytes a token: the tokens the memory
+    holds and the ways to fit. None where the message names no amounts or the model is not known."""
+    amounts = [float(v) * (1024 if u.startswith(("G",)) else 1) for v, u in _AMOUNT.findall(line)]  # in MiB
+    Hkv, D, L = f.num_kv_heads, f.head_dim, f.num_layers
+    if len(amounts) < 2 or not (Hkv and D and L) or "kv cache" not in line.lower():
+        return None
+    per = 4 * Hkv * D * L / 2**20  # MiB a token, bfloat16
+    tokens = [int(t) for t in _TOKENS.findall(line)]
+    need, have = max(amounts), min(amounts)
+    P = f.max_position_embeddings
+    why = (
+        f"the KV cache does not fit: a token's k and v take 2 x {L} layers x {Hkv} KV heads x {D} x 2 bytes "
+        f"(bfloat16) = {per * 1024:.0f} KiB, so {have / 1024:.2f} GiB holds about {int(have / per)} tokens"
+        + (f" and {max(tokens)} tokens need {max(tokens) * per / 1024:.1f} GiB" if tokens else "")
+        + f" (the message says {need / 1024:.1f} GiB)"
+        + (
+            f"; {P} is {f.name}'s max_position_embeddings, the length a server sizes for by default"
+            if P in tokens
+            else ""
+        )
+    )
+    fix = (
+        f"Serve shorter sequences (max_model_len at most {int(have / per)}), give the cache more memory "
+        "(gpu_memory_utilization), store it in FP8 (kv_cache_dtype=fp8: half the bytes), or split it over more "
+        "GPUs (tensor parallelism divides the KV heads)."
+    )
+    return "kv_memory", "kv_bytes", why + ".", fix
 
 
 def _grouped(line: str, f: Facts) -> str:
@@ -399,7 +455,7 @@ def _candidates(line: str, f: Facts) -> tuple | None:
     check = "q.shape, k.shape, cos.shape and positions.max() just before the failing call, against the model's " + (
         "sizes above" if f.known else "sizes (add --model)"
     )
-    if topics == ["memory"]:
+    if "memory" in topics:
         check = "the cache's shape and dtype (k_cache.shape[-2] is Hkv, not Hq), max_model_len and the batch"
     return ambiguous(options, check)
 
@@ -416,7 +472,7 @@ def diagnose(text: str, f: Facts) -> Diagnosis | None:
                 "unknown", "not RoPE, GQA or the KV cache", line[:400], what, "not_mine", "foreign", why, fix
             )
     if _TOPICS["memory"].search(line):  # its numbers are bytes, not sizes: read by its words
-        verdict = _candidates(line, f)
+        verdict = _kv_memory(line, f) or _candidates(line, f)
         return Diagnosis("unknown", framework_named(text) + "; bytes against memory", line[:400], "memory", *verdict)
     missing = _missing_field(line, f)
     if missing is not None:
@@ -446,10 +502,13 @@ def diagnose(text: str, f: Facts) -> Diagnosis | None:
     if read[1][0] == "foreign" and any(role for _, role, _ in _roles(line)):  # its words name what they are
         verdict = _candidates(line, f)
         return None if verdict is None else Diagnosis("unknown", source, shown[:400], "its words", *verdict)
-    if read[1][0] == "foreign":  # none of the numbers is a size of the model: probably not a shape of its own
+    if read[1][0] == "foreign":  # the numbers compared are none of the model's sizes: probably not its own
+        sizes = vocabulary(f)
+        others = sorted({n for n, _, _ in _roles(line) if n in sizes})
+        also = f" ({', '.join(name_of(n, f) for n in others)} elsewhere in it)" if others else ""
         why = (
-            f"probably not a head, RoPE or KV-cache error: its numbers are none of {f.name}'s sizes "
-            f"({describe_sizes(f)}). It would be one if a tensor of this model met one of another."
+            f"probably not a head, RoPE or KV-cache error: the numbers compared are none of {f.name}'s sizes"
+            f"{also} ({describe_sizes(f)}). It would be one if a tensor of this model met one of another."
         )
         read = read[0], ("likely_not_mine", "foreign", why, read[1][3])
     return Diagnosis("unknown", source, shown[:400], *_said(*read))
