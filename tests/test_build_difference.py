@@ -49,3 +49,40 @@ def test_a_match_that_does_not_split_is_told_the_split_it_did_not_make():
     verdict = track.feedback(4, BY_PART[4]["missing_split"])
     assert verdict.problem == "missing_split" and "a match that stops inside an edge splits it there" in verdict.message
     assert "in one node where the engine's tree holds" in verdict.message, verdict
+
+
+def _carry_by_or(x):
+    """Wrong: the code built as (exponent << 3) | mantissa, so a mantissa rounded up to 8 loses its carry."""
+    x = np.asarray(x, np.float32)
+    want = S.encode_e4m3(x)
+    carried = ((want & 0x07) == 0) & ((want & 0x78) >= 0x10) & (want & 0x7F != 0x7E)  # rounded up to 2**e
+    exponent = ((want & 0x78) >> 3) - 1
+    return np.where(carried & (exponent % 2 == 1), (want & 0x80) | ((exponent << 3) | 0x08 & 0x78), want).astype(
+        np.uint8
+    )
+
+
+@edit_of(S.PrefixTree.evict, ("key=lambda x: (x.last_used, x.order)", "key=lambda x: (x.last_used, x.keys)"))
+def _tie_by_keys(self, n):
+    """Wrong: a tie of last_used goes to the smaller keys, not the older node."""
+
+
+class _TreeTieByKeys(S.PrefixTree):
+    evict = _tie_by_keys
+
+
+def test_a_lost_carry_is_told_that_each_wrong_value_rounds_up_to_a_power_of_two():
+    verdict = track.feedback(6, _carry_by_or)
+    assert not verdict.passed and "should round up to a power of two" in verdict.message, verdict
+
+
+def test_a_tie_broken_by_keys_is_caught_where_the_older_leaf_has_the_larger_keys():
+    verdict = track.feedback(4, _TreeTieByKeys)
+    assert verdict.problem == "eviction_tie" and "a tie goes to the older node" in verdict.message, verdict
+
+
+def test_a_page_listed_twice_and_returned_twice_is_told_so_not_that_it_was_freed_while_held():
+    from ropepool.track.mistakes import BY_PART
+
+    verdict = track.feedback(2, BY_PART[2]["freed_twice"])
+    assert verdict.problem == "freed_twice" and "freed while held" not in verdict.message, verdict

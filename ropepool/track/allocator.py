@@ -324,6 +324,13 @@ def _hint(what: str, want, got, want_free, got_free, want_refs, got_refs) -> tup
             f"({want}) became free; the others are still held. In the engine the caller takes the returned "
             "pages as free (the prefix cache stops counting them) while a holder still uses them."
         )
+    if what.startswith("release") and isinstance(got, list) and len(set(got)) < len(got) and got != want:
+        twice = sorted({p for p in got if got.count(p) > 1})
+        return "freed_twice", (
+            f"release returned page {twice[0]} {got.count(twice[0])} times ({got}, want {want}): a page listed "
+            "more than once in one call (held that many times) comes free once, when its count reaches 0; return "
+            "it and queue it once. In the engine it would sit twice on the free list and be handed to two requests."
+        )
     if what.startswith("release") and want != got and isinstance(got, list) and sorted(got) != sorted(want):
         return "refcount", (
             "a page becomes free only when its count falls to 0: a retained page needs one release per holder. In the engine, "

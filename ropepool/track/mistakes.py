@@ -126,6 +126,17 @@ class AllocatorFreesTooSoon(S.Allocator):
         return freed
 
 
+class AllocatorFreesListedTwice(S.Allocator):
+    """A page listed twice in one release (held twice) is returned and queued twice: freed is found after the loop."""
+
+    @edit_of(
+        S.Allocator.release,
+        ("freed.append(p)", "pass"),
+        ("self.free.extend(freed)", "freed = [p for p in pages if self.refs[p] == 0]\n    self.free.extend(freed)"),
+    )
+    def release(self, pages): ...
+
+
 # --- Part 3: the slot mapping ------------------------------------------------------------------------
 
 
@@ -397,6 +408,7 @@ BY_PART = {
         "off_by_one": AllocatorOffByOne,
         "refcount": AllocatorFreesTooSoon,
         "outside_pool": AllocatorNegativePages,
+        "freed_twice": AllocatorFreesListedTwice,
     },
     3: {
         "from_start": slots_from_start,

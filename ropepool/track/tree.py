@@ -200,6 +200,17 @@ def cases() -> list[tuple[str, int, list]]:
             ],
         ),
         (
+            "a tie goes to the older node, whatever its keys",
+            12,
+            [
+                ("request", "A", [1, 2, 9]),
+                ("compute", "B", [1, 2, 3]),
+                ("finish", "A"),
+                ("finish", "B"),
+                ("evict", 1),
+            ],
+        ),
+        (
             "a full pool evicts to make room",
             6,
             [("request", "A", [1, 2, 3]), ("finish", "A"), ("request", "B", [4, 5, 6, 7, 8])],
