@@ -223,6 +223,12 @@ SILENT = {
     "it guards against a bug elsewhere (a request finished twice), which would hand one page to two requests",
     (2, "wrong_order"): "any free page holds a request's rows as well as another, so which comes next changes no "
     "answer; the checker holds you to the engine's queue so that every answer can be compared with its own",
+    (2, "outside_pool"): "the engine never hands the allocator a page outside the pool; the refusal guards "
+    "against a bug elsewhere (a page number computed wrongly), which would change another page's count",
+    (2, "freed_twice"): "the engine releases a request's pages once each per holder, never one page twice in one "
+    "call; a caller that did would find that page handed to two requests",
+    (4, "eviction_tie"): "a tie needs two leaves given one clock (an insert that splits an edge and adds a "
+    "leaf); breaking it the other way changes which prefix is kept, not what a request reads",
     (4, "eviction_order"): "evicting the newest leaf changes which prefix is kept, not what a request reads: it "
     "costs recomputing a prompt that comes back, and none of these prompts came back after an eviction",
     (4, "match"): "a match that stops early is never wrong, only wasteful: the request computes rows the tree "
