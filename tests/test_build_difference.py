@@ -86,3 +86,14 @@ def test_a_page_listed_twice_and_returned_twice_is_told_so_not_that_it_was_freed
 
     verdict = track.feedback(2, BY_PART[2]["freed_twice"])
     assert verdict.problem == "freed_twice" and "freed while held" not in verdict.message, verdict
+
+
+@edit_of(S.schedule_step, ('need = max(0, n - r["spare"])', 'need = max(0, r["uncached"] - r["spare"])'))
+def _rows_from_uncached(running, waiting, max_step_tokens, free_rows):
+    """Wrong: a running request's new rows counted from all its uncached tokens, not this step's n."""
+
+
+def test_a_preemption_nobody_needed_says_the_rows_this_step_needs():
+    verdict = track.feedback(5, _rows_from_uncached)
+    assert verdict.problem == "too_many_preempted" and "where nobody needs to go" in verdict.message, verdict
+    assert "n = 1, 0 new rows" in verdict.message, verdict

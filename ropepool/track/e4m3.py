@@ -195,9 +195,9 @@ def _difference(encode_e4m3: Callable, rows: list[np.ndarray]) -> str | None:
     every = (got != want) & ~np.isnan(x)  # each wanted code a power of two above the subnormals: a lost carry
     if every.any() and ((want[every] & 0x7F) > 0x07).all() and not (want[every] & 0x07).any():
         said.append(
-            "every one of them should round up to a power of two (mantissa 0, the exponent one higher): rounding "
-            "the mantissa up to 8 must carry into the exponent (add the rounded mantissa to the exponent's code, "
-            "don't OR the two fields)"
+            "every one of them should round up to a power of two (mantissa 0, the exponent one higher): a "
+            "mantissa that rounds up to 8 must carry into the exponent, not stop at 7 or vanish (round the value "
+            "on its exponent's grid, then read the code of the result)"
         )
     engine = (
         " In the engine those k and v values would be stored as 0."

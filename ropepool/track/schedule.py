@@ -425,6 +425,17 @@ def _difference(running, waiting, budget, free, want, got) -> tuple[str, str]:
                 "Compute n = min(uncached, budget left) first; a request with n = 0 is skipped. In the engine a "
                 "request preempted for nothing is recomputed from its first token."
             )
+        if not w_pre and g_pre:
+            rows = ", ".join(
+                f"request {rid}: n = {n}, {plural(max(0, n - by_rid[rid]['spare']), 'new row')}"
+                for rid, n in w_run
+                if rid in by_rid
+            )
+            return "too_many_preempted", (
+                f"you preempted {g_pre} where nobody needs to go: this step's new rows ({rows}; n = min(uncached, "
+                f"budget left), less the spare rows) are {need} and {free} are free. In the engine a request "
+                "preempted for nothing is recomputed from its first token."
+            )
         if len(g_pre) > len(w_pre) and g_pre[: len(w_pre)] == w_pre:
             return "too_many_preempted", (
                 f"you preempted {len(g_pre) - len(w_pre)} request{'s' if len(g_pre) - len(w_pre) > 1 else ''} too "
