@@ -178,8 +178,9 @@ def timing_bars(rows, *, title: str = "") -> Figure:
         ax.bar_label(bars, [f"{r.ratio:.2g}x" if r.ratio == r.ratio else "" for r in got], fontsize=7, padding=2)
         spread = [(x, r) for x, r in zip(xs, got) if r.method != "ropepool" and _has_spread(r)]
         if spread:  # the whisker: ropepool's median times the lowest and highest round ratio
-            low = [r.median_ms - r.ratio_range[0] * r.median_ms / r.ratio for _, r in spread]
-            high = [r.ratio_range[1] * r.median_ms / r.ratio - r.median_ms for _, r in spread]
+            # at least 0: the median ratio lies within the rounds' ratios, up to the last bit of a float
+            low = [max(0.0, r.median_ms - r.ratio_range[0] * r.median_ms / r.ratio) for _, r in spread]
+            high = [max(0.0, r.ratio_range[1] * r.median_ms / r.ratio - r.median_ms) for _, r in spread]
             whiskers = ax.errorbar(
                 [x for x, _ in spread],
                 [r.median_ms for _, r in spread],
