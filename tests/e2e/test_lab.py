@@ -8,8 +8,8 @@ tagged ``plot``, and what a learner's use of some widgets shows:
 01's shape table after the Hkv slider and the Model dropdown, 03's slider after typing a position,
 02's BreakIt card after picking another mistake (that error's text, no label cut, no word broken),
 04's slots playground after typing duplicate then valid slots (the error, then a picture; never a
-broken image). Full-page screenshots of each at 1280x800 (and 1024x768 with ROPEPOOL_SCREENSHOTS=all) go to
-artifacts/screenshots/; a notebook over 12 screens at 1280x800 must say why in its first cell.
+broken image). With ROPEPOOL_SCREENSHOTS=all, full-page screenshots of each at 1280x800 and 1024x768 go to
+artifacts/screenshots/ (one is always taken of a page that failed); a notebook over 12 screens at 1280x800 must say why in its first cell.
 Also: the server serves the learner's copy, and a notebook edited and saved there leaves
 ``git status`` as it was; the server refuses its API without the token and listens on 127.0.0.1 only.
 """
@@ -175,17 +175,28 @@ def _run_all(page, lab: Lab, name: str, code_cells: list[int]) -> list[dict]:
     return wait_for(f"{name}: Run All finished, kernel idle", finished, 30, lab)
 
 
-#: The screen sizes pictured: 1280x800 (a laptop) always, its height read below; 1024x768 (a projector), a
-#: picture for a person to look at, only where ROPEPOOL_SCREENSHOTS=all asks (two seconds a notebook).
-SCREEN_SIZES = [(1280, 800)] + [(1024, 768)] * (os.environ.get("ROPEPOOL_SCREENSHOTS") == "all")
+#: The screen sizes pictured, a laptop's and a projector's: pictures for a person to look at, taken only
+#: where ROPEPOOL_SCREENSHOTS=all asks (two seconds each a notebook); the height check reads the page.
+SCREEN_SIZES = [(1280, 800), (1024, 768)] * (os.environ.get("ROPEPOOL_SCREENSHOTS") == "all")
 MAX_SCREENS = 12  # at 1280x800: a workshop slot; a longer notebook says why in its first cell
+#: Scroll the notebook to its top; how far its last cell reaches below the visible part, in pixels.
+TO_TOP_JS = """() => { const s = document.querySelector('.jp-NotebookPanel .jp-WindowedPanel-outer');
+                       const cells = document.querySelectorAll('.jp-NotebookPanel .jp-Notebook-cell');
+                       if (!s || !cells.length) return 0;
+                       s.scrollTop = 0;
+                       return cells[cells.length - 1].getBoundingClientRect().bottom - s.getBoundingClientRect().bottom }"""
 
 
-def _long_notebook_says_why(nb, name: str, shot: Path, screen: int) -> None:
-    import struct
+def _notebook_height(page) -> int:
+    """The page's height with every cell in view, in pixels at the viewport's width: the viewport's height
+    and how far the last cell reaches below it (what a full-page picture's height is)."""
+    # Make the first cell the active one: on a resize JupyterLab scrolls the active cell into view,
+    # and Run All leaves the last cell active. A click on its prompt area selects it in command mode.
+    page.locator(".jp-NotebookPanel .jp-Notebook-cell").first.locator(".jp-InputPrompt").click()
+    return page.viewport_size["height"] + max(int(page.evaluate(TO_TOP_JS)) + 40, 0)
 
-    with open(shot, "rb") as f:  # a PNG's height sits in its IHDR chunk
-        height = struct.unpack(">I", f.read(24)[20:24])[0]
+
+def _long_notebook_says_why(nb, name: str, height: int, screen: int) -> None:
     screens = height / screen
     print(f"{name}: {screens:.1f} screens at 1280x800")
     if screens > MAX_SCREENS:
@@ -198,21 +209,11 @@ def _long_notebook_says_why(nb, name: str, shot: Path, screen: int) -> None:
 
 def _screenshot(page, name: str, suffix: str = "") -> Path:
     """Full-page PNG: grow the viewport to the notebook's height so every cell is in the picture."""
-    # Make the first cell the active one: on a resize JupyterLab scrolls the active cell into view,
-    # and Run All leaves the last cell active (the picture would show the end and blank space).
-    # A click on its prompt area selects it in command mode (not on the collapser bar at its left).
-    page.locator(".jp-NotebookPanel .jp-Notebook-cell").first.locator(".jp-InputPrompt").click()
-    to_top = """() => { const s = document.querySelector('.jp-NotebookPanel .jp-WindowedPanel-outer');
-                         const cells = document.querySelectorAll('.jp-NotebookPanel .jp-Notebook-cell');
-                         if (!s || !cells.length) return 0;
-                         s.scrollTop = 0;
-                         return cells[cells.length - 1].getBoundingClientRect().bottom - s.getBoundingClientRect().bottom }"""
-    below = page.evaluate(to_top)  # how far the last cell reaches below the visible part
     size = page.viewport_size
     # Capped at 32,000 px (headless Chromium captures that; the suite's longest notebook is ~15,000).
-    page.set_viewport_size({"width": size["width"], "height": min(size["height"] + max(int(below) + 40, 0), 32_000)})
+    page.set_viewport_size({"width": size["width"], "height": min(_notebook_height(page), 32_000)})
     page.wait_for_timeout(300)
-    page.evaluate(to_top)
+    page.evaluate(TO_TOP_JS)
     page.wait_for_timeout(500)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{Path(name).stem}{suffix}.png"
@@ -516,12 +517,12 @@ def test_notebook_in_jupyterlab(browser, lab: Lab, path: Path):
             _break_it(page, lab)
         if path.stem == "04_pool_layout":
             _slots_box(page, lab)
-        shots = {}
         for width, height in SCREEN_SIZES:  # a laptop, and a projector
             page.set_viewport_size({"width": width, "height": height})
             page.wait_for_timeout(500)
-            shots[width, height] = _screenshot(page, name, f"-{width}x{height}")
-        _long_notebook_says_why(nb, name, shots[1280, 800], 800)
+            _screenshot(page, name, f"-{width}x{height}")
+        page.set_viewport_size({"width": 1280, "height": 800})
+        _long_notebook_says_why(nb, name, _notebook_height(page), 800)
         for e in page_errors:  # uncaught JavaScript errors: reported, not failed (JupyterLab has some)
             warnings.warn(f"{name}: JavaScript error on the page: {e[:300]}")
     except Exception:
