@@ -44,12 +44,15 @@ def backend(request):
 
 
 # Notebooks 08 and 09 run the real model, the longest notebooks (about 20 s each on a quiet machine). Collected last, one of them would end
-# the run alone on one worker while the other sat idle; started first, the short tests fill in around them.
+# the run alone on one worker while the other sat idle; started first (then the other notebooks), the short
+# tests fill in around them.
 SLOWEST = ("08_a_real_model.ipynb", "09_why_slots.ipynb")
 
 
 def pytest_collection_modifyitems(config, items):
-    items.sort(key=lambda item: not any(s in item.nodeid for s in SLOWEST))  # stable: otherwise as collected
+    # stable: otherwise as collected; the notebooks (seconds each) before the short tests, so that the run does
+    # not end with one worker on a notebook while the other has nothing left
+    items.sort(key=lambda item: (not any(s in item.nodeid for s in SLOWEST), item.path.suffix != ".ipynb"))
     if "claims" not in (config.getoption("markexpr") or ""):  # the five-run claim checks: only with -m claims
         skip = pytest.mark.skip(reason="reruns a speed measurement five times (minutes): run with -m claims")
         for item in items:
