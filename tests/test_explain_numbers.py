@@ -161,7 +161,9 @@ def test_a_kv_cache_that_does_not_fit_is_told_in_the_model_s_bytes_a_token():
         "See https://docs.example.org/memory for more details."
     )
     d = diagnose(text, facts_of("llama-3-8b"))
-    assert d.case == "kv_memory" and "= 128 KiB" in d.why and "about 16384 tokens" in d.why, d
+    assert d.case == "kv_memory" and "128 KiB a token over all its layers" in d.why and "about 16384 tokens" in d.why, d
+    mla = diagnose(text, facts_of("deepseek-v3"))  # the layout's latent, not k and v
+    assert mla.case == "kv_memory" and "one latent of 512 + 64" in mla.why and "about 30559 tokens" in mla.why, mla
     assert diagnose(text, facts_of(None)).case != "not_mine"  # a link to docs is no network error
 
 

@@ -27,6 +27,7 @@ from typing import TextIO
 from ..diagnosis import CHECKLISTS, FAMILIES, SETUP, Diagnosis, Facts, Unreadable, checklist, clean, diagnose
 from ..diagnosis.sizes import config_lines
 from ..errors import WRAP_WIDTH, wrap
+from ..kv_layout import layout_from_config
 from ..models import (
     MAX_HEAD_DIM,
     MAX_HEADS,
@@ -175,10 +176,21 @@ def facts_of(model, **numbers) -> Facts:
             given = {k: v for k, v in numbers.items() if v is not None}
             return Facts.of(None, **{**_raw_facts(config, hidden), "hidden_size": hidden, **given})
     more = {"hidden_size": hidden, "vocab_size": _int_field(config, "vocab_size") if config else None}
-    more["num_layers"] = _int_field(config, "num_hidden_layers", "n_layer", "num_layers") if config else None
+    more["kv_bytes_per_token"] = _kv_bytes_per_token(config)
     more["sliding_window"] = _int_field(config, "sliding_window") if config else None
     more["notes"] = _config_notes(config, params)
     return Facts.of(params, **{**more, **{k: v for k, v in numbers.items() if v is not None}})
+
+
+def _kv_bytes_per_token(config: dict | None) -> int | None:
+    """The KV cache's bytes a token over all layers (bfloat16), from the config's cache layout; None where the
+    config does not give one (no layer count, sizes the layout refuses)."""
+    if not config:
+        return None
+    try:
+        return layout_from_config(config).bytes_per_token("bfloat16")
+    except ConfigError:
+        return None
 
 
 #: The names a config may give the KV-head count under (or one KV head, multi_query).
@@ -221,7 +233,7 @@ def _raw_facts(config: dict, hidden: int | None) -> dict:
         kv_lora_rank=_int_field(text, "kv_lora_rank"),  # MLA (DeepSeek-V2/V3): the latent pool's sizes
         rope_dim=_int_field(text, "qk_rope_head_dim"),
         nope_dim=_int_field(text, "qk_nope_head_dim"),
-        num_layers=_int_field(text, "num_hidden_layers", "n_layer", "num_layers"),
+        kv_bytes_per_token=_kv_bytes_per_token(config),
         sliding_window=_int_field(text, "sliding_window"),
     )
 

@@ -39,7 +39,8 @@ class Facts:
     kv_lora_rank : int         MLA's latent width, ``config.kv_lora_rank`` (None: not MLA, or unknown)
     rope_dim : int             MLA's RoPE part of a head, ``config.qk_rope_head_dim``
     nope_dim : int             MLA's part of a q and k head without RoPE, ``config.qk_nope_head_dim``
-    num_layers : int           ``config.num_hidden_layers`` (the KV cache's bytes a token)
+    kv_bytes_per_token : int   the KV cache's bytes a token over all layers, bfloat16 (the config's
+                               :class:`~ropepool.kv_layout.CacheLayout`: MLA's latent, GQA's k and v)
     sliding_window : int       ``config.sliding_window``: the tokens a layer attends to (a rolling cache's rows)
     max_position_embeddings : int  the positions the config gives (scaled ones included, where it scales)
     vocab_size : int           ``config.vocab_size``
@@ -61,7 +62,7 @@ class Facts:
     kv_lora_rank: int | None = None
     rope_dim: int | None = None
     nope_dim: int | None = None
-    num_layers: int | None = None
+    kv_bytes_per_token: int | None = None
     sliding_window: int | None = None
 
     max_position_embeddings: int | None = None  # the tables (positions, tokens) and the run

@@ -336,11 +336,16 @@ def _missing_field(line: str, f: Facts) -> tuple | None:
 
 
 def _kv_bytes(f: Facts) -> str:
-    Hkv, D, L = f.num_kv_heads, f.head_dim, f.num_layers
+    Hkv, D, B = f.num_kv_heads, f.head_dim, f.kv_bytes_per_token
     if not (Hkv and D):
         return "add --model for the number"
-    per = f"{f.name}: 2 x {Hkv} x {D} x 2 bytes (bfloat16) = {4 * Hkv * D} bytes a token and layer"
-    return per + (f", x {L} layers = {4 * Hkv * D * L // 1024} KiB a token" if L else "")
+    lora, rope = f.kv_lora_rank, f.rope_dim
+    per = (
+        f"{f.name}: one latent of {lora} + {rope} x 2 bytes (bfloat16) = {2 * (lora + rope)} bytes a token and layer"
+        if lora and rope  # MLA caches the latent, not k and v
+        else f"{f.name}: 2 x {Hkv} x {D} x 2 bytes (bfloat16) = {4 * Hkv * D} bytes a token and layer"
+    )
+    return per + (f", {B // 1024} KiB a token over all its layers" if B else "")
 
 
 #: An amount of memory: (the number, its unit).
@@ -353,16 +358,14 @@ def _kv_memory(line: str, f: Facts) -> tuple | None:
     """A KV cache that does not fit its memory, told with the model's bytes a token: the tokens the memory
     holds and the ways to fit. None where the message names no amounts or the model is not known."""
     amounts = [float(v) * (1024 if u.startswith(("G",)) else 1) for v, u in _AMOUNT.findall(line)]  # in MiB
-    Hkv, D, L = f.num_kv_heads, f.head_dim, f.num_layers
-    if len(amounts) < 2 or not (Hkv and D and L) or "kv cache" not in line.lower():
+    if len(amounts) < 2 or not f.kv_bytes_per_token or "kv cache" not in line.lower():
         return None
-    per = 4 * Hkv * D * L / 2**20  # MiB a token, bfloat16
+    per = f.kv_bytes_per_token / 2**20  # MiB a token, bfloat16
     tokens = [int(t) for t in _TOKENS.findall(line)]
     need, have = max(amounts), min(amounts)
     P = f.max_position_embeddings
     why = (
-        f"the KV cache does not fit: a token's k and v take 2 x {L} layers x {Hkv} KV heads x {D} x 2 bytes "
-        f"(bfloat16) = {per * 1024:.0f} KiB, so {have / 1024:.2f} GiB holds about {int(have / per)} tokens"
+        f"the KV cache does not fit: {_kv_bytes(f)}, so {have / 1024:.2f} GiB holds about {int(have / per)} tokens"
         + (f" and {max(tokens)} tokens need {max(tokens) * per / 1024:.1f} GiB" if tokens else "")
         + f" (the message says {need / 1024:.1f} GiB)"
         + (

@@ -644,23 +644,34 @@ def _shrunk(make: Callable, pages: int, ops: list, problem: str):
     return small[0], small[1][: len(done) + 1], done, mine, theirs
 
 
-def _then_match(tree, allocator, keys) -> None:
-    """A request's match before its evict, as :func:`_run` makes it: the pages found are held."""
-    if keys is not None:
+def _replayed(make: Callable, pages: int, ops: list, keys=None, *, learner: bool):
+    """(tree, allocator) after ``ops`` replayed as :func:`_run` does, and a request's match of ``keys``."""
+    keep: list = []
+    for _ in _run(make, pages, ops, learner=learner, keep=keep):
+        pass
+    tree, allocator = keep
+    if keys is not None:  # the match a request makes before its evict: the pages found are held
         allocator.retain(tree.match(list(keys)) or [])
+    return tree, allocator
+
+
+def _walk(root):
+    """Each node under ``root`` (laid out as the stub's: ``children``, ``pages``) with its parent's pages."""
+    stack = [(child, ()) for child in root.children.values()]
+    while stack:
+        node, above = stack.pop()
+        yield node, above
+        here = tuple(int(p) for p in node.pages)
+        stack += [(child, here) for child in node.children.values()]
 
 
 def _units(pages: int, ops: list, keys=None) -> list[tuple[int, int, list[int]]]:
     """What the engine's tree could evict after ``ops`` (and a request's match of ``keys``): per leaf,
     (last_used, id, its trailing pages only the tree holds), in the order evict takes them (least recently
     used first, a tie to the older node)."""
-    keep: list = []
-    for _ in _run(_Engine, pages, ops, learner=False, keep=keep):
-        pass
-    _then_match(keep[0], keep[1], keys)
-    tree = keep[0].tree
-    refs, out = keep[1].refs, []
-    for leaf in tree.leaves:
+    tree, allocator = _replayed(_Engine, pages, ops, keys, learner=False)
+    refs, out = allocator.refs, []
+    for leaf in tree.tree.leaves:
         k = len(leaf.pages)
         while k and refs[leaf.pages[k - 1]] == 1:
             k -= 1
@@ -768,17 +779,11 @@ def _missing_split(make: Callable, pages: int, ops: list, keys=None) -> str | No
 def _nodes(make: Callable, pages: int, ops: list, keys, *, learner: bool) -> list:
     """The tree's nodes after ``ops`` (and a match of ``keys``): for the engine's, (parent's pages, pages) per
     node as tuples; for the learner's (laid out as the stub's), each node's pages as a tuple."""
-    keep: list = []
-    for _ in _run(make, pages, ops, learner=learner, keep=keep):
-        pass
-    _then_match(keep[0], keep[1], keys)
-    root = keep[0].tree.root if not learner else keep[0].root
-    out, stack = [], [(child, ()) for child in root.children.values()]
-    while stack:
-        node, above = stack.pop()
+    tree, _ = _replayed(make, pages, ops, keys, learner=learner)
+    out = []
+    for node, above in _walk(tree.root if learner else tree.tree.root):
         here = tuple(int(p) for p in node.pages)
         out.append(here if learner else (above, here))
-        stack += [(child, here) for child in node.children.values()]
     return out
 
 
@@ -794,17 +799,9 @@ def _learner_clocks(make: Callable, pages: int, ops: list, of: list[int], keys=N
     """The learner's ``last_used`` of the nodes holding each page of ``of`` after ``ops`` (and a request's
     match of ``keys``), read where its nodes are laid out as the stub's (``root``, ``children``, ``pages``,
     ``last_used``); None elsewhere."""
-    keep: list = []
     try:
-        for _ in _run(make, pages, ops, learner=True, keep=keep):
-            pass
-        _then_match(keep[0], keep[1], keys)
-        stack, found = list(keep[0].root.children.values()), {}
-        while stack:
-            node = stack.pop()
-            for p in node.pages:
-                found[int(p)] = int(node.last_used)
-            stack += list(node.children.values())
+        tree, _ = _replayed(make, pages, ops, keys, learner=True)
+        found = {int(p): int(node.last_used) for node, _ in _walk(tree.root) for p in node.pages}
     except Exception:  # another layout, or a tree that fails on these ops: no clocks to show
         return [None for _ in of]
     return [found.get(p) for p in of]
