@@ -4,8 +4,10 @@ heads is refused on every rank before any collective."""
 
 import io
 import os
+import subprocess
 import sys
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import mlx.core as mx
@@ -29,9 +31,18 @@ def launched(n: int, model: str, new: int = 3) -> tuple[list[dict], "Clocked"]:
     key = (n, model, new)
     if key not in _LAUNCHED:
         stream, saved = Clocked(), os.environ.pop("PYTHONUNBUFFERED", None)
+        popen = subprocess.Popen
+
+        def noted(*args, **kwargs):  # the launcher's PID, for its CPU time
+            proc = popen(*args, **kwargs)
+            stream.launcher = stream.launcher or proc.pid
+            return proc
+
+        subprocess.Popen = noted
         try:
             _LAUNCHED[key] = ranks.launch(n, model, new, stream=stream), stream
         finally:
+            subprocess.Popen = popen
             if saved is not None:
                 os.environ["PYTHONUNBUFFERED"] = saved
     return _LAUNCHED[key]
@@ -49,15 +60,28 @@ def test_every_rank_chooses_the_tokens_of_one_process(model, n):
         assert r["pool_bytes"] * n == one["pool_bytes"] and r["bytes_summed_per_step"] > 0
 
 
+def cpu_seconds(pid: int | None) -> float | None:
+    """The CPU seconds process ``pid`` has used, all its threads (Linux's /proc), or None."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
 class Clocked(io.StringIO):
-    """A stream that notes the wall-clock time each line reached it."""
+    """A stream that notes the wall-clock time each line reached it, and the CPU seconds the launcher
+    (``launcher``, a PID) had used by then."""
 
     def __init__(self):
         super().__init__()
         self.arrived: list[tuple[float, str]] = []
+        self.launcher: int | None = None
+        self.launcher_cpu: list[float | None] = []
 
     def write(self, text: str) -> int:
         self.arrived.append((time.time(), text))
+        self.launcher_cpu.append(cpu_seconds(self.launcher))
         return super().write(text)
 
 
@@ -71,6 +95,17 @@ def test_each_ranks_lines_stream_as_they_come():
         steps = [t for _, t in stream.arrived if t.startswith(f"rank {r['rank']} of 3: step ")]
         assert len(steps) == r["steps"] == 3, stream.getvalue()
         assert steps[-1].endswith(": 9 of 9 new tokens\n")
+
+
+def test_the_launcher_waits_for_the_ranks_output_without_keeping_a_core_busy():
+    """``mlx.launch`` between the ranks' first line and their last: it forwards lines, so it uses a few
+    hundredths of a core, not the whole core its output threads take while a rank's stdin is writable."""
+    _, stream = launched(3, "tiny-llama", 3)
+    first, last = stream.launcher_cpu[0], stream.launcher_cpu[-1]
+    if first is None or last is None:
+        pytest.skip("no /proc here to read the launcher's CPU time")
+    seconds = stream.arrived[-1][0] - stream.arrived[0][0]
+    assert last - first < 0.15 * seconds, f"the launcher used {last - first:.2f} s of CPU in {seconds:.2f} s"
 
 
 def test_a_split_that_breaks_heads_is_refused_on_every_rank():

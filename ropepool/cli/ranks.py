@@ -26,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -181,6 +182,29 @@ def free_ports(n: int) -> int:
     raise RuntimeError(f"ranks: no {n} consecutive free ports on 127.0.0.1")
 
 
+#: Bytes written to ``mlx.launch``'s stdin: far more than the pipe to a rank holds (64 KiB on Linux and macOS).
+STDIN_FILL = 1 << 20
+
+
+def _fill_stdin(fd: int, launcher: subprocess.Popen) -> None:
+    """Write :data:`STDIN_FILL` newlines into ``mlx.launch``'s stdin (``fd``, a pipe) and close it once the
+    launcher has ended.
+
+    ``mlx.launch`` copies its stdin to every rank's, and each rank's output thread waits in ``select`` for
+    output *or for the rank's stdin to be writable*. An empty pipe is always writable, so each thread turns
+    without pause and the launcher keeps a core busy for the whole run (the ring's 31 s of retries included).
+    The ranks never read stdin: once the copies fill their pipes, the threads wait for output. The pipe stays
+    open until the launcher ends: at its end of file the launcher's own loop would turn without pause."""
+    data = memoryview(b"\n" * STDIN_FILL)
+    try:
+        while data:
+            data = data[os.write(fd, data) :]
+    except OSError:  # the launcher ended before taking it all
+        pass
+    launcher.wait()
+    os.close(fd)
+
+
 def launch(ranks: int, model: str, new: int, stream=None) -> list[dict]:
     """Run :func:`rank` on ``ranks`` local ranks (``mlx.launch --backend ring``; one plain process for 1),
     echo their output to ``stream`` (default: ``sys.stdout`` now, a notebook's cell included) line by line as
@@ -197,9 +221,27 @@ def launch(ranks: int, model: str, new: int, stream=None) -> list[dict]:
             launcher = Path(sys.executable).parent / "mlx.launch"
             cmd = [str(launcher), "-n", str(ranks), "--backend", "ring", "--starting-port", str(free_ports(ranks))]
             cmd += ["--python", sys.executable, str(script)]
-        proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, env=env, cwd=folder
-        )
+        stdin, feed = os.pipe() if ranks > 1 else (subprocess.DEVNULL, None)
+        try:
+            proc = subprocess.Popen(
+                cmd,
+                stdin=stdin,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                bufsize=1,
+                env=env,
+                cwd=folder,
+            )
+        except BaseException:
+            if feed is not None:
+                os.close(feed)
+            raise
+        finally:
+            if feed is not None:
+                os.close(stdin)
+        if feed is not None:
+            threading.Thread(target=_fill_stdin, args=(feed, proc), daemon=True).start()
         lines = []
         for line in iter(proc.stdout.readline, ""):  # each line as soon as it is whole
             stream.write(line)
