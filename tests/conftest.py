@@ -69,7 +69,8 @@ def pytest_configure(config):
 
 
 #: Places whose tests run on one worker, by group: the SmolLM2 load (a session fixture) happens once;
-#: launches of ranks (each takes both cores) never overlap; the module's kernel cache is built once.
+#: launches of ranks (each takes both cores) never overlap (but for the stranger's, whose ranks sleep in MLX's retries:
+#: tests/test_tensor_parallel.py starts it in the background); the module's kernel cache is built once.
 ONE_WORKER = {
     "tests/test_smollm2.py": "smollm2",
     "tests/test_tensor_parallel.py": "ranks",

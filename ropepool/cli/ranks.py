@@ -205,10 +205,11 @@ def _fill_stdin(fd: int, launcher: subprocess.Popen) -> None:
     os.close(fd)
 
 
-def launch(ranks: int, model: str, new: int, stream=None) -> list[dict]:
+def launch(ranks: int, model: str, new: int, stream=None, port: int | None = None) -> list[dict]:
     """Run :func:`rank` on ``ranks`` local ranks (``mlx.launch --backend ring``; one plain process for 1),
     echo their output to ``stream`` (default: ``sys.stdout`` now, a notebook's cell included) line by line as
-    it comes, and return each rank's JSON line, by rank."""
+    it comes, and return each rank's JSON line, by rank. ``port``: the first of the ranks' consecutive
+    loopback ports (default: the first of ``ranks`` free now, :func:`free_ports`)."""
     stream = sys.stdout if stream is None else stream
     folder = tempfile.mkdtemp(prefix="ropepool-ranks-")  # 0700, ours: the launcher's folder is sys.path[0]
     try:
@@ -219,7 +220,15 @@ def launch(ranks: int, model: str, new: int, stream=None) -> list[dict]:
             cmd = [sys.executable, "-u", str(script)]
         else:
             launcher = Path(sys.executable).parent / "mlx.launch"
-            cmd = [str(launcher), "-n", str(ranks), "--backend", "ring", "--starting-port", str(free_ports(ranks))]
+            cmd = [
+                str(launcher),
+                "-n",
+                str(ranks),
+                "--backend",
+                "ring",
+                "--starting-port",
+                str(port or free_ports(ranks)),
+            ]
             cmd += ["--python", sys.executable, str(script)]
         stdin, feed = os.pipe() if ranks > 1 else (subprocess.DEVNULL, None)
         try:
