@@ -83,6 +83,14 @@ CELLS_JS = """() => [...document.querySelectorAll('.jp-NotebookPanel .jp-Noteboo
     widget_errors: [...c.querySelectorAll('.jupyter-widgets-error-widget')].map(e => e.innerText || e.title || '?'),
   }))"""
 
+# What the wait for Run All reads, often: each cell's prompt and error text, by textContent (innerText
+# would lay the page out again at every look).
+PROGRESS_JS = """() => [...document.querySelectorAll('.jp-NotebookPanel .jp-Notebook-cell')].map(c => ({
+    prompt: (c.querySelector(':scope .jp-InputPrompt') || {textContent: ''}).textContent.trim(),
+    stderr: [...c.querySelectorAll('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')]
+      .map(o => o.textContent),
+  }))"""
+
 # A widget shown as its text repr ("VBox(children=(Dropdown(...": the widget manager did not render
 # it (front-end extension missing or broken) and the learner sees text instead of controls.
 WIDGET_AS_TEXT = re.compile(r"^[A-Z]\w*\(((children|value|options|description|layout|outputs|min|max)=|\)$)")
@@ -116,6 +124,29 @@ def _open(page, lab: Lab, name: str) -> None:
         timeout=OPEN_TIMEOUT * 1000,
     )
     page.wait_for_selector(".jp-NotebookPanel .jp-Notebook-cell", timeout=OPEN_TIMEOUT * 1000)
+    _wait_for_kernel(page, lab, name)
+
+
+def _open_from_path(page, lab: Lab, name: str) -> None:
+    """In a lab already on the page: File > Open from Path..., the notebook's name, Open; wait for its kernel."""
+    _menu(page, "File", "filebrowser:open-path")
+    page.locator(".jp-Dialog input").fill(name)
+    page.locator(".jp-Dialog .jp-mod-accept").click()
+    page.wait_for_selector(".jp-NotebookPanel .jp-Notebook-cell", timeout=OPEN_TIMEOUT * 1000)
+    _wait_for_kernel(page, lab, name)
+
+
+def _close_unsaved(page, lab: Lab, name: str) -> None:
+    """File > Close Tab on the notebook just run, answering "Discard" to JupyterLab's "Save your work": the
+    file is never written (its kernel is still running: the caller shuts its session down)."""
+    _menu(page, "File", "application:close")
+    wait_for(f"{name}: the save-or-discard dialog", lambda: page.locator(".jp-Dialog").count(), 30, lab)
+    page.locator(".jp-Dialog button", has_text=re.compile(r"^\s*Discard\s*$")).click()
+    page.wait_for_selector(".jp-NotebookPanel", state="detached", timeout=30_000)
+
+
+def _wait_for_kernel(page, lab: Lab, name: str) -> None:
+    """Until the notebook's kernel is idle, on the server and on the page; answers the kernel dialog."""
 
     def ready():
         if page.locator(".jp-Dialog").count():
@@ -157,7 +188,7 @@ def _run_all(page, lab: Lab, name: str, code_cells: list[int]) -> list[dict]:
     def finished():
         # e.g. "Kernel Restarting: the kernel appears to have died"; fail now, not at the timeout
         assert not page.locator(".jp-Dialog").count(), f"{name}: dialog during Run All: {_dialogs(page)}"
-        cells = _cells(page)
+        cells = page.evaluate(PROGRESS_JS)  # the whole state (_cells) only once the run is over
         prompts = [cells[i]["prompt"] for i in code_cells if i < len(cells)]
         if any("*" in p for p in prompts) or page.evaluate(STATUS_JS) != "idle":
             return None
@@ -168,7 +199,7 @@ def _run_all(page, lab: Lab, name: str, code_cells: list[int]) -> list[dict]:
             return None
         ran = all(re.search(r"\d", p) for p in prompts)
         stopped = any(ERROR_TEXT.search(t) for c in cells for t in c["stderr"])
-        return cells if ran or stopped else None
+        return _cells(page) if ran or stopped else None
 
     wait_for(f"{name}: Run All finished, kernel idle", finished, RUN_TIMEOUT, lab, poll=0.5)
     time.sleep(1.0)  # let the last outputs (images decode, widget views) settle, then look again
@@ -459,8 +490,42 @@ def test_the_notebooks_whose_widgets_are_driven_run_in_the_browser():
     assert drawn_in_an_if and all("plot" in c.metadata.get("tags", []) for c in drawn_in_an_if)
 
 
+class LabPage:
+    """One JupyterLab page at 1280x800 (a workspace of its own) in which the notebooks open in turn, from the
+    File menu, as a learner opens one after another: the lab starts once, not once a notebook. A test that
+    fails leaves the page to be closed; the next test starts a new one."""
+
+    def __init__(self, browser, lab: Lab):
+        self.browser, self.lab, self.context, self.page = browser, lab, None, None
+
+    def get(self):
+        if self.page is None:
+            self.context = self.browser.new_context(viewport={"width": 1280, "height": 800})
+            self.context.set_default_timeout(120_000)  # a busy 2-core CI machine is slow, not broken
+            self.page = self.context.new_page()
+            self.page.goto(
+                f"{self.lab.base}/lab/workspaces/e2e-notebooks?token={self.lab.token}",
+                wait_until="commit",
+                timeout=OPEN_TIMEOUT * 1000,
+            )
+            self.page.wait_for_selector(".jp-Launcher", state="visible", timeout=OPEN_TIMEOUT * 1000)
+        return self.page
+
+    def close(self) -> None:  # no beforeunload: nothing is saved
+        if self.context is not None:
+            self.context.close()
+        self.context = self.page = None
+
+
+@pytest.fixture(scope="module")
+def lab_page(browser, lab: Lab):
+    shared = LabPage(browser, lab)
+    yield shared
+    shared.close()
+
+
 @pytest.mark.parametrize("path", IN_THE_BROWSER, ids=[p.name for p in IN_THE_BROWSER])
-def test_notebook_in_jupyterlab(browser, lab: Lab, path: Path):
+def test_notebook_in_jupyterlab(lab_page: LabPage, lab: Lab, path: Path):
     name = path.relative_to(ROOT).as_posix()
     nb = nbformat.read(path, as_version=4)
     code_cells = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.source.strip()]
@@ -469,13 +534,16 @@ def test_notebook_in_jupyterlab(browser, lab: Lab, path: Path):
     checkpoint = lab.root / ".ipynb_checkpoints" / f"{path.stem}-checkpoint.ipynb"
     checkpoint_before = checkpoint.stat().st_mtime_ns if checkpoint.exists() else None
 
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    context.set_default_timeout(120_000)  # a busy 2-core CI machine is slow, not broken
-    page = context.new_page()
+    page = lab_page.get()
     page_errors: list[str] = []
-    page.on("pageerror", lambda e: page_errors.append(str(e)))
+
+    def noted(e):
+        page_errors.append(str(e))
+
+    page.on("pageerror", noted)
+    failed = True
     try:
-        _open(page, lab, name)
+        _open_from_path(page, lab, name)
         cells = _run_all(page, lab, name, code_cells)
         assert len(cells) == len(nb.cells), f"{name}: {len(cells)} cells on the page, {len(nb.cells)} in the file"
         for i, (cell, on_page) in enumerate(zip(nb.cells, cells)):
@@ -523,6 +591,8 @@ def test_notebook_in_jupyterlab(browser, lab: Lab, path: Path):
             _screenshot(page, name, f"-{width}x{height}")
         page.set_viewport_size({"width": 1280, "height": 800})
         _long_notebook_says_why(nb, name, _notebook_height(page), 800)
+        _close_unsaved(page, lab, name)
+        failed = False
         for e in page_errors:  # uncaught JavaScript errors: reported, not failed (JupyterLab has some)
             warnings.warn(f"{name}: JavaScript error on the page: {e[:300]}")
     except Exception:
@@ -535,7 +605,9 @@ def test_notebook_in_jupyterlab(browser, lab: Lab, path: Path):
         raise
     finally:
         lab.remember_kernels()
-        context.close()  # no beforeunload: nothing is saved
+        page.remove_listener("pageerror", noted)
+        if failed:
+            lab_page.close()
         session = _session(lab, name)
         if session is not None:  # shut the kernel down now: memory stays low across notebooks
             lab.api(f"/api/sessions/{session['id']}", method="DELETE")
