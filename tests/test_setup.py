@@ -210,3 +210,15 @@ def test_the_first_start_opens_with_the_side_bars_closed(tmp_path):
     written.write_text(json.dumps({"data": {"mine": 1}, "metadata": {"id": "default"}}))
     assert lab.install_lab_layout(tmp_path) is None
     assert WorkspacesManager(folder).load("default")["data"] == {"mine": 1}
+
+
+def test_the_kernels_step_builds_the_batch_invariant_matmul_too(capsys):
+    """``make kernels`` (set-up) builds every library a notebook calls, so that notebook 15's deterministic
+    engine never waits for a compiler in front of a learner."""
+    from ropepool.kernels import invariant
+
+    doctor.build_kernels()
+    said = capsys.readouterr().out
+    line = next((ln for ln in said.splitlines() if "batch-invariant matmul" in ln), None)
+    assert line is not None, said
+    assert line.endswith(": ready") == (invariant.unavailable_reason() is None), line

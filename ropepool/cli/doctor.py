@@ -129,10 +129,11 @@ def build_kernels() -> None:
 
     A machine without a C++ compiler is not an error: the 'mlx' backend runs there.
     """
-    from ..kernels import emulator, host
+    from ..kernels import emulator, host, invariant
 
     for what, reason in (
         ("kernel for this CPU (the 'cpu' backend)", host.unavailable_reason),
+        ("batch-invariant matmul (Engine(deterministic=True), notebook 15)", invariant.unavailable_reason),
         ("kernel grid emulator (the tests)", emulator.unavailable_reason),
     ):
         problem = reason()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import shutil
 import socket
 import subprocess
@@ -129,6 +130,7 @@ def _open(page, lab: Lab, name: str) -> None:
 
 def _open_from_path(page, lab: Lab, name: str) -> None:
     """In a lab already on the page: File > Open from Path..., the notebook's name, Open; wait for its kernel."""
+    assert not page.locator(".jp-NotebookPanel").count(), f"{name}: a notebook is still open on the page"
     _menu(page, "File", "filebrowser:open-path")
     page.locator(".jp-Dialog input").fill(name)
     page.locator(".jp-Dialog .jp-mod-accept").click()
@@ -163,7 +165,11 @@ def _wait_for_kernel(page, lab: Lab, name: str) -> None:
             and page.evaluate(STATUS_JS) == "idle"
         )
 
-    wait_for(f"{name}: kernel started and idle", ready, OPEN_TIMEOUT, lab)
+    try:
+        wait_for(f"{name}: kernel started and idle", ready, OPEN_TIMEOUT, lab)
+    except AssertionError as e:
+        sessions = [(s.get("path"), s["kernel"]["execution_state"]) for s in lab.api("/api/sessions")]
+        raise AssertionError(f"{e}\nsessions (path, state): {sessions}; the page says {page.evaluate(STATUS_JS)!r}")
 
 
 def _menu(page, menu: str, command: str) -> None:
@@ -503,8 +509,11 @@ class LabPage:
             self.context = self.browser.new_context(viewport={"width": 1280, "height": 800})
             self.context.set_default_timeout(120_000)  # a busy 2-core CI machine is slow, not broken
             self.page = self.context.new_page()
+            # a workspace never used before: the server keeps each workspace's layout, and a page on an old one
+            # would open again the tabs it last saved
+            workspace = f"e2e-notebooks-{secrets.token_hex(4)}"
             self.page.goto(
-                f"{self.lab.base}/lab/workspaces/e2e-notebooks?token={self.lab.token}",
+                f"{self.lab.base}/lab/workspaces/{workspace}?token={self.lab.token}",
                 wait_until="commit",
                 timeout=OPEN_TIMEOUT * 1000,
             )
@@ -517,7 +526,7 @@ class LabPage:
         self.context = self.page = None
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # the browser tests of other modules run between these: the page stays
 def lab_page(browser, lab: Lab):
     shared = LabPage(browser, lab)
     yield shared
